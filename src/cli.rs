@@ -1,0 +1,135 @@
+//! The command line. Its words are a contract: see README and `runbook --help`.
+
+use crate::duration;
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::time::Duration;
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0    success
+  1    a step failed
+  2    invalid runbook, params or usage (nothing was changed)
+  130  interrupted (SIGINT / Ctrl-C); 143 for SIGTERM
+
+Environment:
+  RUNBOOK_STATE_DIR    where run records go (default: $XDG_STATE_HOME/runbook or ~/.local/state/runbook)
+  RUNBOOK_PARAM_<KEY>  a param value, like --set KEY=VALUE (handy for secrets)
+  RUNBOOK_LOG          log filter for -v style diagnostics (e.g. debug)
+  NO_COLOR             turn colour off";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "runbook",
+    version,
+    about = "Run operations runbooks written in Lua: preview with --dry-run, run, keep a record",
+    after_help = EXIT_CODES,
+    propagate_version = true
+)]
+pub struct Cli {
+    /// Show every line of command output and debug logs.
+    #[arg(short, long, global = true, conflicts_with = "quiet")]
+    pub verbose: bool,
+
+    /// Only show failures, warnings and the summary.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a runbook (or preview it with --dry-run).
+    #[command(after_help = EXIT_CODES)]
+    Run(RunArgs),
+    /// Load and validate runbooks (syntax, header, params, steps); contacts nothing.
+    Check {
+        /// Runbook files or names.
+        #[arg(required = true)]
+        files: Vec<String>,
+        /// Values for params, to validate them too.
+        #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_set)]
+        sets: Vec<(String, String)>,
+    },
+    /// List runbooks in a directory (default: ./runbooks, else .) and the shipped ones.
+    List { dir: Option<PathBuf> },
+    /// Show a runbook's params (type, default, help) and steps in order.
+    Show { file: String },
+    /// List earlier runs from the run records.
+    History {
+        /// How many of the latest runs to show.
+        #[arg(short = 'n', long, default_value_t = 20)]
+        limit: usize,
+        #[arg(long, env = "RUNBOOK_STATE_DIR", value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+    },
+    /// Show what happened in a run: RUN is a run id (or a prefix of one) or `last`.
+    Log {
+        run: String,
+        /// Print the raw JSONL record.
+        #[arg(long)]
+        json: bool,
+        #[arg(long, env = "RUNBOOK_STATE_DIR", value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+    },
+    /// The Lua API reference. TOPIC is a module (target, step, runbook, log, control) or a function name.
+    Docs {
+        topic: Option<String>,
+        /// Print the whole reference as Markdown (as in docs/lua-api.md).
+        #[arg(long)]
+        markdown: bool,
+    },
+    /// Print a shell completion script.
+    Completions { shell: clap_complete::Shell },
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// A runbook file, or a bare name: ./NAME.lua, ./runbooks/NAME.lua, then a shipped runbook.
+    pub file: String,
+
+    /// Set a param (repeatable).
+    #[arg(long = "set", short = 'e', value_name = "KEY=VALUE", value_parser = parse_set)]
+    pub sets: Vec<(String, String)>,
+
+    /// Preview: reads run for real, changes are shown, not made.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// With --dry-run: contact nothing at all (reads are planned too).
+    #[arg(long, requires = "dry_run")]
+    pub offline: bool,
+
+    /// Do not ask before deleting, rebuilding or restoring things.
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+
+    /// NDJSON events on stdout instead of the terminal view.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Skip the steps that succeeded in an earlier run (a run id or `last`).
+    #[arg(long, value_name = "RUN|last")]
+    pub resume: Option<String>,
+
+    /// Where run records are kept.
+    #[arg(long, env = "RUNBOOK_STATE_DIR", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+
+    /// Stop the whole run after this long (e.g. 30m); `always` steps still run.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+}
+
+fn parse_set(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+        _ => Err(format!("expected KEY=VALUE, got '{s}'")),
+    }
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    duration::parse(s)
+}

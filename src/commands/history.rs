@@ -1,0 +1,61 @@
+//! `history` and `log`: read the run records.
+
+use crate::error::{Error, Result};
+use crate::events::Sink;
+use crate::sinks::terminal::{TerminalOptions, TerminalSink};
+use crate::state;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub fn history(limit: usize, state_dir: Option<PathBuf>) -> Result<i32> {
+    let dir = state::state_dir(state_dir);
+    let runs = state::list_runs(&dir)?;
+    if runs.is_empty() {
+        println!("no runs recorded in {}", dir.display());
+        return Ok(0);
+    }
+    println!(
+        "{:<22} {:<24} {:<18} {:<16} {:<11} {:>8}  FILE",
+        "RUN", "STARTED", "RUNBOOK", "MODE", "OUTCOME", "TIME"
+    );
+    for r in runs
+        .iter()
+        .rev()
+        .take(limit)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+    {
+        let took = r
+            .duration_ms
+            .map(|ms| crate::duration::short(Duration::from_millis(ms)))
+            .unwrap_or("-".into());
+        println!(
+            "{:<22} {:<24} {:<18} {:<16} {:<11} {:>8}  {}",
+            r.id, r.started, r.runbook, r.mode, r.outcome, took, r.file
+        );
+    }
+    Ok(0)
+}
+
+pub fn log(which: &str, json: bool, state_dir: Option<PathBuf>, quiet: bool) -> Result<i32> {
+    let dir = state::state_dir(state_dir);
+    let info = state::find_run(&dir, which, |_| true)?;
+    if json {
+        let text = std::fs::read_to_string(&info.path).map_err(|e| Error::io(&info.path, e))?;
+        print!("{text}");
+        return Ok(0);
+    }
+    // Replays the record through the same terminal view, with every output line.
+    let mut opts = TerminalOptions::detect(true, quiet);
+    opts.fancy = false;
+    let mut sink = TerminalSink::new(opts);
+    for ev in state::read_events(&info.path)? {
+        sink.emit(&ev);
+    }
+    if info.outcome == "incomplete" {
+        eprintln!("(the record ends here: the run was killed or is still running)");
+    }
+    eprintln!("record: {}", info.path.display());
+    Ok(0)
+}

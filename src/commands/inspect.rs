@@ -1,0 +1,156 @@
+//! `check`, `show` and `list`: load runbooks without running a single step.
+
+use crate::cancel::Cancel;
+use crate::ctx::Mode;
+use crate::embedded;
+use crate::engine::{self, Loaded};
+use crate::error::{Error, Result};
+use crate::source::{self, Source};
+use std::path::{Path, PathBuf};
+
+fn inspect(source: &Source, sets: Vec<(String, String)>) -> Result<Loaded> {
+    engine::load(source, Mode::Inspect, sets, Cancel::new())
+}
+
+pub fn check(files: &[String], sets: Vec<(String, String)>) -> Result<i32> {
+    let mut bad = 0;
+    for f in files {
+        match source::locate(f).and_then(|s| inspect(&s, sets.clone()).map(|l| (s, l))) {
+            Ok((s, loaded)) => {
+                let h = loaded.header();
+                println!(
+                    "ok: {} (runbook '{}', {} params, {} steps)",
+                    s.label,
+                    h.name,
+                    h.params.len(),
+                    loaded.steps().len()
+                );
+            }
+            Err(e) => {
+                bad += 1;
+                eprintln!("error: {e}");
+            }
+        }
+    }
+    if bad > 0 {
+        Err(Error::invalid(format!(
+            "{bad} of {} runbook(s) failed the check",
+            files.len()
+        )))
+    } else {
+        Ok(0)
+    }
+}
+
+pub fn show(file: &str) -> Result<i32> {
+    let source = source::locate(file)?;
+    let loaded = inspect(&source, Vec::new())?;
+    let h = loaded.header();
+    println!("{} ({})", h.name, source.label);
+    if let Some(d) = &h.description {
+        println!("  {d}");
+    }
+    println!("\nparams:");
+    if h.params.is_empty() {
+        println!("  (none)");
+    }
+    for p in &h.params {
+        let mut facts = vec![p.ty.name().to_string()];
+        if p.required {
+            facts.push("required".into());
+        }
+        if p.secret {
+            facts.push("secret".into());
+        }
+        if let Some(d) = &p.default {
+            facts.push(format!(
+                "default {}",
+                if p.secret { "***".into() } else { d.display() }
+            ));
+        }
+        if !p.choices.is_empty() {
+            let c: Vec<String> = p.choices.iter().map(|c| c.display()).collect();
+            facts.push(format!("one of {}", c.join("|")));
+        }
+        println!("  {:<14} {}", p.name, facts.join(", "));
+        if let Some(help) = &p.help {
+            println!("  {:<14} {help}", "");
+        }
+    }
+    println!("\nsteps:");
+    for (i, s) in loaded.steps().iter().enumerate() {
+        let mut opts = Vec::new();
+        if s.opts.retries > 0 {
+            opts.push(format!("retries={}", s.opts.retries));
+        }
+        if let Some(t) = s.opts.timeout {
+            opts.push(format!("timeout={}", crate::duration::short(t)));
+        }
+        if s.opts.when.is_some() {
+            opts.push("when".into());
+        }
+        if s.opts.always {
+            opts.push("always".into());
+        }
+        if s.opts.confirm {
+            opts.push("confirm".into());
+        }
+        let opts = if opts.is_empty() {
+            String::new()
+        } else {
+            format!("  [{}]", opts.join(", "))
+        };
+        println!("  {}. {}{opts}  ({})", i + 1, s.name, s.location);
+    }
+    Ok(0)
+}
+
+fn describe(source: &Source) -> (String, String) {
+    match inspect(source, Vec::new()) {
+        Ok(l) => {
+            let h = l.header();
+            (h.name, h.description.unwrap_or_default())
+        }
+        Err(e) => (
+            "(invalid)".into(),
+            e.to_string().lines().next().unwrap_or_default().to_string(),
+        ),
+    }
+}
+
+pub fn list(dir: Option<PathBuf>) -> Result<i32> {
+    let dir = dir.unwrap_or_else(|| {
+        if Path::new("runbooks").is_dir() {
+            "runbooks".into()
+        } else {
+            ".".into()
+        }
+    });
+    let entries = std::fs::read_dir(&dir)
+        .map_err(|e| Error::invalid(format!("cannot list {}: {e}", dir.display())))?;
+    let mut files: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "lua") && p.is_file())
+        .collect();
+    files.sort();
+    println!("{}:", dir.display());
+    if files.is_empty() {
+        println!("  (no .lua files)");
+    }
+    for f in files {
+        let (name, desc) = match source::locate(&f.display().to_string()) {
+            Ok(s) => describe(&s),
+            Err(e) => ("(unreadable)".into(), e.to_string()),
+        };
+        println!("  {:<28} {:<20} {desc}", f.display(), name);
+    }
+    println!("\nshipped (run by name):");
+    for (name, _) in embedded::SHIPPED {
+        if let Some(s) = Source::shipped(name) {
+            let (_, desc) = describe(&s);
+            println!("  {name:<28} {desc}");
+        }
+    }
+    Ok(0)
+}

@@ -1,0 +1,29 @@
+//! `runbook run`.
+
+use crate::cli::RunArgs;
+use crate::ctx::Mode;
+use crate::engine::{self, RunRequest};
+use crate::error::Result;
+use crate::sinks::terminal::TerminalOptions;
+use crate::{source, state};
+
+pub async fn run(args: RunArgs, verbose: bool, quiet: bool) -> Result<i32> {
+    let source = source::locate(&args.file)?;
+    let mode = match (args.dry_run, args.offline) {
+        (false, _) => Mode::Real,
+        (true, false) => Mode::DryRun,
+        (true, true) => Mode::Offline,
+    };
+    engine::run(RunRequest {
+        source,
+        mode,
+        sets: args.sets,
+        yes: args.yes,
+        json: args.json,
+        resume: args.resume,
+        state_dir: state::state_dir(args.state_dir),
+        timeout: args.timeout,
+        term: TerminalOptions::detect(verbose, quiet),
+    })
+    .await
+}

@@ -1,0 +1,150 @@
+//! The state one run (or one load, for `check`/`show`/`list`) shares between the engine
+//! and the Lua API. It lives in the Lua VM's app data; callbacks fetch it per call.
+
+use crate::cancel::Cancel;
+use crate::events::Bus;
+use crate::params::{Missing, ParamSpec, ParamValue};
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// `check`, `show`, `list`: only the declarations run; no step body ever does.
+    Inspect,
+    /// A real run: everything happens.
+    Real,
+    /// `--dry-run`: reads run for real, changes are planned.
+    DryRun,
+    /// `--dry-run --offline`: nothing is contacted; reads are planned too.
+    Offline,
+}
+
+impl Mode {
+    pub fn label(self) -> &'static str {
+        match self {
+            Mode::Inspect => "inspect",
+            Mode::Real => "real",
+            Mode::DryRun => "dry-run",
+            Mode::Offline => "dry-run-offline",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// The file's top level runs: `runbook{}`, `step()`, `target()` declare things.
+    Declaring,
+    /// Steps run one by one.
+    Running,
+}
+
+#[derive(Debug, Clone)]
+pub struct Header {
+    pub name: String,
+    pub description: Option<String>,
+    pub params: Vec<ParamSpec>,
+    pub values: BTreeMap<String, Option<ParamValue>>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct StepOptions {
+    pub retries: u32,
+    pub delay: Duration,
+    pub timeout: Option<Duration>,
+    pub when: Option<mlua::Function>,
+    pub always: bool,
+    pub confirm: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct StepDecl {
+    pub name: String,
+    pub opts: StepOptions,
+    pub func: mlua::Function,
+    /// `file:line` where the step was declared.
+    pub location: String,
+}
+
+/// The step that is running now.
+#[derive(Debug, Clone, Copy)]
+pub struct StepCursor {
+    pub index: usize,
+    pub changed: bool,
+}
+
+pub struct Ctx {
+    pub mode: Mode,
+    pub phase: Cell<Phase>,
+    pub bus: Bus,
+    pub cancel: Rc<Cancel>,
+    /// Work started now is interrupted once `cancel.count()` exceeds this.
+    pub abort_at: Cell<u32>,
+    /// When the current step (or the load) must end.
+    pub deadline: Cell<Option<Instant>>,
+    pub step: Cell<Option<StepCursor>>,
+    pub action_seq: Cell<u64>,
+    pub header: RefCell<Option<Header>>,
+    pub steps: RefCell<Vec<StepDecl>>,
+    /// `--set` pairs, in command-line order.
+    pub sets: Vec<(String, String)>,
+    pub missing: Missing,
+    /// The runbook as users name it in messages (its path, or `<embedded>/name.lua`).
+    pub label: String,
+    /// Where `require` finds Lua files beside the runbook; `None` for embedded runbooks.
+    pub dir: Option<PathBuf>,
+}
+
+impl Ctx {
+    pub fn new(
+        mode: Mode,
+        label: String,
+        dir: Option<PathBuf>,
+        sets: Vec<(String, String)>,
+        cancel: Rc<Cancel>,
+    ) -> Self {
+        Ctx {
+            mode,
+            phase: Cell::new(Phase::Declaring),
+            bus: Bus::default(),
+            cancel,
+            abort_at: Cell::new(0),
+            deadline: Cell::new(None),
+            step: Cell::new(None),
+            action_seq: Cell::new(0),
+            header: RefCell::new(None),
+            steps: RefCell::new(Vec::new()),
+            sets,
+            missing: if mode == Mode::Inspect {
+                Missing::Placeholder
+            } else {
+                Missing::Error
+            },
+            label,
+            dir,
+        }
+    }
+
+    pub fn next_action_id(&self) -> u64 {
+        let id = self.action_seq.get() + 1;
+        self.action_seq.set(id);
+        id
+    }
+
+    pub fn mark_changed(&self) {
+        if let Some(mut cur) = self.step.get() {
+            cur.changed = true;
+            self.step.set(Some(cur));
+        }
+    }
+
+    pub fn aborted(&self) -> bool {
+        self.cancel.count() > self.abort_at.get()
+    }
+
+    pub fn past_deadline(&self) -> bool {
+        self.deadline.get().is_some_and(|d| Instant::now() >= d)
+    }
+}

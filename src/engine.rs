@@ -1,0 +1,574 @@
+//! Loads a runbook into a sandboxed VM, runs its steps in order, and owns the decisions
+//! around a run: dry-run, confirmation, resume, timeouts, interruption, the record.
+
+use crate::cancel::{self, Cancel};
+use crate::ctx::{Ctx, Header, Mode, Phase, StepCursor, StepDecl};
+use crate::duration;
+use crate::error::{Error, Result};
+use crate::events::Event;
+use crate::lua_api::error_message;
+use crate::sandbox;
+use crate::sinks::{
+    collect::{CollectSink, Collected},
+    json::JsonSink,
+    record::RecordSink,
+    terminal::{TerminalOptions, TerminalSink},
+};
+use crate::source::Source;
+use crate::state;
+use mlua::{Lua, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// How long the top level of a file may run while it declares its steps.
+const LOAD_BUDGET: Duration = Duration::from_secs(10);
+/// What an `always` step gets when the run's `--timeout` has already run out.
+const ALWAYS_GRACE: Duration = Duration::from_secs(60);
+
+/// A runbook whose declarations have run: header and steps known, nothing executed.
+pub struct Loaded {
+    /// Kept alive for as long as the steps are: their functions live in this VM.
+    _lua: Lua,
+    pub ctx: Rc<Ctx>,
+}
+
+impl Loaded {
+    pub fn header(&self) -> Header {
+        self.ctx
+            .header
+            .borrow()
+            .clone()
+            .expect("load() checks the header")
+    }
+    pub fn steps(&self) -> Vec<StepDecl> {
+        self.ctx.steps.borrow().clone()
+    }
+}
+
+/// Runs the file's top level (declarations only; no command can run there).
+pub fn load(
+    source: &Source,
+    mode: Mode,
+    sets: Vec<(String, String)>,
+    cancel: Rc<Cancel>,
+) -> Result<Loaded> {
+    let ctx = Rc::new(Ctx::new(
+        mode,
+        source.label.clone(),
+        source.dir.clone(),
+        sets,
+        cancel,
+    ));
+    let lua = sandbox::new_vm(ctx.clone())
+        .map_err(|e| Error::invalid(format!("cannot start Lua: {e}")))?;
+    let chunk = sandbox::compile(&lua, &source.bytes, &source.label)
+        .map_err(|e| Error::invalid(error_message(&e)))?;
+    ctx.deadline.set(Some(Instant::now() + LOAD_BUDGET));
+    let result = chunk.call::<()>(());
+    ctx.deadline.set(None);
+    if let Err(e) = result {
+        let msg = error_message(&e);
+        if msg == "timed out" {
+            return Err(Error::invalid(format!(
+                "{}: the top level of the file ran for over {}s; put work inside step() functions",
+                source.label,
+                LOAD_BUDGET.as_secs()
+            )));
+        }
+        if msg == "interrupted" {
+            return Err(Error::Interrupted(ctx.cancel.exit_code()));
+        }
+        return Err(Error::invalid(msg));
+    }
+    if ctx.header.borrow().is_none() {
+        return Err(Error::invalid(format!(
+            "{}: missing header: a runbook starts with runbook {{ name = \"…\", description = \"…\" }}",
+            source.label
+        )));
+    }
+    Ok(Loaded { _lua: lua, ctx })
+}
+
+pub struct RunRequest {
+    pub source: Source,
+    pub mode: Mode,
+    pub sets: Vec<(String, String)>,
+    pub yes: bool,
+    pub json: bool,
+    pub resume: Option<String>,
+    pub state_dir: PathBuf,
+    pub timeout: Option<Duration>,
+    pub term: TerminalOptions,
+}
+
+/// Steps a resumed run skips: index → the run in which it succeeded.
+#[derive(Default)]
+struct ResumePlan {
+    from: Option<String>,
+    done: HashMap<usize, String>,
+}
+
+#[derive(Default)]
+struct Tally {
+    ok: usize,
+    changed: usize,
+    failed: usize,
+    skipped: usize,
+}
+
+/// `runbook run`: returns the exit code.
+pub async fn run(req: RunRequest) -> Result<i32> {
+    let cancel = Cancel::new();
+    let _signals = cancel::watch_signals(cancel.clone());
+    let loaded = load(&req.source, req.mode, req.sets.clone(), cancel.clone())?;
+    let resume = match &req.resume {
+        Some(which) => resume_plan(&req, &loaded, which)?,
+        None => ResumePlan::default(),
+    };
+    if req.mode == Mode::Real && !req.yes {
+        confirm_gate(&req, &resume, cancel.clone()).await?;
+    }
+
+    let run_id = state::new_run_id();
+    let (record_path, record_file) = state::create_record(&req.state_dir, &run_id)?;
+    let ctx = loaded.ctx.clone();
+    if !req.json {
+        ctx.bus.add_sink(Box::new(TerminalSink::new(req.term)));
+    } else {
+        ctx.bus.add_sink(Box::new(JsonSink));
+    }
+    let record = RecordSink::new(record_path.clone(), record_file);
+    let record_failed = record.failed_flag();
+    ctx.bus.add_sink(Box::new(record));
+
+    let header = loaded.header();
+    ctx.bus.emit(Event::RunStarted {
+        run_id: run_id.clone(),
+        runbook: header.name.clone(),
+        path: req.source.label.clone(),
+        content_hash: req.source.content_hash(),
+        params: params_for_record(&header),
+        mode: req.mode.label().into(),
+        resumed_from: resume.from.clone(),
+        user: whoami(),
+        host: hostname(),
+    });
+    if record_failed.get() {
+        ctx.bus.finish();
+        return Err(Error::invalid(format!(
+            "cannot write the run record {}; runbook will not run without a record (see --state-dir)",
+            record_path.display()
+        )));
+    }
+    let started = Instant::now();
+    let tally = run_steps(&loaded, &resume, req.timeout).await;
+    let interrupted = cancel.count() > 0;
+    let (outcome, code) = if interrupted {
+        ("interrupted", cancel.exit_code())
+    } else if tally.failed > 0 {
+        ("failed", 1)
+    } else {
+        ("ok", 0)
+    };
+    ctx.bus.emit(Event::RunFinished {
+        outcome: outcome.into(),
+        ok: tally.ok,
+        changed: tally.changed,
+        failed: tally.failed,
+        skipped: tally.skipped,
+        duration_ms: started.elapsed().as_millis() as u64,
+        exit_code: code,
+    });
+    ctx.bus.finish();
+    Ok(code)
+}
+
+fn params_for_record(header: &Header) -> BTreeMap<String, serde_json::Value> {
+    header
+        .params
+        .iter()
+        .map(|spec| {
+            let v = match header.values.get(&spec.name) {
+                Some(Some(_)) if spec.secret => {
+                    serde_json::Value::String(crate::secrets::MASK.into())
+                }
+                Some(Some(v)) => v.to_json(),
+                _ => serde_json::Value::Null,
+            };
+            (spec.name.clone(), v)
+        })
+        .collect()
+}
+
+fn resume_plan(req: &RunRequest, loaded: &Loaded, which: &str) -> Result<ResumePlan> {
+    let header = loaded.header();
+    let info = state::find_run(&req.state_dir, which, |r| {
+        r.runbook == header.name && r.mode == "real"
+    })
+    .map_err(|e| Error::invalid(format!("--resume {which}: {e}")))?;
+    if info.mode != "real" {
+        return Err(Error::invalid(format!(
+            "--resume {which}: run {} was a {}; only real runs can be resumed",
+            info.id, info.mode
+        )));
+    }
+    if info.runbook != header.name {
+        return Err(Error::invalid(format!(
+            "--resume {which}: run {} ran runbook '{}', not '{}'",
+            info.id, info.runbook, header.name
+        )));
+    }
+    if info.content_hash != req.source.content_hash() {
+        return Err(Error::invalid(format!(
+            "--resume {which}: {} changed since run {} (its content hash differs); resuming could skip steps that are not the ones that ran. Run it afresh without --resume",
+            req.source.label, info.id
+        )));
+    }
+    let events = state::read_events(&info.path)?;
+    let now = params_for_record(&header);
+    if let Some(Event::RunStarted { params, .. }) = events.first().map(|e| &e.event) {
+        let differ: Vec<&String> = now
+            .keys()
+            .chain(params.keys())
+            .filter(|k| now.get(*k) != params.get(*k))
+            .collect();
+        if let Some(k) = differ.first() {
+            return Err(Error::invalid(format!(
+                "--resume {which}: param '{k}' differs from run {} ({} then, {} now); resume with the same --set values",
+                info.id,
+                params.get(*k).map(|v| v.to_string()).unwrap_or("unset".into()),
+                now.get(*k).map(|v| v.to_string()).unwrap_or("unset".into()),
+            )));
+        }
+    }
+    let steps = loaded.steps();
+    let mut done = HashMap::new();
+    for ev in &events {
+        if let Event::StepFinished {
+            index,
+            name,
+            outcome,
+            ..
+        } = &ev.event
+        {
+            let same_step = steps.get(*index).is_some_and(|s| &s.name == name);
+            if same_step && (outcome == "ok" || outcome == "changed") {
+                done.insert(*index, info.id.clone());
+            } else {
+                done.remove(index);
+            }
+        }
+        // A step skipped in that run because an even earlier run did it is done too.
+        if let Event::StepSkipped { index, reason, .. } = &ev.event {
+            if let Some(prev) = reason.strip_prefix("done in run ") {
+                done.insert(*index, prev.to_string());
+            }
+        }
+    }
+    Ok(ResumePlan {
+        from: Some(info.id),
+        done,
+    })
+}
+
+/// Before a real run changes anything: if its plan deletes, rebuilds or restores
+/// something, or a step asks for it, show the plan and ask once (or refuse without a
+/// terminal). The plan comes from a silent dry-run of the same runbook.
+async fn confirm_gate(req: &RunRequest, resume: &ResumePlan, cancel: Rc<Cancel>) -> Result<()> {
+    let plan = load(&req.source, Mode::DryRun, req.sets.clone(), cancel.clone())?;
+    let collected = Collected::default();
+    plan.ctx
+        .bus
+        .add_sink(Box::new(CollectSink(collected.clone())));
+    run_steps(&plan, resume, req.timeout).await;
+    if cancel.count() > 0 {
+        return Err(Error::Interrupted(cancel.exit_code()));
+    }
+    let steps = plan.steps();
+    let events = collected.0.borrow();
+    let mut reasons = Vec::new();
+    for ev in events.iter() {
+        match ev {
+            Event::ActionPlanned {
+                destructive: true,
+                step,
+                target,
+                summary,
+                ..
+            } => {
+                reasons.push(format!(
+                    "step \"{}\" on {target}: {summary}",
+                    steps[*step].name
+                ));
+            }
+            Event::StepStarted {
+                index, attempt: 1, ..
+            } if steps[*index].opts.confirm => {
+                reasons.push(format!(
+                    "step \"{}\" asks for confirmation",
+                    steps[*index].name
+                ));
+            }
+            _ => {}
+        }
+    }
+    if reasons.is_empty() {
+        return Ok(());
+    }
+    use is_terminal::IsTerminal;
+    let interactive =
+        std::io::stdin().is_terminal() && std::io::stderr().is_terminal() && !req.json;
+    let list = reasons
+        .iter()
+        .map(|r| format!("  - {r}"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    if !interactive {
+        return Err(Error::invalid(format!(
+            "{} deletes, rebuilds or restores things and needs confirmation:\n{list}\n\
+             nothing was changed; preview with --dry-run, then re-run with --yes",
+            req.source.label
+        )));
+    }
+    eprintln!("{} will:\n{list}", req.source.label);
+    eprint!("Proceed? [y/N] ");
+    let mut answer = String::new();
+    let _ = std::io::stdin().read_line(&mut answer);
+    if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
+        Ok(())
+    } else {
+        Err(Error::invalid("not confirmed; nothing was changed"))
+    }
+}
+
+async fn run_steps(loaded: &Loaded, resume: &ResumePlan, run_timeout: Option<Duration>) -> Tally {
+    let ctx = &loaded.ctx;
+    ctx.phase.set(Phase::Running);
+    let run_deadline = run_timeout.map(|t| Instant::now() + t);
+    let steps = loaded.steps();
+    let mut tally = Tally::default();
+    let mut failed = false;
+    for (index, step) in steps.iter().enumerate() {
+        let interrupted = ctx.cancel.count() > 0;
+        let out_of_time = run_deadline.is_some_and(|d| Instant::now() >= d);
+        if !step.opts.always && (failed || interrupted || out_of_time) {
+            let reason = if interrupted {
+                "the run was interrupted"
+            } else if failed {
+                "an earlier step failed"
+            } else {
+                "the run's --timeout ran out"
+            };
+            skip(ctx, &mut tally, index, step, reason.to_string());
+            continue;
+        }
+        if let Some(prev) = resume.done.get(&index).filter(|_| !step.opts.always) {
+            skip(ctx, &mut tally, index, step, format!("done in run {prev}"));
+            continue;
+        }
+        let outcome = run_step(ctx, index, step, run_deadline).await;
+        match outcome {
+            StepOutcome::Skipped(reason) => skip(ctx, &mut tally, index, step, reason),
+            StepOutcome::Ok => tally.ok += 1,
+            StepOutcome::Changed => {
+                tally.ok += 1;
+                tally.changed += 1
+            }
+            StepOutcome::Failed => {
+                tally.failed += 1;
+                failed = true;
+            }
+        }
+    }
+    tally
+}
+
+fn skip(ctx: &Ctx, tally: &mut Tally, index: usize, step: &StepDecl, reason: String) {
+    tally.skipped += 1;
+    ctx.bus.emit(Event::StepSkipped {
+        index,
+        name: step.name.clone(),
+        reason,
+    });
+}
+
+enum StepOutcome {
+    Ok,
+    Changed,
+    Failed,
+    Skipped(String),
+}
+
+fn step_deadline(step: &StepDecl, run_deadline: Option<Instant>) -> Option<Instant> {
+    let now = Instant::now();
+    let own = step.opts.timeout.map(|t| now + t);
+    match run_deadline {
+        // An `always` step after the run ran out of time still gets a chance to clean up.
+        Some(rd) if rd <= now && step.opts.always => Some(own.unwrap_or(now + ALWAYS_GRACE)),
+        Some(rd) => Some(own.map_or(rd, |o| o.min(rd))),
+        None => own,
+    }
+}
+
+async fn run_step(
+    ctx: &Ctx,
+    index: usize,
+    step: &StepDecl,
+    run_deadline: Option<Instant>,
+) -> StepOutcome {
+    // Work in this step is interrupted by the *next* signal: after a Ctrl-C, `always`
+    // steps still run, and a second Ctrl-C stops them.
+    ctx.abort_at.set(ctx.cancel.count());
+    if let Some(when) = &step.opts.when {
+        ctx.step.set(Some(StepCursor {
+            index,
+            changed: false,
+        }));
+        ctx.deadline.set(step_deadline(step, run_deadline));
+        let decided = when.call_async::<Value>(()).await;
+        ctx.step.set(None);
+        ctx.deadline.set(None);
+        match decided {
+            Ok(Value::Boolean(false) | Value::Nil) => {
+                return StepOutcome::Skipped("its `when` condition is false".into())
+            }
+            Ok(_) => {}
+            Err(e) => {
+                let msg = format!("evaluating `when`: {}", error_message(&e));
+                finish(ctx, index, step, "failed", Duration::ZERO, Some(msg));
+                return StepOutcome::Failed;
+            }
+        }
+    }
+    let attempts = step.opts.retries + 1;
+    for attempt in 1..=attempts {
+        ctx.bus.emit(Event::StepStarted {
+            index,
+            name: step.name.clone(),
+            attempt,
+        });
+        let deadline = step_deadline(step, run_deadline);
+        ctx.step.set(Some(StepCursor {
+            index,
+            changed: false,
+        }));
+        ctx.deadline.set(deadline);
+        let started = Instant::now();
+        let result = step.func.call_async::<()>(()).await;
+        let changed = ctx.step.get().is_some_and(|c| c.changed);
+        ctx.step.set(None);
+        ctx.deadline.set(None);
+        let took = started.elapsed();
+        let err = match result {
+            Ok(()) => {
+                let outcome = if changed { "changed" } else { "ok" };
+                finish(ctx, index, step, outcome, took, None);
+                return if changed {
+                    StepOutcome::Changed
+                } else {
+                    StepOutcome::Ok
+                };
+            }
+            Err(e) => e,
+        };
+        let aborted = ctx.aborted();
+        let run_over = run_deadline.is_some_and(|d| Instant::now() >= d);
+        let msg = if aborted {
+            let sig = if ctx.cancel.exit_code() == 143 {
+                "SIGTERM"
+            } else {
+                "SIGINT"
+            };
+            format!("interrupted ({sig})")
+        } else if deadline.is_some_and(|d| Instant::now() >= d) {
+            if run_over
+                && step
+                    .opts
+                    .timeout
+                    .is_none_or(|t| started + t > run_deadline.unwrap_or(started))
+            {
+                "the run's --timeout ran out".to_string()
+            } else {
+                format!(
+                    "{}: step timed out after {}",
+                    step.location,
+                    duration::short(step.opts.timeout.unwrap_or_default())
+                )
+            }
+        } else {
+            error_message(&err)
+        };
+        if attempt < attempts && !aborted && !run_over {
+            ctx.bus.emit(Event::Log {
+                step: Some(index),
+                level: "warn".into(),
+                message: format!(
+                    "step \"{}\" failed (attempt {attempt} of {attempts}), retrying in {}: {msg}",
+                    step.name,
+                    duration::short(step.opts.delay)
+                ),
+            });
+            if !cancellable_sleep(ctx, step.opts.delay).await {
+                finish(ctx, index, step, "failed", took, Some("interrupted".into()));
+                return StepOutcome::Failed;
+            }
+            continue;
+        }
+        finish(ctx, index, step, "failed", took, Some(msg));
+        return StepOutcome::Failed;
+    }
+    unreachable!("the last attempt always returns")
+}
+
+/// Sleeps unless interrupted; returns false when a signal cut it short.
+async fn cancellable_sleep(ctx: &Ctx, d: Duration) -> bool {
+    let until = Instant::now() + d;
+    while Instant::now() < until {
+        if ctx.aborted() {
+            return false;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep_until(until.into()) => {}
+            _ = ctx.cancel.notified() => {}
+        }
+    }
+    !ctx.aborted()
+}
+
+fn finish(
+    ctx: &Ctx,
+    index: usize,
+    step: &StepDecl,
+    outcome: &str,
+    took: Duration,
+    error: Option<String>,
+) {
+    ctx.bus.emit(Event::StepFinished {
+        index,
+        name: step.name.clone(),
+        outcome: outcome.into(),
+        duration_ms: took.as_millis() as u64,
+        error,
+    });
+}
+
+fn whoami() -> String {
+    std::env::var("USER")
+        .ok()
+        .filter(|u| !u.is_empty())
+        // SAFETY: getuid has no failure mode.
+        .unwrap_or_else(|| format!("uid {}", unsafe { libc::getuid() }))
+}
+
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates within it.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len()) };
+    if rc != 0 {
+        return "unknown".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}

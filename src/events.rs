@@ -1,0 +1,165 @@
+//! Everything that happens in a run is an [`Event`]; nothing prints directly.
+//!
+//! The engine emits events into a [`Bus`], which masks secrets once and hands each event
+//! to every sink: the terminal, `--json` (NDJSON on stdout) and the run record (JSONL).
+//! The same serialized form is what `--json` prints and what the record stores, and it is
+//! documented in `docs/EVENTS.md`.
+
+use crate::secrets::Masker;
+use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    RunStarted {
+        run_id: String,
+        runbook: String,
+        path: String,
+        content_hash: String,
+        params: BTreeMap<String, serde_json::Value>,
+        /// "real", "dry-run" or "dry-run-offline".
+        mode: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resumed_from: Option<String>,
+        user: String,
+        host: String,
+    },
+    StepStarted {
+        index: usize,
+        name: String,
+        attempt: u32,
+    },
+    StepSkipped {
+        index: usize,
+        name: String,
+        reason: String,
+    },
+    StepFinished {
+        index: usize,
+        name: String,
+        /// "ok", "changed" or "failed".
+        outcome: String,
+        duration_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// A change that a dry-run would make (or, offline, a read it would do).
+    ActionPlanned {
+        step: usize,
+        action: u64,
+        target: String,
+        /// "read" or "change".
+        effect: String,
+        summary: String,
+        command: String,
+        #[serde(default)]
+        destructive: bool,
+    },
+    ActionStarted {
+        step: usize,
+        action: u64,
+        target: String,
+        effect: String,
+        summary: String,
+        command: String,
+    },
+    Output {
+        step: usize,
+        action: u64,
+        /// "stdout" or "stderr".
+        stream: String,
+        line: String,
+    },
+    ActionFinished {
+        step: usize,
+        action: u64,
+        ok: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code: Option<i32>,
+        duration_ms: u64,
+        #[serde(default, skip_serializing_if = "is_false")]
+        timed_out: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+        /// The last few KiB of each stream; every line is also in its own `output` event.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        stdout_tail: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        stderr_tail: String,
+    },
+    Log {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        step: Option<usize>,
+        level: String,
+        message: String,
+    },
+    RunFinished {
+        /// "ok", "failed", "interrupted".
+        outcome: String,
+        ok: usize,
+        changed: usize,
+        failed: usize,
+        skipped: usize,
+        duration_ms: u64,
+        exit_code: i32,
+    },
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// An event with the wall-clock time it happened, as written to `--json` and records.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Stamped {
+    pub ts: String,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+pub trait Sink {
+    fn emit(&mut self, ev: &Stamped);
+    /// Called once at the end, whatever the outcome; flushes and tears down bars.
+    fn finish(&mut self) {}
+}
+
+/// Fans events out to sinks after masking secrets.
+#[derive(Default)]
+pub struct Bus {
+    sinks: RefCell<Vec<Box<dyn Sink>>>,
+    masker: RefCell<Masker>,
+}
+
+impl Bus {
+    pub fn add_sink(&self, sink: Box<dyn Sink>) {
+        self.sinks.borrow_mut().push(sink);
+    }
+
+    /// Registers a value that must never appear in any output from now on.
+    pub fn add_secret(&self, value: &str) {
+        self.masker.borrow_mut().add(value);
+    }
+
+    pub fn mask(&self, text: &str) -> String {
+        self.masker.borrow().mask(text)
+    }
+
+    pub fn emit(&self, event: Event) {
+        let event = self.masker.borrow().mask_event(event);
+        let stamped = Stamped {
+            ts: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+            event,
+        };
+        for sink in self.sinks.borrow_mut().iter_mut() {
+            sink.emit(&stamped);
+        }
+    }
+
+    pub fn finish(&self) {
+        for sink in self.sinks.borrow_mut().iter_mut() {
+            sink.finish();
+        }
+    }
+}

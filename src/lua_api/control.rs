@@ -1,0 +1,66 @@
+//! `fail`, `secret`, `sleep`: small controls a runbook needs.
+
+use super::{ctx, duration_value, err_at, require_running};
+use mlua::{Lua, Value};
+
+pub fn register(lua: &Lua) -> mlua::Result<()> {
+    let g = lua.globals();
+    g.raw_set("fail", lua.create_function(fail)?)?;
+    g.raw_set("secret", lua.create_function(secret)?)?;
+    g.raw_set("sleep", lua.create_async_function(sleep)?)?;
+    Ok(())
+}
+
+/// Lua: fail(message)
+///
+/// Fails the current step with `message` (retries apply). The message names the line.
+///
+/// ```lua
+/// if tonumber(r.stdout) < 3 then fail("expected at least 3 files") end
+/// ```
+fn fail(lua: &Lua, msg: Value) -> mlua::Result<()> {
+    let text = match msg {
+        Value::String(s) => s.to_string_lossy(),
+        Value::Nil => "failed".to_string(),
+        other => format!("{other:?}"),
+    };
+    Err(err_at(lua, text))
+}
+
+/// Lua: secret(value) -> value
+///
+/// Marks a value as secret and returns it: from now on it shows as `***` in the terminal,
+/// `--json`, previews and the run record, also when a command prints it.
+///
+/// ```lua
+/// local token = secret(r.stdout)
+/// ```
+fn secret(lua: &Lua, value: mlua::LuaString) -> mlua::Result<mlua::LuaString> {
+    ctx(lua).bus.add_secret(&value.to_string_lossy());
+    Ok(value)
+}
+
+/// Lua: sleep(duration)
+///
+/// Waits, e.g. `sleep("2s")`; Ctrl-C and the step's timeout end the wait.
+async fn sleep(lua: Lua, d: Value) -> mlua::Result<()> {
+    let ctx = require_running(&lua, "sleep()")?;
+    let Some(d) = duration_value(&lua, d, "sleep()")? else {
+        return Err(err_at(&lua, "sleep(): give a duration, e.g. sleep(\"2s\")"));
+    };
+    let until = std::time::Instant::now() + d;
+    let until = ctx.deadline.get().map_or(until, |dl| dl.min(until));
+    loop {
+        if ctx.aborted() {
+            return Err(mlua::Error::runtime("interrupted"));
+        }
+        tokio::select! {
+            _ = tokio::time::sleep_until(until.into()) => break,
+            _ = ctx.cancel.notified() => {}
+        }
+    }
+    if ctx.past_deadline() {
+        return Err(mlua::Error::runtime("timed out"));
+    }
+    Ok(())
+}

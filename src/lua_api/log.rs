@@ -1,0 +1,60 @@
+//! `log.*` and `print`: messages from the runbook, as events (never printed directly).
+
+use super::ctx;
+use crate::events::Event;
+use mlua::{Lua, Value, Variadic};
+
+pub fn register(lua: &Lua) -> mlua::Result<()> {
+    let log = lua.create_table()?;
+    for level in ["debug", "info", "warn", "error"] {
+        log.raw_set(
+            level,
+            lua.create_function(move |lua, args: Variadic<Value>| emit(lua, level, args))?,
+        )?;
+    }
+    lua.globals().raw_set("log", log)?;
+    lua.globals().raw_set(
+        "print",
+        lua.create_function(|lua, args: Variadic<Value>| emit(lua, "info", args))?,
+    )
+}
+
+/// Lua: log.info(...), log.warn(...), log.error(...), log.debug(...), print(...)
+///
+/// Writes a message to the terminal, `--json` and the run record. Arguments are joined
+/// with spaces like `print`'s. `log.error` does not fail the step: use `fail()` for that.
+/// `log.debug` shows only with `-v`.
+///
+/// ```lua
+/// local r = here:exec({ "ls", params.dir }, { read_only = true })
+/// log.info("files:", r.stdout)
+/// ```
+fn emit(lua: &Lua, level: &'static str, args: Variadic<Value>) -> mlua::Result<()> {
+    let ctx = ctx(lua);
+    let mut parts = Vec::with_capacity(args.len());
+    for v in args.iter() {
+        parts.push(lua_display(lua, v)?);
+    }
+    let message = parts.join(" ");
+    if level == "debug" {
+        tracing::debug!("{}", ctx.bus.mask(&message));
+    }
+    ctx.bus.emit(Event::Log {
+        step: ctx.step.get().map(|s| s.index),
+        level: level.to_string(),
+        message,
+    });
+    Ok(())
+}
+
+/// `tostring` semantics, with a trailing newline dropped (command output usually ends in one).
+fn lua_display(lua: &Lua, v: &Value) -> mlua::Result<String> {
+    let tostring: mlua::Function = lua.globals().raw_get("tostring")?;
+    let s: String = match v {
+        Value::String(s) => s.to_string_lossy(),
+        other => tostring
+            .call::<mlua::LuaString>(other.clone())?
+            .to_string_lossy(),
+    };
+    Ok(s.strip_suffix('\n').map(str::to_string).unwrap_or(s))
+}

@@ -1,0 +1,158 @@
+//! The Lua surface: one module per Lua table or global family, each with a `register`.
+//!
+//! Every function here is thin: validate arguments (errors name the runbook file and
+//! line), call into the engine or a target, convert the result. Doc comments that start
+//! with `Lua:` are the API reference: `build.rs` collects them into `docs/lua-api.md` and
+//! `runbook docs`.
+
+pub mod control;
+pub mod log;
+pub mod runbook;
+pub mod step;
+pub mod target;
+
+use crate::ctx::{Ctx, Phase};
+use crate::duration;
+use mlua::{Lua, Table, Value};
+use std::rc::Rc;
+use std::time::Duration;
+
+pub fn register_all(lua: &Lua) -> mlua::Result<()> {
+    runbook::register(lua)?;
+    step::register(lua)?;
+    target::register(lua)?;
+    log::register(lua)?;
+    control::register(lua)?;
+    Ok(())
+}
+
+/// The run context stored in the VM.
+pub fn ctx(lua: &Lua) -> Rc<Ctx> {
+    lua.app_data_ref::<Rc<Ctx>>()
+        .expect("the VM is always created with a context")
+        .clone()
+}
+
+/// `file:line` of the innermost runbook code on the stack (skipping mlua's own helper
+/// chunks and Rust functions), for error messages.
+pub fn location(lua: &Lua) -> String {
+    for level in 0..64 {
+        let found = lua.inspect_stack(level, |d| {
+            let src = d.source();
+            let source = src.source.as_deref().unwrap_or_default().to_string();
+            source
+                .strip_prefix('@')
+                .map(|file| format!("{file}:{}", d.current_line().unwrap_or(0)))
+        });
+        match found {
+            None => break,
+            Some(Some(loc)) => return loc,
+            Some(None) => continue,
+        }
+    }
+    ctx(lua).label.clone()
+}
+
+/// A Lua error that points at the runbook line that caused it.
+pub fn err_at(lua: &Lua, msg: impl std::fmt::Display) -> mlua::Error {
+    mlua::Error::runtime(format!("{}: {msg}", location(lua)))
+}
+
+/// Errors unless a step is running: commands never run while a file is being loaded,
+/// which is what lets `check`/`show`/`list` load any runbook safely.
+pub fn require_running(lua: &Lua, what: &str) -> mlua::Result<Rc<Ctx>> {
+    let ctx = ctx(lua);
+    if ctx.phase.get() != Phase::Running || ctx.step.get().is_none() {
+        return Err(err_at(
+            lua,
+            format!("{what} can only be called inside a step: wrap it in step(\"name\", function() … end)"),
+        ));
+    }
+    Ok(ctx)
+}
+
+/// Rejects keys an options table does not know, with a suggestion.
+pub fn check_keys(lua: &Lua, table: &Table, known: &[&str], what: &str) -> mlua::Result<()> {
+    for pair in table.pairs::<Value, Value>() {
+        let (k, _) = pair?;
+        let name = match &k {
+            Value::String(s) => s.to_string_lossy(),
+            other => format!("{other:?}"),
+        };
+        if !known.contains(&name.as_str()) {
+            return Err(err_at(
+                lua,
+                format!(
+                    "{what}: unknown option '{name}'{}; known: {}",
+                    crate::suggest::hint(&name, known.iter().copied()),
+                    known.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A duration given as a string (`"30s"`) or a number of seconds.
+pub fn duration_value(lua: &Lua, v: Value, what: &str) -> mlua::Result<Option<Duration>> {
+    match v {
+        Value::Nil => Ok(None),
+        Value::Integer(i) if i >= 0 => Ok(Some(Duration::from_secs(i as u64))),
+        Value::Number(n) if n >= 0.0 && n.is_finite() => Ok(Some(Duration::from_secs_f64(n))),
+        Value::String(s) => duration::parse(&s.to_string_lossy())
+            .map(Some)
+            .map_err(|e| err_at(lua, format!("{what}: {e}"))),
+        other => Err(err_at(
+            lua,
+            format!(
+                "{what}: expected a duration like \"30s\" or a number of seconds, got {}",
+                other.type_name()
+            ),
+        )),
+    }
+}
+
+pub fn bool_value(lua: &Lua, v: Value, what: &str, default: bool) -> mlua::Result<bool> {
+    match v {
+        Value::Nil => Ok(default),
+        Value::Boolean(b) => Ok(b),
+        other => Err(err_at(
+            lua,
+            format!("{what}: expected true or false, got {}", other.type_name()),
+        )),
+    }
+}
+
+pub fn string_value(lua: &Lua, v: Value, what: &str) -> mlua::Result<Option<String>> {
+    match v {
+        Value::Nil => Ok(None),
+        Value::String(s) => Ok(Some(s.to_string_lossy())),
+        Value::Integer(i) => Ok(Some(i.to_string())),
+        Value::Number(n) => Ok(Some(n.to_string())),
+        other => Err(err_at(
+            lua,
+            format!("{what}: expected a string, got {}", other.type_name()),
+        )),
+    }
+}
+
+/// Strips mlua's wrapping and the traceback from an error, leaving the message a user
+/// needs: `file:line: what went wrong`.
+pub fn error_message(e: &mlua::Error) -> String {
+    let raw = match e {
+        mlua::Error::CallbackError { cause, .. } => return error_message(cause),
+        mlua::Error::WithContext { cause, .. } => return error_message(cause),
+        mlua::Error::RuntimeError(m) => m.clone(),
+        mlua::Error::SyntaxError { message, .. } => message.clone(),
+        mlua::Error::MemoryError(_) => format!(
+            "out of memory: the runbook went over its Lua memory limit ({} MiB)",
+            crate::sandbox::MEMORY_LIMIT / (1024 * 1024)
+        ),
+        mlua::Error::ExternalError(inner) => inner.to_string(),
+        other => other.to_string(),
+    };
+    match raw.find("\nstack traceback:") {
+        Some(i) => raw[..i].to_string(),
+        None => raw,
+    }
+}

@@ -1,0 +1,273 @@
+//! `runbook{}`, the header every runbook starts with, and the read-only `params` table.
+
+use super::{bool_value, check_keys, ctx, err_at, string_value};
+use crate::ctx::{Header, Phase};
+use crate::params::{self, ParamSpec, ParamType, ParamValue};
+use mlua::{Lua, Table, Value};
+
+const HEADER_KEYS: &[&str] = &["name", "description", "params"];
+const PARAM_KEYS: &[&str] = &["type", "default", "required", "help", "secret", "choices"];
+
+pub fn register(lua: &Lua) -> mlua::Result<()> {
+    lua.globals()
+        .raw_set("runbook", lua.create_function(declare)?)
+}
+
+/// Lua: runbook { name = "…", description = "…", params = { NAME = { type, default, required, help, secret, choices } } }
+///
+/// Declares the runbook. Must come first, once. `type` is one of `string` (default),
+/// `integer`, `number`, `boolean`, `path`. Values come from `--set NAME=VALUE` or the
+/// environment variable `RUNBOOK_PARAM_NAME`, else `default`. A `required` param with no
+/// value stops the run before anything happens (exit 2). A `secret` param's value is
+/// masked as `***` everywhere runbook writes. After the header, `params.NAME` reads a
+/// value; `params` is read-only and reading an undeclared name is an error.
+///
+/// ```lua
+/// runbook {
+///   name = "demo", description = "Make and check some files",
+///   params = {
+///     dir   = { type = "path", default = "/tmp/demo", help = "where to work" },
+///     count = { type = "integer", default = 3 },
+///     mode  = { choices = { "fast", "safe" }, default = "safe" },
+///     token = { type = "string", secret = true, required = true },
+///   },
+/// }
+/// ```
+fn declare(lua: &Lua, decl: Value) -> mlua::Result<()> {
+    let ctx = ctx(lua);
+    if ctx.phase.get() != Phase::Declaring {
+        return Err(err_at(
+            lua,
+            "runbook{} can only be used at the top level of the file",
+        ));
+    }
+    if ctx.header.borrow().is_some() {
+        return Err(err_at(
+            lua,
+            "runbook{} is declared twice; a file holds one runbook",
+        ));
+    }
+    if !ctx.steps.borrow().is_empty() {
+        return Err(err_at(lua, "runbook{} must come before the first step()"));
+    }
+    let Value::Table(decl) = decl else {
+        return Err(err_at(
+            lua,
+            format!(
+                "runbook{{}} takes a table, e.g. runbook {{ name = \"demo\" }}, got {}",
+                decl.type_name()
+            ),
+        ));
+    };
+    check_keys(lua, &decl, HEADER_KEYS, "runbook{}")?;
+    let name = match string_value(lua, decl.get("name")?, "runbook{} name")? {
+        Some(n) if !n.trim().is_empty() => n,
+        _ => {
+            return Err(err_at(
+                lua,
+                "runbook{}: 'name' is required (a short name, e.g. \"clean-reset\")",
+            ))
+        }
+    };
+    let description = string_value(lua, decl.get("description")?, "runbook{} description")?;
+    let specs = match decl.get::<Value>("params")? {
+        Value::Nil => Vec::new(),
+        Value::Table(t) => parse_params(lua, &t)?,
+        other => {
+            return Err(err_at(
+                lua,
+                format!(
+                    "runbook{{}}: 'params' must be a table, got {}",
+                    other.type_name()
+                ),
+            ))
+        }
+    };
+
+    let env = |k: &str| std::env::var(k).ok();
+    let values =
+        params::resolve(&specs, &ctx.sets, &env, ctx.missing).map_err(|e| err_at(lua, e))?;
+    for spec in specs.iter().filter(|s| s.secret) {
+        if let Some(Some(v)) = values.get(&spec.name) {
+            ctx.bus.add_secret(&v.display());
+        }
+    }
+    install_params_table(lua, &specs, &values)?;
+    *ctx.header.borrow_mut() = Some(Header {
+        name,
+        description,
+        params: specs,
+        values,
+    });
+    Ok(())
+}
+
+fn parse_params(lua: &Lua, table: &Table) -> mlua::Result<Vec<ParamSpec>> {
+    let mut specs = Vec::new();
+    for pair in table.pairs::<Value, Value>() {
+        let (k, v) = pair?;
+        let Value::String(name) = k else {
+            return Err(err_at(
+                lua,
+                "runbook{}: params are a table of NAME = { … }, keyed by name",
+            ));
+        };
+        let name = name.to_string_lossy();
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(err_at(
+                lua,
+                format!("param '{name}': names are letters, digits and '_'"),
+            ));
+        }
+        let Value::Table(spec) = v else {
+            return Err(err_at(
+                lua,
+                format!("param '{name}': expected a table like {{ type = \"string\", default = … }}, got {}", v.type_name()),
+            ));
+        };
+        let what = format!("param '{name}'");
+        check_keys(lua, &spec, PARAM_KEYS, &what)?;
+        let ty = match string_value(lua, spec.get("type")?, &what)? {
+            None => ParamType::String,
+            Some(t) => ParamType::parse(&t).map_err(|e| err_at(lua, format!("{what}: {e}")))?,
+        };
+        let default = match spec.get::<Value>("default")? {
+            Value::Nil => None,
+            v => Some(lua_to_param(lua, ty, v, &format!("{what}: default"))?),
+        };
+        let choices = match spec.get::<Value>("choices")? {
+            Value::Nil => Vec::new(),
+            Value::Table(list) => {
+                let mut out = Vec::new();
+                for item in list.sequence_values::<Value>() {
+                    out.push(lua_to_param(lua, ty, item?, &format!("{what}: choices"))?);
+                }
+                out
+            }
+            other => {
+                return Err(err_at(
+                    lua,
+                    format!("{what}: choices must be a list, got {}", other.type_name()),
+                ))
+            }
+        };
+        if let (Some(d), false) = (&default, choices.is_empty()) {
+            if !choices.contains(d) {
+                return Err(err_at(
+                    lua,
+                    format!(
+                        "{what}: the default '{}' is not one of its choices",
+                        d.display()
+                    ),
+                ));
+            }
+        }
+        specs.push(ParamSpec {
+            name: name.clone(),
+            ty,
+            default,
+            required: bool_value(
+                lua,
+                spec.get("required")?,
+                &format!("{what}: required"),
+                false,
+            )?,
+            help: string_value(lua, spec.get("help")?, &format!("{what}: help"))?,
+            secret: bool_value(lua, spec.get("secret")?, &format!("{what}: secret"), false)?,
+            choices,
+        });
+    }
+    specs.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(specs)
+}
+
+fn lua_to_param(lua: &Lua, ty: ParamType, v: Value, what: &str) -> mlua::Result<ParamValue> {
+    let bad = |v: &Value| {
+        err_at(
+            lua,
+            format!("{what}: expected {}, got {}", ty.name(), v.type_name()),
+        )
+    };
+    Ok(match (ty, &v) {
+        (ParamType::String | ParamType::Path, Value::String(s)) => {
+            ParamValue::Str(s.to_string_lossy())
+        }
+        (ParamType::Integer, Value::Integer(i)) => ParamValue::Int(*i),
+        (ParamType::Integer, Value::Number(n)) if n.fract() == 0.0 => ParamValue::Int(*n as i64),
+        (ParamType::Number, Value::Integer(i)) => ParamValue::Num(*i as f64),
+        (ParamType::Number, Value::Number(n)) => ParamValue::Num(*n),
+        (ParamType::Boolean, Value::Boolean(b)) => ParamValue::Bool(*b),
+        _ => return Err(bad(&v)),
+    })
+}
+
+pub fn param_to_lua(lua: &Lua, v: &ParamValue) -> mlua::Result<Value> {
+    Ok(match v {
+        ParamValue::Str(s) => Value::String(lua.create_string(s)?),
+        ParamValue::Int(i) => Value::Integer(*i),
+        ParamValue::Num(n) => Value::Number(*n),
+        ParamValue::Bool(b) => Value::Boolean(*b),
+    })
+}
+
+/// `params`: values behind a proxy, so writes and misspelt reads are errors.
+fn install_params_table(
+    lua: &Lua,
+    specs: &[ParamSpec],
+    values: &std::collections::BTreeMap<String, Option<ParamValue>>,
+) -> mlua::Result<()> {
+    let store = lua.create_table()?;
+    for (k, v) in values {
+        if let Some(v) = v {
+            store.raw_set(k.as_str(), param_to_lua(lua, v)?)?;
+        }
+    }
+    let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+    let meta = lua.create_table()?;
+    let reader = store.clone();
+    meta.raw_set(
+        "__index",
+        lua.create_function(move |lua, (_, key): (Value, String)| {
+            if names.contains(&key) {
+                return reader.raw_get::<Value>(key.as_str());
+            }
+            let declared = if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            };
+            Err(err_at(
+                lua,
+                format!(
+                    "params.{key}: no such param{} (declared: {declared})",
+                    crate::suggest::hint(&key, names.iter().map(|s| s.as_str()))
+                ),
+            ))
+        })?,
+    )?;
+    meta.raw_set(
+        "__newindex",
+        lua.create_function(|lua, (_, key): (Value, Value)| -> mlua::Result<()> {
+            let key = match key {
+                Value::String(s) => s.to_string_lossy(),
+                other => other.type_name().to_string(),
+            };
+            Err(err_at(
+                lua,
+                format!("params.{key}: params are read-only; use a local variable"),
+            ))
+        })?,
+    )?;
+    let iter_store = store.clone();
+    meta.raw_set(
+        "__pairs",
+        lua.create_function(move |lua, _: Value| {
+            let next: mlua::Function = lua.globals().raw_get("next")?;
+            Ok((next, iter_store.clone(), Value::Nil))
+        })?,
+    )?;
+    meta.raw_set("__metatable", "params are read-only")?;
+    let proxy = lua.create_table()?;
+    proxy.set_metatable(Some(meta))?;
+    lua.globals().raw_set("params", proxy)
+}

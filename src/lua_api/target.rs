@@ -1,0 +1,390 @@
+//! `target()` and target handles: `t:exec(argv, opts)`, `t:shell(script, opts)`.
+
+use super::{
+    bool_value, check_keys, duration_value, err_at, location, require_running, string_value,
+};
+use crate::actions::{self, Action, Effect, Performed};
+use crate::duration;
+use crate::targets::{ExecOutcome, ExecRequest, Target};
+use mlua::{Lua, Table, UserData, UserDataMethods, UserDataRef, Value};
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
+use std::rc::Rc;
+
+const EXEC_KEYS: &[&str] = &[
+    "check",
+    "timeout",
+    "env",
+    "cwd",
+    "stdin",
+    "read_only",
+    "destructive",
+];
+
+/// Programs whose whole purpose is to delete or overwrite: a real run that plans one asks
+/// first (or needs `--yes`). `destructive = true/false` in the options overrides this.
+const DELETERS: &[&str] = &[
+    "rm", "rmdir", "shred", "unlink", "wipefs", "mkfs", "dd", "truncate",
+];
+
+pub struct TargetHandle(pub Rc<Target>);
+
+impl UserData for TargetHandle {
+    fn add_fields<F: mlua::UserDataFields<Self>>(fields: &mut F) {
+        fields.add_field_method_get("name", |_, this| Ok(this.0.name()));
+    }
+
+    fn add_methods<M: UserDataMethods<Self>>(methods: &mut M) {
+        methods.add_meta_method("__tostring", |_, this, ()| {
+            Ok(format!("target({})", this.0.name()))
+        });
+        methods.add_async_method(
+            "exec",
+            |lua, this: UserDataRef<Self>, (argv, opts): (Value, Option<Table>)| async move {
+                let target = this.0.clone();
+                drop(this);
+                exec(lua, target, argv, opts).await
+            },
+        );
+        methods.add_async_method(
+            "shell",
+            |lua, this: UserDataRef<Self>, (script, opts): (Value, Option<Table>)| async move {
+                let target = this.0.clone();
+                drop(this);
+                shell(lua, target, script, opts).await
+            },
+        );
+    }
+}
+
+pub fn register(lua: &Lua) -> mlua::Result<()> {
+    lua.globals()
+        .raw_set("target", lua.create_function(target)?)
+}
+
+/// Lua: target(name) -> target
+///
+/// A handle on a machine to run things on. `"local"` is the machine runbook runs on.
+/// Making a handle contacts nothing; commands run only inside steps.
+///
+/// ```lua
+/// local here = target("local")
+/// ```
+fn target(lua: &Lua, name: Value) -> mlua::Result<TargetHandle> {
+    let Some(name) = string_value(lua, name, "target()")? else {
+        return Err(err_at(
+            lua,
+            "target(): give a target name, e.g. target(\"local\")",
+        ));
+    };
+    match name.as_str() {
+        "local" | "localhost" => Ok(TargetHandle(Rc::new(Target::local()))),
+        other => Err(err_at(
+            lua,
+            format!("target(\"{other}\"): unknown target; this build reaches \"local\" only (SSH and Proxmox containers are not implemented yet)"),
+        )),
+    }
+}
+
+struct ExecOptions {
+    check: bool,
+    read_only: bool,
+    destructive: Option<bool>,
+    req: ExecRequest,
+}
+
+fn parse_options(lua: &Lua, opts: Option<Table>, what: &str) -> mlua::Result<ExecOptions> {
+    let mut out = ExecOptions {
+        check: true,
+        read_only: false,
+        destructive: None,
+        req: ExecRequest::default(),
+    };
+    let Some(t) = opts else { return Ok(out) };
+    check_keys(lua, &t, EXEC_KEYS, what)?;
+    out.check = bool_value(lua, t.get("check")?, &format!("{what}: check"), true)?;
+    out.read_only = bool_value(
+        lua,
+        t.get("read_only")?,
+        &format!("{what}: read_only"),
+        false,
+    )?;
+    out.destructive = match t.get::<Value>("destructive")? {
+        Value::Nil => None,
+        v => Some(bool_value(lua, v, &format!("{what}: destructive"), false)?),
+    };
+    out.req.timeout = duration_value(lua, t.get("timeout")?, &format!("{what}: timeout"))?;
+    out.req.cwd = string_value(lua, t.get("cwd")?, &format!("{what}: cwd"))?;
+    out.req.stdin = match t.get::<Value>("stdin")? {
+        Value::Nil => None,
+        Value::String(s) => Some(s.as_bytes().to_vec()),
+        other => {
+            return Err(err_at(
+                lua,
+                format!("{what}: stdin must be a string, got {}", other.type_name()),
+            ))
+        }
+    };
+    match t.get::<Value>("env")? {
+        Value::Nil => {}
+        Value::Table(env) => {
+            for pair in env.pairs::<Value, Value>() {
+                let (k, v) = pair?;
+                let key = string_value(lua, k, &format!("{what}: env"))?.unwrap_or_default();
+                let val = string_value(lua, v, &format!("{what}: env.{key}"))?.unwrap_or_default();
+                if key.is_empty() || key.contains('=') || key.contains('\0') || val.contains('\0') {
+                    return Err(err_at(lua, format!("{what}: env: '{key}' is not a valid variable name (or its value holds a NUL)")));
+                }
+                out.req.env.push((key, val));
+            }
+            out.req.env.sort();
+        }
+        other => {
+            return Err(err_at(
+                lua,
+                format!(
+                    "{what}: env must be a table of NAME = \"value\", got {}",
+                    other.type_name()
+                ),
+            ))
+        }
+    }
+    Ok(out)
+}
+
+/// An argv from a Lua list of strings (numbers are accepted and converted).
+fn argv_from(lua: &Lua, v: Value) -> mlua::Result<Vec<OsString>> {
+    let Value::Table(t) = v else {
+        let hint = if matches!(v, Value::String(_)) {
+            " (to run a shell command line, use t:shell(\"…\"))"
+        } else {
+            ""
+        };
+        return Err(err_at(
+            lua,
+            format!(
+                "exec: the command is a list of words like {{ \"ls\", \"-l\" }}, got {}{hint}",
+                v.type_name()
+            ),
+        ));
+    };
+    let len = t.raw_len();
+    let mut argv = Vec::with_capacity(len);
+    for i in 1..=len {
+        match t.raw_get::<Value>(i)? {
+            Value::String(s) => argv.push(OsString::from_vec(s.as_bytes().to_vec())),
+            Value::Integer(n) => argv.push(OsString::from(n.to_string())),
+            Value::Number(n) => argv.push(OsString::from(n.to_string())),
+            other => {
+                return Err(err_at(
+                    lua,
+                    format!(
+                        "exec: argv[{i}] must be a string, got {}",
+                        other.type_name()
+                    ),
+                ));
+            }
+        }
+    }
+    let entries = t.pairs::<Value, Value>().count();
+    if entries != len {
+        return Err(err_at(
+            lua,
+            "exec: the command must be a plain list (no holes, no named keys)",
+        ));
+    }
+    crate::quote::validate_argv(&argv).map_err(|e| err_at(lua, format!("exec: {e}")))?;
+    Ok(argv)
+}
+
+/// Lua: t:exec(argv, [opts]) -> { ok, code, stdout, stderr, duration, timed_out, planned }
+///
+/// Runs a program with its arguments, no shell involved: each list item reaches the
+/// program as one argument, byte for byte. Options:
+/// - `check` (default true): a non-zero exit fails the step; with `false`, look at `ok`/`code`;
+/// - `timeout` (duration): stops the command and its whole process tree;
+/// - `env` (table), `cwd` (string), `stdin` (string);
+/// - `read_only = true`: declares that it only looks, so it also runs during `--dry-run`;
+/// - `destructive`: whether it deletes/overwrites (asks before a real run); guessed from
+///   the program name (`rm`, `dd`, …) when absent.
+///
+/// During `--dry-run` a command that is not read-only does not run: the result has
+/// `planned = true`, `ok = true` and empty output.
+///
+/// ```lua
+/// here:exec({ "mkdir", "-p", params.dir })
+/// local r = here:exec({ "ls", params.dir }, { read_only = true })
+/// local probe = here:exec({ "test", "-e", "/etc/hosts" }, { check = false, read_only = true })
+/// if probe.code ~= 0 then fail("no /etc/hosts") end
+/// ```
+async fn exec(
+    lua: Lua,
+    target: Rc<Target>,
+    argv: Value,
+    opts: Option<Table>,
+) -> mlua::Result<Table> {
+    let ctx = require_running(&lua, "exec()")?;
+    let loc = location(&lua);
+    let argv = argv_from(&lua, argv)?;
+    let mut o = parse_options(&lua, opts, "exec")?;
+    let program = std::path::Path::new(&argv[0])
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let destructive = o
+        .destructive
+        .unwrap_or_else(|| DELETERS.contains(&program.as_str()));
+    o.req.argv = argv;
+    let summary = crate::quote::join(&o.req.argv);
+    run(&lua, &ctx, &target, o, summary, destructive, loc).await
+}
+
+/// Lua: t:shell(script, [opts]) -> { ok, code, stdout, stderr, duration, timed_out, planned }
+///
+/// Runs `script` with `sh -c`, for when shell features (pipes, `&&`, globs) are the point.
+/// Takes the same options as `exec`. Prefer `exec` for anything that takes user input:
+/// an argv needs no quoting.
+///
+/// ```lua
+/// here:shell("ls /tmp | wc -l", { read_only = true })
+/// ```
+async fn shell(
+    lua: Lua,
+    target: Rc<Target>,
+    script: Value,
+    opts: Option<Table>,
+) -> mlua::Result<Table> {
+    let ctx = require_running(&lua, "shell()")?;
+    let loc = location(&lua);
+    let Some(script) = string_value(&lua, script, "shell")? else {
+        return Err(err_at(
+            &lua,
+            "shell: give the script as a string, e.g. t:shell(\"ls | wc -l\")",
+        ));
+    };
+    let mut o = parse_options(&lua, opts, "shell")?;
+    let destructive = o.destructive.unwrap_or_else(|| script_deletes(&script));
+    o.req.argv = vec!["sh".into(), "-c".into(), script.clone().into()];
+    o.req.script = Some(script.clone());
+    let first = script.lines().next().unwrap_or_default();
+    let summary = if script.lines().nth(1).is_some() {
+        format!("sh -c: {first} …")
+    } else {
+        format!("sh -c: {first}")
+    };
+    run(&lua, &ctx, &target, o, summary, destructive, loc).await
+}
+
+/// Whether a shell script runs one of the deleting programs as a command.
+fn script_deletes(script: &str) -> bool {
+    script
+        .split(|c: char| c.is_whitespace() || ";&|()`$".contains(c))
+        .any(|word| DELETERS.contains(&word.rsplit('/').next().unwrap_or(word)))
+}
+
+async fn run(
+    lua: &Lua,
+    ctx: &crate::ctx::Ctx,
+    target: &Target,
+    o: ExecOptions,
+    summary: String,
+    destructive: bool,
+    loc: String,
+) -> mlua::Result<Table> {
+    let effect = if o.read_only {
+        Effect::Read
+    } else {
+        Effect::Change
+    };
+    let timeout = o.req.timeout;
+    let command = target.render(&o.req);
+    let action = Action {
+        target,
+        req: o.req,
+        effect,
+        summary,
+        destructive,
+    };
+    let performed = actions::perform(ctx, action)
+        .await
+        .map_err(|e| mlua::Error::runtime(format!("{loc}: {e}")))?;
+    let result = lua.create_table()?;
+    let out = match performed {
+        Performed::Planned => {
+            result.raw_set("ok", true)?;
+            result.raw_set("code", 0)?;
+            result.raw_set("stdout", "")?;
+            result.raw_set("stderr", "")?;
+            result.raw_set("duration", 0.0)?;
+            result.raw_set("planned", true)?;
+            return Ok(result);
+        }
+        Performed::Ran(out) => out,
+    };
+    if out.interrupted {
+        return Err(mlua::Error::runtime("interrupted"));
+    }
+    if out.deadline_hit {
+        return Err(mlua::Error::runtime("timed out"));
+    }
+    let ok = out.code == Some(0) && !out.timed_out;
+    result.raw_set("ok", ok)?;
+    result.raw_set("code", out.code)?;
+    result.raw_set("stdout", lua.create_string(&out.stdout)?)?;
+    result.raw_set("stderr", lua.create_string(&out.stderr)?)?;
+    result.raw_set("duration", out.duration.as_secs_f64())?;
+    result.raw_set("timed_out", out.timed_out)?;
+    result.raw_set("planned", false)?;
+    if out.stdout_truncated || out.stderr_truncated {
+        result.raw_set("truncated", true)?;
+    }
+    if !ok && o.check {
+        return Err(mlua::Error::runtime(failure_message(
+            &loc,
+            &target.name(),
+            &command,
+            &out,
+            timeout,
+        )));
+    }
+    Ok(result)
+}
+
+fn failure_message(
+    loc: &str,
+    target: &str,
+    command: &str,
+    out: &ExecOutcome,
+    timeout: Option<std::time::Duration>,
+) -> String {
+    let why = if out.timed_out {
+        format!(
+            "timed out after {}",
+            timeout.map(duration::short).unwrap_or_default()
+        )
+    } else if let Some(sig) = out.signal {
+        format!("killed by signal {sig}")
+    } else {
+        format!("exit code {}", out.code.unwrap_or(-1))
+    };
+    let mut msg = format!("{loc}: command failed ({why}) on {target}: {command}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    for line in &lines[lines.len().saturating_sub(5)..] {
+        msg.push_str("\n  ");
+        msg.push_str(line);
+    }
+    msg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::script_deletes;
+
+    #[test]
+    fn spots_deleting_scripts() {
+        assert!(script_deletes("rm -rf /tmp/x && echo done"));
+        assert!(script_deletes("cd /x; /bin/rm f"));
+        assert!(!script_deletes("echo firm; ls"));
+    }
+}

@@ -1,0 +1,308 @@
+//! Runbook parameters: declared in the `runbook{}` header, given with `--set KEY=VALUE`
+//! (or `RUNBOOK_PARAM_<KEY>` in the environment, handy for secrets), converted to their
+//! declared type and validated before anything runs.
+
+use crate::suggest;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamType {
+    String,
+    Integer,
+    Number,
+    Boolean,
+    Path,
+}
+
+impl ParamType {
+    pub const NAMES: [&'static str; 5] = ["string", "integer", "number", "boolean", "path"];
+
+    pub fn parse(name: &str) -> Result<Self, String> {
+        Ok(match name {
+            "string" => ParamType::String,
+            "integer" => ParamType::Integer,
+            "number" => ParamType::Number,
+            "boolean" => ParamType::Boolean,
+            "path" => ParamType::Path,
+            other => {
+                return Err(format!(
+                    "unknown type '{other}'{}; the types are {}",
+                    suggest::hint(other, Self::NAMES),
+                    Self::NAMES.join(", ")
+                ))
+            }
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ParamType::String => "string",
+            ParamType::Integer => "integer",
+            ParamType::Number => "number",
+            ParamType::Boolean => "boolean",
+            ParamType::Path => "path",
+        }
+    }
+}
+
+/// A typed parameter value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ParamValue {
+    Str(String),
+    Int(i64),
+    Num(f64),
+    Bool(bool),
+}
+
+impl ParamValue {
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            ParamValue::Str(s) => serde_json::Value::String(s.clone()),
+            ParamValue::Int(i) => serde_json::Value::from(*i),
+            ParamValue::Num(n) => serde_json::Value::from(*n),
+            ParamValue::Bool(b) => serde_json::Value::Bool(*b),
+        }
+    }
+
+    pub fn display(&self) -> String {
+        match self {
+            ParamValue::Str(s) => s.clone(),
+            ParamValue::Int(i) => i.to_string(),
+            ParamValue::Num(n) => n.to_string(),
+            ParamValue::Bool(b) => b.to_string(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ParamSpec {
+    pub name: String,
+    pub ty: ParamType,
+    pub default: Option<ParamValue>,
+    pub required: bool,
+    pub help: Option<String>,
+    pub secret: bool,
+    pub choices: Vec<ParamValue>,
+}
+
+/// Converts the text of `--set` into a value of the declared type.
+pub fn convert(ty: ParamType, text: &str) -> Result<ParamValue, String> {
+    match ty {
+        ParamType::String => Ok(ParamValue::Str(text.to_string())),
+        ParamType::Path => {
+            if text.is_empty() {
+                Err("expected a path, got an empty string".into())
+            } else if text.contains('\0') {
+                Err("a path cannot contain a NUL byte".into())
+            } else {
+                Ok(ParamValue::Str(text.to_string()))
+            }
+        }
+        ParamType::Integer => text
+            .trim()
+            .parse::<i64>()
+            .map(ParamValue::Int)
+            .map_err(|_| format!("expected an integer, got '{text}'")),
+        ParamType::Number => match text.trim().parse::<f64>() {
+            Ok(n) if n.is_finite() => Ok(ParamValue::Num(n)),
+            _ => Err(format!("expected a number, got '{text}'")),
+        },
+        ParamType::Boolean => match text.trim().to_ascii_lowercase().as_str() {
+            "true" | "yes" | "1" | "on" => Ok(ParamValue::Bool(true)),
+            "false" | "no" | "0" | "off" => Ok(ParamValue::Bool(false)),
+            _ => Err(format!("expected true or false, got '{text}'")),
+        },
+    }
+}
+
+impl ParamSpec {
+    fn check_choice(&self, value: &ParamValue) -> Result<(), String> {
+        if self.choices.is_empty() || self.choices.contains(value) {
+            return Ok(());
+        }
+        let list: Vec<String> = self.choices.iter().map(|c| c.display()).collect();
+        Err(format!(
+            "'{}' is not one of the choices: {}",
+            value.display(),
+            list.join(", ")
+        ))
+    }
+
+    /// A stand-in used by `check`/`show` for a required param nobody set: lets the header
+    /// be validated without real values.
+    fn placeholder(&self) -> ParamValue {
+        if let Some(first) = self.choices.first() {
+            return first.clone();
+        }
+        match self.ty {
+            ParamType::String | ParamType::Path => ParamValue::Str(format!("<{}>", self.name)),
+            ParamType::Integer => ParamValue::Int(0),
+            ParamType::Number => ParamValue::Num(0.0),
+            ParamType::Boolean => ParamValue::Bool(false),
+        }
+    }
+}
+
+/// How to fill params that nobody set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missing {
+    /// A real run: a required param without a value is an error.
+    Error,
+    /// `check`, `show`, `list`: use placeholders.
+    Placeholder,
+}
+
+/// Resolves every declared param from `--set` pairs and the environment. Collects all
+/// problems into one message so a user fixes them in one go.
+pub fn resolve(
+    specs: &[ParamSpec],
+    sets: &[(String, String)],
+    env: &dyn Fn(&str) -> Option<String>,
+    missing: Missing,
+) -> Result<BTreeMap<String, Option<ParamValue>>, String> {
+    let mut problems = Vec::new();
+    let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    for (key, _) in sets {
+        if !names.contains(&key.as_str()) {
+            let declared = if names.is_empty() {
+                "this runbook declares no params".to_string()
+            } else {
+                format!("declared: {}", names.join(", "))
+            };
+            problems.push(format!(
+                "--set {key}: unknown param '{key}'{} ({declared})",
+                suggest::hint(key, names.iter().copied())
+            ));
+        }
+    }
+    let mut out = BTreeMap::new();
+    for spec in specs {
+        // The last --set wins, as with most CLIs.
+        let given = sets
+            .iter()
+            .rev()
+            .find(|(k, _)| *k == spec.name)
+            .map(|(_, v)| (v.clone(), format!("--set {}", spec.name)))
+            .or_else(|| {
+                let var = format!("RUNBOOK_PARAM_{}", spec.name.to_ascii_uppercase());
+                env(&var).map(|v| (v, var))
+            });
+        let value = match given {
+            Some((text, from)) => match convert(spec.ty, &text) {
+                Ok(v) => match spec.check_choice(&v) {
+                    Ok(()) => Some(v),
+                    Err(e) => {
+                        problems.push(format!("{from}: param '{}': {e}", spec.name));
+                        None
+                    }
+                },
+                Err(e) => {
+                    // A secret's value must not reach the terminal, even in an error.
+                    let e = if spec.secret && !text.is_empty() {
+                        e.replace(&text, "***")
+                    } else {
+                        e
+                    };
+                    problems.push(format!("{from}: param '{}': {e}", spec.name));
+                    None
+                }
+            },
+            None => match (&spec.default, spec.required, missing) {
+                (Some(d), _, _) => Some(d.clone()),
+                (None, true, Missing::Error) => {
+                    problems.push(format!(
+                        "missing required param '{}' ({}): set it with --set {}=VALUE or RUNBOOK_PARAM_{}",
+                        spec.name,
+                        spec.ty.name(),
+                        spec.name,
+                        spec.name.to_ascii_uppercase()
+                    ));
+                    None
+                }
+                (None, true, Missing::Placeholder) => Some(spec.placeholder()),
+                (None, false, _) => None,
+            },
+        };
+        out.insert(spec.name.clone(), value);
+    }
+    if problems.is_empty() {
+        Ok(out)
+    } else {
+        Err(problems.join("\n"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(name: &str, ty: ParamType) -> ParamSpec {
+        ParamSpec {
+            name: name.into(),
+            ty,
+            default: None,
+            required: false,
+            help: None,
+            secret: false,
+            choices: vec![],
+        }
+    }
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn converts_and_validates() {
+        let mut count = spec("count", ParamType::Integer);
+        count.default = Some(ParamValue::Int(3));
+        let mut mode = spec("mode", ParamType::String);
+        mode.choices = vec![ParamValue::Str("a".into()), ParamValue::Str("b".into())];
+        let specs = vec![count, mode];
+        let got = resolve(
+            &specs,
+            &[("count".into(), "7".into())],
+            &no_env,
+            Missing::Error,
+        )
+        .unwrap();
+        assert_eq!(got["count"], Some(ParamValue::Int(7)));
+        assert_eq!(got["mode"], None);
+
+        let err = resolve(
+            &specs,
+            &[("cuont".into(), "1".into()), ("mode".into(), "c".into())],
+            &no_env,
+            Missing::Error,
+        )
+        .unwrap_err();
+        assert!(err.contains("did you mean 'count'"), "{err}");
+        assert!(err.contains("not one of the choices: a, b"), "{err}");
+    }
+
+    #[test]
+    fn required_and_env() {
+        let mut token = spec("token", ParamType::String);
+        token.required = true;
+        token.secret = true;
+        let specs = vec![token];
+        let err = resolve(&specs, &[], &no_env, Missing::Error).unwrap_err();
+        assert!(err.contains("missing required param 'token'"), "{err}");
+        let env = |k: &str| (k == "RUNBOOK_PARAM_TOKEN").then(|| "s3cr3t".to_string());
+        let got = resolve(&specs, &[], &env, Missing::Error).unwrap();
+        assert_eq!(got["token"], Some(ParamValue::Str("s3cr3t".into())));
+        let got = resolve(&specs, &[], &no_env, Missing::Placeholder).unwrap();
+        assert_eq!(got["token"], Some(ParamValue::Str("<token>".into())));
+    }
+
+    #[test]
+    fn booleans_and_numbers() {
+        assert_eq!(
+            convert(ParamType::Boolean, "yes").unwrap(),
+            ParamValue::Bool(true)
+        );
+        assert!(convert(ParamType::Boolean, "maybe").is_err());
+        assert!(convert(ParamType::Number, "nan").is_err());
+        assert!(convert(ParamType::Path, "").is_err());
+    }
+}

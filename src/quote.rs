@@ -1,0 +1,179 @@
+//! The one place where an argv becomes text for a shell.
+//!
+//! Everywhere else a command is an argv (`Vec<OsString>`): a list of words that reaches
+//! `execve` as is. Only when something must be *shown* (the dry-run preview, the run record)
+//! or, later, sent through a remote shell, is it rendered here, so quoting has one
+//! implementation and one set of tests (including a round-trip through a real `sh`).
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+
+/// Rejects what cannot travel as an argv: an empty command, NUL bytes (execve cannot
+/// carry them and a shell would silently truncate at them).
+pub fn validate_argv(argv: &[OsString]) -> Result<(), String> {
+    if argv.is_empty() {
+        return Err(
+            "the command is empty: give at least the program, e.g. { \"ls\", \"-l\" }".into(),
+        );
+    }
+    if argv[0].is_empty() {
+        return Err("the program name (argv[1]) is an empty string".into());
+    }
+    for (i, word) in argv.iter().enumerate() {
+        if word.as_bytes().contains(&0) {
+            return Err(format!(
+                "argument {} contains a NUL byte, which no command line can carry",
+                i + 1
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn is_safe_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-_./=:,+@%^".contains(&b)
+}
+
+/// Quotes one word for a POSIX shell so that the shell yields exactly these bytes back.
+/// Safe words stay bare for readability; everything else is single-quoted, with a single
+/// quote written as `'\''`. Inside single quotes nothing is special (`$`, backticks,
+/// backslashes, newlines, globs), which is why this form round-trips byte for byte.
+pub fn quote_word(word: &OsStr) -> String {
+    let bytes = word.as_bytes();
+    // A leading '=' or '~' and the like are fine; but '#' or '~' at the start are special.
+    if !bytes.is_empty() && bytes.iter().all(|&b| is_safe_byte(b)) && bytes[0] != b'=' {
+        return String::from_utf8_lossy(bytes).into_owned();
+    }
+    let text = String::from_utf8_lossy(bytes);
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('\'');
+    for ch in text.chars() {
+        if ch == '\'' {
+            out.push_str("'\\''");
+        } else {
+            out.push(ch);
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// Renders an argv as one shell command line.
+pub fn join(argv: &[OsString]) -> String {
+    argv.iter()
+        .map(|w| quote_word(w))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A copy-pastable command line for a local command with its working directory and
+/// environment, e.g. `cd /tmp/x && env A=1 touch f1`.
+pub fn render_with(argv: &[OsString], env: &[(String, String)], cwd: Option<&str>) -> String {
+    let mut out = String::new();
+    if let Some(dir) = cwd {
+        out.push_str("cd ");
+        out.push_str(&quote_word(OsStr::new(dir)));
+        out.push_str(" && ");
+    }
+    if !env.is_empty() {
+        out.push_str("env ");
+        for (k, v) in env {
+            out.push_str(&quote_word(OsStr::new(&format!("{k}={v}"))));
+            out.push(' ');
+        }
+    }
+    out.push_str(&join(argv));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::os::unix::ffi::OsStringExt;
+    use std::process::Command;
+
+    fn os(s: &str) -> OsString {
+        OsString::from(s)
+    }
+
+    #[test]
+    fn bare_words_stay_bare() {
+        assert_eq!(
+            join(&[os("ls"), os("-la"), os("/tmp/x.txt")]),
+            "ls -la /tmp/x.txt"
+        );
+    }
+
+    #[test]
+    fn special_words_are_single_quoted() {
+        assert_eq!(quote_word(&os("")), "''");
+        assert_eq!(quote_word(&os("a b")), "'a b'");
+        assert_eq!(quote_word(&os("it's")), "'it'\\''s'");
+        assert_eq!(quote_word(&os("$HOME")), "'$HOME'");
+        assert_eq!(quote_word(&os("*.txt")), "'*.txt'");
+        assert_eq!(quote_word(&os("~root")), "'~root'");
+    }
+
+    #[test]
+    fn nul_and_empty_are_rejected() {
+        assert!(validate_argv(&[]).is_err());
+        assert!(validate_argv(&[os("")]).is_err());
+        let with_nul = OsString::from_vec(b"a\0b".to_vec());
+        let err = validate_argv(&[os("echo"), with_nul]).unwrap_err();
+        assert!(err.contains("argument 2"), "{err}");
+    }
+
+    #[test]
+    fn render_with_cwd_and_env() {
+        let line = render_with(
+            &[os("touch"), os("f 1")],
+            &[("A".into(), "x y".into())],
+            Some("/tmp/my dir"),
+        );
+        assert_eq!(line, "cd '/tmp/my dir' && env 'A=x y' touch 'f 1'");
+    }
+
+    /// Runs the rendered line through a real `sh` that prints each argument NUL-terminated,
+    /// and checks that the very same bytes come back.
+    fn round_trip(words: &[String]) {
+        let mut argv = vec![os("printf"), os("%s\\0")];
+        argv.extend(words.iter().map(|w| os(w)));
+        let line = join(&argv);
+        let out = Command::new("sh").arg("-c").arg(&line).output().unwrap();
+        assert!(out.status.success(), "sh failed for {line:?}");
+        let expected: Vec<u8> = words
+            .iter()
+            .flat_map(|w| w.bytes().chain(std::iter::once(0)))
+            .collect();
+        assert_eq!(out.stdout, expected, "line was {line:?}");
+    }
+
+    #[test]
+    fn nasty_words_round_trip() {
+        round_trip(&[
+            "".into(),
+            "'".into(),
+            "\"".into(),
+            "$(touch /tmp/pwned)".into(),
+            "`id`".into(),
+            "\\".into(),
+            "a\nb".into(),
+            "*".into(),
+            "-n".into(),
+            "ünïcødé ✓".into(),
+            "#comment".into(),
+            "~".into(),
+            "a=b".into(),
+            "=x".into(),
+        ]);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn random_words_round_trip(words in proptest::collection::vec("[^\u{0}]{0,12}", 0..6)) {
+            round_trip(&words);
+        }
+    }
+}

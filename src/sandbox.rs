@@ -1,0 +1,265 @@
+//! The Lua VM a runbook runs in, and everything that keeps it in its box.
+//!
+//! Only the `string`, `table`, `math`, `utf8` and `coroutine` libraries are loaded: no
+//! `io`, `os`, `debug` or `package`. `dofile`, `loadfile` and `string.dump` are gone,
+//! `load` only takes text, the runbook itself is loaded in text mode (mlua's safe mode
+//! alone does not block bytecode), `require` only reaches the embedded stdlib and Lua
+//! files beside the runbook. A memory limit and an instruction hook (set as a *global*
+//! hook, so coroutines that mlua creates for async calls get it too) end memory bombs,
+//! endless loops and interrupted runs; `pcall` cannot swallow those.
+
+use crate::ctx::Ctx;
+use crate::embedded;
+use crate::lua_api::{self, location};
+use crate::suggest;
+use mlua::chunk::ChunkMode;
+use mlua::{
+    Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, Variadic, VmState,
+};
+use std::path::{Component, Path};
+use std::rc::Rc;
+
+/// Lua heap limit per runbook.
+pub const MEMORY_LIMIT: usize = 256 * 1024 * 1024;
+
+/// How often (in VM instructions) the hook checks deadlines and signals.
+const HOOK_EVERY: u32 = 10_000;
+
+/// Globals a user coming from plain Lua may reach for, with the reason they are absent.
+const REMOVED: &[(&str, &str)] = &[
+    ("io", "runbooks cannot open files directly; run a command on a target, e.g. t:exec({ \"cat\", path })"),
+    ("os", "runbooks cannot run programs or read the environment directly; use t:exec() or t:shell() on a target"),
+    ("debug", "the debug library could break the sandbox"),
+    ("package", "modules come from require(\"runbook.NAME\") or Lua files beside the runbook"),
+    ("dofile", "load code with require() from a file beside the runbook"),
+    ("loadfile", "load code with require() from a file beside the runbook"),
+];
+
+pub fn new_vm(ctx: Rc<Ctx>) -> mlua::Result<Lua> {
+    let libs = StdLib::STRING | StdLib::TABLE | StdLib::MATH | StdLib::UTF8 | StdLib::COROUTINE;
+    let lua = Lua::new_with(libs, LuaOptions::new())?;
+    lua.set_memory_limit(MEMORY_LIMIT)?;
+    lua.set_app_data(ctx);
+    let globals = lua.globals();
+
+    for (name, _) in REMOVED {
+        globals.raw_set(*name, Value::Nil)?;
+    }
+    let string: Table = globals.get("string")?;
+    string.raw_set(
+        "dump",
+        lua.create_function(|lua, _: MultiValue| -> mlua::Result<()> {
+            Err(mlua::Error::runtime(format!(
+                "{}: string.dump is disabled in runbooks (bytecode is not allowed)",
+                location(lua)
+            )))
+        })?,
+    )?;
+    install_text_only_load(&lua)?;
+    install_require(&lua)?;
+    install_hook(&lua)?;
+    install_abort_aware_pcall(&lua)?;
+    lua_api::register_all(&lua)?;
+    install_strict_globals(&lua)?;
+    Ok(lua)
+}
+
+/// Compiles runbook source (text only) under a chunk name that makes errors read
+/// `path:line: message`.
+pub fn compile(lua: &Lua, source: &[u8], label: &str) -> mlua::Result<Function> {
+    if source.starts_with(b"\x1bLua") {
+        return Err(mlua::Error::runtime(format!(
+            "{label}: this is a precompiled (bytecode) chunk; runbooks must be Lua source text"
+        )));
+    }
+    lua.load(source)
+        .set_name(format!("@{label}"))
+        .set_mode(ChunkMode::Text)
+        .into_function()
+}
+
+fn install_text_only_load(lua: &Lua) -> mlua::Result<()> {
+    let raw_load: Function = lua.globals().get("load")?;
+    let load = lua.create_function(move |lua, args: Variadic<Value>| {
+        let mut args: Vec<Value> = args.into_iter().collect();
+        if let Some(Value::String(s)) = args.first() {
+            if s.as_bytes().starts_with(b"\x1bLua") {
+                return Err(mlua::Error::runtime(format!(
+                    "{}: load: bytecode is not allowed in runbooks (text chunks only)",
+                    location(lua)
+                )));
+            }
+        }
+        // Keep the caller's argument count: Lua's load treats an explicit nil env
+        // differently from an absent one.
+        while args.len() < 2 {
+            args.push(Value::Nil);
+        }
+        let mode = Value::String(lua.create_string("t")?);
+        if args.len() >= 3 {
+            args[2] = mode;
+        } else {
+            args.push(mode);
+        }
+        raw_load.call::<MultiValue>(MultiValue::from_iter(args))
+    })?;
+    lua.globals().raw_set("load", load)
+}
+
+fn valid_module_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.split('.').all(|part| {
+            !part.is_empty()
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        })
+}
+
+fn install_require(lua: &Lua) -> mlua::Result<()> {
+    let loaded = lua.create_table()?;
+    let require = lua.create_function(move |lua, name: String| {
+        if let Ok(v) = loaded.raw_get::<Value>(name.as_str()) {
+            if !v.is_nil() {
+                return Ok(v);
+            }
+        }
+        let loc = location(lua);
+        if !valid_module_name(&name) {
+            return Err(mlua::Error::runtime(format!(
+                "{loc}: require(\"{name}\"): module names are dotted words (e.g. \"runbook.text\" or \"helpers\"); paths, '..' and '/' are not allowed"
+            )));
+        }
+        let (source, label) = if let Some(rest) = name.strip_prefix("runbook.") {
+            match embedded::stdlib(rest) {
+                Some(src) => (src.as_bytes().to_vec(), format!("<stdlib>/runbook/{rest}.lua")),
+                None => {
+                    let names: Vec<&str> = embedded::STDLIB.iter().map(|(n, _)| *n).collect();
+                    return Err(mlua::Error::runtime(format!(
+                        "{loc}: require(\"{name}\"): no such stdlib module{}; available: {}",
+                        suggest::hint(rest, names.iter().copied()),
+                        names.iter().map(|n| format!("runbook.{n}")).collect::<Vec<_>>().join(", ")
+                    )));
+                }
+            }
+        } else {
+            let ctx = lua_api::ctx(lua);
+            let Some(dir) = ctx.dir.clone() else {
+                return Err(mlua::Error::runtime(format!(
+                    "{loc}: require(\"{name}\"): this runbook is embedded in the binary, so only the stdlib (runbook.*) can be required"
+                )));
+            };
+            let rel: std::path::PathBuf = name.split('.').collect::<Vec<_>>().join("/").into();
+            let path = dir.join(&rel).with_extension("lua");
+            let inside = std::fs::canonicalize(&path)
+                .ok()
+                .zip(std::fs::canonicalize(&dir).ok())
+                .is_some_and(|(p, d)| p.starts_with(&d));
+            if !inside || rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+                let shown = Path::new(&ctx.label).parent().map(|p| p.join(&rel).with_extension("lua"));
+                return Err(mlua::Error::runtime(format!(
+                    "{loc}: require(\"{name}\"): no module '{}' beside the runbook (modules must be Lua files in the runbook's folder, not links out of it)",
+                    shown.unwrap_or(rel).display()
+                )));
+            }
+            let src = std::fs::read(&path)
+                .map_err(|e| mlua::Error::runtime(format!("{loc}: require(\"{name}\"): {}: {e}", path.display())))?;
+            let label = Path::new(&ctx.label)
+                .parent()
+                .map(|p| p.join(&rel).with_extension("lua").display().to_string())
+                .unwrap_or_else(|| path.display().to_string());
+            (src, label)
+        };
+        let chunk = compile(lua, &source, &label)?;
+        let value: Value = chunk.call(name.clone())?;
+        let value = if value.is_nil() { Value::Boolean(true) } else { value };
+        loaded.raw_set(name.as_str(), value.clone())?;
+        Ok(value)
+    })?;
+    lua.globals().raw_set("require", require)
+}
+
+fn install_hook(lua: &Lua) -> mlua::Result<()> {
+    lua.set_global_hook(
+        HookTriggers::new().every_nth_instruction(HOOK_EVERY),
+        |lua, _debug| {
+            let ctx = lua_api::ctx(lua);
+            if ctx.aborted() {
+                return Err(mlua::Error::runtime("interrupted"));
+            }
+            if ctx.past_deadline() {
+                return Err(mlua::Error::runtime("timed out"));
+            }
+            Ok(VmState::Continue)
+        },
+    )
+}
+
+/// `pcall`, `xpcall` and `coroutine.resume` re-raise once the step is interrupted or out
+/// of time, so a runbook cannot catch its own timeout and loop on.
+fn install_abort_aware_pcall(lua: &Lua) -> mlua::Result<()> {
+    let check = lua.create_function(|lua, ()| {
+        let ctx = lua_api::ctx(lua);
+        if ctx.aborted() {
+            return Err(mlua::Error::runtime("interrupted"));
+        }
+        if ctx.past_deadline() {
+            return Err(mlua::Error::runtime("timed out"));
+        }
+        Ok(())
+    })?;
+    let globals = lua.globals();
+    let coroutine: Table = globals.get("coroutine")?;
+    lua.load(
+        r#"
+        local raw_pcall, raw_xpcall, raw_resume, check, coroutine = ...
+        local function after(ok, ...) check() return ok, ... end
+        pcall = function(...) return after(raw_pcall(...)) end
+        xpcall = function(...) return after(raw_xpcall(...)) end
+        coroutine.resume = function(...) return after(raw_resume(...)) end
+        "#,
+    )
+    .set_name("=sandbox")
+    .set_mode(ChunkMode::Text)
+    .call::<()>((
+        globals.get::<Function>("pcall")?,
+        globals.get::<Function>("xpcall")?,
+        coroutine.get::<Function>("resume")?,
+        check,
+        coroutine,
+    ))
+}
+
+/// Reading an undefined global is an error that names it (with a suggestion), rather
+/// than a silent nil that fails later somewhere else.
+fn install_strict_globals(lua: &Lua) -> mlua::Result<()> {
+    let globals = lua.globals();
+    let meta = lua.create_table()?;
+    meta.raw_set(
+        "__index",
+        lua.create_function(|lua, (g, key): (Table, Value)| -> mlua::Result<Value> {
+            let Value::String(key) = key else {
+                return Ok(Value::Nil);
+            };
+            let key = key.to_string_lossy();
+            let loc = location(lua);
+            if let Some((_, why)) = REMOVED.iter().find(|(n, _)| *n == key) {
+                return Err(mlua::Error::runtime(format!(
+                    "{loc}: '{key}' is not available in runbooks (sandbox): {why}"
+                )));
+            }
+            let mut names = Vec::new();
+            for pair in g.pairs::<Value, Value>() {
+                if let Ok((Value::String(k), _)) = pair {
+                    names.push(k.to_string_lossy());
+                }
+            }
+            Err(mlua::Error::runtime(format!(
+                "{loc}: unknown global '{key}'{}",
+                suggest::hint(&key, names.iter().map(|s| s.as_str()))
+            )))
+        })?,
+    )?;
+    globals.set_metatable(Some(meta))?;
+    Ok(())
+}

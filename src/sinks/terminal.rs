@@ -1,0 +1,342 @@
+//! The human view on stderr: a spinner per running step (elapsed time and latest output
+//! line), a ✓/✗ line per finished step, the dry-run preview, and a summary.
+//!
+//! When stderr is not a terminal the same information comes as plain lines, without bars
+//! or colour; `NO_COLOR` turns colour off on a terminal too.
+
+use crate::duration;
+use crate::events::{Event, Sink, Stamped};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::Write;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// The bars shared with the log writer, so that log lines print above the bars instead of
+/// tearing them.
+static BARS: OnceLock<MultiProgress> = OnceLock::new();
+
+pub fn bars() -> &'static MultiProgress {
+    BARS.get_or_init(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr()))
+}
+
+/// `tracing` writes through this: lines go above the bars.
+pub struct LogWriter;
+
+impl Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match BARS.get() {
+            Some(bars) => bars.suspend(|| std::io::stderr().write_all(buf))?,
+            None => std::io::stderr().write_all(buf)?,
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
+#[derive(Clone, Copy)]
+pub struct TerminalOptions {
+    pub fancy: bool,
+    pub color: bool,
+    pub verbose: bool,
+    pub quiet: bool,
+}
+
+impl TerminalOptions {
+    pub fn detect(verbose: bool, quiet: bool) -> Self {
+        use is_terminal::IsTerminal;
+        let fancy = std::io::stderr().is_terminal()
+            && std::env::var_os("TERM").is_some_and(|t| t != "dumb");
+        let color = fancy && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+        TerminalOptions {
+            fancy,
+            color,
+            verbose,
+            quiet,
+        }
+    }
+}
+
+pub struct TerminalSink {
+    opts: TerminalOptions,
+    dry_run: bool,
+    spinner: Option<ProgressBar>,
+    step_name: String,
+    planned_changes: usize,
+    planned_header_for: Option<usize>,
+    run_id: String,
+}
+
+impl TerminalSink {
+    pub fn new(opts: TerminalOptions) -> Self {
+        TerminalSink {
+            opts,
+            dry_run: false,
+            spinner: None,
+            step_name: String::new(),
+            planned_changes: 0,
+            planned_header_for: None,
+            run_id: String::new(),
+        }
+    }
+
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.opts.color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+
+    fn line(&self, text: &str) {
+        match &self.spinner {
+            Some(_) => bars().suspend(|| eprintln!("{text}")),
+            None => eprintln!("{text}"),
+        }
+    }
+
+    fn start_spinner(&mut self, name: &str) {
+        if !self.opts.fancy || self.opts.quiet {
+            if !self.opts.quiet {
+                self.line(&format!("→ {name}"));
+            }
+            return;
+        }
+        let pb = bars().add(ProgressBar::new_spinner());
+        pb.set_style(
+            ProgressStyle::with_template("{spinner:.cyan} {prefix} {elapsed:.dim} {wide_msg:.dim}")
+                .expect("static template"),
+        );
+        pb.set_prefix(name.to_string());
+        pb.enable_steady_tick(Duration::from_millis(100));
+        self.spinner = Some(pb);
+    }
+
+    fn stop_spinner(&mut self) {
+        if let Some(pb) = self.spinner.take() {
+            pb.finish_and_clear();
+            bars().remove(&pb);
+        }
+    }
+
+    fn step_header(&mut self, step: usize) {
+        if self.planned_header_for != Some(step) {
+            self.planned_header_for = Some(step);
+            let name = self.step_name.clone();
+            self.line(&format!(
+                "{} {}",
+                self.paint("1", &format!("step {}:", step + 1)),
+                name
+            ));
+        }
+    }
+}
+
+impl Sink for TerminalSink {
+    fn emit(&mut self, stamped: &Stamped) {
+        let quiet = self.opts.quiet;
+        match &stamped.event {
+            Event::RunStarted {
+                run_id,
+                runbook,
+                path,
+                mode,
+                resumed_from,
+                ..
+            } => {
+                self.dry_run = mode != "real";
+                self.run_id = run_id.clone();
+                if quiet {
+                    return;
+                }
+                let what = match mode.as_str() {
+                    "dry-run" => self.paint("33;1", " DRY RUN: reads run, nothing is changed "),
+                    "dry-run-offline" => {
+                        self.paint("33;1", " DRY RUN (offline): no target is contacted ")
+                    }
+                    _ => String::new(),
+                };
+                self.line(&format!(
+                    "{} {} · {path} · run {run_id}{what}",
+                    self.paint("1", "runbook"),
+                    self.paint("1", runbook),
+                ));
+                if let Some(prev) = resumed_from {
+                    self.line(&format!("resuming run {prev}"));
+                }
+            }
+            Event::StepStarted {
+                index,
+                name,
+                attempt,
+                ..
+            } => {
+                self.step_name = name.clone();
+                if self.dry_run {
+                    return;
+                }
+                let label = if *attempt > 1 {
+                    format!("{name} (attempt {attempt})")
+                } else {
+                    name.clone()
+                };
+                let _ = index;
+                self.start_spinner(&label);
+            }
+            Event::StepSkipped { name, reason, .. } => {
+                if !quiet {
+                    self.line(&format!(
+                        "{} {name}  {}",
+                        self.paint("2", "-"),
+                        self.paint("2", &format!("skipped: {reason}"))
+                    ));
+                }
+            }
+            Event::StepFinished {
+                name,
+                outcome,
+                duration_ms,
+                error,
+                ..
+            } => {
+                self.stop_spinner();
+                let took = duration::short(Duration::from_millis(*duration_ms));
+                match outcome.as_str() {
+                    "failed" => {
+                        self.line(&format!(
+                            "{} {name}  {}",
+                            self.paint("31;1", "✗"),
+                            self.paint("2", &took)
+                        ));
+                        if let Some(e) = error {
+                            for l in e.lines() {
+                                self.line(&format!("    {}", self.paint("31", l)));
+                            }
+                        }
+                    }
+                    other if !quiet => {
+                        let tag = if other == "changed" {
+                            if self.dry_run {
+                                self.paint("33", " (would change)")
+                            } else {
+                                self.paint("33", " (changed)")
+                            }
+                        } else {
+                            String::new()
+                        };
+                        self.line(&format!(
+                            "{} {name}{tag}  {}",
+                            self.paint("32;1", "✓"),
+                            self.paint("2", &took)
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+            Event::ActionPlanned {
+                step,
+                target,
+                effect,
+                summary,
+                command,
+                ..
+            } => {
+                if quiet {
+                    return;
+                }
+                if effect == "change" {
+                    self.planned_changes += 1;
+                }
+                self.step_header(*step);
+                let mark = if effect == "change" {
+                    self.paint("33", "~")
+                } else {
+                    self.paint("36", "?")
+                };
+                self.line(&format!("  {mark} {}: {summary}", self.paint("1", target)));
+                if summary != command {
+                    self.line(&format!("      $ {command}"));
+                }
+            }
+            Event::ActionStarted {
+                step,
+                target,
+                effect,
+                command,
+                ..
+            } => {
+                if self.dry_run && !quiet {
+                    // A read that really runs during a dry-run: show it in the preview.
+                    self.step_header(*step);
+                    self.line(&format!(
+                        "  {} {}: {command}  {}",
+                        self.paint("36", "="),
+                        self.paint("1", target),
+                        self.paint("2", "(read)")
+                    ));
+                } else if self.opts.verbose {
+                    self.line(&format!(
+                        "  {} {target}: {command}",
+                        if effect == "change" { "$" } else { "=" }
+                    ));
+                }
+            }
+            Event::Output { stream, line, .. } => {
+                if self.opts.verbose {
+                    let tag = if stream == "stderr" {
+                        self.paint("31", "│")
+                    } else {
+                        self.paint("2", "│")
+                    };
+                    self.line(&format!("    {tag} {line}"));
+                } else if let Some(pb) = &self.spinner {
+                    pb.set_message(line.chars().take(200).collect::<String>());
+                }
+            }
+            Event::ActionFinished { .. } => {}
+            Event::Log { level, message, .. } => {
+                let text = match level.as_str() {
+                    "warn" => format!("  {} {message}", self.paint("33;1", "warning:")),
+                    "error" => format!("  {} {message}", self.paint("31;1", "error:")),
+                    _ if quiet => return,
+                    _ => format!("  {} {message}", self.paint("36", "·")),
+                };
+                self.line(&text);
+            }
+            Event::RunFinished {
+                outcome,
+                ok,
+                changed,
+                failed,
+                skipped,
+                duration_ms,
+                ..
+            } => {
+                self.stop_spinner();
+                let took = duration::short(Duration::from_millis(*duration_ms));
+                let head = match outcome.as_str() {
+                    "ok" => self.paint("32;1", "ok"),
+                    "interrupted" => self.paint("31;1", "interrupted"),
+                    _ => self.paint("31;1", "failed"),
+                };
+                let plan = if self.dry_run {
+                    format!(
+                        " · {} planned change(s), nothing was changed",
+                        self.planned_changes
+                    )
+                } else {
+                    String::new()
+                };
+                self.line(&format!(
+                    "{head}: ok={ok} changed={changed} failed={failed} skipped={skipped} · {took} · run {}{plan}",
+                    self.run_id
+                ));
+            }
+        }
+    }
+
+    fn finish(&mut self) {
+        self.stop_spinner();
+    }
+}
