@@ -66,14 +66,24 @@ pub fn join(argv: &[OsString]) -> String {
         .join(" ")
 }
 
-/// A copy-pastable command line for a local command with its working directory and
-/// environment, e.g. `cd /tmp/x && env A=1 touch f1`.
-pub fn render_with(argv: &[OsString], env: &[(String, String)], cwd: Option<&str>) -> String {
+/// A copy-pastable command line for a local command with its working directory,
+/// environment and standard input, e.g. `cd /tmp/x && printf %s 'hi' | env A=1 tee f1`.
+pub fn render_with(
+    argv: &[OsString],
+    env: &[(String, String)],
+    cwd: Option<&str>,
+    stdin: Option<&[u8]>,
+) -> String {
     let mut out = String::new();
     if let Some(dir) = cwd {
         out.push_str("cd ");
         out.push_str(&quote_word(OsStr::new(dir)));
         out.push_str(" && ");
+    }
+    if let Some(input) = stdin {
+        out.push_str("printf %s ");
+        out.push_str(&quote_word(OsStr::from_bytes(input)));
+        out.push_str(" | ");
     }
     if !env.is_empty() {
         out.push_str("env ");
@@ -130,8 +140,12 @@ mod tests {
             &[os("touch"), os("f 1")],
             &[("A".into(), "x y".into())],
             Some("/tmp/my dir"),
+            Some(b"hi\n"),
         );
-        assert_eq!(line, "cd '/tmp/my dir' && env 'A=x y' touch 'f 1'");
+        assert_eq!(
+            line,
+            "cd '/tmp/my dir' && printf %s 'hi\n' | env 'A=x y' touch 'f 1'"
+        );
     }
 
     /// Runs the rendered line through a real `sh` that prints each argument NUL-terminated,

@@ -23,7 +23,12 @@ enum Stop {
 
 impl Local {
     pub fn render(&self, req: &ExecRequest) -> String {
-        quote::render_with(&req.argv, &req.env, req.cwd.as_deref())
+        quote::render_with(
+            &req.argv,
+            &req.env,
+            req.cwd.as_deref(),
+            req.stdin.as_deref(),
+        )
     }
 
     pub async fn exec(&self, req: &ExecRequest, io: &ExecIo<'_>) -> Result<ExecOutcome, String> {

@@ -1,0 +1,89 @@
+//! Shared helpers for the integration tests: each test drives the real `runbook` binary
+//! with its own temporary state dir and scratch dir, so tests never share records.
+#![allow(dead_code)]
+
+use assert_cmd::Command;
+use std::path::{Path, PathBuf};
+
+pub struct Env {
+    pub tmp: tempfile::TempDir,
+}
+
+impl Env {
+    pub fn new() -> Self {
+        Env {
+            tmp: tempfile::tempdir().expect("tempdir"),
+        }
+    }
+
+    /// The state dir this test's runs record into.
+    pub fn state(&self) -> PathBuf {
+        self.tmp.path().join("state")
+    }
+
+    /// A scratch dir for the runbook to work in.
+    pub fn scratch(&self) -> PathBuf {
+        let p = self.tmp.path().join("scratch");
+        std::fs::create_dir_all(&p).unwrap();
+        p
+    }
+
+    /// Writes a runbook file into the temp dir and returns its path.
+    pub fn write(&self, name: &str, body: &str) -> PathBuf {
+        let p = self.tmp.path().join(name);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
+        std::fs::write(&p, body).unwrap();
+        p
+    }
+
+    /// `runbook` with this test's state dir, no colour, and no inherited params.
+    pub fn cmd(&self) -> Command {
+        let mut c = Command::new(assert_cmd::cargo::cargo_bin!("runbook"));
+        c.env("RUNBOOK_STATE_DIR", self.state())
+            .env("NO_COLOR", "1")
+            .env_remove("RUNBOOK_LOG")
+            .current_dir(self.tmp.path());
+        c
+    }
+
+    /// The events of the only (or latest) run record.
+    pub fn last_record(&self) -> Vec<serde_json::Value> {
+        let dir = self.state().join("runs");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        files.sort_by_key(|p| std::fs::metadata(p).unwrap().modified().unwrap());
+        read_jsonl(files.last().expect("a record"))
+    }
+
+    pub fn record_count(&self) -> usize {
+        std::fs::read_dir(self.state().join("runs"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    }
+}
+
+pub fn read_jsonl(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each record line is JSON"))
+        .collect()
+}
+
+pub fn parse_ndjson(stdout: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).expect("each --json line is JSON"))
+        .collect()
+}
+
+/// The repository root (for runbooks/ and examples/).
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
