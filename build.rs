@@ -64,6 +64,10 @@ fn api_reference(dir: &Path) -> String {
             if let Some(sig) = l.strip_prefix("/// Lua: ") {
                 write!(doc, "\n### `{}`\n\n", sig.trim()).unwrap();
                 i += 1;
+                // The blank `///` line between signature and text is already written.
+                if lines.get(i).is_some_and(|l| l.trim() == "///") {
+                    i += 1;
+                }
                 let mut in_code = false;
                 while i < lines.len() && lines[i].trim_start().starts_with("///") {
                     let body = lines[i].trim_start().trim_start_matches("///");
@@ -78,6 +82,29 @@ fn api_reference(dir: &Path) -> String {
                 continue;
             }
             i += 1;
+        }
+    }
+    doc
+}
+
+/// The stdlib modules: each `--- text` comment above a `function mod.name(…)`.
+fn stdlib_reference(files: &[(String, PathBuf)]) -> String {
+    let mut doc = String::from("\n## stdlib\n\nLua modules carried in the binary, loaded with `require(\"runbook.NAME\")`.\n");
+    for (stem, path) in files {
+        let text = fs::read_to_string(path).unwrap();
+        write!(doc, "\n### `require(\"runbook.{stem}\")`\n\n").unwrap();
+        let mut pending: Vec<&str> = Vec::new();
+        for line in text.lines() {
+            if let Some(c) = line.strip_prefix("--- ") {
+                pending.push(c);
+            } else if let Some(sig) = line.strip_prefix("function ") {
+                if !pending.is_empty() {
+                    writeln!(doc, "- `{}`: {}", sig.trim(), pending.join(" ")).unwrap();
+                }
+                pending.clear();
+            } else {
+                pending.clear();
+            }
         }
     }
     doc
@@ -101,5 +128,7 @@ fn main() {
     for e in fs::read_dir(&api_dir).unwrap().flatten() {
         println!("cargo:rerun-if-changed={}", e.path().display());
     }
-    fs::write(out.join("lua-api.md"), api_reference(&api_dir)).unwrap();
+    let mut reference = api_reference(&api_dir);
+    reference.push_str(&stdlib_reference(&stdlib));
+    fs::write(out.join("lua-api.md"), reference).unwrap();
 }

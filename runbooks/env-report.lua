@@ -1,0 +1,51 @@
+-- Shipped with runbook: `runbook run env-report`. Only reads: safe to run anywhere.
+runbook {
+  name = "env-report",
+  description = "Report what an ML box looks like: python, GPUs, disk, compile-cache sizes (reads only)",
+  params = {
+    python = { type = "string", default = "python3", help = "the python to ask" },
+    user   = { type = "string", default = "root", help = "whose torch caches to measure" },
+  },
+}
+
+local text = require("runbook.text")
+local here = target("local")
+
+local function probe(argv)
+  return here:exec(argv, { read_only = true, check = false, timeout = "20s" })
+end
+
+step("python", function()
+  local r = probe({ params.python, "-c", "import sys; print(sys.version.split()[0])" })
+  log.info("python: " .. (r.code == 0 and text.trim(r.stdout) or "not found (" .. params.python .. ")"))
+end)
+
+step("gpus", function()
+  local r = probe({ "sh", "-c", "command -v nvidia-smi >/dev/null && nvidia-smi -L" })
+  if r.code ~= 0 then
+    log.info("gpus: no nvidia-smi on this machine")
+    return
+  end
+  for _, line in ipairs(text.lines(r.stdout)) do log.info(line) end
+end)
+
+step("disk", function()
+  local r = probe({ "df", "-Pk", "/tmp" })
+  local rows = text.lines(r.stdout)
+  if r.code == 0 and rows[2] then
+    local f = text.split(rows[2])
+    log.info(("/tmp: %d MiB free of %d MiB"):format(tonumber(f[4]) // 1024, tonumber(f[2]) // 1024))
+  end
+end)
+
+step("compile caches", function()
+  local home = params.user == "root" and "/root" or ("/home/" .. params.user)
+  for _, dir in ipairs({ "/tmp/torchinductor_" .. params.user, home .. "/.cache/torch_extensions", home .. "/.triton/cache" }) do
+    local r = probe({ "du", "-sk", "--", dir })
+    if r.code == 0 then
+      log.info(("%s: %s KiB"):format(dir, text.split(r.stdout)[1]))
+    else
+      log.info(dir .. ": absent")
+    end
+  end
+end)
