@@ -4,15 +4,27 @@
 //! killed, its Lua code stops), `always` steps then still run, and a second signal
 //! interrupts those too. A piece of work started when `count() == n` is aborted once
 //! `count() > n`.
+//!
+//! The count lives in atomics written by a real signal handler, not by an async task:
+//! a step busy in pure Lua never yields to the runtime, and the instruction hook must
+//! still see the signal. The async side only wakes up waiting futures.
 
-use std::cell::Cell;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::sync::Once;
 use tokio::sync::Notify;
+
+static SIGNALS: AtomicU32 = AtomicU32::new(0);
+static FIRST_EXIT_CODE: AtomicI32 = AtomicI32::new(0);
+
+fn record(exit_code: i32) {
+    // Only async-signal-safe work here: two atomic operations.
+    let _ = FIRST_EXIT_CODE.compare_exchange(0, exit_code, Ordering::SeqCst, Ordering::SeqCst);
+    SIGNALS.fetch_add(1, Ordering::SeqCst);
+}
 
 #[derive(Default)]
 pub struct Cancel {
-    count: Cell<u32>,
-    exit_code: Cell<i32>,
     notify: Notify,
 }
 
@@ -21,21 +33,13 @@ impl Cancel {
         Rc::new(Cancel::default())
     }
 
-    pub fn signal(&self, exit_code: i32) {
-        self.count.set(self.count.get() + 1);
-        if self.exit_code.get() == 0 {
-            self.exit_code.set(exit_code);
-        }
-        self.notify.notify_waiters();
-    }
-
     pub fn count(&self) -> u32 {
-        self.count.get()
+        SIGNALS.load(Ordering::SeqCst)
     }
 
     /// 130 for SIGINT, 143 for SIGTERM; 0 when no signal came.
     pub fn exit_code(&self) -> i32 {
-        self.exit_code.get()
+        FIRST_EXIT_CODE.load(Ordering::SeqCst)
     }
 
     /// Resolves when the next signal arrives.
@@ -44,8 +48,17 @@ impl Cancel {
     }
 }
 
-/// Forwards SIGINT and SIGTERM to `cancel` for as long as the returned task lives.
+/// Counts SIGINT and SIGTERM from now on, and wakes `cancel`'s waiters for as long as
+/// the returned task lives.
 pub fn watch_signals(cancel: Rc<Cancel>) -> tokio::task::JoinHandle<()> {
+    static HANDLERS: Once = Once::new();
+    HANDLERS.call_once(|| {
+        // SAFETY: the actions only touch atomics, which is async-signal-safe.
+        unsafe {
+            let _ = signal_hook_registry::register(libc::SIGINT, || record(130));
+            let _ = signal_hook_registry::register(libc::SIGTERM, || record(143));
+        }
+    });
     tokio::task::spawn_local(async move {
         use tokio::signal::unix::{signal, SignalKind};
         let (Ok(mut int), Ok(mut term)) = (
@@ -56,9 +69,10 @@ pub fn watch_signals(cancel: Rc<Cancel>) -> tokio::task::JoinHandle<()> {
         };
         loop {
             tokio::select! {
-                _ = int.recv() => cancel.signal(130),
-                _ = term.recv() => cancel.signal(143),
+                _ = int.recv() => {}
+                _ = term.recv() => {}
             }
+            cancel.notify.notify_waiters();
         }
     })
 }

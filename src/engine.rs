@@ -334,8 +334,19 @@ async fn confirm_gate(req: &RunRequest, resume: &ResumePlan, cancel: Rc<Cancel>)
     }
     eprintln!("{} will:\n{list}", req.source.label);
     eprint!("Proceed? [y/N] ");
-    let mut answer = String::new();
-    let _ = std::io::stdin().read_line(&mut answer);
+    // Read on a blocking thread so that Ctrl-C at the prompt still interrupts the run.
+    let read = tokio::task::spawn_blocking(|| {
+        let mut answer = String::new();
+        let _ = std::io::stdin().read_line(&mut answer);
+        answer
+    });
+    let answer = tokio::select! {
+        a = read => a.unwrap_or_default(),
+        _ = cancel.notified() => {
+            eprintln!();
+            return Err(Error::Interrupted(cancel.exit_code()));
+        }
+    };
     if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
         Ok(())
     } else {

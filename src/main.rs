@@ -40,6 +40,9 @@ fn main() -> ExitCode {
     // Lua runs on this one thread; commands and timers are futures on the same task set.
     let local = tokio::task::LocalSet::new();
     let result = local.block_on(&runtime, commands::dispatch(cli));
+    drop(local);
+    // Do not wait for a blocking stdin read (an abandoned confirmation prompt).
+    runtime.shutdown_background();
     let code = match result {
         Ok(code) => code,
         Err(e) => {

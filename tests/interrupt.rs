@@ -1,0 +1,680 @@
+//! Interruption (SIGINT/SIGTERM), timeouts (command, step, run), retries, `sleep()` and
+//! output streaming, each driven through the real `runbook` binary.
+//!
+//! Tests that signal runbook spawn it with `std::process::Command` so they can wait for a
+//! pid file the runbook writes, signal the process, and then check that the process tree
+//! it started is gone and that the run record is complete.
+
+mod common;
+use common::*;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+// ---------------------------------------------------------------------------------------
+// helpers
+
+fn fixture(name: &str) -> String {
+    repo()
+        .join("tests/runbooks/interrupt")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// A `runbook` process started in the background, its output going to files.
+struct Running {
+    child: Child,
+    out: PathBuf,
+    err: PathBuf,
+}
+
+impl Running {
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    fn output(&self) -> String {
+        format!(
+            "--- stdout ---\n{}\n--- stderr ---\n{}",
+            std::fs::read_to_string(&self.out).unwrap_or_default(),
+            std::fs::read_to_string(&self.err).unwrap_or_default()
+        )
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: kill only sends a signal to the process this test started.
+        let rc = unsafe { libc::kill(self.pid(), sig) };
+        assert_eq!(rc, 0, "kill({}, {sig}) failed", self.pid());
+    }
+
+    /// Waits for the process to exit; kills it and fails the test after `limit`.
+    fn wait(&mut self, limit: Duration) -> ExitStatus {
+        let until = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            if Instant::now() >= until {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "runbook did not exit within {limit:?}; killed it\n{}",
+                    self.output()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits and returns the exit code (a signal death fails the test).
+    fn code(&mut self, limit: Duration) -> i32 {
+        let status = self.wait(limit);
+        status.code().unwrap_or_else(|| {
+            panic!(
+                "runbook died from a signal ({status:?}) instead of exiting\n{}",
+                self.output()
+            )
+        })
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Starts `runbook ARGS` with the test's state dir, output to files in the temp dir.
+fn spawn(env: &Env, args: &[&str]) -> Running {
+    let out = env.tmp.path().join("runbook.stdout");
+    let err = env.tmp.path().join("runbook.stderr");
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin!("runbook"))
+        .args(args)
+        .env("RUNBOOK_STATE_DIR", env.state())
+        .env("NO_COLOR", "1")
+        .env_remove("RUNBOOK_LOG")
+        .current_dir(env.tmp.path())
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .expect("spawn runbook");
+    Running { child, out, err }
+}
+
+/// `run FIXTURE --yes --set dir=SCRATCH [extra…]`.
+fn spawn_run(env: &Env, name: &str, extra: &[&str]) -> Running {
+    let dir = format!("dir={}", env.scratch().display());
+    let fix = fixture(name);
+    let mut args = vec!["run", fix.as_str(), "--yes", "--set", dir.as_str()];
+    args.extend_from_slice(extra);
+    spawn(env, &args)
+}
+
+/// Waits until `path` holds a pid, while the runbook is still running.
+fn wait_pid(path: &Path, run: &mut Running, limit: Duration) -> i32 {
+    let until = Instant::now() + limit;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            if let Ok(pid) = text.trim().parse::<i32>() {
+                return pid;
+            }
+        }
+        if let Some(status) = run.child.try_wait().unwrap() {
+            panic!(
+                "runbook exited ({status:?}) before {} appeared\n{}",
+                path.display(),
+                run.output()
+            );
+        }
+        assert!(
+            Instant::now() < until,
+            "{} did not appear within {limit:?}\n{}",
+            path.display(),
+            run.output()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until `path` exists, while the runbook is still running.
+fn wait_file(path: &Path, run: &mut Running, limit: Duration) {
+    let until = Instant::now() + limit;
+    while !path.exists() {
+        if let Some(status) = run.child.try_wait().unwrap() {
+            panic!(
+                "runbook exited ({status:?}) before {} appeared\n{}",
+                path.display(),
+                run.output()
+            );
+        }
+        assert!(
+            Instant::now() < until,
+            "{} did not appear within {limit:?}\n{}",
+            path.display(),
+            run.output()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether a process is alive: `/proc/PID` exists and is not a zombie (a dead child
+/// reparented to a PID 1 that does not reap counts as gone).
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => {
+            // "pid (comm) S …": the state follows the last ')'.
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+                .unwrap_or("?");
+            state != "Z" && state != "X"
+        }
+    }
+}
+
+/// Polls up to 3 s for `pid` to be gone.
+fn assert_gone(pid: i32, what: &str) {
+    let until = Instant::now() + Duration::from_secs(3);
+    while alive(pid) {
+        if Instant::now() >= until {
+            // Do not leave it behind for the next test run.
+            // SAFETY: only sends a signal.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+            panic!("{what} (pid {pid}) is still running 3 s after runbook stopped it");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The only run record, checked to be complete: every line valid JSON, newline-terminated,
+/// ending with `run_finished`.
+fn record(env: &Env) -> Vec<Value> {
+    let dir = env.state().join("runs");
+    let files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("no runs dir {}: {e}", dir.display()))
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(files.len(), 1, "exactly one run record: {files:?}");
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    assert!(
+        text.ends_with('\n'),
+        "the record ends with a complete line: {text:?}"
+    );
+    let events: Vec<Value> = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("record line {} is not JSON ({e}): {l}", i + 1))
+        })
+        .collect();
+    assert_eq!(events[0]["event"], "run_started", "{events:#?}");
+    assert_eq!(
+        events.last().unwrap()["event"],
+        "run_finished",
+        "the record ends with run_finished: {events:#?}"
+    );
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["event"] == "run_finished")
+            .count(),
+        1
+    );
+    events
+}
+
+fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["event"] == kind).collect()
+}
+
+/// The one `step_finished` event of step `index`.
+fn finished(events: &[Value], index: u64) -> &Value {
+    let all: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "step_finished" && e["index"] == index)
+        .collect();
+    assert_eq!(
+        all.len(),
+        1,
+        "one step_finished for step {index}: {events:#?}"
+    );
+    all[0]
+}
+
+fn skipped(events: &[Value], index: u64) -> Option<&Value> {
+    events
+        .iter()
+        .find(|e| e["event"] == "step_skipped" && e["index"] == index)
+}
+
+fn run_finished(events: &[Value]) -> &Value {
+    events.last().unwrap()
+}
+
+fn error_of(ev: &Value) -> &str {
+    ev["error"].as_str().unwrap_or("")
+}
+
+// ---------------------------------------------------------------------------------------
+// 1, 2: a signal in the middle of a step
+
+fn signal_mid_step(sig: i32, code: i32, name: &str) {
+    let env = Env::new();
+    let scratch = env.scratch();
+    let mut run = spawn_run(&env, "mid_step.lua", &[]);
+    let shell = wait_pid(&scratch.join("shell.pid"), &mut run, Duration::from_secs(5));
+    let child: i32 = std::fs::read_to_string(scratch.join("child.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        alive(shell) && alive(child),
+        "the tree runs before the signal"
+    );
+    let sent = Instant::now();
+    run.signal(sig);
+    let got = run.code(Duration::from_secs(8));
+    let out = run.output();
+    assert_eq!(got, code, "exit code after {name}\n{out}");
+    assert!(
+        sent.elapsed() < Duration::from_secs(5),
+        "runbook took {:?} to stop after {name}",
+        sent.elapsed()
+    );
+    assert!(
+        scratch.join("always").exists(),
+        "the always step ran\n{out}"
+    );
+    assert!(
+        !scratch.join("later").exists(),
+        "the step after the interrupted one did not run\n{out}"
+    );
+    assert_gone(shell, "the interrupted step's shell");
+    assert_gone(child, "the shell's background sleep");
+
+    let events = record(&env);
+    let end = run_finished(&events);
+    assert_eq!(end["outcome"], "interrupted", "{end}");
+    assert_eq!(end["exit_code"], code, "{end}");
+    let long = finished(&events, 0);
+    assert_eq!(long["outcome"], "failed", "{long}");
+    assert!(
+        error_of(long).contains("interrupted"),
+        "the error says interrupted: {long}"
+    );
+    assert!(
+        error_of(long).contains(name),
+        "the error names the signal {name}: {long}"
+    );
+    let later = skipped(&events, 1).expect("step 1 skipped");
+    assert!(
+        later["reason"].as_str().unwrap().contains("interrupted"),
+        "{later}"
+    );
+    let cleanup = finished(&events, 2);
+    assert!(
+        cleanup["outcome"] == "changed" || cleanup["outcome"] == "ok",
+        "{cleanup}"
+    );
+}
+
+#[test]
+fn sigint_mid_step_stops_the_tree_and_runs_always_steps() {
+    signal_mid_step(libc::SIGINT, 130, "SIGINT");
+}
+
+#[test]
+fn sigterm_mid_step_stops_the_tree_and_runs_always_steps() {
+    signal_mid_step(libc::SIGTERM, 143, "SIGTERM");
+}
+
+// ---------------------------------------------------------------------------------------
+// 3: a second signal stops the always step
+
+#[test]
+fn second_sigint_stops_the_always_step() {
+    let env = Env::new();
+    let scratch = env.scratch();
+    let mut run = spawn_run(&env, "second_signal.lua", &[]);
+    let first = wait_pid(&scratch.join("first.pid"), &mut run, Duration::from_secs(5));
+    run.signal(libc::SIGINT);
+    let always = wait_pid(
+        &scratch.join("always.pid"),
+        &mut run,
+        Duration::from_secs(5),
+    );
+    assert_gone(first, "the first step's sleep");
+    assert!(alive(always), "the always step runs after the first signal");
+    run.signal(libc::SIGINT);
+    let got = run.code(Duration::from_secs(6));
+    let out = run.output();
+    assert_eq!(got, 130, "{out}");
+    assert_gone(always, "the always step's sleep");
+
+    let events = record(&env);
+    let end = run_finished(&events);
+    assert_eq!(end["outcome"], "interrupted", "{end}");
+    assert_eq!(end["exit_code"], 130, "{end}");
+    for index in [0, 1] {
+        let ev = finished(&events, index);
+        assert_eq!(ev["outcome"], "failed", "{ev}");
+        assert!(error_of(ev).contains("interrupted"), "{ev}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 4: a command's own timeout
+
+#[test]
+fn command_timeout_kills_the_tree() {
+    let env = Env::new();
+    let scratch = env.scratch();
+    let mut run = spawn_run(&env, "command_timeout.lua", &[]);
+    let got = run.code(Duration::from_secs(8));
+    let out = run.output();
+    assert_eq!(got, 1, "the checked command's timeout fails the run\n{out}");
+
+    // check = false: the step saw timed_out and carried on.
+    assert_eq!(
+        std::fs::read_to_string(scratch.join("unchecked.txt")).unwrap_or_default(),
+        "timed_out=true ok=false",
+        "{out}"
+    );
+    // check = true: the step failed there.
+    assert!(!scratch.join("after_checked").exists(), "{out}");
+
+    for name in ["u_shell", "u_child", "c_shell", "c_child"] {
+        let pid: i32 = std::fs::read_to_string(scratch.join(format!("{name}.pid")))
+            .unwrap_or_else(|e| panic!("{name}.pid: {e}\n{out}"))
+            .trim()
+            .parse()
+            .unwrap();
+        assert_gone(pid, name);
+    }
+
+    let events = record(&env);
+    let unchecked = finished(&events, 0);
+    assert!(
+        unchecked["outcome"] == "changed" || unchecked["outcome"] == "ok",
+        "{unchecked}"
+    );
+    let checked = finished(&events, 1);
+    assert_eq!(checked["outcome"], "failed", "{checked}");
+    assert!(
+        error_of(checked).contains("timed out"),
+        "the error says timed out: {checked}"
+    );
+    assert!(
+        checked["duration_ms"].as_u64().unwrap() < 2500,
+        "stopped near its 300ms timeout: {checked}"
+    );
+    let timed_out: Vec<&Value> = of_kind(&events, "action_finished")
+        .into_iter()
+        .filter(|e| e["timed_out"] == true)
+        .collect();
+    assert_eq!(timed_out.len(), 2, "both shells timed out: {events:#?}");
+    let end = run_finished(&events);
+    assert_eq!(end["outcome"], "failed", "{end}");
+    assert_eq!(end["exit_code"], 1, "{end}");
+}
+
+// ---------------------------------------------------------------------------------------
+// 5: a step's timeout covers Lua code and commands
+
+#[test]
+fn step_timeout_stops_endless_lua() {
+    let env = Env::new();
+    let started = Instant::now();
+    let assert = env
+        .cmd()
+        .args(["run", &fixture("step_timeout_lua.lua"), "--yes"])
+        .timeout(Duration::from_secs(8))
+        .assert()
+        .code(1);
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(3),
+        "the 500ms step timeout ended the loop, but the run took {took:?}\n{}",
+        String::from_utf8_lossy(&assert.get_output().stderr)
+    );
+    let events = record(&env);
+    let spin = finished(&events, 0);
+    assert_eq!(spin["outcome"], "failed", "{spin}");
+    assert!(error_of(spin).contains("timed out"), "{spin}");
+    assert!(spin["duration_ms"].as_u64().unwrap() < 2000, "{spin}");
+    assert_eq!(run_finished(&events)["exit_code"], 1);
+}
+
+#[test]
+fn step_timeout_stops_a_running_command() {
+    let env = Env::new();
+    let scratch = env.scratch();
+    let started = Instant::now();
+    env.cmd()
+        .args(["run", &fixture("step_timeout_command.lua"), "--yes"])
+        .args(["--set", &format!("dir={}", scratch.display())])
+        .timeout(Duration::from_secs(8))
+        .assert()
+        .code(1);
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(4), "the run took {took:?}");
+    let pid: i32 = std::fs::read_to_string(scratch.join("sleep.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_gone(pid, "the step's sleep 30");
+    let events = record(&env);
+    let sleepy = finished(&events, 0);
+    assert_eq!(sleepy["outcome"], "failed", "{sleepy}");
+    assert!(error_of(sleepy).contains("timed out"), "{sleepy}");
+    assert!(sleepy["duration_ms"].as_u64().unwrap() < 2000, "{sleepy}");
+}
+
+// ---------------------------------------------------------------------------------------
+// 6: the run's --timeout
+
+#[test]
+fn run_timeout_stops_the_step_skips_the_rest_and_runs_always() {
+    let env = Env::new();
+    let scratch = env.scratch();
+    let started = Instant::now();
+    env.cmd()
+        .args([
+            "run",
+            &fixture("run_timeout.lua"),
+            "--yes",
+            "--timeout",
+            "1s",
+        ])
+        .args(["--set", &format!("dir={}", scratch.display())])
+        .timeout(Duration::from_secs(10))
+        .assert()
+        .code(1);
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(5), "the run took {took:?}");
+    assert!(
+        !scratch.join("later").exists(),
+        "the later step was skipped"
+    );
+    assert!(scratch.join("always").exists(), "the always step ran");
+    let pid: i32 = std::fs::read_to_string(scratch.join("sleep.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_gone(pid, "the long step's sleep 30");
+
+    let events = record(&env);
+    let long = finished(&events, 0);
+    assert_eq!(long["outcome"], "failed", "{long}");
+    assert!(error_of(long).contains("timeout"), "{long}");
+    assert!(
+        skipped(&events, 1).is_some(),
+        "later is skipped: {events:#?}"
+    );
+    let cleanup = finished(&events, 2);
+    assert!(
+        cleanup["outcome"] == "changed" || cleanup["outcome"] == "ok",
+        "{cleanup}"
+    );
+    let end = run_finished(&events);
+    assert_eq!(end["outcome"], "failed", "{end}");
+    assert_eq!(end["exit_code"], 1, "{end}");
+}
+
+// ---------------------------------------------------------------------------------------
+// 7: retries
+
+#[test]
+fn retries_try_three_times_then_fail() {
+    let env = Env::new();
+    let started = Instant::now();
+    env.cmd()
+        .args(["run", &fixture("retries.lua"), "--yes"])
+        .timeout(Duration::from_secs(8))
+        .assert()
+        .code(1);
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(200),
+        "two 100ms delays between attempts, but the run took {took:?}"
+    );
+    let events = record(&env);
+    let attempts: Vec<u64> = of_kind(&events, "step_started")
+        .iter()
+        .map(|e| e["attempt"].as_u64().unwrap())
+        .collect();
+    assert_eq!(attempts, vec![1, 2, 3], "{events:#?}");
+    let flaky = finished(&events, 0);
+    assert_eq!(flaky["outcome"], "failed", "{flaky}");
+    assert!(error_of(flaky).contains("still broken"), "{flaky}");
+    let warnings = of_kind(&events, "log")
+        .into_iter()
+        .filter(|e| e["level"] == "warn")
+        .count();
+    assert_eq!(warnings, 2, "one retry warning per retry: {events:#?}");
+    let end = run_finished(&events);
+    assert_eq!(end["outcome"], "failed", "{end}");
+    assert_eq!(end["exit_code"], 1, "{end}");
+}
+
+// ---------------------------------------------------------------------------------------
+// 8: sleep()
+
+#[test]
+fn lua_sleep_waits_and_sigint_ends_it() {
+    let env = Env::new();
+    let scratch = env.scratch();
+    let mut run = spawn_run(&env, "lua_sleep.lua", &[]);
+    wait_file(&scratch.join("ready"), &mut run, Duration::from_secs(5));
+    // Let the step get into its sleep.
+    std::thread::sleep(Duration::from_millis(200));
+    let sent = Instant::now();
+    run.signal(libc::SIGINT);
+    let got = run.code(Duration::from_secs(6));
+    let out = run.output();
+    assert_eq!(got, 130, "{out}");
+    assert!(
+        sent.elapsed() < Duration::from_secs(2),
+        "sleep() ended {:?} after SIGINT",
+        sent.elapsed()
+    );
+    assert!(!scratch.join("woke").exists(), "{out}");
+
+    let events = record(&env);
+    let nap = finished(&events, 0);
+    assert_eq!(nap["outcome"], "ok", "{nap}");
+    assert!(
+        nap["duration_ms"].as_u64().unwrap() >= 200,
+        "sleep(\"200ms\") slept: {nap}"
+    );
+    let long = finished(&events, 1);
+    assert_eq!(long["outcome"], "failed", "{long}");
+    assert!(error_of(long).contains("interrupted"), "{long}");
+    let end = run_finished(&events);
+    assert_eq!(end["outcome"], "interrupted", "{end}");
+    assert_eq!(end["exit_code"], 130, "{end}");
+}
+
+// ---------------------------------------------------------------------------------------
+// 9: output streaming
+
+#[test]
+fn every_output_line_is_an_event_and_in_the_result() {
+    let env = Env::new();
+    let scratch = env.scratch();
+    env.cmd()
+        .args(["run", &fixture("output_stream.lua"), "--yes", "--quiet"])
+        .args(["--set", &format!("dir={}", scratch.display())])
+        .timeout(Duration::from_secs(10))
+        .assert()
+        .success();
+    let expected: Vec<String> = (1..=20000).map(|i| i.to_string()).collect();
+
+    let copy = std::fs::read_to_string(scratch.join("stdout.txt")).unwrap();
+    let copied: Vec<&str> = copy.lines().collect();
+    assert_eq!(copied.len(), 20000, "the result's stdout has every line");
+    assert!(copied.iter().zip(&expected).all(|(a, b)| a == b));
+
+    let events = record(&env);
+    let seq_action = of_kind(&events, "action_started")
+        .into_iter()
+        .find(|e| e["command"].as_str().unwrap_or("").contains("seq"))
+        .expect("the seq action")["action"]
+        .clone();
+    let lines: Vec<&str> = events
+        .iter()
+        .filter(|e| e["event"] == "output" && e["action"] == seq_action)
+        .map(|e| {
+            assert_eq!(e["stream"], "stdout", "{e}");
+            e["line"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(lines.len(), 20000, "one output event per line");
+    assert!(
+        lines.iter().zip(&expected).all(|(a, b)| a == b),
+        "output events are the lines, in order"
+    );
+    assert_eq!(run_finished(&events)["outcome"], "ok");
+}
+
+// ---------------------------------------------------------------------------------------
+// A signal while the step is busy in Lua (no command, no sleep to wait on).
+
+#[test]
+fn sigint_stops_a_step_busy_in_lua() {
+    let env = Env::new();
+    let scratch = env.scratch();
+    let mut run = spawn_run(&env, "busy_loop.lua", &[]);
+    wait_file(&scratch.join("spinning"), &mut run, Duration::from_secs(5));
+    std::thread::sleep(Duration::from_millis(200));
+    run.signal(libc::SIGINT);
+    let got = run.code(Duration::from_secs(5));
+    let out = run.output();
+    assert_eq!(got, 130, "{out}");
+    assert!(
+        scratch.join("always").exists(),
+        "the always step ran\n{out}"
+    );
+    let events = record(&env);
+    let spin = finished(&events, 0);
+    assert_eq!(spin["outcome"], "failed", "{spin}");
+    assert!(error_of(spin).contains("interrupted"), "{spin}");
+    let end = run_finished(&events);
+    assert_eq!(end["outcome"], "interrupted", "{end}");
+    assert_eq!(end["exit_code"], 130, "{end}");
+}
