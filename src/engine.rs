@@ -88,7 +88,51 @@ pub fn load(
             source.label
         )));
     }
+    check_globals(&lua, source)?;
     Ok(Loaded { _lua: lua, ctx })
+}
+
+/// Reads of undefined globals anywhere in the file, step bodies included, stop the run
+/// before its first step: a typo in the last step must not surface after the first ones
+/// changed things. Known globals are what the sandbox and the file's top level defined.
+fn check_globals(lua: &Lua, source: &Source) -> Result<()> {
+    let text = String::from_utf8_lossy(&source.bytes);
+    let mut known: Vec<String> = Vec::new();
+    for pair in lua.globals().pairs::<Value, Value>() {
+        if let Ok((Value::String(k), _)) = pair {
+            known.push(k.to_string_lossy());
+        }
+    }
+    let known_refs: Vec<&str> = known.iter().map(String::as_str).collect();
+    // The file already compiled and ran, so a parse failure here is the linter's own
+    // limit, not the user's mistake: do not block the run on it.
+    let Ok(found) = crate::lint::unknown_globals(&text, &known_refs) else {
+        return Ok(());
+    };
+    let mut problems = Vec::new();
+    for g in found {
+        if g.assigned {
+            tracing::warn!(
+                "{}:{}: assignment to undeclared global '{}' inside a function (missing `local`?)",
+                source.label,
+                g.line,
+                g.name
+            );
+        } else {
+            problems.push(format!(
+                "{}:{}: unknown global '{}'{}",
+                source.label,
+                g.line,
+                g.name,
+                crate::suggest::hint(&g.name, known_refs.iter().copied())
+            ));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::invalid(problems.join("\n")))
+    }
 }
 
 pub struct RunRequest {

@@ -116,6 +116,15 @@ pub fn convert(ty: ParamType, text: &str) -> Result<ParamValue, String> {
 }
 
 impl ParamSpec {
+    /// A secret's value must not reach the terminal, even inside an error about it.
+    fn redact(&self, message: String, value: &str) -> String {
+        if self.secret && !value.is_empty() {
+            message.replace(value, crate::secrets::MASK)
+        } else {
+            message
+        }
+    }
+
     fn check_choice(&self, value: &ParamValue) -> Result<(), String> {
         if self.choices.is_empty() || self.choices.contains(value) {
             return Ok(());
@@ -192,18 +201,20 @@ pub fn resolve(
                 Ok(v) => match spec.check_choice(&v) {
                     Ok(()) => Some(v),
                     Err(e) => {
-                        problems.push(format!("{from}: param '{}': {e}", spec.name));
+                        problems.push(format!(
+                            "{from}: param '{}': {}",
+                            spec.name,
+                            spec.redact(e, &text)
+                        ));
                         None
                     }
                 },
                 Err(e) => {
-                    // A secret's value must not reach the terminal, even in an error.
-                    let e = if spec.secret && !text.is_empty() {
-                        e.replace(&text, "***")
-                    } else {
-                        e
-                    };
-                    problems.push(format!("{from}: param '{}': {e}", spec.name));
+                    problems.push(format!(
+                        "{from}: param '{}': {}",
+                        spec.name,
+                        spec.redact(e, &text)
+                    ));
                     None
                 }
             },

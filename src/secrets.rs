@@ -5,6 +5,19 @@ use crate::events::Event;
 
 pub const MASK: &str = "***";
 
+/// Event fields that runbook generates (ids, hashes, enums), left as they are.
+const STRUCTURAL: &[&str] = &[
+    "event",
+    "run_id",
+    "content_hash",
+    "resumed_from",
+    "mode",
+    "outcome",
+    "effect",
+    "stream",
+    "level",
+];
+
 #[derive(Default)]
 pub struct Masker {
     // Longest first, so a secret that contains another is masked whole.
@@ -34,7 +47,7 @@ impl Masker {
         out
     }
 
-    /// Masks every string anywhere inside the event (field values and map keys alike).
+    /// Masks every text inside the event: messages, commands, output, param values.
     pub fn mask_event(&self, event: Event) -> Event {
         if self.is_empty() {
             return event;
@@ -52,10 +65,12 @@ impl Masker {
             Value::String(s) => *s = self.mask(s),
             Value::Array(items) => items.iter_mut().for_each(|v| self.mask_value(v)),
             Value::Object(map) => {
-                let entries: Vec<_> = std::mem::take(map).into_iter().collect();
-                for (k, mut v) in entries {
-                    self.mask_value(&mut v);
-                    map.insert(self.mask(&k), v);
+                for (k, v) in map.iter_mut() {
+                    // Identifiers runbook made itself never hold a secret; masking a short
+                    // secret that happens to occur in a run id or hash would break them.
+                    if !STRUCTURAL.contains(&k.as_str()) {
+                        self.mask_value(v);
+                    }
                 }
             }
             _ => {}

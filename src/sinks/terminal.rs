@@ -62,9 +62,7 @@ pub struct TerminalSink {
     opts: TerminalOptions,
     dry_run: bool,
     spinner: Option<ProgressBar>,
-    step_name: String,
     planned_changes: usize,
-    planned_header_for: Option<usize>,
     run_id: String,
 }
 
@@ -74,9 +72,7 @@ impl TerminalSink {
             opts,
             dry_run: false,
             spinner: None,
-            step_name: String::new(),
             planned_changes: 0,
-            planned_header_for: None,
             run_id: String::new(),
         }
     }
@@ -117,18 +113,6 @@ impl TerminalSink {
         if let Some(pb) = self.spinner.take() {
             pb.finish_and_clear();
             bars().remove(&pb);
-        }
-    }
-
-    fn step_header(&mut self, step: usize) {
-        if self.planned_header_for != Some(step) {
-            self.planned_header_for = Some(step);
-            let name = self.step_name.clone();
-            self.line(&format!(
-                "{} {}",
-                self.paint("1", &format!("step {}:", step + 1)),
-                name
-            ));
         }
     }
 }
@@ -172,8 +156,13 @@ impl Sink for TerminalSink {
                 attempt,
                 ..
             } => {
-                self.step_name = name.clone();
                 if self.dry_run {
+                    if !quiet {
+                        self.line(&format!(
+                            "{} {name}",
+                            self.paint("1", &format!("step {}:", index + 1))
+                        ));
+                    }
                     return;
                 }
                 let label = if *attempt > 1 {
@@ -181,7 +170,6 @@ impl Sink for TerminalSink {
                 } else {
                     name.clone()
                 };
-                let _ = index;
                 self.start_spinner(&label);
             }
             Event::StepSkipped { name, reason, .. } => {
@@ -235,7 +223,7 @@ impl Sink for TerminalSink {
                 }
             }
             Event::ActionPlanned {
-                step,
+                step: _,
                 target,
                 effect,
                 summary,
@@ -248,7 +236,6 @@ impl Sink for TerminalSink {
                 if effect == "change" {
                     self.planned_changes += 1;
                 }
-                self.step_header(*step);
                 let mark = if effect == "change" {
                     self.paint("33", "~")
                 } else {
@@ -260,7 +247,7 @@ impl Sink for TerminalSink {
                 }
             }
             Event::ActionStarted {
-                step,
+                step: _,
                 target,
                 effect,
                 command,
@@ -268,7 +255,6 @@ impl Sink for TerminalSink {
             } => {
                 if self.dry_run && !quiet {
                     // A read that really runs during a dry-run: show it in the preview.
-                    self.step_header(*step);
                     self.line(&format!(
                         "  {} {}: {command}  {}",
                         self.paint("36", "="),
@@ -320,18 +306,17 @@ impl Sink for TerminalSink {
                     "interrupted" => self.paint("31;1", "interrupted"),
                     _ => self.paint("31;1", "failed"),
                 };
-                let plan = if self.dry_run {
-                    format!(
-                        " · {} planned change(s), nothing was changed",
-                        self.planned_changes
-                    )
+                if self.dry_run {
+                    self.line(&format!(
+                        "{head}: {} planned change(s) in {changed} step(s); ok={ok} failed={failed} skipped={skipped} · {took} · run {} · nothing was changed",
+                        self.planned_changes, self.run_id
+                    ));
                 } else {
-                    String::new()
-                };
-                self.line(&format!(
-                    "{head}: ok={ok} changed={changed} failed={failed} skipped={skipped} · {took} · run {}{plan}",
-                    self.run_id
-                ));
+                    self.line(&format!(
+                        "{head}: ok={ok} changed={changed} failed={failed} skipped={skipped} · {took} · run {}",
+                        self.run_id
+                    ));
+                }
             }
         }
     }

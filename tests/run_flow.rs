@@ -1,0 +1,1506 @@
+//! Integration tests of the run flow, driving the real binary: dry-run fidelity, `--json`,
+//! run records, resume, confirmation, params, secrets, step options, the inspection
+//! subcommands, and snapshots of the preview and of a few error messages.
+//!
+//! Fixtures live in `tests/runbooks/flow/`.
+
+mod common;
+use common::*;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+// ---------------------------------------------------------------------------------------
+// helpers
+
+fn fixture(name: &str) -> PathBuf {
+    repo().join("tests/runbooks/flow").join(name)
+}
+
+fn fixture_arg(name: &str) -> String {
+    fixture(name).display().to_string()
+}
+
+/// Copies a fixture into the test's temp dir, so that it can be run by a short relative
+/// path (stable labels in messages) or edited.
+fn copy_fixture(env: &Env, name: &str) -> PathBuf {
+    let body = std::fs::read_to_string(fixture(name)).unwrap();
+    env.write(name, &body)
+}
+
+fn set(key: &str, value: impl AsRef<Path>) -> [String; 2] {
+    [
+        "--set".to_string(),
+        format!("{key}={}", value.as_ref().display()),
+    ]
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().expect("exited normally (not by a signal)")
+}
+
+/// Runs the binary with `args`, with stdin closed (never a terminal).
+fn run(env: &Env, args: &[String]) -> Output {
+    env.cmd().args(args).write_stdin("").output().unwrap()
+}
+
+fn args(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+fn describe(o: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status.code(),
+        stdout(o),
+        stderr(o)
+    )
+}
+
+fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["event"] == kind).collect()
+}
+
+/// (target, command) of every event of `kind` whose effect is "change".
+fn changes(events: &[Value], kind: &str) -> Vec<(String, String)> {
+    of_kind(events, kind)
+        .into_iter()
+        .filter(|e| e["effect"] == "change")
+        .map(|e| {
+            (
+                e["target"].as_str().unwrap().to_string(),
+                e["command"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn run_id(events: &[Value]) -> String {
+    events[0]["run_id"]
+        .as_str()
+        .expect("run_started first")
+        .to_string()
+}
+
+fn log_messages(events: &[Value]) -> Vec<String> {
+    of_kind(events, "log")
+        .into_iter()
+        .map(|e| e["message"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Every `*.jsonl` record in the state dir, concatenated.
+fn all_records(env: &Env) -> String {
+    let Ok(dir) = std::fs::read_dir(env.state().join("runs")) else {
+        return String::new();
+    };
+    let mut out = String::new();
+    for e in dir.flatten() {
+        out.push_str(&std::fs::read_to_string(e.path()).unwrap());
+    }
+    out
+}
+
+fn record_files(env: &Env) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(env.state().join("runs"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// A param as `runbook show` lists it.
+struct ShownParam {
+    name: String,
+    ty: String,
+    required: bool,
+    has_default: bool,
+}
+
+/// Parses the params section of `runbook show FILE`.
+fn shown_params(env: &Env, file: &Path) -> Vec<ShownParam> {
+    let o = run(env, &["show".into(), file.display().to_string()]);
+    assert_eq!(code(&o), 0, "show {}: {}", file.display(), describe(&o));
+    let text = stdout(&o);
+    let mut params = Vec::new();
+    let mut inside = false;
+    for line in text.lines() {
+        if line == "params:" {
+            inside = true;
+            continue;
+        }
+        if line == "steps:" {
+            break;
+        }
+        // A param line starts with two spaces and the name; a help line is indented further.
+        if !inside || !line.starts_with("  ") || line.starts_with("   ") || line == "  (none)" {
+            continue;
+        }
+        let mut parts = line.trim().splitn(2, char::is_whitespace);
+        let name = parts.next().unwrap().to_string();
+        let facts: Vec<&str> = parts.next().unwrap_or("").trim().split(", ").collect();
+        params.push(ShownParam {
+            name,
+            ty: facts[0].to_string(),
+            required: facts.contains(&"required"),
+            has_default: facts.iter().any(|f| f.starts_with("default ")),
+        });
+    }
+    params
+}
+
+/// Every runbook in the repo's `runbooks/` and `examples/` folders, found at test time.
+fn repo_runbooks() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for dir in ["runbooks", "examples"] {
+        let Ok(entries) = std::fs::read_dir(repo().join(dir)) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.extension().is_some_and(|x| x == "lua") && p.is_file() {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    assert!(
+        !files.is_empty(),
+        "expected at least examples/quickstart.lua"
+    );
+    files
+}
+
+/// The `--set`s to run a repo runbook in a sandbox: every path-like param points into a
+/// fresh scratch dir. `Err(reason)` when it needs a value we cannot invent.
+fn sandbox_sets(env: &Env, file: &Path) -> Result<Vec<String>, String> {
+    let mut sets = Vec::new();
+    for p in shown_params(env, file) {
+        let pathlike = p.ty == "path" || p.name.to_ascii_lowercase().contains("dir");
+        if pathlike {
+            let dir = env.scratch().join(format!("param-{}", p.name));
+            sets.extend(set(&p.name, dir));
+        } else if p.required && !p.has_default {
+            return Err(format!(
+                "param '{}' ({}) is required and not path-like",
+                p.name, p.ty
+            ));
+        }
+    }
+    Ok(sets)
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. dry-run fidelity, for every runbook in runbooks/ and examples/
+
+#[test]
+fn dry_run_plans_exactly_the_changes_a_real_run_makes() {
+    let mut covered = 0;
+    for file in repo_runbooks() {
+        let env = Env::new();
+        let sets = match sandbox_sets(&env, &file) {
+            Ok(s) => s,
+            Err(why) => {
+                eprintln!("SKIPPED {}: {why}", file.display());
+                continue;
+            }
+        };
+        let base = [vec!["run".to_string(), file.display().to_string()], sets].concat();
+
+        let dry = run(
+            &env,
+            &[base.clone(), args(&["--dry-run", "--json"])].concat(),
+        );
+        assert_eq!(
+            code(&dry),
+            0,
+            "{} --dry-run: {}",
+            file.display(),
+            describe(&dry)
+        );
+        let dry_events = parse_ndjson(&dry.stdout);
+        assert!(
+            of_kind(&dry_events, "action_started")
+                .iter()
+                .all(|e| e["effect"] == "read"),
+            "{}: a dry-run started a change",
+            file.display()
+        );
+
+        let real = run(&env, &[base.clone(), args(&["--yes", "--json"])].concat());
+        assert_eq!(
+            code(&real),
+            0,
+            "{} --yes: {}",
+            file.display(),
+            describe(&real)
+        );
+        let real_events = parse_ndjson(&real.stdout);
+
+        let planned = changes(&dry_events, "action_planned");
+        let started = changes(&real_events, "action_started");
+        assert_eq!(
+            planned,
+            started,
+            "{}: the dry-run's planned changes differ from the real run's",
+            file.display()
+        );
+        covered += 1;
+    }
+    assert!(covered > 0, "no runbook was covered");
+}
+
+#[test]
+fn offline_dry_run_contacts_nothing_for_every_runbook() {
+    for file in repo_runbooks() {
+        let env = Env::new();
+        let sets = match sandbox_sets(&env, &file) {
+            Ok(s) => s,
+            Err(why) => {
+                eprintln!("SKIPPED {}: {why}", file.display());
+                continue;
+            }
+        };
+        let o = run(
+            &env,
+            &[
+                vec!["run".to_string(), file.display().to_string()],
+                sets,
+                args(&["--dry-run", "--offline", "--json"]),
+            ]
+            .concat(),
+        );
+        assert_eq!(
+            code(&o),
+            0,
+            "{} --offline: {}",
+            file.display(),
+            describe(&o)
+        );
+        let events = parse_ndjson(&o.stdout);
+        assert_eq!(events[0]["mode"], "dry-run-offline");
+        assert!(
+            of_kind(&events, "action_started").is_empty(),
+            "{}: --offline started an action",
+            file.display()
+        );
+        assert!(of_kind(&events, "output").is_empty());
+        // Nothing was created in the scratch dir where its path params point.
+        let scratch: Vec<_> = std::fs::read_dir(env.scratch())
+            .unwrap()
+            .flatten()
+            .collect();
+        assert!(
+            scratch.is_empty(),
+            "{}: --offline created {:?}",
+            file.display(),
+            scratch.iter().map(|e| e.path()).collect::<Vec<_>>()
+        );
+    }
+}
+
+#[test]
+fn offline_plans_reads_too() {
+    let env = Env::new();
+    let dir = env.scratch();
+    let o = run(
+        &env,
+        &[
+            vec!["run".to_string(), fixture_arg("read_only.lua")],
+            set("dir", &dir).to_vec(),
+            args(&["--dry-run", "--offline", "--json"]),
+        ]
+        .concat(),
+    );
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    let events = parse_ndjson(&o.stdout);
+    let effects: Vec<&Value> = of_kind(&events, "action_planned")
+        .iter()
+        .map(|e| &e["effect"])
+        .collect();
+    assert_eq!(effects, ["read", "change"]);
+    assert!(!dir.join("by-read").exists(), "offline ran a read");
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. --json
+
+#[test]
+fn json_is_one_event_object_per_line() {
+    let env = Env::new();
+    let dir = env.scratch().join("work");
+    let o = run(
+        &env,
+        &[
+            vec!["run".to_string(), fixture_arg("preview.lua")],
+            set("dir", &dir).to_vec(),
+            args(&["--yes", "--json"]),
+        ]
+        .concat(),
+    );
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    let text = stdout(&o);
+    let mut kinds = Vec::new();
+    for line in text.lines() {
+        let v: Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"));
+        assert!(v.is_object(), "{line}");
+        assert!(v["event"].is_string(), "no event: {line}");
+        let ts = v["ts"].as_str().unwrap_or_else(|| panic!("no ts: {line}"));
+        assert!(
+            ts.ends_with('Z') && ts.contains('T'),
+            "ts not RFC 3339: {ts}"
+        );
+        kinds.push(v["event"].as_str().unwrap().to_string());
+    }
+    assert_eq!(kinds.first().map(String::as_str), Some("run_started"));
+    assert_eq!(kinds.last().map(String::as_str), Some("run_finished"));
+    for kind in [
+        "step_started",
+        "step_finished",
+        "step_skipped",
+        "action_started",
+        "action_finished",
+        "output",
+        "log",
+    ] {
+        assert!(
+            kinds.iter().any(|k| k == kind),
+            "no {kind} event in {kinds:?}"
+        );
+    }
+    let events = parse_ndjson(&o.stdout);
+    // The read in step 1 printed "looking".
+    assert!(of_kind(&events, "output")
+        .iter()
+        .any(|e| e["line"] == "looking" && e["stream"] == "stdout"));
+    let fin = events.last().unwrap();
+    assert_eq!(fin["outcome"], "ok");
+    assert_eq!(fin["exit_code"], 0);
+    assert_eq!(fin["skipped"], 1);
+    // Nothing for humans on stdout in --json mode: the terminal view is off.
+    assert!(!stderr(&o).contains("step 1"), "{}", stderr(&o));
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. the run record, history, log
+
+#[test]
+fn run_record_holds_the_same_events_and_log_prints_it() {
+    let env = Env::new();
+    let dir = env.scratch().join("work");
+    let o = run(
+        &env,
+        &[
+            vec!["run".to_string(), fixture_arg("preview.lua")],
+            set("dir", &dir).to_vec(),
+            args(&["--yes", "--json", "--set", "count=3"]),
+        ]
+        .concat(),
+    );
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    let events = parse_ndjson(&o.stdout);
+    let id = run_id(&events);
+
+    let files = record_files(&env);
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert_eq!(
+        files[0].file_name().unwrap(),
+        format!("{id}.jsonl").as_str()
+    );
+    let record_text = std::fs::read_to_string(&files[0]).unwrap();
+    assert_eq!(record_text, stdout(&o), "the record differs from --json");
+    assert_eq!(env.last_record(), events);
+
+    let params = &events[0]["params"];
+    assert_eq!(params["count"], 3);
+    assert_eq!(params["dir"], dir.display().to_string());
+    assert_eq!(events[0]["mode"], "real");
+    assert_eq!(events[0]["runbook"], "flow-preview");
+
+    let h = run(&env, &args(&["history"]));
+    assert_eq!(code(&h), 0, "{}", describe(&h));
+    let line = stdout(&h)
+        .lines()
+        .find(|l| l.starts_with(&id))
+        .unwrap_or_else(|| panic!("history does not list {id}:\n{}", stdout(&h)))
+        .to_string();
+    assert!(line.contains("flow-preview") && line.contains("real") && line.contains("ok"));
+
+    for which in ["last", id.as_str(), &id[..id.len() - 2]] {
+        let l = run(&env, &args(&["log", which]));
+        assert_eq!(code(&l), 0, "log {which}: {}", describe(&l));
+        let text = stderr(&l);
+        assert!(text.contains(&id), "log {which}: {text}");
+        for step in ["look", "make", "remove"] {
+            assert!(text.contains(step), "log {which} lacks step {step}: {text}");
+        }
+        // The log shows every output line.
+        assert!(text.contains("looking"), "{text}");
+        assert!(text.contains(&files[0].display().to_string()), "{text}");
+    }
+
+    let j = run(&env, &args(&["log", "--json", "last"]));
+    assert_eq!(code(&j), 0, "{}", describe(&j));
+    assert_eq!(stdout(&j), record_text);
+
+    let missing = run(&env, &args(&["log", "nosuchrun"]));
+    assert_eq!(code(&missing), 2, "{}", describe(&missing));
+}
+
+#[test]
+fn dry_runs_are_recorded_as_such() {
+    let env = Env::new();
+    let o = run(
+        &env,
+        &[
+            vec!["run".to_string(), fixture_arg("preview.lua")],
+            args(&["--dry-run"]),
+        ]
+        .concat(),
+    );
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    assert_eq!(env.record_count(), 1);
+    assert_eq!(env.last_record()[0]["mode"], "dry-run");
+    let h = run(&env, &args(&["history"]));
+    assert!(stdout(&h).contains("dry-run"), "{}", stdout(&h));
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. --resume
+
+/// Runs resume.lua (from `file`) once: step 2 fails because the marker is missing.
+fn failed_first_run(env: &Env, file: &str, dir: &Path) -> String {
+    let o = run(
+        env,
+        &[
+            vec!["run".to_string(), file.to_string()],
+            set("dir", dir).to_vec(),
+            args(&["--json"]),
+        ]
+        .concat(),
+    );
+    assert_eq!(code(&o), 1, "{}", describe(&o));
+    let events = parse_ndjson(&o.stdout);
+    let failed = of_kind(&events, "step_finished")
+        .into_iter()
+        .find(|e| e["outcome"] == "failed")
+        .expect("a failed step");
+    assert_eq!(failed["index"], 1);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("step1.log")).unwrap(),
+        "a\n"
+    );
+    run_id(&events)
+}
+
+#[test]
+fn resume_skips_the_steps_that_succeeded() {
+    let env = Env::new();
+    let dir = env.scratch();
+    let file = fixture_arg("resume.lua");
+    let first = failed_first_run(&env, &file, &dir);
+
+    std::fs::write(dir.join("marker"), "").unwrap();
+    let o = run(
+        &env,
+        &[
+            vec!["run".to_string(), file.clone()],
+            set("dir", &dir).to_vec(),
+            args(&["--json", "--resume", "last"]),
+        ]
+        .concat(),
+    );
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    let events = parse_ndjson(&o.stdout);
+    assert_eq!(events[0]["resumed_from"], first.as_str());
+    let skipped = of_kind(&events, "step_skipped");
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert_eq!(skipped[0]["index"], 0);
+    let reason = skipped[0]["reason"].as_str().unwrap();
+    assert!(reason.contains("done in run"), "{reason}");
+    assert!(reason.contains(&first), "{reason}");
+    let started: Vec<&Value> = of_kind(&events, "step_started")
+        .iter()
+        .map(|e| &e["index"])
+        .collect();
+    assert_eq!(started, [1]);
+    // Step 1 did not run again; step 2 did.
+    assert_eq!(
+        std::fs::read_to_string(dir.join("step1.log")).unwrap(),
+        "a\n"
+    );
+    assert!(dir.join("step2.done").exists());
+
+    // The terminal view says so too: resume the resumed run, everything is done.
+    let o = run(
+        &env,
+        &[
+            vec!["run".to_string(), file],
+            set("dir", &dir).to_vec(),
+            args(&["--resume", "last"]),
+        ]
+        .concat(),
+    );
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    let text = stderr(&o);
+    assert!(text.contains("resuming run"), "{text}");
+    assert!(
+        text.contains(&format!("skipped: done in run {first}")),
+        "{text}"
+    );
+    assert!(text.contains("skipped: done in run"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("step1.log")).unwrap(),
+        "a\n"
+    );
+}
+
+#[test]
+fn resume_refuses_a_changed_runbook() {
+    let env = Env::new();
+    let dir = env.scratch();
+    let copy = copy_fixture(&env, "resume.lua");
+    failed_first_run(&env, &copy.display().to_string(), &dir);
+    let records = env.record_count();
+
+    let mut body = std::fs::read_to_string(&copy).unwrap();
+    body.push_str("-- edited\n");
+    std::fs::write(&copy, body).unwrap();
+    std::fs::write(dir.join("marker"), "").unwrap();
+    let o = run(
+        &env,
+        &[
+            vec!["run".to_string(), copy.display().to_string()],
+            set("dir", &dir).to_vec(),
+            args(&["--resume", "last"]),
+        ]
+        .concat(),
+    );
+    assert_eq!(code(&o), 2, "{}", describe(&o));
+    assert!(stderr(&o).contains("changed since run"), "{}", stderr(&o));
+    assert_eq!(
+        env.record_count(),
+        records,
+        "a refused resume wrote a record"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("step1.log")).unwrap(),
+        "a\n"
+    );
+    assert!(!dir.join("step2.done").exists());
+}
+
+#[test]
+fn resume_refuses_different_params() {
+    let env = Env::new();
+    let dir = env.scratch();
+    let file = fixture_arg("resume.lua");
+    let first = failed_first_run(&env, &file, &dir);
+    std::fs::write(dir.join("marker"), "").unwrap();
+    let o = run(
+        &env,
+        &[
+            vec!["run".to_string(), file],
+            set("dir", &dir).to_vec(),
+            args(&["--set", "label=b", "--resume", "last"]),
+        ]
+        .concat(),
+    );
+    assert_eq!(code(&o), 2, "{}", describe(&o));
+    let text = stderr(&o);
+    assert!(text.contains("param 'label' differs"), "{text}");
+    assert!(text.contains(&first), "{text}");
+    assert_eq!(env.record_count(), 1);
+    assert!(!dir.join("step2.done").exists());
+
+    let o = run(
+        &env,
+        &args(&[
+            "run",
+            &fixture_arg("params.lua"),
+            "--set",
+            "name=x",
+            "--resume",
+            "last",
+        ]),
+    );
+    assert_eq!(code(&o), 2, "{}", describe(&o));
+    assert!(stderr(&o).contains("no earlier run"), "{}", stderr(&o));
+}
+
+// ---------------------------------------------------------------------------------------
+// 5. confirmation
+
+fn assert_refused_then_runs_with_yes(fixture_name: &str, reason: &str) {
+    let env = Env::new();
+    let dir = env.scratch();
+    let base = [
+        vec!["run".to_string(), fixture_arg(fixture_name)],
+        set("dir", &dir).to_vec(),
+    ]
+    .concat();
+
+    for extra in [&[][..], &["--json"][..]] {
+        let o = run(&env, &[base.clone(), args(extra)].concat());
+        assert_eq!(code(&o), 2, "{extra:?}: {}", describe(&o));
+        let text = stderr(&o);
+        assert!(text.contains("needs confirmation"), "{text}");
+        assert!(text.contains(reason), "{text}");
+        assert!(text.contains("--yes"), "{text}");
+        assert!(!dir.join("created").exists(), "the first step ran anyway");
+        assert_eq!(env.record_count(), 0, "a refused run wrote a record");
+    }
+
+    // A dry-run needs no confirmation and changes nothing.
+    let o = run(&env, &[base.clone(), args(&["--dry-run"])].concat());
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    assert!(!dir.join("created").exists());
+
+    let o = run(&env, &[base, args(&["--yes"])].concat());
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    assert_eq!(env.record_count(), 2);
+}
+
+#[test]
+fn rm_in_the_plan_needs_yes_without_a_terminal() {
+    assert_refused_then_runs_with_yes("confirm_rm.lua", "rm -f --");
+}
+
+#[test]
+fn confirm_step_needs_yes_without_a_terminal() {
+    assert_refused_then_runs_with_yes("confirm_step.lua", "step \"risky\" asks for confirmation");
+}
+
+// ---------------------------------------------------------------------------------------
+// 6. params
+
+fn params_run(env: &Env, extra: &[&str]) -> Output {
+    run(
+        env,
+        &[
+            args(&["run", &fixture_arg("params.lua"), "--json"]),
+            args(extra),
+        ]
+        .concat(),
+    )
+}
+
+fn assert_invalid(o: &Output, needles: &[&str]) {
+    assert_eq!(code(o), 2, "{}", describe(o));
+    let text = stderr(o);
+    for n in needles {
+        assert!(text.contains(n), "expected {n:?} in:\n{text}");
+    }
+    assert!(
+        stdout(o).is_empty(),
+        "an invalid run printed events: {}",
+        stdout(o)
+    );
+}
+
+#[test]
+fn param_errors_exit_2_before_anything_runs() {
+    let env = Env::new();
+    assert_invalid(
+        &params_run(&env, &["--set", "name=x", "--set", "count=abc"]),
+        &["param 'count'", "expected an integer, got 'abc'"],
+    );
+    assert_invalid(
+        &params_run(&env, &["--set", "name=x", "--set", "colour=blue"]),
+        &["unknown param 'colour'", "did you mean 'color'"],
+    );
+    assert_invalid(
+        &params_run(&env, &["--set", "name=x", "--set", "cuont=1"]),
+        &[
+            "unknown param 'cuont'",
+            "declared: color, count, flag, name",
+        ],
+    );
+    assert_invalid(&params_run(&env, &[]), &["missing required param 'name'"]);
+    assert_invalid(
+        &params_run(&env, &["--set", "name=x", "--set", "color=blue"]),
+        &[
+            "param 'color'",
+            "'blue' is not one of the choices: red, green",
+        ],
+    );
+    assert_invalid(
+        &params_run(&env, &["--set", "name=x", "--set", "flag=maybe"]),
+        &["param 'flag'", "expected true or false, got 'maybe'"],
+    );
+    // Several problems are reported at once.
+    assert_invalid(
+        &params_run(&env, &["--set", "count=abc", "--set", "cuont=1"]),
+        &[
+            "param 'count'",
+            "unknown param 'cuont'",
+            "missing required param 'name'",
+        ],
+    );
+    // Nor does a dry-run start with bad params.
+    assert_invalid(
+        &params_run(
+            &env,
+            &["--dry-run", "--set", "count=abc", "--set", "name=x"],
+        ),
+        &["param 'count'"],
+    );
+    assert_eq!(env.record_count(), 0);
+}
+
+#[test]
+fn a_transposed_param_name_gets_a_suggestion() {
+    let env = Env::new();
+    assert_invalid(
+        &params_run(&env, &["--set", "name=x", "--set", "cuont=1"]),
+        &["unknown param 'cuont'", "did you mean 'count'"],
+    );
+}
+
+fn reported(o: &Output) -> String {
+    assert_eq!(code(o), 0, "{}", describe(o));
+    let msgs = log_messages(&parse_ndjson(&o.stdout));
+    assert_eq!(msgs.len(), 1, "{msgs:?}");
+    msgs[0].clone()
+}
+
+#[test]
+fn param_values_from_set_env_and_defaults() {
+    let env = Env::new();
+    assert_eq!(
+        reported(&params_run(&env, &["--set", "name=x"])),
+        "count=1 flag=false color=red name=x"
+    );
+    assert_eq!(
+        reported(&params_run(
+            &env,
+            &[
+                "--set",
+                "name=x",
+                "--set",
+                "count=42",
+                "--set",
+                "color=green",
+                "--set",
+                "flag=yes"
+            ]
+        )),
+        "count=42 flag=true color=green name=x"
+    );
+    assert_eq!(
+        reported(&params_run(
+            &env,
+            &["--set", "name=x", "--set", "flag=false"]
+        )),
+        "count=1 flag=false color=red name=x"
+    );
+    // The last --set wins.
+    assert_eq!(
+        reported(&params_run(&env, &["--set", "name=x", "--set", "name=y"])),
+        "count=1 flag=false color=red name=y"
+    );
+
+    let from_env = env
+        .cmd()
+        .args(["run", &fixture_arg("params.lua"), "--json"])
+        .env("RUNBOOK_PARAM_NAME", "from-env")
+        .env("RUNBOOK_PARAM_COUNT", "7")
+        .env("RUNBOOK_PARAM_FLAG", "on")
+        .output()
+        .unwrap();
+    assert_eq!(
+        reported(&from_env),
+        "count=7 flag=true color=red name=from-env"
+    );
+    let events = parse_ndjson(&from_env.stdout);
+    assert_eq!(events[0]["params"]["name"], "from-env");
+    assert_eq!(events[0]["params"]["count"], 7);
+    assert_eq!(events[0]["params"]["flag"], true);
+
+    // --set beats the environment.
+    let both = env
+        .cmd()
+        .args([
+            "run",
+            &fixture_arg("params.lua"),
+            "--json",
+            "--set",
+            "name=from-set",
+        ])
+        .env("RUNBOOK_PARAM_NAME", "from-env")
+        .output()
+        .unwrap();
+    assert_eq!(
+        reported(&both),
+        "count=1 flag=false color=red name=from-set"
+    );
+
+    // A bad value from the environment names the variable.
+    let bad = env
+        .cmd()
+        .args(["run", &fixture_arg("params.lua"), "--set", "name=x"])
+        .env("RUNBOOK_PARAM_COUNT", "seven")
+        .output()
+        .unwrap();
+    assert_invalid(&bad, &["RUNBOOK_PARAM_COUNT", "param 'count'"]);
+}
+
+#[test]
+fn writing_to_params_fails_the_step_at_its_line() {
+    let env = Env::new();
+    let o = run(
+        &env,
+        &args(&["run", &fixture_arg("params_write.lua"), "--json"]),
+    );
+    assert_eq!(code(&o), 1, "{}", describe(&o));
+    let events = parse_ndjson(&o.stdout);
+    let fin = of_kind(&events, "step_finished");
+    assert_eq!(fin[0]["outcome"], "failed");
+    let err = fin[0]["error"].as_str().unwrap();
+    assert!(err.contains("params_write.lua:8:"), "{err}");
+    assert!(err.contains("read-only"), "{err}");
+}
+
+// ---------------------------------------------------------------------------------------
+// 7. secrets
+
+const SECRETS: &[&str] = &[
+    "token-secret-default",
+    "derived-secret-value",
+    "token-from-set-Q7",
+    "token-from-env-Z9",
+];
+
+fn assert_no_secret(what: &str, text: &str) {
+    for s in SECRETS {
+        assert!(!text.contains(s), "{what} shows the secret {s:?}:\n{text}");
+    }
+}
+
+#[test]
+fn secrets_appear_nowhere() {
+    let env = Env::new();
+    let dir = env.scratch();
+    let file = fixture_arg("secrets.lua");
+    let base = [
+        vec!["run".to_string(), file.clone()],
+        set("dir", &dir).to_vec(),
+    ]
+    .concat();
+    let mut seen = Vec::new();
+
+    /// What is run, the extra args, and an environment variable to set.
+    type Variant<'a> = (&'a str, Vec<String>, Option<(&'a str, &'a str)>);
+    let variants: Vec<Variant> = vec![
+        ("real run", args(&["-v"]), None),
+        ("real run --json", args(&["--json"]), None),
+        (
+            "real run --set",
+            args(&["-v", "--set", "token=token-from-set-Q7"]),
+            None,
+        ),
+        (
+            "real run, env",
+            args(&["--json"]),
+            Some(("RUNBOOK_PARAM_TOKEN", "token-from-env-Z9")),
+        ),
+        ("dry-run", args(&["--dry-run", "-v"]), None),
+        ("dry-run --json", args(&["--dry-run", "--json"]), None),
+        (
+            "dry-run --set",
+            args(&["--dry-run", "--set", "token=token-from-set-Q7"]),
+            None,
+        ),
+        ("offline", args(&["--dry-run", "--offline"]), None),
+    ];
+    for (what, extra, var) in variants {
+        let mut cmd = env.cmd();
+        cmd.args(&base).args(&extra);
+        if let Some((k, v)) = var {
+            cmd.env(k, v);
+        }
+        let o = cmd.output().unwrap();
+        // The last step fails on purpose (with the secrets in its message), in every mode.
+        assert_eq!(code(&o), 1, "{what}: {}", describe(&o));
+        assert_no_secret(&format!("{what}: stdout"), &stdout(&o));
+        assert_no_secret(&format!("{what}: stderr"), &stderr(&o));
+        seen.push(format!("{}{}", stdout(&o), stderr(&o)));
+
+        for (sub, json) in [("log", false), ("log --json", true)] {
+            let mut a = vec!["log".to_string()];
+            if json {
+                a.push("--json".into());
+            }
+            a.push("last".into());
+            let l = run(&env, &a);
+            assert_eq!(code(&l), 0, "{}", describe(&l));
+            assert_no_secret(
+                &format!("{what}: {sub}"),
+                &format!("{}{}", stdout(&l), stderr(&l)),
+            );
+        }
+    }
+    assert_no_secret("the run records", &all_records(&env));
+    // The command really printed them, masked.
+    let all = seen.join("\n");
+    assert!(all.contains("token: *** derived: ***"), "{all}");
+    assert!(all.contains("token *** derived ***"), "{all}");
+    assert!(all.contains("boom *** ***"), "{all}");
+    // The real runs did use the real value.
+    assert!(dir.join("derived-secret-value").exists());
+
+    let records = all_records(&env);
+    assert!(records.contains(r#""token":"***""#), "{records}");
+
+    for sub in [
+        args(&["show", &file]),
+        args(&["check", &file]),
+        args(&["list", &fixture(".").display().to_string()]),
+        args(&["history"]),
+    ] {
+        let o = run(&env, &sub);
+        assert_eq!(code(&o), 0, "{sub:?}: {}", describe(&o));
+        assert_no_secret(
+            &format!("{sub:?}"),
+            &format!("{}{}", stdout(&o), stderr(&o)),
+        );
+    }
+    let show = run(&env, &args(&["show", &file]));
+    assert!(
+        stdout(&show).contains("secret, default ***"),
+        "{}",
+        stdout(&show)
+    );
+}
+
+#[test]
+fn secret_rejected_by_choices_is_masked_in_the_error() {
+    let env = Env::new();
+    let file = env.write(
+        "choice.lua",
+        r#"runbook { name = "choice", params = {
+  token = { secret = true, choices = { "alpha-token", "beta-token" }, default = "alpha-token" },
+} }
+step("noop", function() end)
+"#,
+    );
+    for sub in ["run", "check"] {
+        let o = run(
+            &env,
+            &args(&[
+                sub,
+                &file.display().to_string(),
+                "--set",
+                "token=typo-of-the-real-Secret",
+            ]),
+        );
+        assert_eq!(code(&o), 2, "{}", describe(&o));
+        assert!(stderr(&o).contains("param 'token'"), "{}", stderr(&o));
+        assert!(
+            !stderr(&o).contains("typo-of-the-real-Secret"),
+            "{sub}: {}",
+            stderr(&o)
+        );
+    }
+}
+
+#[test]
+fn a_short_secret_does_not_corrupt_the_run_id() {
+    let env = Env::new();
+    let file = env.write(
+        "pin.lua",
+        r#"runbook { name = "pin", params = { pin = { secret = true, required = true } } }
+step("noop", function() end)
+"#,
+    );
+    // The year: the first four digits of every run id made today.
+    let year = humantime_year();
+    let o = run(
+        &env,
+        &args(&[
+            "run",
+            &file.display().to_string(),
+            "--json",
+            "--set",
+            &format!("pin={year}"),
+        ]),
+    );
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    let files = record_files(&env);
+    let id = files[0].file_stem().unwrap().to_string_lossy().into_owned();
+    assert_eq!(env.last_record()[0]["run_id"], id.as_str());
+    let l = run(&env, &args(&["log", &id]));
+    assert_eq!(code(&l), 0, "{}", describe(&l));
+}
+
+/// The current UTC year, from the system clock (no date crate in dev-dependencies).
+fn humantime_year() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    // Days since 1970-01-01 → civil year (Howard Hinnant's algorithm).
+    let z = (secs / 86_400) as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    year.to_string()
+}
+
+// ---------------------------------------------------------------------------------------
+// 8. step options
+
+#[test]
+fn retries_when_and_unchecked_commands() {
+    let env = Env::new();
+    let dir = env.scratch();
+    let o = run(
+        &env,
+        &[
+            args(&["run", &fixture_arg("options.lua"), "--json"]),
+            set("dir", &dir).to_vec(),
+        ]
+        .concat(),
+    );
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    let events = parse_ndjson(&o.stdout);
+
+    let attempts: Vec<(u64, u64)> = of_kind(&events, "step_started")
+        .iter()
+        .map(|e| (e["index"].as_u64().unwrap(), e["attempt"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(attempts, [(0, 1), (0, 2), (0, 3), (2, 1)]);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("count")).unwrap().trim(),
+        "3"
+    );
+    let warnings = of_kind(&events, "log")
+        .into_iter()
+        .filter(|e| e["level"] == "warn")
+        .count();
+    assert_eq!(warnings, 2, "one warning per retry");
+
+    let skipped = of_kind(&events, "step_skipped");
+    assert_eq!(skipped.len(), 1);
+    assert_eq!(skipped[0]["index"], 1);
+    assert!(skipped[0]["reason"].as_str().unwrap().contains("when"));
+    assert!(!dir.join("never").exists());
+
+    assert!(log_messages(&events).contains(&"code=3 ok=false".to_string()));
+    let fin = events.last().unwrap();
+    assert_eq!(fin["outcome"], "ok");
+    assert_eq!(fin["skipped"], 1);
+    assert_eq!(fin["failed"], 0);
+}
+
+#[test]
+fn a_failing_step_stops_the_run_but_always_steps_run() {
+    let env = Env::new();
+    let dir = env.scratch();
+    let o = run(
+        &env,
+        &[
+            args(&["run", &fixture_arg("failing.lua"), "--json"]),
+            set("dir", &dir).to_vec(),
+        ]
+        .concat(),
+    );
+    assert_eq!(code(&o), 1, "{}", describe(&o));
+    let events = parse_ndjson(&o.stdout);
+    assert!(dir.join("first").exists());
+    assert!(!dir.join("after").exists(), "a step after the failure ran");
+    assert!(dir.join("cleanup").exists(), "the always step did not run");
+
+    let finished: Vec<(u64, &str)> = of_kind(&events, "step_finished")
+        .iter()
+        .map(|e| (e["index"].as_u64().unwrap(), e["outcome"].as_str().unwrap()))
+        .collect();
+    assert_eq!(finished, [(0, "changed"), (1, "failed"), (3, "changed")]);
+    let failed = of_kind(&events, "step_finished")[1];
+    let err = failed["error"].as_str().unwrap();
+    assert!(err.contains("failing.lua:13"), "{err}");
+    assert!(err.contains("exit code 7"), "{err}");
+    assert!(err.contains("about to fail"), "{err}");
+    let skipped = of_kind(&events, "step_skipped");
+    assert_eq!(skipped.len(), 1);
+    assert_eq!(skipped[0]["index"], 2);
+    assert_eq!(skipped[0]["reason"], "an earlier step failed");
+    let fin = events.last().unwrap();
+    assert_eq!(fin["outcome"], "failed");
+    assert_eq!(fin["exit_code"], 1);
+    assert_eq!(
+        (fin["ok"].as_u64(), fin["failed"].as_u64()),
+        (Some(2), Some(1))
+    );
+
+    // The terminal view says which step failed and why.
+    let o = run(
+        &env,
+        &[
+            args(&["run", &fixture_arg("failing.lua")]),
+            set("dir", &dir).to_vec(),
+        ]
+        .concat(),
+    );
+    assert_eq!(code(&o), 1, "{}", describe(&o));
+    let text = stderr(&o);
+    assert!(text.contains("✗ breaks"), "{text}");
+    assert!(text.contains("exit code 7"), "{text}");
+    assert!(text.contains("skipped: an earlier step failed"), "{text}");
+    assert!(
+        text.contains("failed: ok=2 changed=2 failed=1 skipped=1"),
+        "{text}"
+    );
+}
+
+#[test]
+fn read_only_commands_run_during_a_dry_run_and_changes_do_not() {
+    let env = Env::new();
+    let dir = env.scratch();
+    let base = [
+        args(&["run", &fixture_arg("read_only.lua")]),
+        set("dir", &dir).to_vec(),
+    ]
+    .concat();
+    let o = run(
+        &env,
+        &[base.clone(), args(&["--dry-run", "--json"])].concat(),
+    );
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    assert!(dir.join("by-read").exists(), "the read did not run");
+    assert!(!dir.join("by-change").exists(), "the dry-run made a change");
+    let events = parse_ndjson(&o.stdout);
+    assert_eq!(of_kind(&events, "action_started").len(), 1);
+    assert_eq!(changes(&events, "action_planned").len(), 1);
+
+    std::fs::remove_file(dir.join("by-read")).unwrap();
+    let o = run(&env, &base);
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    assert!(dir.join("by-read").exists());
+    assert!(dir.join("by-change").exists());
+}
+
+// ---------------------------------------------------------------------------------------
+// 9. check, show, list, docs, finding runbooks
+
+#[test]
+fn check_accepts_good_runbooks_and_names_the_line_of_a_syntax_error() {
+    let env = Env::new();
+    let o = run(
+        &env,
+        &args(&[
+            "check",
+            &fixture_arg("options.lua"),
+            &fixture_arg("params.lua"),
+        ]),
+    );
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains("ok: ") && text.contains("runbook 'flow-options', 1 params, 3 steps"),
+        "{text}"
+    );
+    assert!(
+        text.contains("runbook 'flow-params', 4 params, 1 steps"),
+        "{text}"
+    );
+
+    let bad = env.write("broken.lua", SYNTAX_ERROR);
+    let o = run(
+        &env,
+        &args(&[
+            "check",
+            &fixture_arg("options.lua"),
+            &bad.display().to_string(),
+        ]),
+    );
+    assert_eq!(code(&o), 2, "{}", describe(&o));
+    let text = stderr(&o);
+    assert!(text.contains(&format!("{}:4:", bad.display())), "{text}");
+    assert!(
+        text.contains("1 of 2 runbook(s) failed the check"),
+        "{text}"
+    );
+    // check validates --set values too.
+    let o = run(
+        &env,
+        &args(&["check", &fixture_arg("params.lua"), "--set", "count=abc"]),
+    );
+    assert_eq!(code(&o), 2, "{}", describe(&o));
+    assert!(stderr(&o).contains("param 'count'"), "{}", stderr(&o));
+    // check runs no step.
+    let dir = env.scratch();
+    let o = run(
+        &env,
+        &[
+            args(&["check", &fixture_arg("read_only.lua")]),
+            set("dir", &dir).to_vec(),
+        ]
+        .concat(),
+    );
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    assert!(!dir.join("by-read").exists());
+    assert_eq!(env.record_count(), 0);
+}
+
+const SYNTAX_ERROR: &str = r#"runbook { name = "broken", description = "broken on purpose" }
+
+step("a", function()
+  local x = = 1
+end)
+"#;
+
+#[test]
+fn show_lists_params_and_steps_in_order() {
+    let env = Env::new();
+    let o = run(&env, &args(&["show", &fixture_arg("params.lua")]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    let text = stdout(&o);
+    assert!(text.starts_with("flow-params ("), "{text}");
+    assert!(text.contains("reports its params"), "{text}");
+    for needle in [
+        "count          integer, default 1",
+        "how many",
+        "flag           boolean, default false",
+        "color          string, default red, one of red|green",
+        "name           string, required",
+        "who",
+    ] {
+        assert!(text.contains(needle), "{needle:?} missing:\n{text}");
+    }
+
+    let o = run(&env, &args(&["show", &fixture_arg("failing.lua")]));
+    let text = stdout(&o);
+    let steps: Vec<&str> = text
+        .split("steps:\n")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    assert_eq!(steps.len(), 4, "{text}");
+    for (i, (line, name)) in steps
+        .iter()
+        .zip(["first", "breaks", "after", "cleanup"])
+        .enumerate()
+    {
+        assert!(
+            line.trim_start().starts_with(&format!("{}. {name}", i + 1)),
+            "{line}"
+        );
+    }
+    assert!(steps[3].contains("[always]"), "{}", steps[3]);
+    assert!(steps[0].contains("failing.lua:8"), "{}", steps[0]);
+
+    let o = run(&env, &args(&["show", &fixture_arg("options.lua")]));
+    let text = stdout(&o);
+    assert!(text.contains("1. flaky  [retries=2]"), "{text}");
+    assert!(text.contains("2. never  [when]"), "{text}");
+}
+
+#[test]
+fn list_shows_the_runbooks_of_a_dir() {
+    let env = Env::new();
+    let flow = repo().join("tests/runbooks/flow");
+    let o = run(&env, &args(&["list", &flow.display().to_string()]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    let text = stdout(&o);
+    for (file, name) in [
+        ("options.lua", "flow-options"),
+        ("params.lua", "flow-params"),
+        ("resume.lua", "flow-resume"),
+    ] {
+        let line = text
+            .lines()
+            .find(|l| l.contains(file))
+            .unwrap_or_else(|| panic!("{file} not listed:\n{text}"));
+        assert!(line.contains(name), "{line}");
+    }
+    assert!(text.contains("retries, when, check = false"), "{text}");
+
+    // Default: ./runbooks when there is one; an invalid file is listed as such.
+    env.write("runbooks/good.lua", &runbook_named("listed-good"));
+    env.write("runbooks/broken.lua", SYNTAX_ERROR);
+    env.write("runbooks/notes.txt", "not a runbook");
+    let o = run(&env, &args(&["list"]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    let text = stdout(&o);
+    assert!(text.starts_with("runbooks:"), "{text}");
+    assert!(text.contains("listed-good"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("broken.lua") && l.contains("(invalid)")),
+        "{text}"
+    );
+    assert!(!text.contains("notes.txt"), "{text}");
+
+    let o = run(&env, &args(&["list", "/nonexistent/flow-dir"]));
+    assert_eq!(code(&o), 2, "{}", describe(&o));
+}
+
+#[test]
+fn docs_prints_the_reference_and_a_topic() {
+    let env = Env::new();
+    let all = run(&env, &args(&["docs"]));
+    assert_eq!(code(&all), 0, "{}", describe(&all));
+    let all = stdout(&all);
+    assert!(
+        all.starts_with("# Lua API reference"),
+        "{}",
+        &all[..200.min(all.len())]
+    );
+    for f in [
+        "t:exec(",
+        "t:shell(",
+        "step(",
+        "runbook {",
+        "secret(",
+        "log.info(",
+    ] {
+        assert!(all.contains(f), "{f} missing from the reference");
+    }
+
+    let exec = run(&env, &args(&["docs", "exec"]));
+    assert_eq!(code(&exec), 0, "{}", describe(&exec));
+    let exec = stdout(&exec);
+    assert!(exec.contains("t:exec(argv, [opts])"), "{exec}");
+    assert!(exec.contains("read_only"), "{exec}");
+    assert!(
+        !exec.contains("t:shell("),
+        "docs exec shows more than exec:\n{exec}"
+    );
+    assert!(exec.len() < all.len());
+
+    let module = run(&env, &args(&["docs", "step"]));
+    assert_eq!(code(&module), 0, "{}", describe(&module));
+    assert!(stdout(&module).contains("retries"));
+
+    let none = run(&env, &args(&["docs", "nosuchtopic"]));
+    assert_eq!(code(&none), 2, "{}", describe(&none));
+    assert!(
+        stderr(&none).contains("no docs for 'nosuchtopic'"),
+        "{}",
+        stderr(&none)
+    );
+}
+
+fn runbook_named(name: &str) -> String {
+    format!(
+        "runbook {{ name = \"{name}\", description = \"found by name\" }}\n\
+         step(\"hello\", function() log.info(\"hello from {name}\") end)\n"
+    )
+}
+
+#[test]
+fn bare_names_are_found_in_the_current_dir_then_runbooks() {
+    let env = Env::new();
+    env.write("dup.lua", &runbook_named("dup-top"));
+    env.write("runbooks/dup.lua", &runbook_named("dup-sub"));
+    env.write("runbooks/only.lua", &runbook_named("only-sub"));
+    for (name, expected) in [("dup", "dup-top"), ("only", "only-sub")] {
+        let o = run(&env, &args(&["run", name, "--json"]));
+        assert_eq!(code(&o), 0, "{name}: {}", describe(&o));
+        let events = parse_ndjson(&o.stdout);
+        assert_eq!(events[0]["runbook"], expected, "{name}");
+        // Other subcommands find it the same way.
+        let s = run(&env, &args(&["show", name]));
+        assert!(stdout(&s).starts_with(expected), "{}", describe(&s));
+    }
+
+    let o = run(&env, &args(&["run", "nosuch"]));
+    assert_eq!(code(&o), 2, "{}", describe(&o));
+    let text = stderr(&o);
+    assert!(text.contains("no runbook 'nosuch'"), "{text}");
+    assert!(
+        text.contains("./nosuch.lua") && text.contains("./runbooks/nosuch.lua"),
+        "{text}"
+    );
+    let o = run(&env, &args(&["run", "nosuch.lua"]));
+    assert_eq!(code(&o), 2, "{}", describe(&o));
+    assert!(
+        stderr(&o).contains("no such runbook file"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&env, &args(&["run", "runbooks/"]));
+    assert_eq!(code(&o), 2, "{}", describe(&o));
+    assert!(stderr(&o).contains("is a directory"), "{}", stderr(&o));
+    assert_eq!(env.record_count(), 2);
+}
+
+// ---------------------------------------------------------------------------------------
+// 10. snapshots
+
+macro_rules! snapshot {
+    ($name:expr, $value:expr) => {{
+        let mut settings = insta::Settings::clone_current();
+        settings.add_filter(r"\b\d{8}-\d{6}-[0-9a-f]{4}\b", "[RUN]");
+        settings.add_filter(r"\b\d+m\d{2}s\b", "[DUR]");
+        settings.add_filter(r"\b\d+(\.\d+)?(ms|s)\b", "[DUR]");
+        settings.bind(|| insta::assert_snapshot!($name, $value));
+    }};
+}
+
+#[test]
+fn snapshot_dry_run_preview() {
+    let env = Env::new();
+    copy_fixture(&env, "preview.lua");
+    let o = run(&env, &args(&["run", "preview.lua", "--dry-run"]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    assert!(stdout(&o).is_empty());
+    snapshot!("dry_run_preview", stderr(&o));
+
+    let o = run(
+        &env,
+        &args(&["run", "preview.lua", "--dry-run", "--offline"]),
+    );
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    snapshot!("dry_run_offline_preview", stderr(&o));
+}
+
+#[test]
+fn snapshot_error_messages() {
+    let env = Env::new();
+    copy_fixture(&env, "params.lua");
+    copy_fixture(&env, "confirm_rm.lua");
+    env.write("broken.lua", SYNTAX_ERROR);
+
+    let o = run(
+        &env,
+        &args(&[
+            "run",
+            "params.lua",
+            "--set",
+            "colour=blue",
+            "--set",
+            "count=abc",
+        ]),
+    );
+    assert_eq!(code(&o), 2);
+    snapshot!("error_bad_params", stderr(&o));
+
+    let o = run(&env, &args(&["check", "broken.lua"]));
+    assert_eq!(code(&o), 2);
+    snapshot!("error_syntax", stderr(&o));
+
+    let o = run(
+        &env,
+        &args(&["run", "confirm_rm.lua", "--set", "dir=/nonexistent/flow"]),
+    );
+    assert_eq!(code(&o), 2);
+    snapshot!("error_needs_confirmation", stderr(&o));
+}
