@@ -52,11 +52,17 @@ pub enum Command {
         /// Values for params, to validate them too.
         #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_set)]
         sets: Vec<(String, String)>,
+        #[command(flatten)]
+        remote: RemoteArgs,
     },
     /// List runbooks in a directory (default: ./runbooks, else .) and the shipped ones.
     List { dir: Option<PathBuf> },
     /// Show a runbook's params (type, default, help) and steps in order.
-    Show { file: String },
+    Show {
+        file: String,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
     /// List earlier runs from the run records.
     History {
         /// How many of the latest runs to show.
@@ -121,6 +127,25 @@ pub struct RunArgs {
     /// Stop the whole run after this long (e.g. 30m); `always` steps still run.
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub timeout: Option<Duration>,
+
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+}
+
+/// How to reach machines: shared by `run`, `check` and `show`.
+#[derive(Debug, Args, Clone, Default)]
+pub struct RemoteArgs {
+    /// Inventory of named hosts and groups (default: ./inventory.toml when present).
+    #[arg(long, value_name = "FILE", env = "RUNBOOK_INVENTORY")]
+    pub inventory: Option<PathBuf>,
+
+    /// Use this ssh_config instead of ~/.ssh/config.
+    #[arg(long, value_name = "FILE")]
+    pub ssh_config: Option<PathBuf>,
+
+    /// Accept the host key of a host never seen before (a changed key still fails).
+    #[arg(long)]
+    pub trust_new_hosts: bool,
 }
 
 fn parse_set(s: &str) -> Result<(String, String), String> {

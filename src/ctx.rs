@@ -4,6 +4,7 @@
 use crate::cancel::Cancel;
 use crate::events::Bus;
 use crate::params::{Missing, ParamSpec, ParamValue};
+use crate::targets::registry::{Registry, RemoteSettings};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -95,6 +96,8 @@ pub struct Ctx {
     pub label: String,
     /// Where `require` finds Lua files beside the runbook; `None` for embedded runbooks.
     pub dir: Option<PathBuf>,
+    /// Targets by name, and the connections of this run.
+    pub targets: Registry,
 }
 
 impl Ctx {
@@ -104,6 +107,7 @@ impl Ctx {
         dir: Option<PathBuf>,
         sets: Vec<(String, String)>,
         cancel: Rc<Cancel>,
+        remote: RemoteSettings,
     ) -> Self {
         Ctx {
             mode,
@@ -124,6 +128,7 @@ impl Ctx {
             },
             label,
             dir,
+            targets: Registry::new(remote),
         }
     }
 

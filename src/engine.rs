@@ -16,6 +16,7 @@ use crate::sinks::{
 };
 use crate::source::Source;
 use crate::state;
+use crate::targets::registry::RemoteSettings;
 use mlua::{Lua, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -53,6 +54,7 @@ pub fn load(
     mode: Mode,
     sets: Vec<(String, String)>,
     cancel: Rc<Cancel>,
+    remote: RemoteSettings,
 ) -> Result<Loaded> {
     let ctx = Rc::new(Ctx::new(
         mode,
@@ -60,6 +62,7 @@ pub fn load(
         source.dir.clone(),
         sets,
         cancel,
+        remote,
     ));
     let lua = sandbox::new_vm(ctx.clone())
         .map_err(|e| Error::invalid(format!("cannot start Lua: {e}")))?;
@@ -145,6 +148,7 @@ pub struct RunRequest {
     pub state_dir: PathBuf,
     pub timeout: Option<Duration>,
     pub term: TerminalOptions,
+    pub remote: RemoteSettings,
 }
 
 /// Steps a resumed run skips: index → the run in which it succeeded.
@@ -166,7 +170,13 @@ struct Tally {
 pub async fn run(req: RunRequest) -> Result<i32> {
     let cancel = Cancel::new();
     let _signals = cancel::watch_signals(cancel.clone());
-    let loaded = load(&req.source, req.mode, req.sets.clone(), cancel.clone())?;
+    let loaded = load(
+        &req.source,
+        req.mode,
+        req.sets.clone(),
+        cancel.clone(),
+        req.remote.clone(),
+    )?;
     let resume = match &req.resume {
         Some(which) => resume_plan(&req, &loaded, which)?,
         None => ResumePlan::default(),
@@ -208,6 +218,7 @@ pub async fn run(req: RunRequest) -> Result<i32> {
     }
     let started = Instant::now();
     let tally = run_steps(&loaded, &resume, req.timeout).await;
+    ctx.targets.close_all().await;
     let interrupted = cancel.count() > 0;
     let (outcome, code) = if interrupted {
         ("interrupted", cancel.exit_code())
@@ -321,12 +332,19 @@ fn resume_plan(req: &RunRequest, loaded: &Loaded, which: &str) -> Result<ResumeP
 /// something, or a step asks for it, show the plan and ask once (or refuse without a
 /// terminal). The plan comes from a silent dry-run of the same runbook.
 async fn confirm_gate(req: &RunRequest, resume: &ResumePlan, cancel: Rc<Cancel>) -> Result<()> {
-    let plan = load(&req.source, Mode::DryRun, req.sets.clone(), cancel.clone())?;
+    let plan = load(
+        &req.source,
+        Mode::DryRun,
+        req.sets.clone(),
+        cancel.clone(),
+        req.remote.clone(),
+    )?;
     let collected = Collected::default();
     plan.ctx
         .bus
         .add_sink(Box::new(CollectSink(collected.clone())));
     run_steps(&plan, resume, req.timeout).await;
+    plan.ctx.targets.close_all().await;
     if cancel.count() > 0 {
         return Err(Error::Interrupted(cancel.exit_code()));
     }

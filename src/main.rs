@@ -10,6 +10,7 @@ mod embedded;
 mod engine;
 mod error;
 mod events;
+mod inventory;
 mod lint;
 mod lua_api;
 mod params;

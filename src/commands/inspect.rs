@@ -6,16 +6,21 @@ use crate::embedded;
 use crate::engine::{self, Loaded};
 use crate::error::{Error, Result};
 use crate::source::{self, Source};
+use crate::targets::registry::RemoteSettings;
 use std::path::{Path, PathBuf};
 
-fn inspect(source: &Source, sets: Vec<(String, String)>) -> Result<Loaded> {
-    engine::load(source, Mode::Inspect, sets, Cancel::new())
+fn inspect(
+    source: &Source,
+    sets: Vec<(String, String)>,
+    remote: &RemoteSettings,
+) -> Result<Loaded> {
+    engine::load(source, Mode::Inspect, sets, Cancel::new(), remote.clone())
 }
 
-pub fn check(files: &[String], sets: Vec<(String, String)>) -> Result<i32> {
+pub fn check(files: &[String], sets: Vec<(String, String)>, remote: RemoteSettings) -> Result<i32> {
     let mut bad = 0;
     for f in files {
-        match source::locate(f).and_then(|s| inspect(&s, sets.clone()).map(|l| (s, l))) {
+        match source::locate(f).and_then(|s| inspect(&s, sets.clone(), &remote).map(|l| (s, l))) {
             Ok((s, loaded)) => {
                 let h = loaded.header();
                 println!(
@@ -42,9 +47,9 @@ pub fn check(files: &[String], sets: Vec<(String, String)>) -> Result<i32> {
     }
 }
 
-pub fn show(file: &str) -> Result<i32> {
+pub fn show(file: &str, remote: RemoteSettings) -> Result<i32> {
     let source = source::locate(file)?;
-    let loaded = inspect(&source, Vec::new())?;
+    let loaded = inspect(&source, Vec::new(), &remote)?;
     let h = loaded.header();
     println!("{} ({})", h.name, source.label);
     if let Some(d) = &h.description {
@@ -105,8 +110,8 @@ pub fn show(file: &str) -> Result<i32> {
     Ok(0)
 }
 
-fn describe(source: &Source) -> (String, String) {
-    match inspect(source, Vec::new()) {
+fn describe(source: &Source, remote: &RemoteSettings) -> (String, String) {
+    match inspect(source, Vec::new(), remote) {
         Ok(l) => {
             let h = l.header();
             (h.name, h.description.unwrap_or_default())
@@ -118,7 +123,7 @@ fn describe(source: &Source) -> (String, String) {
     }
 }
 
-pub fn list(dir: Option<PathBuf>) -> Result<i32> {
+pub fn list(dir: Option<PathBuf>, remote: RemoteSettings) -> Result<i32> {
     let dir = dir.unwrap_or_else(|| {
         if Path::new("runbooks").is_dir() {
             "runbooks".into()
@@ -140,7 +145,7 @@ pub fn list(dir: Option<PathBuf>) -> Result<i32> {
     }
     for f in files {
         let (name, desc) = match source::locate(&f.display().to_string()) {
-            Ok(s) => describe(&s),
+            Ok(s) => describe(&s, &remote),
             Err(e) => ("(unreadable)".into(), e.to_string()),
         };
         println!("  {:<28} {:<20} {desc}", f.display(), name);
@@ -148,7 +153,7 @@ pub fn list(dir: Option<PathBuf>) -> Result<i32> {
     println!("\nshipped (run by name):");
     for (name, _) in embedded::SHIPPED {
         if let Some(s) = Source::shipped(name) {
-            let (_, desc) = describe(&s);
+            let (_, desc) = describe(&s, &remote);
             println!("  {name:<28} {desc}");
         }
     }

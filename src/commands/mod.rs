@@ -5,16 +5,25 @@ mod history;
 mod inspect;
 mod run;
 
-use crate::cli::{Cli, Command};
-use crate::error::Result;
+use crate::cli::{Cli, Command, RemoteArgs};
+use crate::error::{Error, Result};
+use crate::inventory::Inventory;
+use crate::targets::registry::RemoteSettings;
+use crate::targets::ssh::SshSettings;
+use std::path::Path;
+use std::rc::Rc;
 
 pub async fn dispatch(cli: Cli) -> Result<i32> {
     let (verbose, quiet) = (cli.verbose, cli.quiet);
     match cli.command {
         Command::Run(args) => run::run(args, verbose, quiet).await,
-        Command::Check { files, sets } => inspect::check(&files, sets),
-        Command::List { dir } => inspect::list(dir),
-        Command::Show { file } => inspect::show(&file),
+        Command::Check {
+            files,
+            sets,
+            remote,
+        } => inspect::check(&files, sets, remote_settings(&remote)?),
+        Command::List { dir } => inspect::list(dir, remote_settings(&RemoteArgs::default())?),
+        Command::Show { file, remote } => inspect::show(&file, remote_settings(&remote)?),
         Command::History { limit, state_dir } => history::history(limit, state_dir),
         Command::Log {
             run,
@@ -33,4 +42,32 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
             Ok(0)
         }
     }
+}
+
+/// The inventory (flag, else `./inventory.toml` when it exists) and SSH options.
+pub fn remote_settings(args: &RemoteArgs) -> Result<RemoteSettings> {
+    let path = match &args.inventory {
+        Some(p) => Some(p.clone()),
+        None => Some(Path::new("inventory.toml").to_path_buf()).filter(|p| p.is_file()),
+    };
+    let inventory = match path {
+        Some(p) => Some(Rc::new(Inventory::load(&p).map_err(Error::invalid)?)),
+        None => None,
+    };
+    if let Some(cfg) = &args.ssh_config {
+        if !cfg.is_file() {
+            return Err(Error::invalid(format!(
+                "--ssh-config {}: no such file",
+                cfg.display()
+            )));
+        }
+    }
+    Ok(RemoteSettings {
+        ssh: SshSettings {
+            config: args.ssh_config.clone(),
+            trust_new_hosts: args.trust_new_hosts,
+            ..SshSettings::default()
+        },
+        inventory,
+    })
 }

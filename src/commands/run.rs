@@ -24,6 +24,7 @@ pub async fn run(args: RunArgs, verbose: bool, quiet: bool) -> Result<i32> {
         state_dir: state::state_dir(args.state_dir),
         timeout: args.timeout,
         term: TerminalOptions::detect(verbose, quiet),
+        remote: super::remote_settings(&args.remote)?,
     })
     .await
 }

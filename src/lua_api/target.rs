@@ -1,10 +1,12 @@
 //! `target()` and target handles: `t:exec(argv, opts)`, `t:shell(script, opts)`.
 
 use super::{
-    bool_value, check_keys, duration_value, err_at, location, require_running, string_value,
+    bool_value, check_keys, ctx, duration_value, err_at, location, require_running, string_value,
 };
 use crate::actions::{self, Action, Effect, Performed};
 use crate::duration;
+use crate::targets::registry::expand_home;
+use crate::targets::ssh::SshSpec;
 use crate::targets::{ExecOutcome, ExecRequest, Target};
 use mlua::{Lua, Table, UserData, UserDataMethods, UserDataRef, Value};
 use std::ffi::OsString;
@@ -38,6 +40,7 @@ impl UserData for TargetHandle {
         methods.add_meta_method("__tostring", |_, this, ()| {
             Ok(format!("target({})", this.0.name()))
         });
+        methods.add_method("pct", |lua, this, ctid: Value| pct(lua, this, ctid));
         methods.add_async_method(
             "exec",
             |lua, this: UserDataRef<Self>, (argv, opts): (Value, Option<Table>)| async move {
@@ -58,32 +61,136 @@ impl UserData for TargetHandle {
 }
 
 pub fn register(lua: &Lua) -> mlua::Result<()> {
-    lua.globals()
-        .raw_set("target", lua.create_function(target)?)
+    let g = lua.globals();
+    g.raw_set("target", lua.create_function(target)?)?;
+    g.raw_set("ssh", lua.create_function(ssh)?)?;
+    g.raw_set("targets", lua.create_function(targets)?)
 }
 
 /// Lua: target(name) -> target
 ///
-/// A handle on a machine to run things on. `"local"` is the machine runbook runs on.
-/// Making a handle contacts nothing; commands run only inside steps.
+/// A handle on a machine to run things on. `name` is `"local"` (this machine),
+/// `"user@host"`, `"user@host:port"`, `"ssh://user@host:port"`, a `Host` alias from your
+/// ssh config (or `--ssh-config`), or a host name from the inventory (`inventory.toml` or
+/// `--inventory`), which may be a container on another host. Making a handle contacts
+/// nothing: the first command on an SSH host opens its one connection for the run.
 ///
 /// ```lua
 /// local here = target("local")
+/// local node = target("root@gpu-node-1.example")
+/// local trainer = target("trainer")   -- from inventory.toml
 /// ```
 fn target(lua: &Lua, name: Value) -> mlua::Result<TargetHandle> {
     let Some(name) = string_value(lua, name, "target()")? else {
         return Err(err_at(
             lua,
-            "target(): give a target name, e.g. target(\"local\")",
+            "target(): give a target name, e.g. target(\"local\") or target(\"root@node.example\")",
         ));
     };
-    match name.as_str() {
-        "local" | "localhost" => Ok(TargetHandle(Rc::new(Target::local()))),
-        other => Err(err_at(
+    let resolved = ctx(lua)
+        .targets
+        .resolve(&name)
+        .map_err(|e| err_at(lua, format!("target(\"{name}\"): {e}")))?;
+    Ok(TargetHandle(resolved))
+}
+
+const SSH_KEYS: &[&str] = &["user", "port", "identity", "jump", "connect_timeout"];
+
+/// Lua: ssh(host, [opts]) -> target
+///
+/// An SSH target with explicit options: `user`, `port`, `identity` (a key file; `~/`
+/// works), `jump` (a bastion, like `ssh -J`), `connect_timeout` (default `"10s"`). Your
+/// ssh config still applies to anything these do not set.
+///
+/// ```lua
+/// local node2 = ssh("gpu-node-2.example", { user = "root", port = 22,
+///                                           identity = "~/.ssh/id_ed25519",
+///                                           jump = "bastion.example", connect_timeout = "10s" })
+/// ```
+fn ssh(lua: &Lua, (host, opts): (Value, Option<Table>)) -> mlua::Result<TargetHandle> {
+    let Some(host) = string_value(lua, host, "ssh()")? else {
+        return Err(err_at(
             lua,
-            format!("target(\"{other}\"): unknown target; this build reaches \"local\" only (SSH and Proxmox containers are not implemented yet)"),
-        )),
+            "ssh(): give a host, e.g. ssh(\"node.example\", { user = \"root\" })",
+        ));
+    };
+    let mut spec = SshSpec::parse(&host).map_err(|e| err_at(lua, format!("ssh(): {e}")))?;
+    if let Some(t) = opts {
+        check_keys(lua, &t, SSH_KEYS, "ssh()")?;
+        if let Some(u) = string_value(lua, t.get("user")?, "ssh(): user")? {
+            spec.user = Some(u);
+        }
+        match t.get::<Value>("port")? {
+            Value::Nil => {}
+            Value::Integer(p) if (1..=65535).contains(&p) => spec.port = Some(p as u16),
+            other => {
+                return Err(err_at(
+                    lua,
+                    format!(
+                        "ssh(): port must be a number from 1 to 65535, got {}",
+                        other.type_name()
+                    ),
+                ))
+            }
+        }
+        spec.identity =
+            string_value(lua, t.get("identity")?, "ssh(): identity")?.map(|p| expand_home(&p));
+        spec.jump = string_value(lua, t.get("jump")?, "ssh(): jump")?;
+        if let Some(d) = duration_value(lua, t.get("connect_timeout")?, "ssh(): connect_timeout")? {
+            spec.connect_timeout = d;
+        }
     }
+    Ok(TargetHandle(ctx(lua).targets.ssh(spec)))
+}
+
+/// Lua: targets(group) -> { target, … }
+///
+/// The hosts of an inventory group, in the inventory's order, e.g. for `parallel`.
+///
+/// ```lua
+/// parallel(targets("gpu"), function(t) t:exec({ "uptime" }) end, { limit = 8 })
+/// ```
+fn targets(lua: &Lua, group: Value) -> mlua::Result<Table> {
+    let Some(group) = string_value(lua, group, "targets()")? else {
+        return Err(err_at(
+            lua,
+            "targets(): give a group name from the inventory",
+        ));
+    };
+    let members = ctx(lua).targets.group(&group).map_err(|e| err_at(lua, e))?;
+    let list = lua.create_table()?;
+    for (_, t) in members {
+        list.raw_push(TargetHandle(t))?;
+    }
+    Ok(list)
+}
+
+/// Lua: t:pct(ctid) -> target
+///
+/// The Proxmox LXC container `ctid` on `t`: every command becomes
+/// `pct exec CTID -- argv…` on `t`, with the argv kept word for word. Works on any
+/// target, `target("local"):pct(200)` included (runbook running on the node itself).
+///
+/// ```lua
+/// local box = target("root@pve1.example"):pct(200)
+/// box:exec({ "nvidia-smi", "-L" })
+/// ```
+fn pct(lua: &Lua, this: &TargetHandle, ctid: Value) -> mlua::Result<TargetHandle> {
+    let parsed = match &ctid {
+        Value::Integer(n) => u32::try_from(*n).ok(),
+        Value::String(s) => s.to_string_lossy().parse::<u32>().ok(),
+        _ => None,
+    };
+    let Some(ctid) = parsed.filter(|n| (100..=999_999_999).contains(n)) else {
+        return Err(err_at(
+            lua,
+            "pct(): a container id is a number from 100 to 999999999",
+        ));
+    };
+    Ok(TargetHandle(Rc::new(Target::Pct {
+        parent: this.0.clone(),
+        ctid,
+    })))
 }
 
 struct ExecOptions {

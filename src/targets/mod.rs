@@ -1,10 +1,21 @@
 //! Where commands run. A target only knows how to run an argv and how to render it; it
 //! never knows which Lua function or primitive asked.
+//!
+//! Targets nest: `Pct` wraps any target (its argv becomes `pct exec ID -- argv` there),
+//! so every chain ends at a *base*: this machine or an SSH connection.
 
 pub mod local;
+pub mod pump;
+pub mod registry;
+pub mod ssh;
+pub mod wrap;
 
 use crate::cancel::Cancel;
+use crate::quote;
 use std::ffi::OsString;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 /// One command to run: an argv, never a shell string (a `shell` call is the argv
@@ -62,36 +73,139 @@ pub struct ExecIo<'a> {
     pub abort_at: u32,
 }
 
+/// Stops a remote process group (by its id) on the target that started it.
+pub type KillFn<'a> = dyn Fn(u32) -> Pin<Box<dyn Future<Output = ()> + 'a>> + 'a;
+
 /// How much of each stream a result keeps in memory; every line still reaches the events.
 pub const CAPTURE_LIMIT: usize = 8 * 1024 * 1024;
 
 #[derive(Debug)]
 pub enum Target {
-    Local(local::Local),
+    Local,
+    Ssh(Rc<ssh::SshHost>),
+    /// A Proxmox LXC container on `parent`, reached with `pct exec`.
+    Pct {
+        parent: Rc<Target>,
+        ctid: u32,
+    },
+}
+
+/// Where a chain of targets really runs its process.
+enum Base {
+    Local,
+    Ssh(Rc<ssh::SshHost>),
 }
 
 impl Target {
-    pub fn local() -> Self {
-        Target::Local(local::Local)
-    }
-
     /// How the target is named in previews, events and errors.
     pub fn name(&self) -> String {
         match self {
-            Target::Local(_) => "local".into(),
+            Target::Local => "local".into(),
+            Target::Ssh(h) => h.name(),
+            Target::Pct { parent, ctid } => format!("{}/ct{ctid}", parent.name()),
         }
     }
 
-    /// The exact, copy-pastable command line that runs `req` on this target.
-    pub fn render(&self, req: &ExecRequest) -> String {
+    /// The argv that runs `argv` on this target, and the base that runs it.
+    fn flatten(&self, argv: Vec<OsString>) -> (Base, Vec<OsString>) {
         match self {
-            Target::Local(l) => l.render(req),
+            Target::Local => (Base::Local, argv),
+            Target::Ssh(h) => (Base::Ssh(h.clone()), argv),
+            Target::Pct { parent, ctid } => {
+                let mut outer: Vec<OsString> = vec![
+                    "pct".into(),
+                    "exec".into(),
+                    ctid.to_string().into(),
+                    "--".into(),
+                ];
+                outer.extend(argv);
+                parent.flatten(outer)
+            }
+        }
+    }
+
+    /// The exact, copy-pastable command line that runs `req` on this target (the
+    /// outermost hop: for a container behind SSH, `ssh … -- 'pct exec 200 -- …'`).
+    pub fn render(&self, req: &ExecRequest) -> String {
+        if let Target::Local = self {
+            return quote::render_with(
+                &req.argv,
+                &req.env,
+                req.cwd.as_deref(),
+                req.stdin.as_deref(),
+            );
+        }
+        let inner = wrap::env_and_cwd(req).unwrap_or_else(|_| req.argv.clone());
+        match self.flatten(inner) {
+            (Base::Local, argv) => quote::render_with(&argv, &[], None, req.stdin.as_deref()),
+            (Base::Ssh(h), argv) => h.render(&argv, req.stdin.as_deref()),
         }
     }
 
     pub async fn exec(&self, req: &ExecRequest, io: &ExecIo<'_>) -> Result<ExecOutcome, String> {
-        match self {
-            Target::Local(l) => l.exec(req, io).await,
+        if let Target::Local = self {
+            let spawn = local::Spawn {
+                argv: &req.argv,
+                env: &req.env,
+                cwd: req.cwd.as_deref(),
+                stdin: req.stdin.clone(),
+                timeout: req.timeout,
+            };
+            return local::run(spawn, io, None).await;
+        }
+        let inner = wrap::env_and_cwd(req)?;
+        let (base, argv) = self.flatten(wrap::killable(inner));
+        let kill = |pgid: u32| -> Pin<Box<dyn Future<Output = ()> + '_>> {
+            Box::pin(self.kill_tree(pgid))
+        };
+        match base {
+            Base::Local => {
+                let spawn = local::Spawn {
+                    argv: &argv,
+                    env: &[],
+                    cwd: None,
+                    stdin: req.stdin.clone(),
+                    timeout: req.timeout,
+                };
+                local::run(spawn, io, Some(&kill)).await
+            }
+            Base::Ssh(h) => {
+                h.run(&argv, req.stdin.clone(), req.timeout, io, Some(&kill))
+                    .await
+            }
+        }
+    }
+
+    /// Stops a process group that a wrapped command reported, through the same chain of
+    /// hops it was started through (inside the container, on the remote host).
+    async fn kill_tree(&self, pgid: u32) {
+        let (base, argv) = self.flatten(wrap::kill_tree(pgid));
+        let quiet = |_: Stream, _: &str| {};
+        let cancel = Cancel::default();
+        let io = ExecIo {
+            on_line: &quiet,
+            deadline: Some(Instant::now() + Duration::from_secs(15)),
+            cancel: &cancel,
+            abort_at: u32::MAX,
+        };
+        let result = match base {
+            Base::Local => {
+                let spawn = local::Spawn {
+                    argv: &argv,
+                    env: &[],
+                    cwd: None,
+                    stdin: None,
+                    timeout: None,
+                };
+                local::run(spawn, &io, None).await
+            }
+            Base::Ssh(h) => h.run(&argv, None, None, &io, None).await,
+        };
+        if let Err(e) = result {
+            tracing::warn!(
+                "could not stop process group {pgid} on {}: {e}",
+                self.name()
+            );
         }
     }
 }

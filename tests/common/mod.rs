@@ -2,6 +2,8 @@
 //! with its own temporary state dir and scratch dir, so tests never share records.
 #![allow(dead_code)]
 
+pub mod sshd;
+
 use assert_cmd::Command;
 use std::path::{Path, PathBuf};
 

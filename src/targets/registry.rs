@@ -1,0 +1,145 @@
+//! Turns the names runbooks use (`"local"`, `"root@host:22"`, an inventory name, an
+//! ssh_config alias) into targets, and keeps one connection per host for the whole run.
+
+use super::ssh::{SshHost, SshSettings, SshSpec};
+use super::Target;
+use crate::inventory::{self, Inventory};
+use crate::suggest;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::rc::Rc;
+
+/// What the command line says about reaching machines.
+#[derive(Debug, Clone, Default)]
+pub struct RemoteSettings {
+    pub ssh: SshSettings,
+    pub inventory: Option<Rc<Inventory>>,
+}
+
+pub struct Registry {
+    settings: Rc<SshSettings>,
+    inventory: Option<Rc<Inventory>>,
+    hosts: RefCell<HashMap<SshSpec, Rc<SshHost>>>,
+}
+
+impl Registry {
+    pub fn new(remote: RemoteSettings) -> Self {
+        Registry {
+            settings: Rc::new(remote.ssh),
+            inventory: remote.inventory,
+            hosts: RefCell::new(HashMap::new()),
+        }
+    }
+
+    /// The target for an SSH spec; the same host always gets the same connection.
+    pub fn ssh(&self, spec: SshSpec) -> Rc<Target> {
+        let host = self
+            .hosts
+            .borrow_mut()
+            .entry(spec.clone())
+            .or_insert_with(|| Rc::new(SshHost::new(spec, self.settings.clone())))
+            .clone();
+        Rc::new(Target::Ssh(host))
+    }
+
+    pub fn resolve(&self, name: &str) -> Result<Rc<Target>, String> {
+        if name == "local" || name == "localhost" {
+            return Ok(Rc::new(Target::Local));
+        }
+        if let Some(inv) = &self.inventory {
+            if inv.host(name).is_some() {
+                return self.from_inventory(inv, name);
+            }
+        }
+        let looks_like_address = name.contains(['@', '.', ':']) || name.starts_with("ssh://");
+        if looks_like_address || self.aliases().iter().any(|a| a == name) {
+            return SshSpec::parse(name).map(|spec| self.ssh(spec));
+        }
+        let known: Vec<String> = self
+            .inventory
+            .iter()
+            .flat_map(|inv| inv.hosts.keys().cloned())
+            .chain(self.aliases())
+            .collect();
+        let inv = match &self.inventory {
+            Some(i) => format!("inventory {}", i.path.display()),
+            None => "no inventory (./inventory.toml or --inventory)".into(),
+        };
+        Err(format!(
+            "unknown target '{name}'{}: give \"local\", user@host[:port], an inventory name ({inv}) or a Host alias from your ssh config",
+            suggest::hint(name, known.iter().map(String::as_str))
+        ))
+    }
+
+    fn from_inventory(&self, inv: &Inventory, name: &str) -> Result<Rc<Target>, String> {
+        let h = inv.host(name).expect("checked by the caller");
+        if let (Some(via), Some(ctid)) = (&h.via, h.pct) {
+            let parent = self.from_inventory(inv, via)?;
+            return Ok(Rc::new(Target::Pct { parent, ctid }));
+        }
+        if h.address.as_deref() == Some("local") {
+            return Ok(Rc::new(Target::Local));
+        }
+        let mut spec = match (&h.address, &h.host) {
+            (Some(a), _) => SshSpec::parse(a),
+            (None, Some(host)) => SshSpec::parse(host),
+            (None, None) => unreachable!("validated on load"),
+        }
+        .map_err(|e| format!("inventory {}: host '{name}': {e}", inv.path.display()))?;
+        if h.user.is_some() {
+            spec.user = h.user.clone();
+        }
+        if h.port.is_some() {
+            spec.port = h.port;
+        }
+        spec.identity = h.identity.as_deref().map(expand_home);
+        spec.jump = h.jump.clone();
+        if let Some(t) = &h.connect_timeout {
+            spec.connect_timeout = crate::duration::parse(t).map_err(|e| {
+                format!(
+                    "inventory {}: host '{name}': connect_timeout: {e}",
+                    inv.path.display()
+                )
+            })?;
+        }
+        Ok(self.ssh(spec))
+    }
+
+    pub fn group(&self, name: &str) -> Result<Vec<(String, Rc<Target>)>, String> {
+        let Some(inv) = &self.inventory else {
+            return Err(format!("targets(\"{name}\"): groups come from an inventory, and there is none (./inventory.toml or --inventory FILE)"));
+        };
+        let members = inv.group(name)?.to_vec();
+        members
+            .into_iter()
+            .map(|m| self.from_inventory(inv, &m).map(|t| (m, t)))
+            .collect()
+    }
+
+    fn aliases(&self) -> Vec<String> {
+        let path = match &self.settings.config {
+            Some(p) => p.clone(),
+            None => match std::env::var_os("HOME") {
+                Some(h) => PathBuf::from(h).join(".ssh/config"),
+                None => return Vec::new(),
+            },
+        };
+        inventory::ssh_config_aliases(&path)
+    }
+
+    /// Closes every connection this run opened.
+    pub async fn close_all(&self) {
+        let hosts: Vec<Rc<SshHost>> = self.hosts.borrow().values().cloned().collect();
+        for h in hosts {
+            h.close().await;
+        }
+    }
+}
+
+pub fn expand_home(p: &str) -> PathBuf {
+    match (p.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
+        _ => PathBuf::from(p),
+    }
+}

@@ -1,0 +1,460 @@
+//! A machine reached over SSH: one OpenSSH ControlMaster per host per run (started on the
+//! first command), every command a channel on it through the native mux protocol, so no
+//! `ssh` process is started per command.
+//!
+//! Host keys are checked strictly unless the run says `--trust-new-hosts` (accept new
+//! keys, never changed ones). The master closes when the run ends and, should runbook
+//! die, by itself after a bounded idle time.
+
+use super::pump::{self, Stop};
+use super::{ExecIo, ExecOutcome, KillFn};
+use crate::quote;
+use openssh::{ControlPersist, KnownHosts, Session, SessionBuilder, Stdio};
+use std::cell::RefCell;
+use std::ffi::OsString;
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::{Mutex, Semaphore};
+
+/// Channels at once per connection: below sshd's default `MaxSessions` of 10, leaving
+/// room for the lock holder and for kill commands.
+const CHANNELS: usize = 8;
+/// A master left behind by a crashed run exits after this much idle time.
+const MASTER_IDLE_SECS: usize = 60;
+
+/// Settings shared by every SSH host of a run.
+#[derive(Debug, Clone)]
+pub struct SshSettings {
+    /// `--ssh-config`: instead of `~/.ssh/config`.
+    pub config: Option<PathBuf>,
+    /// `--trust-new-hosts`: accept unknown host keys (changed keys still fail).
+    pub trust_new_hosts: bool,
+    /// Where the control sockets live (short path: sockets have a 108-byte limit).
+    pub control_dir: PathBuf,
+}
+
+impl Default for SshSettings {
+    fn default() -> Self {
+        SshSettings {
+            config: None,
+            trust_new_hosts: false,
+            control_dir: std::env::temp_dir(),
+        }
+    }
+}
+
+/// How to reach a host: what `target("user@host:port")`, `ssh(host, opts)` or an
+/// inventory entry says.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SshSpec {
+    pub host: String,
+    pub user: Option<String>,
+    pub port: Option<u16>,
+    pub identity: Option<PathBuf>,
+    pub jump: Option<String>,
+    pub connect_timeout: Duration,
+}
+
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl SshSpec {
+    /// `host`, `user@host`, `user@host:port`, `ssh://user@host:port`, `[::1]:22`.
+    pub fn parse(text: &str) -> Result<SshSpec, String> {
+        let rest = text.strip_prefix("ssh://").unwrap_or(text);
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        let (user, hostport) = match rest.rsplit_once('@') {
+            Some((u, h)) => (Some(u.to_string()), h),
+            None => (None, rest),
+        };
+        let (host, port) = if let Some(inner) = hostport.strip_prefix('[') {
+            let (h, after) = inner
+                .split_once(']')
+                .ok_or_else(|| format!("'{text}': missing ']' after an IPv6 address"))?;
+            (h.to_string(), after.strip_prefix(':'))
+        } else {
+            match hostport.rsplit_once(':') {
+                Some((h, p)) => (h.to_string(), Some(p)),
+                None => (hostport.to_string(), None),
+            }
+        };
+        let port = match port {
+            None => None,
+            Some(p) => Some(
+                p.parse::<u16>()
+                    .ok()
+                    .filter(|p| *p > 0)
+                    .ok_or_else(|| format!("'{text}': '{p}' is not a port number"))?,
+            ),
+        };
+        let valid = |s: &str| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-._:%".contains(c))
+        };
+        if !valid(&host) {
+            return Err(format!("'{text}': '{host}' is not a host name"));
+        }
+        if let Some(u) = &user {
+            if !u
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-._".contains(c))
+                || u.is_empty()
+            {
+                return Err(format!("'{text}': '{u}' is not a user name"));
+            }
+        }
+        Ok(SshSpec {
+            host,
+            user,
+            port,
+            identity: None,
+            jump: None,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+        })
+    }
+
+    /// How the host is named in previews and messages: `user@host:port`, as given.
+    pub fn display(&self) -> String {
+        let mut s = String::new();
+        if let Some(u) = &self.user {
+            s.push_str(u);
+            s.push('@');
+        }
+        if self.host.contains(':') {
+            s.push_str(&format!("[{}]", self.host));
+        } else {
+            s.push_str(&self.host);
+        }
+        if let Some(p) = self.port {
+            s.push_str(&format!(":{p}"));
+        }
+        s
+    }
+}
+
+pub struct SshHost {
+    pub spec: SshSpec,
+    settings: Rc<SshSettings>,
+    session: RefCell<Option<Rc<Session>>>,
+    connecting: Mutex<()>,
+    channels: Semaphore,
+}
+
+impl std::fmt::Debug for SshHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SshHost({})", self.spec.display())
+    }
+}
+
+impl SshHost {
+    pub fn new(spec: SshSpec, settings: Rc<SshSettings>) -> Self {
+        SshHost {
+            spec,
+            settings,
+            session: RefCell::new(None),
+            connecting: Mutex::new(()),
+            channels: Semaphore::new(CHANNELS),
+        }
+    }
+
+    pub fn name(&self) -> String {
+        self.spec.display()
+    }
+
+    /// The `ssh …` words a user would type to run a command here by hand.
+    pub fn command_prefix(&self) -> String {
+        let mut words: Vec<OsString> = vec!["ssh".into()];
+        if let Some(cfg) = &self.settings.config {
+            words.extend(["-F".into(), cfg.clone().into()]);
+        }
+        if let Some(p) = self.spec.port {
+            words.extend(["-p".into(), p.to_string().into()]);
+        }
+        if let Some(id) = &self.spec.identity {
+            words.extend(["-i".into(), id.clone().into()]);
+        }
+        if let Some(j) = &self.spec.jump {
+            words.extend(["-J".into(), j.into()]);
+        }
+        let dest = match &self.spec.user {
+            Some(u) => format!("{u}@{}", self.spec.host),
+            None => self.spec.host.clone(),
+        };
+        words.push(dest.into());
+        quote::join(&words)
+    }
+
+    /// The copy-pastable command line: `ssh … host -- 'the remote command line'`.
+    pub fn render(&self, argv: &[OsString], stdin: Option<&[u8]>) -> String {
+        let remote = quote::join(argv);
+        let line = format!(
+            "{} -- {}",
+            self.command_prefix(),
+            quote::quote_word(std::ffi::OsStr::new(&remote))
+        );
+        match stdin {
+            Some(input) => {
+                use std::os::unix::ffi::OsStrExt;
+                format!(
+                    "printf %s {} | {line}",
+                    quote::quote_word(std::ffi::OsStr::from_bytes(input))
+                )
+            }
+            None => line,
+        }
+    }
+
+    async fn session(&self, io: &ExecIo<'_>) -> Result<Rc<Session>, String> {
+        if let Some(s) = self.session.borrow().clone() {
+            return Ok(s);
+        }
+        let _guard = self.connecting.lock().await;
+        if let Some(s) = self.session.borrow().clone() {
+            return Ok(s);
+        }
+        let mut b = SessionBuilder::default();
+        b.known_hosts_check(if self.settings.trust_new_hosts {
+            KnownHosts::Add
+        } else {
+            KnownHosts::Strict
+        })
+        .connect_timeout(self.spec.connect_timeout)
+        .server_alive_interval(Duration::from_secs(10))
+        .control_directory(&self.settings.control_dir)
+        .control_persist(ControlPersist::IdleFor(
+            NonZeroUsize::new(MASTER_IDLE_SECS).expect("non-zero"),
+        ));
+        if let Some(u) = &self.spec.user {
+            b.user(u.clone());
+        }
+        if let Some(p) = self.spec.port {
+            b.port(p);
+        }
+        if let Some(k) = &self.spec.identity {
+            b.keyfile(k);
+        }
+        if let Some(j) = &self.spec.jump {
+            b.jump_hosts([j]);
+        }
+        if let Some(cfg) = &self.settings.config {
+            b.config_file(cfg);
+        }
+        // ConnectTimeout bounds the TCP connect; this bounds the whole handshake too.
+        let limit = self.spec.connect_timeout + Duration::from_secs(5);
+        let connect = b.connect_mux(&self.spec.host);
+        let session = tokio::select! {
+            r = tokio::time::timeout(limit, connect) => match r {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => return Err(self.connect_error(&e)),
+                Err(_) => return Err(format!("cannot connect to {}: no answer within {}s", self.name(), limit.as_secs())),
+            },
+            _ = wait_for_abort(io) => return Err("interrupted while connecting".into()),
+        };
+        let session = Rc::new(session);
+        *self.session.borrow_mut() = Some(session.clone());
+        Ok(session)
+    }
+
+    fn connect_error(&self, e: &openssh::Error) -> String {
+        let mut cause = e.to_string();
+        let mut src = std::error::Error::source(e);
+        while let Some(s) = src {
+            cause = format!("{cause}: {s}");
+            src = s.source();
+        }
+        let cause = cause.trim().replace('\n', " ");
+        let mut msg = format!("cannot connect to {}: {cause}", self.name());
+        if cause.contains("Host key verification failed")
+            || cause.contains("HOST IDENTIFICATION HAS CHANGED")
+        {
+            let port = self
+                .spec
+                .port
+                .map(|p| format!("-p {p} "))
+                .unwrap_or_default();
+            let known = match &self.settings.config {
+                Some(cfg) => format!("the UserKnownHostsFile set in {}", cfg.display()),
+                None => {
+                    "~/.ssh/known_hosts (or the UserKnownHostsFile your ssh config sets)".into()
+                }
+            };
+            msg.push_str(&format!(
+                "\nthe host key of {} is unknown or has changed (checked against {known}). \
+                 If you expect this host, compare its fingerprint (`ssh-keyscan {port}{} | ssh-keygen -lf -`) \
+                 and add it to that file; for a new host you may also re-run with --trust-new-hosts \
+                 (accepts unknown keys, never changed ones)",
+                self.spec.host, self.spec.host
+            ));
+        }
+        msg
+    }
+
+    /// Forgets a connection that broke, so that a retry opens a fresh one.
+    fn drop_session(&self) {
+        self.session.borrow_mut().take();
+    }
+
+    /// Runs `argv` (rendered once by `quote`) as a channel on the master connection.
+    pub async fn run(
+        &self,
+        argv: &[OsString],
+        stdin: Option<Vec<u8>>,
+        timeout: Option<Duration>,
+        io: &ExecIo<'_>,
+        kill: Option<&KillFn<'_>>,
+    ) -> Result<ExecOutcome, String> {
+        let started = Instant::now();
+        let session = self.session(io).await?;
+        // Kill commands skip the channel limit: they must get through while the
+        // commands they stop hold every channel.
+        let _permit = if kill.is_some() {
+            Some(self.channels.acquire().await.map_err(|e| e.to_string())?)
+        } else {
+            None
+        };
+        let line = quote::join(argv);
+        let mut cmd = session.raw_command(&line);
+        cmd.stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        let mut child = match cmd.spawn().await {
+            Ok(c) => c,
+            Err(e) => {
+                return Err(self
+                    .lost_or(
+                        &session,
+                        format!("cannot start the command on {}: {e}", self.name()),
+                    )
+                    .await)
+            }
+        };
+        if let (Some(data), Some(mut input)) = (stdin, child.stdin().take()) {
+            tokio::task::spawn_local(async move {
+                let _ = input.write_all(&data).await;
+                let _ = input.shutdown().await;
+            });
+        }
+        let mut out = ExecOutcome::default();
+        let (own, deadline) = pump::effective_deadline(timeout, started, io);
+        let stdout = child.stdout().take().expect("piped");
+        let stderr = child.stderr().take().expect("piped");
+        let pumped = pump::pump(stdout, stderr, own, deadline, io, &mut out).await;
+        if let Some(stop) = pumped.stop {
+            if let (Some(pgid), Some(kill)) = (pumped.pgid, kill) {
+                kill(pgid).await;
+            }
+            match stop {
+                Stop::Timeout => out.timed_out = true,
+                Stop::Deadline => out.deadline_hit = true,
+                Stop::Interrupted => out.interrupted = true,
+            }
+            // The remote side should be gone now; do not wait on a channel that hangs.
+            match tokio::time::timeout(Duration::from_secs(5), child.wait()).await {
+                Ok(Ok(status)) => out.code = status.code(),
+                _ => out.code = None,
+            }
+            out.duration = started.elapsed();
+            return Ok(out);
+        }
+        match child.wait().await {
+            Ok(status) if status.code() == Some(255) => {
+                // 255 is what ssh reports for a dropped connection too: ask the master.
+                if session.check().await.is_err() {
+                    self.drop_session();
+                    return Err(format!(
+                        "connection lost to {} (the command's exit status is unknown)",
+                        self.name()
+                    ));
+                }
+                out.code = Some(255);
+            }
+            Ok(status) => {
+                use std::os::unix::process::ExitStatusExt;
+                out.code = status.code();
+                out.signal = status.signal();
+            }
+            Err(openssh::Error::Remote(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                out.code = Some(127);
+            }
+            Err(openssh::Error::RemoteProcessTerminated) => {
+                if session.check().await.is_err() {
+                    self.drop_session();
+                    return Err(format!(
+                        "connection lost to {} while the command ran",
+                        self.name()
+                    ));
+                }
+                out.code = None;
+                out.signal = Some(libc::SIGKILL);
+            }
+            Err(e) => {
+                return Err(self
+                    .lost_or(
+                        &session,
+                        format!("the command on {} failed: {e}", self.name()),
+                    )
+                    .await);
+            }
+        }
+        out.duration = started.elapsed();
+        Ok(out)
+    }
+
+    /// A failure on a channel is "connection lost" when the master is gone; else `other`.
+    async fn lost_or(&self, session: &Session, other: String) -> String {
+        if session.check().await.is_err() {
+            self.drop_session();
+            format!("connection lost to {}", self.name())
+        } else {
+            other
+        }
+    }
+
+    /// Closes the master connection (end of run).
+    pub async fn close(&self) {
+        let session = self.session.borrow_mut().take();
+        if let Some(s) = session {
+            if let Ok(s) = Rc::try_unwrap(s) {
+                let _ = tokio::time::timeout(Duration::from_secs(5), s.close()).await;
+            }
+        }
+    }
+}
+
+async fn wait_for_abort(io: &ExecIo<'_>) {
+    loop {
+        if io.cancel.count() > io.abort_at {
+            return;
+        }
+        io.cancel.notified().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_usual_forms() {
+        let s = SshSpec::parse("root@gpu-node-1.example:2222").unwrap();
+        assert_eq!(
+            (s.user.as_deref(), s.host.as_str(), s.port),
+            (Some("root"), "gpu-node-1.example", Some(2222))
+        );
+        let s = SshSpec::parse("ssh://admin@node.example").unwrap();
+        assert_eq!((s.user.as_deref(), s.port), (Some("admin"), None));
+        let s = SshSpec::parse("[::1]:22").unwrap();
+        assert_eq!((s.host.as_str(), s.port), ("::1", Some(22)));
+        assert_eq!(s.display(), "[::1]:22");
+        assert!(SshSpec::parse("root@host:99999").is_err());
+        assert!(SshSpec::parse("root@ho st").is_err());
+        assert!(SshSpec::parse("a;b").is_err());
+    }
+}

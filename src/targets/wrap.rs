@@ -1,0 +1,120 @@
+//! Argv transformations for commands that run somewhere runbook cannot set up the
+//! process itself (over SSH, inside a container): working directory and environment
+//! become argv words, and a wrapper makes the remote process tree killable.
+//!
+//! All of it stays argv; `quote.rs` renders the final argv once for the remote shell.
+
+use super::pump::PGID_MARKER;
+use super::ExecRequest;
+use std::ffi::OsString;
+
+/// `env K=V … sh -c 'cd -- "$1" || exit; shift; exec "$@"' sh DIR argv…`, or less when
+/// there is no env or cwd. Values never enter a script text: they travel as arguments.
+pub fn env_and_cwd(req: &ExecRequest) -> Result<Vec<OsString>, String> {
+    let mut argv: Vec<OsString> = Vec::new();
+    if !req.env.is_empty() {
+        if req.argv[0].to_string_lossy().contains('=') && req.cwd.is_none() {
+            return Err("with `env`, the program name cannot contain '='".into());
+        }
+        argv.push("env".into());
+        for (k, v) in &req.env {
+            argv.push(format!("{k}={v}").into());
+        }
+    }
+    if let Some(dir) = &req.cwd {
+        argv.extend([
+            "sh".into(),
+            "-c".into(),
+            r#"cd -- "$1" || exit 1; shift; exec "$@""#.into(),
+            "sh".into(),
+        ]);
+        argv.push(dir.into());
+    }
+    argv.extend(req.argv.iter().cloned());
+    Ok(argv)
+}
+
+/// Runs argv as the leader of a new session (so of a new process group), after printing
+/// that group's id on stderr for `kill_tree`. `setsid -w` keeps the exit status.
+pub fn killable(argv: Vec<OsString>) -> Vec<OsString> {
+    let script = format!(
+        r#"printf '{}%s\n' "$$" >&2; exec "$@""#,
+        PGID_MARKER.replace('\u{1e}', "\\036")
+    );
+    let mut out: Vec<OsString> = vec![
+        "setsid".into(),
+        "-w".into(),
+        "sh".into(),
+        "-c".into(),
+        script.into(),
+        "sh".into(),
+    ];
+    out.extend(argv);
+    out
+}
+
+/// Stops a whole remote process group: TERM, up to 2 s to go, then KILL.
+pub fn kill_tree(pgid: u32) -> Vec<OsString> {
+    let script = r#"kill -TERM -- "-$1" 2>/dev/null || exit 0
+i=0; while [ $i -lt 20 ]; do kill -0 -- "-$1" 2>/dev/null || exit 0; sleep 0.1; i=$((i+1)); done
+kill -KILL -- "-$1" 2>/dev/null; exit 0"#;
+    vec![
+        "sh".into(),
+        "-c".into(),
+        script.into(),
+        "sh".into(),
+        pgid.to_string().into(),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn req(argv: &[&str], env: &[(&str, &str)], cwd: Option<&str>) -> ExecRequest {
+        ExecRequest {
+            argv: argv.iter().map(OsString::from).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            cwd: cwd.map(str::to_string),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn plain_argv_is_untouched() {
+        assert_eq!(
+            env_and_cwd(&req(&["ls", "-l"], &[], None)).unwrap(),
+            vec![OsString::from("ls"), "-l".into()]
+        );
+    }
+
+    #[test]
+    fn env_and_cwd_apply_when_run_by_sh() {
+        let dir = tempfile::tempdir().unwrap();
+        let weird = dir.path().join("a dir $HOME 'q'");
+        std::fs::create_dir(&weird).unwrap();
+        let argv = env_and_cwd(&req(
+            &["sh", "-c", "pwd; echo \"$X\""],
+            &[("X", "v a l'ue")],
+            Some(weird.to_str().unwrap()),
+        ))
+        .unwrap();
+        let out = Command::new(&argv[0]).args(&argv[1..]).output().unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(text, format!("{}\nv a l'ue\n", weird.display()));
+    }
+
+    #[test]
+    fn killable_reports_its_group_and_keeps_the_exit_code() {
+        let argv = killable(vec!["sh".into(), "-c".into(), "echo hi; exit 7".into()]);
+        let out = Command::new(&argv[0]).args(&argv[1..]).output().unwrap();
+        assert_eq!(out.status.code(), Some(7));
+        assert_eq!(out.stdout, b"hi\n");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.starts_with(PGID_MARKER), "{err:?}");
+    }
+}

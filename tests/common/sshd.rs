@@ -1,0 +1,220 @@
+//! A real OpenSSH sshd on 127.0.0.1 for tests: throw-away host and client keys, its own
+//! known_hosts and ssh_config, the `pct` test double first on the PATH of every session.
+//! Several instances on distinct ports stand in for a fleet.
+#![allow(dead_code)]
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const SSHD: &str = "/usr/sbin/sshd";
+
+/// Whether sshd is installed (scripts/test installs it; a bare `cargo test` may lack it).
+pub fn available() -> bool {
+    Path::new(SSHD).exists()
+}
+
+/// Skips the calling test with a message when sshd is missing, unless CI demands it.
+#[macro_export]
+macro_rules! require_sshd {
+    () => {
+        if !$crate::common::sshd::available() {
+            if std::env::var_os("CI").is_some()
+                || std::env::var_os("RUNBOOK_REQUIRE_SSHD").is_some()
+            {
+                panic!("sshd is required (scripts/test installs openssh-server)");
+            }
+            eprintln!(
+                "skipped: {} not installed (run scripts/test, which installs openssh-server)",
+                $crate::common::sshd::SSHD
+            );
+            return;
+        }
+    };
+}
+
+fn keygen(path: &Path) {
+    let st = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", "runbook-test", "-f"])
+        .arg(path)
+        .status()
+        .expect("ssh-keygen");
+    assert!(st.success());
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub struct Node {
+    pub alias: String,
+    pub port: u16,
+    pub config: PathBuf,
+    child: Option<Child>,
+}
+
+/// A set of sshd instances sharing one host key and one client key.
+pub struct Fleet {
+    pub dir: tempfile::TempDir,
+    pub nodes: Vec<Node>,
+}
+
+impl Fleet {
+    /// Starts `n` sshd instances, aliases `node1`…`nodeN`.
+    pub fn start(n: usize) -> Fleet {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir_all("/run/sshd").ok();
+        keygen(&d.join("host_ed25519"));
+        keygen(&d.join("client_ed25519"));
+        std::fs::copy(d.join("client_ed25519.pub"), d.join("authorized_keys")).unwrap();
+        std::fs::create_dir_all(d.join("pct/ct")).unwrap();
+        let mut fleet = Fleet {
+            dir,
+            nodes: Vec::new(),
+        };
+        for i in 1..=n {
+            fleet.add_node(&format!("node{i}"));
+        }
+        fleet.write_client_files();
+        for node in &mut fleet.nodes {
+            node.start();
+        }
+        fleet
+    }
+
+    fn add_node(&mut self, alias: &str) {
+        let d = self.dir.path();
+        let port = free_port();
+        let bin = super::repo().join("tests/bin");
+        let config = d.join(format!("sshd_{alias}.conf"));
+        let text = format!(
+            "Port {port}\nListenAddress 127.0.0.1\nHostKey {host}\nAuthorizedKeysFile {auth}\nPidFile {d}/sshd_{alias}.pid\n\
+             PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nUseDNS no\nStrictModes no\n\
+             PermitRootLogin yes\nMaxSessions 10\nLogLevel ERROR\n\
+             SetEnv PATH={bin}:/usr/local/bin:/usr/bin:/bin SHLVL=1 PCT_DOUBLE_ROOT={d}/pct\n",
+            host = d.join("host_ed25519").display(),
+            auth = d.join("authorized_keys").display(),
+            d = d.display(),
+            bin = bin.display(),
+        );
+        std::fs::write(&config, text).unwrap();
+        self.nodes.push(Node {
+            alias: alias.to_string(),
+            port,
+            config,
+            child: None,
+        });
+    }
+
+    /// ssh_config (aliases → ports) and known_hosts for the client side.
+    pub fn write_client_files(&self) {
+        let d = self.dir.path();
+        let host_pub = std::fs::read_to_string(d.join("host_ed25519.pub")).unwrap();
+        let key: Vec<&str> = host_pub.split_whitespace().take(2).collect();
+        let mut known = String::new();
+        let mut cfg = String::new();
+        for n in &self.nodes {
+            known.push_str(&format!("[127.0.0.1]:{} {} {}\n", n.port, key[0], key[1]));
+            cfg.push_str(&format!(
+                "Host {}\n  HostName 127.0.0.1\n  Port {}\n  User root\n",
+                n.alias, n.port
+            ));
+        }
+        cfg.push_str(&format!(
+            "Host *\n  IdentityFile {}\n  IdentitiesOnly yes\n  UserKnownHostsFile {}\n  GlobalKnownHostsFile /dev/null\n  BatchMode yes\n  KexAlgorithms curve25519-sha256\n  LogLevel ERROR\n",
+            d.join("client_ed25519").display(),
+            d.join("known_hosts").display()
+        ));
+        std::fs::write(d.join("known_hosts"), known).unwrap();
+        std::fs::write(d.join("ssh_config"), cfg).unwrap();
+    }
+
+    pub fn ssh_config(&self) -> PathBuf {
+        self.dir.path().join("ssh_config")
+    }
+
+    pub fn known_hosts(&self) -> PathBuf {
+        self.dir.path().join("known_hosts")
+    }
+
+    /// Creates container `ctid` in the pct double; returns its root dir on the node.
+    pub fn container(&self, ctid: u32) -> PathBuf {
+        let ct = self.dir.path().join(format!("pct/ct/{ctid}"));
+        std::fs::create_dir_all(ct.join("tmp")).unwrap();
+        std::fs::create_dir_all(ct.join("root")).unwrap();
+        ct
+    }
+
+    pub fn node(&mut self, alias: &str) -> &mut Node {
+        self.nodes
+            .iter_mut()
+            .find(|n| n.alias == alias)
+            .expect("node")
+    }
+
+    /// `--ssh-config` args for runbook.
+    pub fn args(&self) -> Vec<String> {
+        vec![
+            "--ssh-config".into(),
+            self.ssh_config().display().to_string(),
+        ]
+    }
+}
+
+impl Node {
+    pub fn start(&mut self) {
+        let child = Command::new(SSHD)
+            .args(["-D", "-e", "-f"])
+            .arg(&self.config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start sshd");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "sshd on port {} did not start",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Kills the listener and every session process of this instance (dropping live
+    /// connections), as a crashed or rebooted host would.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        // Session processes are children of the listener but outlive it: find them by
+        // their config file on the command line... they do not carry it, so kill by port.
+        let _ = Command::new("pkill")
+            .args(["-KILL", "-f", &format!("sshd: root@notty.*{}", self.port)])
+            .status();
+        let _ = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "for p in $(ss -Htnp state established '( sport = :{0} )' 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u); do kill -KILL $p; done",
+                self.port
+            ))
+            .status();
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        for n in &mut self.nodes {
+            n.kill();
+        }
+    }
+}

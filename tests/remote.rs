@@ -1,0 +1,100 @@
+//! Remote targets against a real OpenSSH sshd on 127.0.0.1 (see common/sshd.rs) and the
+//! `pct` test double (tests/bin/pct).
+mod common;
+use common::sshd::Fleet;
+use common::*;
+
+fn run_remote(
+    env: &Env,
+    fleet: &Fleet,
+    file: &std::path::Path,
+    extra: &[&str],
+) -> std::process::Output {
+    env.cmd()
+        .arg("run")
+        .arg(file)
+        .args(fleet.args())
+        .args(["--yes", "--json"])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn exec_over_ssh_and_inside_a_container() {
+    require_sshd!();
+    let fleet = Fleet::start(1);
+    let ct = fleet.container(200);
+    let env = Env::new();
+    let rb = env.write(
+        "remote.lua",
+        r#"
+runbook { name = "remote" }
+local node = target("node1")
+local box = node:pct(200)
+step("on the node", function()
+  local r = node:exec({ "printf", "%s|", "a b", "$HOME", "it's", "" })
+  if r.stdout ~= "a b|$HOME|it's||" then fail("node got: " .. r.stdout) end
+end)
+step("in the container", function()
+  box:exec({ "touch", "/tmp/made-inside" })
+  local r = box:exec({ "sh", "-c", "ls /tmp" }, { read_only = true })
+  if not r.stdout:find("made-inside", 1, true) then fail("not inside: " .. r.stdout) end
+  local env_cwd = box:exec({ "sh", "-c", 'printf "%s %s" "$PWD" "$X"' }, { env = { X = "v 1" }, cwd = "/tmp" })
+  if env_cwd.stdout ~= "/tmp v 1" then fail("env/cwd: " .. env_cwd.stdout) end
+end)
+"#,
+    );
+    let out = run_remote(&env, &fleet, &rb, &[]);
+    assert!(
+        out.status.success(),
+        "stderr: {}\nstdout: {}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        ct.join("tmp/made-inside").exists(),
+        "the file is in container 200's /tmp"
+    );
+    assert!(
+        !std::path::Path::new("/tmp/made-inside").exists(),
+        "and not in the node's /tmp"
+    );
+}
+
+#[test]
+fn preview_shows_the_outermost_command_line() {
+    require_sshd!();
+    let fleet = Fleet::start(1);
+    let env = Env::new();
+    let rb = env.write(
+        "preview.lua",
+        r#"
+runbook { name = "preview" }
+local box = target("node1"):pct(200)
+step("clear", function() box:exec({ "rm", "-rf", "--", "/tmp/torchinductor_root" }) end)
+"#,
+    );
+    let out = env
+        .cmd()
+        .arg("run")
+        .arg(&rb)
+        .args(fleet.args())
+        .args(["--dry-run", "--offline"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let expected = format!(
+        "$ ssh -F {} node1 -- 'pct exec 200 -- rm -rf -- /tmp/torchinductor_root'",
+        fleet.ssh_config().display()
+    );
+    assert!(
+        stderr.contains(&expected),
+        "preview lacks {expected}:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("node1/ct200: rm -rf -- /tmp/torchinductor_root"),
+        "{stderr}"
+    );
+}
