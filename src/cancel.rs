@@ -23,6 +23,16 @@ fn record(exit_code: i32) {
     SIGNALS.fetch_add(1, Ordering::SeqCst);
 }
 
+/// Signals received so far (readable from any thread).
+pub fn signal_count() -> u32 {
+    SIGNALS.load(Ordering::SeqCst)
+}
+
+/// The exit code the first signal asks for (130 or 143), 0 when none came.
+pub fn first_exit_code() -> i32 {
+    FIRST_EXIT_CODE.load(Ordering::SeqCst)
+}
+
 #[derive(Default)]
 pub struct Cancel {
     notify: Notify,

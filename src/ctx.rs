@@ -98,6 +98,8 @@ pub struct Ctx {
     pub dir: Option<PathBuf>,
     /// Targets by name, and the connections of this run.
     pub targets: Registry,
+    /// `file:line` the instruction hook last saw: where an out-of-memory error happened.
+    pub last_location: RefCell<String>,
 }
 
 impl Ctx {
@@ -129,6 +131,7 @@ impl Ctx {
             label,
             dir,
             targets: Registry::new(remote),
+            last_location: RefCell::new(String::new()),
         }
     }
 

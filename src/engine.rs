@@ -73,15 +73,23 @@ pub fn load(
     ctx.deadline.set(None);
     if let Err(e) = result {
         let msg = error_message(&e);
-        if msg == "timed out" {
+        if let Some(at) = msg.strip_suffix(&format!(": {}", sandbox::TIMED_OUT)) {
             return Err(Error::invalid(format!(
-                "{}: the top level of the file ran for over {}s; put work inside step() functions",
-                source.label,
+                "{at}: the top level of the file ran for over {}s; put work inside step() functions",
                 LOAD_BUDGET.as_secs()
             )));
         }
-        if msg == "interrupted" {
+        if msg.ends_with(&format!(": {}", sandbox::INTERRUPTED)) {
             return Err(Error::Interrupted(ctx.cancel.exit_code()));
+        }
+        if matches!(e, mlua::Error::MemoryError(_)) {
+            let near = ctx.last_location.borrow().clone();
+            let at = if near.is_empty() {
+                source.label.clone()
+            } else {
+                near
+            };
+            return Err(Error::invalid(format!("{at}: {msg}")));
         }
         return Err(Error::invalid(msg));
     }
@@ -122,13 +130,17 @@ fn check_globals(lua: &Lua, source: &Source) -> Result<()> {
                 g.name
             );
         } else {
-            problems.push(format!(
-                "{}:{}: unknown global '{}'{}",
-                source.label,
-                g.line,
-                g.name,
-                crate::suggest::hint(&g.name, known_refs.iter().copied())
-            ));
+            let why = match sandbox::REMOVED.iter().find(|(n, _)| *n == g.name) {
+                Some((_, why)) => {
+                    format!("'{}' is not available in runbooks (sandbox): {why}", g.name)
+                }
+                None => format!(
+                    "unknown global '{}'{}",
+                    g.name,
+                    crate::suggest::hint(&g.name, known_refs.iter().copied())
+                ),
+            };
+            problems.push(format!("{}:{}: {why}", source.label, g.line));
         }
     }
     if problems.is_empty() {
@@ -216,6 +228,7 @@ pub async fn run(req: RunRequest) -> Result<i32> {
             record_path.display()
         )));
     }
+    crate::watchdog::start(record_path.clone());
     let started = Instant::now();
     let tally = run_steps(&loaded, &resume, req.timeout).await;
     ctx.targets.close_all().await;
@@ -441,7 +454,7 @@ async fn run_steps(loaded: &Loaded, resume: &ResumePlan, run_timeout: Option<Dur
             skip(ctx, &mut tally, index, step, format!("done in run {prev}"));
             continue;
         }
-        let outcome = run_step(ctx, index, step, run_deadline).await;
+        let outcome = run_step(ctx, index, step, run_deadline, run_timeout).await;
         match outcome {
             StepOutcome::Skipped(reason) => skip(ctx, &mut tally, index, step, reason),
             StepOutcome::Ok => tally.ok += 1,
@@ -490,6 +503,7 @@ async fn run_step(
     index: usize,
     step: &StepDecl,
     run_deadline: Option<Instant>,
+    run_timeout: Option<Duration>,
 ) -> StepOutcome {
     // Work in this step is interrupted by the *next* signal: after a Ctrl-C, `always`
     // steps still run, and a second Ctrl-C stops them.
@@ -528,8 +542,11 @@ async fn run_step(
             changed: false,
         }));
         ctx.deadline.set(deadline);
+        *ctx.last_location.borrow_mut() = step.location.clone();
+        crate::watchdog::arm(index, &step.name, deadline);
         let started = Instant::now();
         let result = step.func.call_async::<()>(()).await;
+        crate::watchdog::disarm();
         let changed = ctx.step.get().is_some_and(|c| c.changed);
         ctx.step.set(None);
         ctx.deadline.set(None);
@@ -548,30 +565,47 @@ async fn run_step(
         };
         let aborted = ctx.aborted();
         let run_over = run_deadline.is_some_and(|d| Instant::now() >= d);
+        let raw = error_message(&err);
+        // Aborts arrive as `file:line: timed out` / `file:line: interrupted`.
+        let at = raw
+            .strip_suffix(&format!(": {}", sandbox::TIMED_OUT))
+            .or_else(|| raw.strip_suffix(&format!(": {}", sandbox::INTERRUPTED)))
+            .unwrap_or(&step.location)
+            .to_string();
         let msg = if aborted {
             let sig = if ctx.cancel.exit_code() == 143 {
                 "SIGTERM"
             } else {
                 "SIGINT"
             };
-            format!("interrupted ({sig})")
+            format!("{at}: interrupted ({sig})")
         } else if deadline.is_some_and(|d| Instant::now() >= d) {
-            if run_over
-                && step
-                    .opts
-                    .timeout
-                    .is_none_or(|t| started + t > run_deadline.unwrap_or(started))
-            {
-                "the run's --timeout ran out".to_string()
-            } else {
-                format!(
-                    "{}: step timed out after {}",
-                    step.location,
+            let own_first = step
+                .opts
+                .timeout
+                .is_some_and(|t| Some(started + t) <= run_deadline);
+            match run_timeout {
+                Some(rt) if run_over && !own_first => {
+                    format!(
+                        "{at}: the run's --timeout ({}) ran out",
+                        duration::short(rt)
+                    )
+                }
+                _ => format!(
+                    "{at}: step timed out after {}",
                     duration::short(step.opts.timeout.unwrap_or_default())
-                )
+                ),
             }
+        } else if matches!(strip_callback(&err), mlua::Error::MemoryError(_)) {
+            let near = ctx.last_location.borrow().clone();
+            let at = if near.is_empty() {
+                step.location.clone()
+            } else {
+                near
+            };
+            format!("{at}: {raw}")
         } else {
-            error_message(&err)
+            raw
         };
         if attempt < attempts && !aborted && !run_over {
             ctx.bus.emit(Event::Log {
@@ -644,4 +678,14 @@ fn hostname() -> String {
     }
     let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
     String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// The error under mlua's callback wrappers.
+fn strip_callback(e: &mlua::Error) -> &mlua::Error {
+    match e {
+        mlua::Error::CallbackError { cause, .. } | mlua::Error::WithContext { cause, .. } => {
+            strip_callback(cause)
+        }
+        other => other,
+    }
 }

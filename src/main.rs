@@ -22,6 +22,7 @@ mod source;
 mod state;
 mod suggest;
 mod targets;
+mod watchdog;
 
 use clap::Parser;
 use std::process::ExitCode;

@@ -26,7 +26,7 @@ pub const MEMORY_LIMIT: usize = 256 * 1024 * 1024;
 const HOOK_EVERY: u32 = 10_000;
 
 /// Globals a user coming from plain Lua may reach for, with the reason they are absent.
-const REMOVED: &[(&str, &str)] = &[
+pub const REMOVED: &[(&str, &str)] = &[
     ("io", "runbooks cannot open files directly; run a command on a target, e.g. t:exec({ \"cat\", path })"),
     ("os", "runbooks cannot run programs or read the environment directly; use t:exec() or t:shell() on a target"),
     ("debug", "the debug library could break the sandbox"),
@@ -118,6 +118,7 @@ fn valid_module_name(name: &str) -> bool {
 
 fn install_require(lua: &Lua) -> mlua::Result<()> {
     let loaded = lua.create_table()?;
+    let loading: std::cell::RefCell<Vec<String>> = std::cell::RefCell::new(Vec::new());
     let require = lua.create_function(move |lua, name: String| {
         if let Ok(v) = loaded.raw_get::<Value>(name.as_str()) {
             if !v.is_nil() {
@@ -125,6 +126,12 @@ fn install_require(lua: &Lua) -> mlua::Result<()> {
             }
         }
         let loc = location(lua);
+        if loading.borrow().contains(&name) {
+            let chain = loading.borrow().join(" → ");
+            return Err(mlua::Error::runtime(format!(
+                "{loc}: require(\"{name}\"): circular require ({chain} → {name})"
+            )));
+        }
         if !valid_module_name(&name) {
             return Err(mlua::Error::runtime(format!(
                 "{loc}: require(\"{name}\"): module names are dotted words (e.g. \"runbook.text\" or \"helpers\"); paths, '..' and '/' are not allowed"
@@ -171,7 +178,13 @@ fn install_require(lua: &Lua) -> mlua::Result<()> {
             (src, label)
         };
         let chunk = compile(lua, &source, &label)?;
-        let value: Value = chunk.call(name.clone())?;
+        loading.borrow_mut().push(name.clone());
+        let value = chunk.call::<Value>(name.clone());
+        loading.borrow_mut().pop();
+        // Name the line that asked for the module as well as the line inside it that failed.
+        let value = value.map_err(|e| {
+            mlua::Error::runtime(format!("{loc}: require(\"{name}\") failed: {}", lua_api::error_message(&e)))
+        })?;
         let value = if value.is_nil() { Value::Boolean(true) } else { value };
         loaded.raw_set(name.as_str(), value.clone())?;
         Ok(value)
@@ -184,30 +197,35 @@ fn install_hook(lua: &Lua) -> mlua::Result<()> {
         HookTriggers::new().every_nth_instruction(HOOK_EVERY),
         |lua, _debug| {
             let ctx = lua_api::ctx(lua);
-            if ctx.aborted() {
-                return Err(mlua::Error::runtime("interrupted"));
-            }
-            if ctx.past_deadline() {
-                return Err(mlua::Error::runtime("timed out"));
-            }
+            let loc = location(lua);
+            abort_check(&ctx, &loc)?;
+            crate::watchdog::seen_at(&loc);
+            // Remembered for errors that carry no position (out of memory).
+            *ctx.last_location.borrow_mut() = loc;
             Ok(VmState::Continue)
         },
     )
 }
 
+/// Errors once the running step is interrupted or out of time. The message is
+/// `file:line: interrupted` or `file:line: timed out`; the engine words the rest.
+pub fn abort_check(ctx: &crate::ctx::Ctx, loc: &str) -> mlua::Result<()> {
+    if ctx.aborted() {
+        return Err(mlua::Error::runtime(format!("{loc}: {INTERRUPTED}")));
+    }
+    if ctx.past_deadline() {
+        return Err(mlua::Error::runtime(format!("{loc}: {TIMED_OUT}")));
+    }
+    Ok(())
+}
+
+pub const INTERRUPTED: &str = "interrupted";
+pub const TIMED_OUT: &str = "timed out";
+
 /// `pcall`, `xpcall` and `coroutine.resume` re-raise once the step is interrupted or out
 /// of time, so a runbook cannot catch its own timeout and loop on.
 fn install_abort_aware_pcall(lua: &Lua) -> mlua::Result<()> {
-    let check = lua.create_function(|lua, ()| {
-        let ctx = lua_api::ctx(lua);
-        if ctx.aborted() {
-            return Err(mlua::Error::runtime("interrupted"));
-        }
-        if ctx.past_deadline() {
-            return Err(mlua::Error::runtime("timed out"));
-        }
-        Ok(())
-    })?;
+    let check = lua.create_function(|lua, ()| abort_check(&lua_api::ctx(lua), &location(lua)))?;
     let globals = lua.globals();
     let coroutine: Table = globals.get("coroutine")?;
     lua.load(
@@ -215,7 +233,11 @@ fn install_abort_aware_pcall(lua: &Lua) -> mlua::Result<()> {
         local raw_pcall, raw_xpcall, raw_resume, check, coroutine = ...
         local function after(ok, ...) check() return ok, ... end
         pcall = function(...) return after(raw_pcall(...)) end
-        xpcall = function(...) return after(raw_xpcall(...)) end
+        -- The handler runs before the stack unwinds, while hooks are still off after a
+        -- hook raised the abort: check first, so it cannot loop on unbounded.
+        xpcall = function(f, handler, ...)
+          return after(raw_xpcall(f, function(...) check() return handler(...) end, ...))
+        end
         coroutine.resume = function(...) return after(raw_resume(...)) end
         "#,
     )

@@ -50,17 +50,15 @@ async fn sleep(lua: Lua, d: Value) -> mlua::Result<()> {
     };
     let until = std::time::Instant::now() + d;
     let until = ctx.deadline.get().map_or(until, |dl| dl.min(until));
+    let loc = super::location(&lua);
     loop {
         if ctx.aborted() {
-            return Err(mlua::Error::runtime("interrupted"));
+            return crate::sandbox::abort_check(&ctx, &loc);
         }
         tokio::select! {
             _ = tokio::time::sleep_until(until.into()) => break,
             _ = ctx.cancel.notified() => {}
         }
     }
-    if ctx.past_deadline() {
-        return Err(mlua::Error::runtime("timed out"));
-    }
-    Ok(())
+    crate::sandbox::abort_check(&ctx, &loc)
 }

@@ -429,10 +429,16 @@ async fn run(
         Performed::Ran(out) => out,
     };
     if out.interrupted {
-        return Err(mlua::Error::runtime("interrupted"));
+        return Err(mlua::Error::runtime(format!(
+            "{loc}: {}",
+            crate::sandbox::INTERRUPTED
+        )));
     }
     if out.deadline_hit {
-        return Err(mlua::Error::runtime("timed out"));
+        return Err(mlua::Error::runtime(format!(
+            "{loc}: {}",
+            crate::sandbox::TIMED_OUT
+        )));
     }
     let ok = out.code == Some(0) && !out.timed_out;
     result.raw_set("ok", ok)?;

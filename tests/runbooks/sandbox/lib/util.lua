@@ -1,0 +1,2 @@
+-- A module in a folder beside the sandbox runbooks: require("lib.util").
+return { answer = 42 }

@@ -1,0 +1,14 @@
+-- An endless loop at the top level ends at the load budget (exit 2).
+runbook {
+  name = "sandbox-loop-top",
+  description = "Sandbox escape attempt; the test checks that it fails and changes nothing",
+  params = { canary = { type = "path", required = true, help = "a file that must stay as it is" } },
+}
+local here = target("local")
+
+step("first", function()
+  -- Runs only if the file got past loading: it would delete the canary.
+  here:exec({ "rm", "-f", "--", params.canary })
+end)
+
+while true do end -- ESCAPE

@@ -1,0 +1,17 @@
+-- A table that grows for ever hits the Lua memory limit.
+runbook {
+  name = "sandbox-memory-table",
+  description = "Sandbox escape attempt; the test checks that it fails and changes nothing",
+  params = { canary = { type = "path", required = true, help = "a file that must stay as it is" } },
+}
+local here = target("local")
+
+step("escape", function()
+  local t = {}
+  while true do t[#t + 1] = {} end -- ESCAPE
+end)
+
+step("after", function()
+  -- Runs only if the escape did not stop the run: it would delete the canary.
+  here:exec({ "rm", "-f", "--", params.canary })
+end)

@@ -1,0 +1,17 @@
+-- A module that requires itself is a clean error that names the line.
+runbook {
+  name = "sandbox-recursion-require",
+  description = "Sandbox escape attempt; the test checks that it fails and changes nothing",
+  params = { canary = { type = "path", required = true, help = "a file that must stay as it is" } },
+}
+local here = target("local")
+
+step("escape", function()
+  local m = require("require_cycle") -- ESCAPE
+  here:exec({ "rm", "-f", "--", params.canary })
+end)
+
+step("after", function()
+  -- Runs only if the escape did not stop the run: it would delete the canary.
+  here:exec({ "rm", "-f", "--", params.canary })
+end)

@@ -1,0 +1,2 @@
+-- A module that requires itself (used by recursion_require.lua).
+return require("require_cycle")

@@ -1,0 +1,14 @@
+-- require() of a path at the top level stops loading (exit 2).
+runbook {
+  name = "sandbox-require-top",
+  description = "Sandbox escape attempt; the test checks that it fails and changes nothing",
+  params = { canary = { type = "path", required = true, help = "a file that must stay as it is" } },
+}
+local here = target("local")
+
+step("first", function()
+  -- Runs only if the file got past loading: it would delete the canary.
+  here:exec({ "rm", "-f", "--", params.canary })
+end)
+
+local passwd = require("/etc/passwd") -- ESCAPE

@@ -1,0 +1,16 @@
+-- A misspelt global inside a step is refused before any step runs, naming it, with a suggestion.
+runbook {
+  name = "sandbox-unknown-global-step",
+  description = "Sandbox escape attempt; the test checks that it fails and changes nothing",
+  params = { canary = { type = "path", required = true, help = "a file that must stay as it is" } },
+}
+local here = target("local")
+
+step("escape", function()
+  here:exec({ "rm", "-f", "--", prams.canary }) -- ESCAPE
+end)
+
+step("after", function()
+  -- Runs only if the escape did not stop the run: it would delete the canary.
+  here:exec({ "rm", "-f", "--", params.canary })
+end)

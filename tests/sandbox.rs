@@ -1,0 +1,736 @@
+//! The Lua sandbox holds: each escape attempt (files, programs, the environment, modules
+//! from outside the runbook's folder, bytecode, endless loops, memory bombs, deep
+//! recursion, the removed libraries, tampering with `_G` and `string`) fails with an
+//! error that names the runbook file and line, exits with the documented code (2 when
+//! the file never got to run a step, 1 when a step failed) and changes nothing.
+//!
+//! A removed global (`io`, `os`, `debug`, …) or a misspelt one read anywhere in the file,
+//! step bodies included, is caught by the static check when the file loads (exit 2); the
+//! strict `_G` metatable catches the same names at run time when they are computed
+//! (`_G[name]`), which `dynamic_global.lua` covers.
+//!
+//! "Changes nothing" is checked with a canary: a file in the test's temp dir that the
+//! escape would overwrite or delete, and that the step after the escape (or, for
+//! load-time errors, the file's first step) would delete if it ran.
+//!
+//! The fixtures live in `tests/runbooks/sandbox/`; each test copies that folder into its
+//! temp dir as `rb/` (so `require` sees the helper modules beside the runbooks, and
+//! symlinks out of the folder can be made) and runs `rb/NAME.lua`, so messages name the
+//! file as `rb/NAME.lua`. The line an error must name is marked `-- ESCAPE` in the
+//! fixture.
+
+mod common;
+use common::*;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const FIXTURES: &str = "tests/runbooks/sandbox";
+const CANARY: &str = "untouched\n";
+/// How long any run may take before the test kills it and fails (a hang is a failure).
+const HANG: Duration = Duration::from_secs(30);
+/// How long a run that should stop at a 1s timeout may take, with room for a slow CI box.
+const SOON: Duration = Duration::from_secs(8);
+
+struct Sandbox {
+    env: Env,
+    canary: PathBuf,
+}
+
+struct Outcome {
+    /// None when the process died from a signal (a crash, or killed after `HANG`).
+    code: Option<i32>,
+    stderr: String,
+    took: Duration,
+}
+
+impl std::fmt::Debug for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit {:?} after {:?}\n--- stderr ---\n{}",
+            self.code, self.took, self.stderr
+        )
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let dest = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &dest);
+        } else {
+            std::fs::copy(entry.path(), &dest).unwrap();
+        }
+    }
+}
+
+/// The 1-based line of the fixture marked `-- ESCAPE`.
+fn escape_line(fixture: &str) -> usize {
+    let text = std::fs::read_to_string(repo().join(FIXTURES).join(fixture)).unwrap();
+    let lines: Vec<usize> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains("-- ESCAPE"))
+        .map(|(i, _)| i + 1)
+        .collect();
+    assert_eq!(lines.len(), 1, "{fixture} marks exactly one line -- ESCAPE");
+    lines[0]
+}
+
+/// `rb/NAME.lua:LINE:`, how an error names the escape line.
+fn loc(fixture: &str) -> String {
+    format!("rb/{fixture}:{}:", escape_line(fixture))
+}
+
+impl Sandbox {
+    fn new() -> Self {
+        let env = Env::new();
+        copy_dir(&repo().join(FIXTURES), &env.tmp.path().join("rb"));
+        let canary = env.scratch().join("canary");
+        std::fs::write(&canary, CANARY).unwrap();
+        Sandbox { env, canary }
+    }
+
+    fn rb(&self) -> PathBuf {
+        self.env.tmp.path().join("rb")
+    }
+
+    /// `runbook run rb/FIXTURE --yes --set canary=…` plus `extra`.
+    fn run(&self, fixture: &str, extra: &[&str]) -> Outcome {
+        self.run_limited(fixture, extra, HANG)
+    }
+
+    fn run_limited(&self, fixture: &str, extra: &[&str], limit: Duration) -> Outcome {
+        let canary = format!("canary={}", self.canary.display());
+        self.run_args(fixture, &[&["--set", &canary], extra].concat(), limit)
+    }
+
+    /// `runbook run rb/FIXTURE --yes` plus `args`, for fixtures without a canary param.
+    fn run_plain(&self, fixture: &str) -> Outcome {
+        self.run_args(fixture, &[], HANG)
+    }
+
+    fn run_args(&self, fixture: &str, args: &[&str], limit: Duration) -> Outcome {
+        let started = Instant::now();
+        let out = self
+            .env
+            .cmd()
+            .args(["run", &format!("rb/{fixture}"), "--yes"])
+            .args(args)
+            .timeout(limit)
+            .output()
+            .expect("runbook starts");
+        Outcome {
+            code: out.status.code(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            took: started.elapsed(),
+        }
+    }
+
+    fn assert_canary_untouched(&self, o: &Outcome) {
+        let now = std::fs::read_to_string(&self.canary).ok();
+        assert_eq!(
+            now.as_deref(),
+            Some(CANARY),
+            "the canary {} changed (or is gone): something escaped\n{o:?}",
+            self.canary.display()
+        );
+    }
+
+    /// Exit 2, `error: rb/FIXTURE:LINE: …MSG…`, no run record (no step ran), canary as it was.
+    fn assert_refused_at_load(&self, o: &Outcome, fixture: &str, msg: &str) {
+        assert_eq!(o.code, Some(2), "an invalid runbook exits 2\n{o:?}");
+        let line = line_with(o, &format!("error: {} ", loc(fixture)));
+        assert!(line.contains(msg), "the error says `{msg}`\n{o:?}");
+        assert_eq!(
+            self.env.record_count(),
+            0,
+            "the run never started, so there is no run record\n{o:?}"
+        );
+        self.assert_canary_untouched(o);
+    }
+
+    /// Exit 1, `✗ escape` then `rb/FIXTURE:LINE: …MSG…` on stderr and in the record,
+    /// the step after it skipped, canary as it was.
+    fn assert_step_failed(&self, o: &Outcome, fixture: &str, msg: &str) {
+        let at = format!("{} ", loc(fixture));
+        self.assert_step_failed_with(o, &at);
+        let line = line_with(o, &at);
+        assert!(line.contains(msg), "the error says `{msg}`\n{o:?}");
+        let events = self.env.last_record();
+        let error = step_error(&events, "escape");
+        assert!(
+            error.contains(&at) && error.contains(msg),
+            "the record's error names the line and says `{msg}`: {error}"
+        );
+    }
+
+    /// Like `assert_step_failed`, for a message that is not `FILE:LINE: …`.
+    fn assert_step_failed_with(&self, o: &Outcome, want: &str) {
+        assert_eq!(o.code, Some(1), "a failed step exits 1\n{o:?}");
+        let cross = o
+            .stderr
+            .find("✗ escape")
+            .unwrap_or_else(|| panic!("stderr has `✗ escape`\n{o:?}"));
+        let msg = o
+            .stderr
+            .find(want)
+            .unwrap_or_else(|| panic!("stderr has `{want}`\n{o:?}"));
+        assert!(cross < msg, "the message follows the ✗ line\n{o:?}");
+        let events = self.env.last_record();
+        assert!(
+            events
+                .iter()
+                .any(|e| e["event"] == "step_skipped" && e["name"] == "after"),
+            "the step after the escape was skipped: {events:#?}"
+        );
+        self.assert_canary_untouched(o);
+    }
+}
+
+/// The stderr line that contains `want` (the test fails when none does).
+fn line_with<'a>(o: &'a Outcome, want: &str) -> &'a str {
+    o.stderr
+        .lines()
+        .find(|l| l.contains(want))
+        .unwrap_or_else(|| panic!("stderr has `{want}`\n{o:?}"))
+}
+
+/// The error of the failed step NAME in a run record.
+fn step_error(events: &[Value], name: &str) -> String {
+    let ev = events
+        .iter()
+        .find(|e| e["event"] == "step_finished" && e["name"] == name)
+        .unwrap_or_else(|| panic!("step {name} finished: {events:#?}"));
+    assert_eq!(ev["outcome"], "failed", "{ev}");
+    ev["error"].as_str().unwrap_or_default().to_string()
+}
+
+fn assert_success(o: &Outcome) {
+    assert_eq!(o.code, Some(0), "the run succeeds\n{o:?}");
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. files
+
+#[test]
+fn io_open_in_a_step_is_refused_before_any_step_runs() {
+    let sb = Sandbox::new();
+    let o = sb.run("io_open_step.lua", &[]);
+    sb.assert_refused_at_load(&o, "io_open_step.lua", "'io'");
+}
+
+#[test]
+fn io_open_at_the_top_level_is_refused() {
+    let sb = Sandbox::new();
+    let o = sb.run("io_open_top.lua", &[]);
+    sb.assert_refused_at_load(
+        &o,
+        "io_open_top.lua",
+        "'io' is not available in runbooks (sandbox)",
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. programs and the environment
+
+#[test]
+fn os_execute_in_a_step_is_refused_before_any_step_runs() {
+    let sb = Sandbox::new();
+    let o = sb.run("os_execute_step.lua", &[]);
+    sb.assert_refused_at_load(&o, "os_execute_step.lua", "'os'");
+}
+
+#[test]
+fn os_getenv_is_refused() {
+    let sb = Sandbox::new();
+    let o = sb.run("os_getenv_top.lua", &[]);
+    sb.assert_refused_at_load(
+        &o,
+        "os_getenv_top.lua",
+        "'os' is not available in runbooks (sandbox): runbooks cannot run programs or read the environment directly",
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. require
+
+/// A module outside the runbook's folder that require must never hand out.
+fn plant_outside_modules(sb: &Sandbox) {
+    let tmp = sb.env.tmp.path();
+    std::fs::write(tmp.join("x.lua"), "return { escaped = true }\n").unwrap();
+    std::fs::create_dir_all(tmp.join("outside")).unwrap();
+    std::fs::write(tmp.join("outside/evil.lua"), "return { escaped = true }\n").unwrap();
+    std::os::unix::fs::symlink("../outside/evil.lua", sb.rb().join("linked.lua")).unwrap();
+    std::os::unix::fs::symlink("../outside", sb.rb().join("linkdir")).unwrap();
+}
+
+fn assert_require_refused(module: &str, msg: &str) {
+    let sb = Sandbox::new();
+    plant_outside_modules(&sb);
+    let o = sb.run(
+        "require_blocked.lua",
+        &["--set", &format!("module={module}")],
+    );
+    sb.assert_step_failed(
+        &o,
+        "require_blocked.lua",
+        &format!("require(\"{module}\"): {msg}"),
+    );
+}
+
+#[test]
+fn require_of_a_standard_library_name_is_refused() {
+    assert_require_refused("os", "no module 'rb/os.lua' beside the runbook");
+}
+
+#[test]
+fn require_of_a_parent_path_is_refused() {
+    assert_require_refused(
+        "../x",
+        "module names are dotted words (e.g. \"runbook.text\" or \"helpers\"); paths, '..' and '/' are not allowed",
+    );
+}
+
+#[test]
+fn require_of_an_absolute_path_is_refused() {
+    assert_require_refused("/etc/passwd", "module names are dotted words");
+}
+
+#[test]
+fn require_of_a_module_symlinked_out_of_the_folder_is_refused() {
+    assert_require_refused(
+        "linked",
+        "no module 'rb/linked.lua' beside the runbook (modules must be Lua files in the runbook's folder, not links out of it)",
+    );
+}
+
+#[test]
+fn require_through_a_folder_symlinked_out_of_the_folder_is_refused() {
+    assert_require_refused(
+        "linkdir.evil",
+        "no module 'rb/linkdir/evil.lua' beside the runbook",
+    );
+}
+
+#[test]
+fn require_of_a_path_at_the_top_level_is_refused() {
+    let sb = Sandbox::new();
+    let o = sb.run("require_top.lua", &[]);
+    sb.assert_refused_at_load(
+        &o,
+        "require_top.lua",
+        "require(\"/etc/passwd\"): module names are dotted words",
+    );
+}
+
+#[test]
+fn require_of_the_stdlib_and_of_files_beside_the_runbook_works() {
+    let sb = Sandbox::new();
+    let o = sb.run_plain("require_ok.lua");
+    assert_success(&o);
+    for want in [
+        "text: trimmed",
+        "helper: hello runbook from helper.lua",
+        "util: 42",
+        "same table: true",
+    ] {
+        assert!(o.stderr.contains(want), "stderr has `{want}`\n{o:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. bytecode and loading code
+
+#[test]
+fn load_of_bytecode_is_refused() {
+    let sb = Sandbox::new();
+    let o = sb.run("load_bytecode.lua", &[]);
+    sb.assert_step_failed(
+        &o,
+        "load_bytecode.lua",
+        "load: bytecode is not allowed in runbooks (text chunks only)",
+    );
+}
+
+#[test]
+fn string_dump_is_refused() {
+    let sb = Sandbox::new();
+    let o = sb.run("string_dump.lua", &[]);
+    sb.assert_step_failed(
+        &o,
+        "string_dump.lua",
+        "string.dump is disabled in runbooks (bytecode is not allowed)",
+    );
+}
+
+#[test]
+fn dofile_is_refused() {
+    let sb = Sandbox::new();
+    let o = sb.run("dofile_top.lua", &[]);
+    sb.assert_refused_at_load(
+        &o,
+        "dofile_top.lua",
+        "'dofile' is not available in runbooks (sandbox): load code with require() from a file beside the runbook",
+    );
+}
+
+#[test]
+fn loadfile_in_a_step_is_refused_before_any_step_runs() {
+    let sb = Sandbox::new();
+    let o = sb.run("loadfile_step.lua", &[]);
+    sb.assert_refused_at_load(&o, "loadfile_step.lua", "'loadfile'");
+}
+
+#[test]
+fn load_of_text_still_works_and_only_as_text() {
+    let sb = Sandbox::new();
+    let o = sb.run_plain("load_text_ok.lua");
+    assert_success(&o);
+    for want in [
+        "text chunk: 2",
+        "mode b, text chunk: 3",
+        "reader with bytecode: nil attempt to load a binary chunk",
+        "loaded chunk sees io: false",
+    ] {
+        assert!(o.stderr.contains(want), "stderr has `{want}`\n{o:?}");
+    }
+}
+
+#[test]
+fn a_bytecode_runbook_file_is_refused() {
+    let sb = Sandbox::new();
+    std::fs::write(
+        sb.rb().join("bytecode.lua"),
+        b"\x1bLua\x54\x00\x19\x93\r\n\x1a\nrest of a chunk",
+    )
+    .unwrap();
+    let o = sb.run("bytecode.lua", &[]);
+    assert_eq!(o.code, Some(2), "{o:?}");
+    // A bytecode file has no source lines to name; the file is named.
+    assert!(
+        o.stderr.contains(
+            "error: rb/bytecode.lua: this is a precompiled (bytecode) chunk; runbooks must be Lua source text"
+        ),
+        "{o:?}"
+    );
+    assert_eq!(sb.env.record_count(), 0);
+    sb.assert_canary_untouched(&o);
+}
+
+// ---------------------------------------------------------------------------------------
+// 5. endless loops
+
+fn assert_ended_soon(o: &Outcome) {
+    assert!(
+        o.took >= Duration::from_millis(900),
+        "the loop ran until the 1s timeout\n{o:?}"
+    );
+    assert!(
+        o.took < SOON,
+        "the loop ended soon after the timeout\n{o:?}"
+    );
+}
+
+#[test]
+fn endless_loop_ends_at_the_step_timeout() {
+    let sb = Sandbox::new();
+    let o = sb.run("loop_step_timeout.lua", &[]);
+    sb.assert_step_failed(&o, "loop_step_timeout.lua", "step timed out after 1.0s");
+    assert_ended_soon(&o);
+}
+
+#[test]
+fn endless_loop_ends_at_the_run_timeout() {
+    let sb = Sandbox::new();
+    let o = sb.run("loop_run_timeout.lua", &["--timeout", "1s"]);
+    sb.assert_step_failed_with(&o, "the run's --timeout (1.0s) ran out");
+    assert_ended_soon(&o);
+}
+
+#[test]
+fn run_timeout_message_names_the_file_and_line() {
+    let sb = Sandbox::new();
+    let o = sb.run("loop_run_timeout.lua", &["--timeout", "1s"]);
+    sb.assert_step_failed(&o, "loop_run_timeout.lua", "");
+    assert!(o.stderr.contains("--timeout"), "{o:?}");
+}
+
+#[test]
+fn pcall_cannot_swallow_the_timeout() {
+    let sb = Sandbox::new();
+    let o = sb.run("loop_pcall.lua", &[]);
+    sb.assert_step_failed(&o, "loop_pcall.lua", "step timed out after 1.0s");
+    assert_ended_soon(&o);
+}
+
+#[test]
+fn coroutine_resume_cannot_swallow_the_timeout() {
+    let sb = Sandbox::new();
+    let o = sb.run("loop_coroutine.lua", &[]);
+    sb.assert_step_failed(&o, "loop_coroutine.lua", "step timed out after 1.0s");
+    assert_ended_soon(&o);
+}
+
+#[test]
+fn xpcall_message_handler_cannot_outlive_the_timeout() {
+    let sb = Sandbox::new();
+    let o = sb.run_limited("loop_xpcall_handler.lua", &[], Duration::from_secs(6));
+    sb.assert_step_failed(&o, "loop_xpcall_handler.lua", "step timed out after 1.0s");
+    assert_ended_soon(&o);
+}
+
+#[test]
+fn a_backtracking_pattern_ends_at_the_step_timeout() {
+    let sb = Sandbox::new();
+    // One call into C never returns to the VM, so the hook cannot stop it: the watchdog
+    // ends the run 10 s past the deadline and closes the record.
+    let o = sb.run_limited("pattern_backtrack.lua", &[], Duration::from_secs(30));
+    assert_eq!(o.code, Some(1), "{o:?}");
+    assert!(
+        o.stderr.contains("step timed out, but did not stop"),
+        "{o:?}"
+    );
+    assert!(o.took < Duration::from_secs(20), "{o:?}");
+    let events = sb.env.last_record();
+    assert_eq!(
+        events.last().unwrap()["event"],
+        "run_finished",
+        "{events:#?}"
+    );
+    sb.assert_canary_untouched(&o);
+}
+
+/// The load budget is fixed (10s), so this test takes that long.
+#[test]
+fn endless_loop_at_the_top_level_ends_at_the_load_budget() {
+    let sb = Sandbox::new();
+    let o = sb.run("loop_top.lua", &[]);
+    assert_eq!(o.code, Some(2), "{o:?}");
+    assert!(
+        o.stderr.contains(
+            "error: rb/loop_top.lua:14: the top level of the file ran for over 10s; put work inside step() functions"
+        ),
+        "{o:?}"
+    );
+    assert!(o.took < Duration::from_secs(20), "{o:?}");
+    assert_eq!(sb.env.record_count(), 0);
+    sb.assert_canary_untouched(&o);
+}
+
+#[test]
+fn endless_loop_at_the_top_level_names_the_line() {
+    let sb = Sandbox::new();
+    let o = sb.run("loop_top.lua", &[]);
+    sb.assert_refused_at_load(&o, "loop_top.lua", "");
+}
+
+// ---------------------------------------------------------------------------------------
+// 6. memory
+
+#[test]
+fn string_rep_of_2_gib_fails_cleanly() {
+    let sb = Sandbox::new();
+    let o = sb.run("memory_rep_2g.lua", &[]);
+    // Lua refuses a string over 2^31-1 bytes before allocating anything ("resulting
+    // string too large"); either that or the memory limit must stop the step at its line.
+    let at = loc("memory_rep_2g.lua");
+    assert!(
+        o.stderr
+            .contains(&format!("{at} resulting string too large"))
+            || o.stderr.contains("out of memory"),
+        "{o:?}"
+    );
+    sb.assert_step_failed_with(&o, &at);
+}
+
+#[test]
+fn string_rep_of_1_gib_hits_the_memory_limit() {
+    let sb = Sandbox::new();
+    let o = sb.run("memory_rep_1g.lua", &[]);
+    sb.assert_step_failed_with(
+        &o,
+        "out of memory: the runbook went over its Lua memory limit (256 MiB)",
+    );
+}
+
+#[test]
+fn a_growing_table_hits_the_memory_limit() {
+    let sb = Sandbox::new();
+    let o = sb.run("memory_table.lua", &[]);
+    sb.assert_step_failed_with(
+        &o,
+        "out of memory: the runbook went over its Lua memory limit (256 MiB)",
+    );
+}
+
+#[test]
+fn a_memory_bomb_at_the_top_level_is_refused() {
+    let sb = Sandbox::new();
+    let o = sb.run("memory_top.lua", &[]);
+    assert_eq!(o.code, Some(2), "{o:?}");
+    assert!(
+        o.stderr
+            .contains("out of memory: the runbook went over its Lua memory limit (256 MiB)"),
+        "{o:?}"
+    );
+    assert_eq!(sb.env.record_count(), 0);
+    sb.assert_canary_untouched(&o);
+}
+
+#[test]
+fn memory_limit_errors_name_the_file_and_line() {
+    let sb = Sandbox::new();
+    let o = sb.run("memory_rep_1g.lua", &[]);
+    sb.assert_step_failed(&o, "memory_rep_1g.lua", "out of memory");
+    let o = sb.run("memory_table.lua", &[]);
+    sb.assert_step_failed(&o, "memory_table.lua", "out of memory");
+    // At the top level, before the instruction hook has seen any line, an allocation
+    // failure can only be pinned to the file.
+    let o = sb.run("memory_top.lua", &[]);
+    assert_eq!(o.code, Some(2), "{o:?}");
+    assert!(
+        o.stderr.contains("error: rb/memory_top.lua: out of memory"),
+        "{o:?}"
+    );
+    sb.assert_canary_untouched(&o);
+}
+
+// ---------------------------------------------------------------------------------------
+// 7. recursion
+
+#[test]
+fn deep_recursion_is_a_clean_error() {
+    let sb = Sandbox::new();
+    let o = sb.run("recursion.lua", &[]);
+    sb.assert_step_failed(&o, "recursion.lua", "stack overflow");
+}
+
+#[test]
+fn recursion_through_a_metamethod_is_a_clean_error() {
+    let sb = Sandbox::new();
+    let o = sb.run("recursion_metamethod.lua", &[]);
+    sb.assert_step_failed(&o, "recursion_metamethod.lua", "C stack overflow");
+}
+
+#[test]
+fn deep_recursion_at_the_top_level_is_refused() {
+    let sb = Sandbox::new();
+    let o = sb.run("recursion_top.lua", &[]);
+    sb.assert_refused_at_load(&o, "recursion_top.lua", "stack overflow");
+}
+
+#[test]
+fn a_module_that_requires_itself_is_a_clean_error() {
+    let sb = Sandbox::new();
+    let o = sb.run("recursion_require.lua", &[]);
+    sb.assert_step_failed_with(&o, "circular require (require_cycle → require_cycle)");
+}
+
+#[test]
+fn a_module_that_requires_itself_names_the_file_and_line() {
+    let sb = Sandbox::new();
+    let o = sb.run("recursion_require.lua", &[]);
+    sb.assert_step_failed(&o, "recursion_require.lua", "");
+}
+
+// ---------------------------------------------------------------------------------------
+// 8. removed libraries and tampering
+
+#[test]
+fn debug_in_a_step_is_refused_before_any_step_runs() {
+    let sb = Sandbox::new();
+    let o = sb.run("debug_step.lua", &[]);
+    sb.assert_refused_at_load(&o, "debug_step.lua", "'debug'");
+}
+
+/// What the sandbox says about each removed global, as the strict `_G` metatable words it.
+const REMOVED: &[(&str, &str)] = &[
+    ("io", "'io' is not available in runbooks (sandbox): runbooks cannot open files directly; run a command on a target"),
+    ("os", "'os' is not available in runbooks (sandbox): runbooks cannot run programs or read the environment directly; use t:exec() or t:shell() on a target"),
+    ("debug", "'debug' is not available in runbooks (sandbox): the debug library could break the sandbox"),
+    ("package", "'package' is not available in runbooks (sandbox): modules come from require(\"runbook.NAME\") or Lua files beside the runbook"),
+    ("dofile", "'dofile' is not available in runbooks (sandbox): load code with require() from a file beside the runbook"),
+    ("loadfile", "'loadfile' is not available in runbooks (sandbox): load code with require() from a file beside the runbook"),
+];
+
+#[test]
+fn removed_globals_looked_up_at_run_time_are_refused_with_a_reason() {
+    for (name, reason) in REMOVED {
+        let sb = Sandbox::new();
+        let o = sb.run("dynamic_global.lua", &["--set", &format!("name={name}")]);
+        sb.assert_step_failed(&o, "dynamic_global.lua", reason);
+    }
+}
+
+#[test]
+fn removed_globals_in_a_step_are_refused_with_a_reason() {
+    for (fixture, name) in [
+        ("io_open_step.lua", "io"),
+        ("os_execute_step.lua", "os"),
+        ("debug_step.lua", "debug"),
+        ("loadfile_step.lua", "loadfile"),
+    ] {
+        let sb = Sandbox::new();
+        let o = sb.run(fixture, &[]);
+        let reason = REMOVED.iter().find(|(n, _)| *n == name).unwrap().1;
+        sb.assert_refused_at_load(&o, fixture, reason);
+    }
+}
+
+#[test]
+fn package_is_absent_with_a_reason() {
+    let sb = Sandbox::new();
+    let o = sb.run("package_top.lua", &[]);
+    sb.assert_refused_at_load(
+        &o,
+        "package_top.lua",
+        "'package' is not available in runbooks (sandbox): modules come from require(\"runbook.NAME\") or Lua files beside the runbook",
+    );
+}
+
+#[test]
+fn tampering_with_globals_and_string_reaches_nothing() {
+    let sb = Sandbox::new();
+    let o = sb.run("tamper.lua", &[]);
+    assert!(
+        o.stderr.contains("trimmed: ok"),
+        "the stdlib still works\n{o:?}"
+    );
+    // Without the strict-globals metatable `io` is a plain nil: the checks before the
+    // escape line passed (else `fail` would name their line) and io.open finds nothing.
+    sb.assert_step_failed(
+        &o,
+        "tamper.lua",
+        "attempt to index a nil value (field 'io')",
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// 9. unknown globals
+
+#[test]
+fn a_misspelt_global_at_the_top_level_suggests_the_name() {
+    let sb = Sandbox::new();
+    let o = sb.run("unknown_global_top.lua", &[]);
+    sb.assert_refused_at_load(
+        &o,
+        "unknown_global_top.lua",
+        "unknown global 'targt'; did you mean 'target'?",
+    );
+}
+
+#[test]
+fn a_misspelt_global_in_a_step_suggests_the_name_before_any_step_runs() {
+    let sb = Sandbox::new();
+    let o = sb.run("unknown_global_step.lua", &[]);
+    sb.assert_refused_at_load(
+        &o,
+        "unknown_global_step.lua",
+        "unknown global 'prams'; did you mean 'params'?",
+    );
+}
