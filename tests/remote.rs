@@ -98,3 +98,58 @@ step("clear", function() box:exec({ "rm", "-rf", "--", "/tmp/torchinductor_root"
         "{stderr}"
     );
 }
+
+#[test]
+fn parallel_over_a_fleet_with_one_host_down() {
+    require_sshd!();
+    let mut fleet = Fleet::start(6);
+    fleet.node("node3").kill();
+    let env = Env::new();
+    let marks = env.scratch();
+    let rb = env.write(
+        "fleet.lua",
+        &format!(
+            r#"
+runbook {{ name = "fleet" }}
+local hosts = {{}}
+for i = 1, 6 do hosts[i] = target("node" .. i) end
+step("touch everywhere", function()
+  parallel(hosts, function(t)
+    t:exec({{ "touch", "{marks}/" .. t.name }})
+    return t.name
+  end, {{ limit = 3 }})
+end)
+step("after", {{ always = true }}, function() log.info("cleanup ran") end)
+"#,
+            marks = marks.display()
+        ),
+    );
+    let out = run_remote(&env, &fleet, &rb, &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for i in [1, 2, 4, 5, 6] {
+        assert!(
+            marks.join(format!("node{i}")).exists(),
+            "node{i} did its work"
+        );
+    }
+    assert!(!marks.join("node3").exists());
+    let events = parse_ndjson(&out.stdout);
+    let failed = events
+        .iter()
+        .find(|e| e["event"] == "step_finished" && e["name"] == "touch everywhere")
+        .unwrap();
+    let error = failed["error"].as_str().unwrap();
+    assert!(error.contains("1 of 6 failed"), "{error}");
+    assert!(
+        error.contains("node3: ") && error.contains("Connection refused"),
+        "{error}"
+    );
+    assert!(events
+        .iter()
+        .any(|e| e["event"] == "log" && e["message"] == "cleanup ran"));
+}

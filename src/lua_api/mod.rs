@@ -7,6 +7,7 @@
 
 pub mod control;
 pub mod log;
+pub mod parallel;
 pub mod runbook;
 pub mod step;
 pub mod target;
@@ -22,6 +23,7 @@ pub fn register_all(lua: &Lua) -> mlua::Result<()> {
     step::register(lua)?;
     target::register(lua)?;
     log::register(lua)?;
+    parallel::register(lua)?;
     control::register(lua)?;
     Ok(())
 }

@@ -1,0 +1,136 @@
+//! `parallel()`: fan-out over targets (or any items) as Lua coroutines on the one runtime
+//! thread, not an OS thread per host.
+
+use super::{check_keys, err_at, require_running};
+use crate::events::Event;
+use mlua::{Function, Lua, Table, Value};
+use std::rc::Rc;
+use tokio::sync::Semaphore;
+
+const PARALLEL_KEYS: &[&str] = &["limit"];
+const DEFAULT_LIMIT: usize = 8;
+
+pub fn register(lua: &Lua) -> mlua::Result<()> {
+    lua.globals()
+        .raw_set("parallel", lua.create_async_function(parallel)?)
+}
+
+/// Lua: parallel(items, fn, [opts]) -> results
+///
+/// Calls `fn(item)` for every item of the list concurrently, at most `limit` at a time
+/// (default 8; commands on one SSH host share its connection, up to 8 channels). Every
+/// item runs to the end even when others fail; then, if any failed, the step fails with
+/// one line per failed item. Returns the list of `fn`'s results, in item order.
+///
+/// ```lua
+/// step("uptime everywhere", function()
+///   parallel(targets("gpu"), function(t) t:exec({ "uptime" }, { read_only = true }) end, { limit = 8 })
+/// end)
+/// ```
+async fn parallel(
+    lua: Lua,
+    (items, func, opts): (Value, Value, Option<Table>),
+) -> mlua::Result<Table> {
+    let ctx = require_running(&lua, "parallel()")?;
+    let Value::Table(items) = items else {
+        return Err(err_at(
+            &lua,
+            "parallel(): the first argument is a list of items (e.g. targets(\"gpu\"))",
+        ));
+    };
+    let Value::Function(func) = func else {
+        return Err(err_at(
+            &lua,
+            "parallel(): the second argument is a function called with each item",
+        ));
+    };
+    let mut limit = DEFAULT_LIMIT;
+    if let Some(t) = &opts {
+        check_keys(&lua, t, PARALLEL_KEYS, "parallel()")?;
+        match t.get::<Value>("limit")? {
+            Value::Nil => {}
+            Value::Integer(n) if n >= 1 => limit = n as usize,
+            other => {
+                return Err(err_at(
+                    &lua,
+                    format!(
+                        "parallel(): limit must be a whole number of at least 1, got {}",
+                        other.type_name()
+                    ),
+                ))
+            }
+        }
+    }
+    let items: Vec<Value> = items
+        .sequence_values::<Value>()
+        .collect::<mlua::Result<_>>()?;
+    let total = items.len();
+    let slots = Rc::new(Semaphore::new(limit));
+    let mut tasks = Vec::with_capacity(total);
+    for (i, item) in items.into_iter().enumerate() {
+        let label = label_of(&item, i);
+        let func: Function = func.clone();
+        let slots = slots.clone();
+        tasks.push((
+            label,
+            tokio::task::spawn_local(async move {
+                let _slot = slots.acquire().await;
+                func.call_async::<Value>(item).await
+            }),
+        ));
+    }
+    let results = lua.create_table()?;
+    let mut failures = Vec::new();
+    for (i, (label, task)) in tasks.into_iter().enumerate() {
+        let outcome = task
+            .await
+            .map_err(|e| mlua::Error::runtime(format!("parallel(): item {label} panicked: {e}")))?;
+        let step = ctx.step.get().map(|s| s.index);
+        match outcome {
+            Ok(v) => {
+                results.raw_set(i + 1, v)?;
+                ctx.bus.emit(Event::Log {
+                    step,
+                    level: "info".into(),
+                    message: format!("[{}/{total}] {label}: ok", i + 1),
+                });
+            }
+            Err(e) => {
+                let msg = super::error_message(&e);
+                ctx.bus.emit(Event::Log {
+                    step,
+                    level: "error".into(),
+                    message: format!("[{}/{total}] {label}: {msg}", i + 1),
+                });
+                failures.push(format!("  {label}: {msg}"));
+            }
+        }
+    }
+    if failures.is_empty() {
+        return Ok(results);
+    }
+    // An abort (timeout, Ctrl-C) is reported as such by the engine, not as item failures.
+    crate::sandbox::abort_check(&ctx, &super::location(&lua))?;
+    Err(err_at(
+        &lua,
+        format!(
+            "parallel(): {} of {total} failed:\n{}",
+            failures.len(),
+            failures.join("\n")
+        ),
+    ))
+}
+
+/// How an item is named in progress lines: a target's name, a string, or its position.
+fn label_of(item: &Value, i: usize) -> String {
+    if let Value::UserData(ud) = item {
+        if let Ok(t) = ud.borrow::<super::target::TargetHandle>() {
+            return t.0.name();
+        }
+    }
+    match item {
+        Value::String(s) => s.to_string_lossy(),
+        Value::Integer(n) => n.to_string(),
+        _ => format!("item {}", i + 1),
+    }
+}
