@@ -74,6 +74,9 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, String>
         });
         return Ok(Performed::Planned);
     }
+    if ctx.mode == Mode::Real && action.effect == Effect::Change {
+        ctx.locks.ensure(action.target).await?;
+    }
     ctx.bus.emit(Event::ActionStarted {
         step,
         action: id,

@@ -128,6 +128,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub timeout: Option<Duration>,
 
+    /// How long to wait when another run holds the lock on a target this run changes.
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "0s")]
+    pub lock_wait: Duration,
+
     #[command(flatten)]
     pub remote: RemoteArgs,
 }

@@ -98,6 +98,8 @@ pub struct Ctx {
     pub dir: Option<PathBuf>,
     /// Targets by name, and the connections of this run.
     pub targets: Registry,
+    /// Run locks on the targets this run changes.
+    pub locks: crate::locks::Locks,
     /// `file:line` the instruction hook last saw: where an out-of-memory error happened.
     pub last_location: RefCell<String>,
 }
@@ -130,6 +132,7 @@ impl Ctx {
             },
             label,
             dir,
+            locks: crate::locks::Locks::new(remote.lock_wait),
             targets: Registry::new(remote),
             last_location: RefCell::new(String::new()),
         }

@@ -229,8 +229,15 @@ pub async fn run(req: RunRequest) -> Result<i32> {
         )));
     }
     crate::watchdog::start(record_path.clone());
+    ctx.locks.set_holder(format!(
+        "run {run_id} by {}@{} (pid {})",
+        whoami(),
+        hostname(),
+        std::process::id()
+    ));
     let started = Instant::now();
     let tally = run_steps(&loaded, &resume, req.timeout).await;
+    ctx.locks.release_all().await;
     ctx.targets.close_all().await;
     let interrupted = cancel.count() > 0;
     let (outcome, code) = if interrupted {

@@ -12,6 +12,7 @@ mod error;
 mod events;
 mod inventory;
 mod lint;
+mod locks;
 mod lua_api;
 mod params;
 mod quote;

@@ -97,6 +97,7 @@ fn spawn(env: &Env, args: &[&str]) -> Running {
     let child = std::process::Command::new(assert_cmd::cargo::cargo_bin!("runbook"))
         .args(args)
         .env("RUNBOOK_STATE_DIR", env.state())
+        .env("RUNBOOK_LOCK_FILE", env.tmp.path().join("runbook.lock"))
         .env("NO_COLOR", "1")
         .env_remove("RUNBOOK_LOG")
         .current_dir(env.tmp.path())

@@ -153,3 +153,73 @@ step("after", {{ always = true }}, function() log.info("cleanup ran") end)
         .iter()
         .any(|e| e["event"] == "log" && e["message"] == "cleanup ran"));
 }
+
+/// Two runs changing the same target: the second fails naming the first, unless it waits.
+#[test]
+fn a_run_lock_keeps_two_runs_apart() {
+    require_sshd!();
+    let fleet = Fleet::start(1);
+    fleet.container(200);
+    let env = Env::new();
+    let started = env.scratch().join("started");
+    let rb = env.write(
+        "hold.lua",
+        &format!(
+            r#"
+runbook {{ name = "hold", params = {{ sleep = {{ default = "0" }} }} }}
+local box = target("node1"):pct(200)
+step("change", function()
+  box:exec({{ "touch", "/tmp/x" }})
+  target("local"):exec({{ "touch", "{started}" }})
+  box:exec({{ "sleep", params.sleep }})
+end)
+"#,
+            started = started.display()
+        ),
+    );
+    let bin = assert_cmd::cargo::cargo_bin!("runbook");
+    let mut first = std::process::Command::new(bin)
+        .arg("run")
+        .arg(&rb)
+        .args(fleet.args())
+        .args(["--yes", "--set", "sleep=3"])
+        .env("RUNBOOK_STATE_DIR", env.state())
+        .env("RUNBOOK_LOCK_FILE", env.tmp.path().join("runbook.lock"))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !started.exists() {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(10),
+            "the first run started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let busy = env
+        .cmd()
+        .arg("run")
+        .arg(&rb)
+        .args(fleet.args())
+        .args(["--yes"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&busy.stderr);
+    assert_eq!(busy.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("node1/ct200 is locked by run "), "{stderr}");
+    assert!(stderr.contains("--lock-wait"), "{stderr}");
+    let waited = env
+        .cmd()
+        .arg("run")
+        .arg(&rb)
+        .args(fleet.args())
+        .args(["--yes", "--lock-wait", "20s"])
+        .output()
+        .unwrap();
+    assert!(
+        waited.status.success(),
+        "{}",
+        String::from_utf8_lossy(&waited.stderr)
+    );
+    assert!(first.wait().unwrap().success());
+}

@@ -69,5 +69,6 @@ pub fn remote_settings(args: &RemoteArgs) -> Result<RemoteSettings> {
             ..SshSettings::default()
         },
         inventory,
+        lock_wait: std::time::Duration::ZERO,
     })
 }

@@ -24,7 +24,11 @@ pub async fn run(args: RunArgs, verbose: bool, quiet: bool) -> Result<i32> {
         state_dir: state::state_dir(args.state_dir),
         timeout: args.timeout,
         term: TerminalOptions::detect(verbose, quiet),
-        remote: super::remote_settings(&args.remote)?,
+        remote: {
+            let mut r = super::remote_settings(&args.remote)?;
+            r.lock_wait = args.lock_wait;
+            r
+        },
     })
     .await
 }

@@ -4,6 +4,7 @@
 //! Targets nest: `Pct` wraps any target (its argv becomes `pct exec ID -- argv` there),
 //! so every chain ends at a *base*: this machine or an SSH connection.
 
+pub mod hold;
 pub mod local;
 pub mod pump;
 pub mod registry;

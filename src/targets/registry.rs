@@ -15,6 +15,8 @@ use std::rc::Rc;
 pub struct RemoteSettings {
     pub ssh: SshSettings,
     pub inventory: Option<Rc<Inventory>>,
+    /// `--lock-wait`: how long to wait for another run's lock on a target.
+    pub lock_wait: std::time::Duration,
 }
 
 pub struct Registry {

@@ -207,6 +207,19 @@ impl SshHost {
         }
     }
 
+    /// The master connection, opened now if needed (no interruption while connecting).
+    pub async fn connected(&self) -> Result<Rc<Session>, String> {
+        let quiet = |_: super::Stream, _: &str| {};
+        let cancel = crate::cancel::Cancel::default();
+        let io = ExecIo {
+            on_line: &quiet,
+            deadline: None,
+            cancel: &cancel,
+            abort_at: u32::MAX,
+        };
+        self.session(&io).await
+    }
+
     async fn session(&self, io: &ExecIo<'_>) -> Result<Rc<Session>, String> {
         if let Some(s) = self.session.borrow().clone() {
             return Ok(s);

@@ -44,6 +44,7 @@ impl Env {
     pub fn cmd(&self) -> Command {
         let mut c = Command::new(assert_cmd::cargo::cargo_bin!("runbook"));
         c.env("RUNBOOK_STATE_DIR", self.state())
+            .env("RUNBOOK_LOCK_FILE", self.tmp.path().join("runbook.lock"))
             .env("NO_COLOR", "1")
             .env_remove("RUNBOOK_LOG")
             .current_dir(self.tmp.path());

@@ -97,7 +97,7 @@ impl Fleet {
             "Port {port}\nListenAddress 127.0.0.1\nHostKey {host}\nAuthorizedKeysFile {auth}\nPidFile {d}/sshd_{alias}.pid\n\
              PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nUseDNS no\nStrictModes no\n\
              PermitRootLogin yes\nMaxSessions 10\nLogLevel ERROR\n\
-             SetEnv PATH={bin}:/usr/local/bin:/usr/bin:/bin SHLVL=1 PCT_DOUBLE_ROOT={d}/pct\n",
+             SetEnv PATH={bin}:/usr/local/bin:/usr/bin:/bin SHLVL=1 PCT_DOUBLE_ROOT={d}/pct RUNBOOK_LOCK_FILE=/tmp/runbook-{alias}-{port}.lock\n",
             host = d.join("host_ed25519").display(),
             auth = d.join("authorized_keys").display(),
             d = d.display(),

@@ -1,0 +1,111 @@
+//! Two runs that change the same target must not overlap. Before its first change on a
+//! target, a real run takes an exclusive `flock` on `/tmp/runbook.lock` *on that target*
+//! (inside the container for a container), held by a small command whose stdin runbook
+//! keeps open until the run ends; if runbook dies, the connection or pipe closes and the
+//! lock goes with it. A second run waits up to `--lock-wait` and then fails naming the
+//! holder (run id, user, host).
+
+use crate::targets::hold::Holder;
+use crate::targets::Target;
+use std::cell::RefCell;
+use std::ffi::OsString;
+use std::time::Duration;
+
+/// Takes the lock (waiting up to $1 seconds), records who holds it next to it, answers
+/// `locked` (or `busy <holder>`), then holds it until stdin closes. The lock file is
+/// the target's own choice: `$RUNBOOK_LOCK_FILE` in its environment, else
+/// `/tmp/runbook.lock`. A failed redirection would end `sh` silently, hence the probe.
+const LOCK_SCRIPT: &str = r#"wait=$1; who=$2; f=${RUNBOOK_LOCK_FILE:-/tmp/runbook.lock}
+command -v flock >/dev/null 2>&1 || { echo "error: flock is not installed"; exit 0; }
+umask 000
+{ : >>"$f"; } 2>/dev/null || { echo "error: cannot open $f"; exit 0; }
+exec 9>>"$f"
+if [ "$wait" = 0 ]; then flock -n 9; else flock -w "$wait" 9; fi || { printf 'busy %s\n' "$(cat "$f.holder" 2>/dev/null)"; exit 0; }
+printf '%s\n' "$who" > "$f.holder"
+echo locked
+exec cat >/dev/null"#;
+
+pub struct Locks {
+    wait: Duration,
+    who: RefCell<String>,
+    held: RefCell<Vec<(String, Holder)>>,
+    taking: tokio::sync::Mutex<()>,
+}
+
+impl Locks {
+    pub fn new(wait: Duration) -> Self {
+        Locks {
+            wait,
+            who: RefCell::new(String::new()),
+            held: RefCell::new(Vec::new()),
+            taking: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// What a waiting run is told about this one: `run ID by USER@HOST (pid N)`.
+    pub fn set_holder(&self, who: String) {
+        *self.who.borrow_mut() = who;
+    }
+
+    fn holds(&self, key: &str) -> bool {
+        self.held.borrow().iter().any(|(k, _)| k == key)
+    }
+
+    /// Takes the lock on `target` unless this run holds it already.
+    pub async fn ensure(&self, target: &Target) -> Result<(), String> {
+        let key = target.name();
+        if self.holds(&key) {
+            return Ok(());
+        }
+        // Parallel items changing the same target take its lock once.
+        let _one_at_a_time = self.taking.lock().await;
+        if self.holds(&key) {
+            return Ok(());
+        }
+        let secs = self.wait.as_secs().to_string();
+        let argv: Vec<OsString> = vec![
+            "sh".into(),
+            "-c".into(),
+            LOCK_SCRIPT.into(),
+            "sh".into(),
+            secs.into(),
+            self.who.borrow().clone().into(),
+        ];
+        let (holder, answer) = target.hold(argv).await?;
+        match answer.as_deref() {
+            Some("locked") => {
+                self.held.borrow_mut().push((key, holder));
+                Ok(())
+            }
+            Some(busy) if busy.starts_with("busy") => {
+                holder.release().await;
+                let by = busy.trim_start_matches("busy").trim();
+                let by = if by.is_empty() { "another run" } else { by };
+                Err(format!(
+                    "{key} is locked by {by}; waited {}s. Wait longer with --lock-wait DUR",
+                    self.wait.as_secs()
+                ))
+            }
+            Some(other) => {
+                holder.release().await;
+                Err(format!(
+                    "cannot take the run lock on {key}: {}",
+                    other.trim_start_matches("error: ")
+                ))
+            }
+            None => {
+                holder.release().await;
+                Err(format!(
+                    "cannot take the run lock on {key}: the lock command ended without an answer"
+                ))
+            }
+        }
+    }
+
+    pub async fn release_all(&self) {
+        let held: Vec<(String, Holder)> = self.held.borrow_mut().drain(..).collect();
+        for (_, h) in held {
+            h.release().await;
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! Long-lived commands that hold something (a lock) for as long as runbook keeps their
+//! stdin open. Closing stdin, or runbook dying, ends them: nothing is left held.
+
+use super::ssh::SshHost;
+use super::{Base, Target};
+use std::ffi::OsString;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+
+pub enum Holder {
+    Local(tokio::process::Child),
+    Ssh(openssh::Child<std::rc::Rc<openssh::Session>>),
+}
+
+impl Holder {
+    /// Closes the command's stdin and waits (briefly) for it to end.
+    pub async fn release(self) {
+        match self {
+            Holder::Local(mut child) => {
+                drop(child.stdin.take());
+                if tokio::time::timeout(Duration::from_secs(3), child.wait())
+                    .await
+                    .is_err()
+                {
+                    let _ = child.kill().await;
+                }
+            }
+            Holder::Ssh(mut child) => {
+                drop(child.stdin().take());
+                let _ = tokio::time::timeout(Duration::from_secs(3), child.wait()).await;
+            }
+        }
+    }
+}
+
+/// Reads the first line the holding command prints (its answer), or `None` at EOF.
+async fn first_line(out: impl AsyncRead + Unpin) -> Option<String> {
+    let mut line = String::new();
+    match BufReader::new(out).read_line(&mut line).await {
+        Ok(0) | Err(_) => None,
+        Ok(_) => Some(line.trim_end().to_string()),
+    }
+}
+
+impl Target {
+    /// Starts `argv` on this target with stdin held open and returns it with the first
+    /// line it printed.
+    pub async fn hold(&self, argv: Vec<OsString>) -> Result<(Holder, Option<String>), String> {
+        match self.flatten(argv) {
+            (Base::Local, argv) => {
+                let mut child = tokio::process::Command::new(&argv[0])
+                    .args(&argv[1..])
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::null())
+                    .process_group(0)
+                    .kill_on_drop(true)
+                    .spawn()
+                    .map_err(|e| {
+                        format!("cannot start {} on local: {e}", argv[0].to_string_lossy())
+                    })?;
+                let line = first_line(child.stdout.take().expect("piped")).await;
+                Ok((Holder::Local(child), line))
+            }
+            (Base::Ssh(host), argv) => host.hold(&argv).await,
+        }
+    }
+}
+
+impl SshHost {
+    pub async fn hold(&self, argv: &[OsString]) -> Result<(Holder, Option<String>), String> {
+        let session = self.connected().await?;
+        let line = crate::quote::join(argv);
+        let mut cmd = openssh::Session::to_raw_command(session, line);
+        cmd.stdin(openssh::Stdio::piped())
+            .stdout(openssh::Stdio::piped())
+            .stderr(openssh::Stdio::null());
+        let mut child = cmd
+            .spawn()
+            .await
+            .map_err(|e| format!("cannot start a command on {}: {e}", self.name()))?;
+        let answer = first_line(child.stdout().take().expect("piped")).await;
+        Ok((Holder::Ssh(child), answer))
+    }
+}
