@@ -73,11 +73,11 @@ impl Locks {
         ];
         let (holder, answer) = target.hold(argv).await?;
         match answer.as_deref() {
-            Some("locked") => {
+            Ok("locked") => {
                 self.held.borrow_mut().push((key, holder));
                 Ok(())
             }
-            Some(busy) if busy.starts_with("busy") => {
+            Ok(busy) if busy.starts_with("busy") => {
                 holder.release().await;
                 let by = busy.trim_start_matches("busy").trim();
                 let by = if by.is_empty() { "another run" } else { by };
@@ -86,18 +86,21 @@ impl Locks {
                     self.wait.as_secs()
                 ))
             }
-            Some(other) => {
+            Ok(other) => {
                 holder.release().await;
                 Err(format!(
                     "cannot take the run lock on {key}: {}",
                     other.trim_start_matches("error: ")
                 ))
             }
-            None => {
+            Err(stderr) => {
                 holder.release().await;
-                Err(format!(
-                    "cannot take the run lock on {key}: the lock command ended without an answer"
-                ))
+                let why = if stderr.is_empty() {
+                    "the lock command ended without an answer".to_string()
+                } else {
+                    stderr.replace('\n', "; ")
+                };
+                Err(format!("cannot take the run lock on {key}: {why}"))
             }
         }
     }

@@ -6,7 +6,7 @@
 //! implementation and one set of tests (including a round-trip through a real `sh`).
 
 use std::ffi::{OsStr, OsString};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
 /// Rejects what cannot travel as an argv: an empty command, NUL bytes (execve cannot
 /// carry them and a shell would silently truncate at them).
@@ -37,33 +37,45 @@ fn is_safe_byte(b: u8) -> bool {
 /// Quotes one word for a POSIX shell so that the shell yields exactly these bytes back.
 /// Safe words stay bare for readability; everything else is single-quoted, with a single
 /// quote written as `'\''`. Inside single quotes nothing is special (`$`, backticks,
-/// backslashes, newlines, globs), which is why this form round-trips byte for byte.
-pub fn quote_word(word: &OsStr) -> String {
-    let bytes = word.as_bytes();
-    // A leading '=' or '~' and the like are fine; but '#' or '~' at the start are special.
+/// backslashes, newlines, globs), which is why this form round-trips byte for byte,
+/// whatever the bytes (UTF-8 or not).
+pub fn quote_bytes(bytes: &[u8]) -> Vec<u8> {
     if !bytes.is_empty() && bytes.iter().all(|&b| is_safe_byte(b)) && bytes[0] != b'=' {
-        return String::from_utf8_lossy(bytes).into_owned();
+        return bytes.to_vec();
     }
-    let text = String::from_utf8_lossy(bytes);
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('\'');
-    for ch in text.chars() {
-        if ch == '\'' {
-            out.push_str("'\\''");
+    let mut out = Vec::with_capacity(bytes.len() + 2);
+    out.push(b'\'');
+    for &b in bytes {
+        if b == b'\'' {
+            out.extend_from_slice(b"'\\''");
         } else {
-            out.push(ch);
+            out.push(b);
         }
     }
-    out.push('\'');
+    out.push(b'\'');
     out
 }
 
-/// Renders an argv as one shell command line.
+/// The command line a remote shell gets: byte-exact, for sending.
+pub fn join_bytes(argv: &[OsString]) -> OsString {
+    let mut out = Vec::new();
+    for (i, w) in argv.iter().enumerate() {
+        if i > 0 {
+            out.push(b' ');
+        }
+        out.extend(quote_bytes(w.as_bytes()));
+    }
+    OsString::from_vec(out)
+}
+
+/// `quote_bytes` as text, for showing (invalid UTF-8 shows as U+FFFD).
+pub fn quote_word(word: &OsStr) -> String {
+    String::from_utf8_lossy(&quote_bytes(word.as_bytes())).into_owned()
+}
+
+/// Renders an argv as one shell command line, for showing.
 pub fn join(argv: &[OsString]) -> String {
-    argv.iter()
-        .map(|w| quote_word(w))
-        .collect::<Vec<_>>()
-        .join(" ")
+    String::from_utf8_lossy(join_bytes(argv).as_bytes()).into_owned()
 }
 
 /// A copy-pastable command line for a local command with its working directory,

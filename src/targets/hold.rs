@@ -6,7 +6,7 @@ use super::{Base, Target};
 use std::ffi::OsString;
 use std::process::Stdio;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
 
 pub enum Holder {
     Local(tokio::process::Child),
@@ -34,34 +34,51 @@ impl Holder {
     }
 }
 
-/// Reads the first line the holding command prints (its answer), or `None` at EOF.
-async fn first_line(out: impl AsyncRead + Unpin) -> Option<String> {
+/// The first line the holding command prints (its answer); without one, what it said on
+/// stderr (e.g. `pct`'s "does not exist"), so the caller can say why.
+async fn answer(
+    out: impl AsyncRead + Unpin,
+    err: impl AsyncRead + Unpin,
+) -> Result<String, String> {
     let mut line = String::new();
     match BufReader::new(out).read_line(&mut line).await {
-        Ok(0) | Err(_) => None,
-        Ok(_) => Some(line.trim_end().to_string()),
+        Ok(n) if n > 0 => Ok(line.trim_end().to_string()),
+        _ => {
+            let mut text = String::new();
+            let mut limited = BufReader::new(err).take(4096);
+            let _ = tokio::time::timeout(Duration::from_secs(2), limited.read_to_string(&mut text))
+                .await;
+            Err(text.trim().to_string())
+        }
     }
 }
 
 impl Target {
     /// Starts `argv` on this target with stdin held open and returns it with the first
     /// line it printed.
-    pub async fn hold(&self, argv: Vec<OsString>) -> Result<(Holder, Option<String>), String> {
+    pub async fn hold(
+        &self,
+        argv: Vec<OsString>,
+    ) -> Result<(Holder, Result<String, String>), String> {
         match self.flatten(argv) {
             (Base::Local, argv) => {
                 let mut child = tokio::process::Command::new(&argv[0])
                     .args(&argv[1..])
                     .stdin(Stdio::piped())
                     .stdout(Stdio::piped())
-                    .stderr(Stdio::null())
+                    .stderr(Stdio::piped())
                     .process_group(0)
                     .kill_on_drop(true)
                     .spawn()
                     .map_err(|e| {
                         format!("cannot start {} on local: {e}", argv[0].to_string_lossy())
                     })?;
-                let line = first_line(child.stdout.take().expect("piped")).await;
-                Ok((Holder::Local(child), line))
+                let said = answer(
+                    child.stdout.take().expect("piped"),
+                    child.stderr.take().expect("piped"),
+                )
+                .await;
+                Ok((Holder::Local(child), said))
             }
             (Base::Ssh(host), argv) => host.hold(&argv).await,
         }
@@ -69,18 +86,25 @@ impl Target {
 }
 
 impl SshHost {
-    pub async fn hold(&self, argv: &[OsString]) -> Result<(Holder, Option<String>), String> {
+    pub async fn hold(
+        &self,
+        argv: &[OsString],
+    ) -> Result<(Holder, Result<String, String>), String> {
         let session = self.connected().await?;
-        let line = crate::quote::join(argv);
+        let line = crate::quote::join_bytes(argv);
         let mut cmd = openssh::Session::to_raw_command(session, line);
         cmd.stdin(openssh::Stdio::piped())
             .stdout(openssh::Stdio::piped())
-            .stderr(openssh::Stdio::null());
+            .stderr(openssh::Stdio::piped());
         let mut child = cmd
             .spawn()
             .await
             .map_err(|e| format!("cannot start a command on {}: {e}", self.name()))?;
-        let answer = first_line(child.stdout().take().expect("piped")).await;
-        Ok((Holder::Ssh(child), answer))
+        let said = answer(
+            child.stdout().take().expect("piped"),
+            child.stderr().take().expect("piped"),
+        )
+        .await;
+        Ok((Holder::Ssh(child), said))
     }
 }

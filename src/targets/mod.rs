@@ -155,12 +155,17 @@ impl Target {
             return local::run(spawn, io, None).await;
         }
         let inner = wrap::env_and_cwd(req)?;
-        let (base, argv) = self.flatten(wrap::killable(inner));
         let kill = |pgid: u32| -> Pin<Box<dyn Future<Output = ()> + '_>> {
             Box::pin(self.kill_tree(pgid))
         };
-        match base {
-            Base::Local => {
+        if let Target::Ssh(h) = self {
+            let line = wrap::report_pgid_then_exec(&inner);
+            return h
+                .run(line, req.stdin.clone(), req.timeout, io, Some(&kill))
+                .await;
+        }
+        match self.flatten(wrap::killable(inner)) {
+            (Base::Local, argv) => {
                 let spawn = local::Spawn {
                     argv: &argv,
                     env: &[],
@@ -170,9 +175,15 @@ impl Target {
                 };
                 local::run(spawn, io, Some(&kill)).await
             }
-            Base::Ssh(h) => {
-                h.run(&argv, req.stdin.clone(), req.timeout, io, Some(&kill))
-                    .await
+            (Base::Ssh(h), argv) => {
+                h.run(
+                    quote::join_bytes(&argv),
+                    req.stdin.clone(),
+                    req.timeout,
+                    io,
+                    Some(&kill),
+                )
+                .await
             }
         }
     }
@@ -200,7 +211,7 @@ impl Target {
                 };
                 local::run(spawn, &io, None).await
             }
-            Base::Ssh(h) => h.run(&argv, None, None, &io, None).await,
+            Base::Ssh(h) => h.run(quote::join_bytes(&argv), None, None, &io, None).await,
         };
         if let Err(e) = result {
             tracing::warn!(

@@ -280,26 +280,25 @@ impl SshHost {
         }
         let cause = cause.trim().replace('\n', " ");
         let mut msg = format!("cannot connect to {}: {cause}", self.name());
-        if cause.contains("Host key verification failed")
-            || cause.contains("HOST IDENTIFICATION HAS CHANGED")
-        {
-            let port = self
-                .spec
-                .port
-                .map(|p| format!("-p {p} "))
-                .unwrap_or_default();
-            let known = match &self.settings.config {
-                Some(cfg) => format!("the UserKnownHostsFile set in {}", cfg.display()),
-                None => {
-                    "~/.ssh/known_hosts (or the UserKnownHostsFile your ssh config sets)".into()
-                }
-            };
+        let known = match &self.settings.config {
+            Some(cfg) => format!("the known_hosts file set in {}", cfg.display()),
+            None => "~/.ssh/known_hosts (or the UserKnownHostsFile your ssh config sets)".into(),
+        };
+        let by_hand = self.command_prefix();
+        if cause.contains("IDENTIFICATION HAS CHANGED") {
             msg.push_str(&format!(
-                "\nthe host key of {} is unknown or has changed (checked against {known}). \
-                 If you expect this host, compare its fingerprint (`ssh-keyscan {port}{} | ssh-keygen -lf -`) \
-                 and add it to that file; for a new host you may also re-run with --trust-new-hosts \
-                 (accepts unknown keys, never changed ones)",
-                self.spec.host, self.spec.host
+                "\nthe host key of {} has CHANGED since it was recorded in {known}: the host was reinstalled, \
+                 or someone is in the middle. If you know why, remove the old key (ssh-keygen -R HOST) \
+                 and connect once by hand (`{by_hand}`) to check and accept the new fingerprint. \
+                 --trust-new-hosts never accepts a changed key",
+                self.name()
+            ));
+        } else if cause.contains("Host key verification failed") {
+            msg.push_str(&format!(
+                "\nthe host key of {} is not in {known}. Connect once by hand (`{by_hand}`) and compare the \
+                 fingerprint with the one the host's admin gives you, or re-run with --trust-new-hosts to \
+                 accept keys of hosts never seen before (changed keys are still refused)",
+                self.name()
             ));
         }
         msg
@@ -310,10 +309,10 @@ impl SshHost {
         self.session.borrow_mut().take();
     }
 
-    /// Runs `argv` (rendered once by `quote`) as a channel on the master connection.
+    /// Runs a command line (rendered by `quote`) as a channel on the master connection.
     pub async fn run(
         &self,
-        argv: &[OsString],
+        line: OsString,
         stdin: Option<Vec<u8>>,
         timeout: Option<Duration>,
         io: &ExecIo<'_>,
@@ -328,7 +327,6 @@ impl SshHost {
         } else {
             None
         };
-        let line = quote::join(argv);
         let mut cmd = session.raw_command(&line);
         cmd.stdin(if stdin.is_some() {
             Stdio::piped()

@@ -7,6 +7,7 @@
 use super::pump::PGID_MARKER;
 use super::ExecRequest;
 use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
 
 /// `env K=V … sh -c 'cd -- "$1" || exit; shift; exec "$@"' sh DIR argv…`, or less when
 /// there is no env or cwd. Values never enter a script text: they travel as arguments.
@@ -53,11 +54,25 @@ pub fn killable(argv: Vec<OsString>) -> Vec<OsString> {
     out
 }
 
-/// Stops a whole remote process group: TERM, up to 2 s to go, then KILL.
+/// For a command sshd starts directly: sshd already makes the command's shell the leader
+/// of a new session, so the shell reports its own pid (= the group) and `exec`s the
+/// argv in place. No extra process, unlike `killable`.
+pub fn report_pgid_then_exec(argv: &[OsString]) -> OsString {
+    let mut line = format!(
+        r#"printf '{}%s\n' "$$" >&2; exec "#,
+        PGID_MARKER.replace('\u{1e}', "\\036")
+    )
+    .into_bytes();
+    line.extend_from_slice(crate::quote::join_bytes(argv).as_bytes());
+    std::os::unix::ffi::OsStringExt::from_vec(line)
+}
+
+/// Stops a whole remote process group: TERM, up to 2 s to go, then KILL. (`kill -s SIG
+/// -- -PGID` is the spelling both dash and bash accept.)
 pub fn kill_tree(pgid: u32) -> Vec<OsString> {
-    let script = r#"kill -TERM -- "-$1" 2>/dev/null || exit 0
-i=0; while [ $i -lt 20 ]; do kill -0 -- "-$1" 2>/dev/null || exit 0; sleep 0.1; i=$((i+1)); done
-kill -KILL -- "-$1" 2>/dev/null; exit 0"#;
+    let script = r#"kill -s TERM -- "-$1" 2>/dev/null || exit 0
+i=0; while [ $i -lt 20 ]; do kill -s 0 -- "-$1" 2>/dev/null || exit 0; sleep 0.1; i=$((i+1)); done
+kill -s KILL -- "-$1" 2>/dev/null; exit 0"#;
     vec![
         "sh".into(),
         "-c".into(),

@@ -1,0 +1,971 @@
+//! How remote targets fail: host keys, refused and silent ports, a host that dies in the
+//! middle of a command, timeouts and Ctrl-C that must leave no remote process behind,
+//! `pct` errors, and argv words that must reach the remote program byte for byte.
+//!
+//! Every test drives the real `runbook` binary against real sshd instances on 127.0.0.1
+//! (common/sshd.rs) and the `pct` test double (tests/bin/pct). sshd runs on this machine,
+//! so a test can see the files and processes a remote command makes.
+mod common;
+use common::sshd::Fleet;
+use common::*;
+
+use proptest::prelude::*;
+use serde_json::Value;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+// ---------------------------------------------------------------------------------------
+// helpers
+
+/// A Lua string literal holding exactly `bytes`: every byte as a `\ddd` escape.
+fn lua_str(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() * 4 + 2);
+    s.push('"');
+    for b in bytes {
+        s.push_str(&format!("\\{b:03}"));
+    }
+    s.push('"');
+    s
+}
+
+fn lua_path(p: &Path) -> String {
+    lua_str(p.as_os_str().as_encoded_bytes())
+}
+
+/// `runbook run FILE --yes --json [--ssh-config CFG] EXTRA…`, to completion.
+fn run(env: &Env, cfg: Option<&Path>, file: &Path, extra: &[&str]) -> Output {
+    let mut c = env.cmd();
+    c.arg("run").arg(file).args(["--yes", "--json"]);
+    if let Some(cfg) = cfg {
+        c.arg("--ssh-config").arg(cfg);
+    }
+    c.args(extra).timeout(Duration::from_secs(60));
+    c.output().unwrap()
+}
+
+fn show(out: &Output) -> String {
+    format!(
+        "exit: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn events(out: &Output) -> Vec<Value> {
+    parse_ndjson(&out.stdout)
+}
+
+fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["event"] == kind).collect()
+}
+
+/// The error of the last `step_finished` of step `index`.
+fn step_error(events: &[Value], index: u64) -> String {
+    events
+        .iter()
+        .rev()
+        .find(|e| e["event"] == "step_finished" && e["index"] == index)
+        .unwrap_or_else(|| panic!("no step_finished for step {index}: {events:#?}"))["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn step_outcome(events: &[Value], index: u64) -> String {
+    events
+        .iter()
+        .rev()
+        .find(|e| e["event"] == "step_finished" && e["index"] == index)
+        .unwrap_or_else(|| panic!("no step_finished for step {index}: {events:#?}"))["outcome"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The latest run record, checked to be complete: newline-terminated JSON lines from
+/// `run_started` to exactly one `run_finished`.
+fn complete_record(env: &Env) -> Vec<Value> {
+    let dir = env.state().join("runs");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("no runs dir {}: {e}", dir.display()))
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    files.sort_by_key(|p| std::fs::metadata(p).unwrap().modified().unwrap());
+    let text = std::fs::read_to_string(files.last().expect("a record")).unwrap();
+    assert!(text.ends_with('\n'), "the record ends with a full line");
+    let events = env.last_record();
+    assert_eq!(events[0]["event"], "run_started", "{events:#?}");
+    assert_eq!(
+        events.last().unwrap()["event"],
+        "run_finished",
+        "the record ends with run_finished: {events:#?}"
+    );
+    assert_eq!(of_kind(&events, "run_finished").len(), 1, "{events:#?}");
+    events
+}
+
+/// An ssh_config with no sshd behind it: `Host ALIAS` → 127.0.0.1:PORT entries, strict
+/// batch-mode settings, and nothing from ~/.ssh.
+fn bare_config(env: &Env, hosts: &[(&str, u16)]) -> PathBuf {
+    let mut text = String::new();
+    for (alias, port) in hosts {
+        text.push_str(&format!(
+            "Host {alias}\n  HostName 127.0.0.1\n  Port {port}\n  User root\n"
+        ));
+    }
+    text.push_str(
+        "Host *\n  UserKnownHostsFile /dev/null\n  GlobalKnownHostsFile /dev/null\n  BatchMode yes\n  LogLevel ERROR\n",
+    );
+    env.write("ssh_config", &text)
+}
+
+/// A port on 127.0.0.1 that nobody listens on (bound, then released).
+fn closed_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A `runbook` process started in the background, its output going to files.
+struct Running {
+    child: Child,
+    out: PathBuf,
+    err: PathBuf,
+}
+
+impl Running {
+    fn start(env: &Env, cfg: &Path, file: &Path) -> Running {
+        let out = env.tmp.path().join("runbook.stdout");
+        let err = env.tmp.path().join("runbook.stderr");
+        let child = std::process::Command::new(assert_cmd::cargo::cargo_bin!("runbook"))
+            .arg("run")
+            .arg(file)
+            .args(["--yes", "--json", "--ssh-config"])
+            .arg(cfg)
+            .env("RUNBOOK_STATE_DIR", env.state())
+            .env("RUNBOOK_LOCK_FILE", env.tmp.path().join("runbook.lock"))
+            .env("NO_COLOR", "1")
+            .env_remove("RUNBOOK_LOG")
+            .current_dir(env.tmp.path())
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .expect("spawn runbook");
+        Running { child, out, err }
+    }
+
+    fn output(&self) -> String {
+        format!(
+            "--- stdout ---\n{}\n--- stderr ---\n{}",
+            std::fs::read_to_string(&self.out).unwrap_or_default(),
+            std::fs::read_to_string(&self.err).unwrap_or_default()
+        )
+    }
+
+    fn events(&self) -> Vec<Value> {
+        parse_ndjson(&std::fs::read(&self.out).unwrap_or_default())
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: kill only sends a signal to the process this test started.
+        let rc = unsafe { libc::kill(self.child.id() as i32, sig) };
+        assert_eq!(rc, 0, "kill({}, {sig}) failed", self.child.id());
+    }
+
+    /// Waits for the exit code; kills runbook and fails the test after `limit`.
+    fn code(&mut self, limit: Duration) -> i32 {
+        let until = Instant::now() + limit;
+        let status: ExitStatus = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() >= until {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!("runbook did not exit within {limit:?}\n{}", self.output());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        status
+            .code()
+            .unwrap_or_else(|| panic!("runbook died from {status:?}\n{}", self.output()))
+    }
+
+    /// Waits until `path` holds a pid, while runbook still runs.
+    fn wait_pid(&mut self, path: &Path, limit: Duration) -> i32 {
+        let until = Instant::now() + limit;
+        loop {
+            if let Ok(text) = std::fs::read_to_string(path) {
+                if let Ok(pid) = text.trim().parse::<i32>() {
+                    return pid;
+                }
+            }
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!(
+                    "runbook exited ({status:?}) before {} appeared\n{}",
+                    path.display(),
+                    self.output()
+                );
+            }
+            assert!(
+                Instant::now() < until,
+                "{} did not appear within {limit:?}\n{}",
+                path.display(),
+                self.output()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Whether a process is alive (a zombie counts as gone).
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => {
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next())
+                .unwrap_or("?");
+            state != "Z" && state != "X"
+        }
+    }
+}
+
+/// Kills pids this test's runbook started remotely, so that a failing test leaves
+/// nothing behind.
+struct Reap(Vec<i32>);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        for &pid in &self.0 {
+            if alive(pid) {
+                // SAFETY: only sends a signal to a process this test's command started.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                }
+            }
+        }
+    }
+}
+
+/// Polls up to `limit` for `pid` to be gone.
+fn gone_within(pid: i32, limit: Duration) -> bool {
+    let until = Instant::now() + limit;
+    while alive(pid) {
+        if Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+/// The pids `pgrep -f PATTERN` lists (none: empty).
+fn pgrep(pattern: &str) -> Vec<i32> {
+    let out = std::process::Command::new("pgrep")
+        .args(["-f", pattern])
+        .output()
+        .expect("pgrep");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .filter(|&p| alive(p))
+        .collect()
+}
+
+/// Polls up to 3 s until no process matches `pattern`; returns what is left (and kills it,
+/// so that one failure does not leak into later runs).
+fn leftovers(pattern: &str) -> Vec<String> {
+    let until = Instant::now() + Duration::from_secs(3);
+    loop {
+        let pids = pgrep(pattern);
+        if pids.is_empty() {
+            return Vec::new();
+        }
+        if Instant::now() >= until {
+            let described = pids
+                .iter()
+                .map(|p| {
+                    let cmd = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+                    format!("{p}: {}", String::from_utf8_lossy(&cmd).replace('\0', " "))
+                })
+                .collect();
+            drop(Reap(pids));
+            return described;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 1, 2: host keys
+
+const ONE_COMMAND: &str = r#"
+runbook { name = "one-command" }
+local node = target("node1")
+step("probe", function()
+  local r = node:exec({ "echo", "hello" }, { read_only = true })
+  if r.stdout ~= "hello\n" then fail("got " .. r.stdout) end
+end)
+"#;
+
+#[test]
+fn unknown_host_key_fails_unless_trusting_new_hosts() {
+    require_sshd!();
+    let fleet = Fleet::start(1);
+    let port = fleet.nodes[0].port;
+    std::fs::write(fleet.known_hosts(), "").unwrap();
+    let env = Env::new();
+    let rb = env.write("probe.lua", ONE_COMMAND);
+
+    let out = run(&env, Some(&fleet.ssh_config()), &rb, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = step_error(&events(&out), 0);
+    assert!(err.contains("node1"), "names the host: {err}");
+    assert!(
+        err.contains("known_hosts") || err.contains("KnownHostsFile"),
+        "mentions known_hosts: {err}"
+    );
+    assert!(
+        err.contains("--trust-new-hosts"),
+        "suggests --trust-new-hosts: {err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(fleet.known_hosts()).unwrap(),
+        "",
+        "a strict check adds nothing"
+    );
+
+    let out = run(&env, Some(&fleet.ssh_config()), &rb, &["--trust-new-hosts"]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let known = std::fs::read_to_string(fleet.known_hosts()).unwrap();
+    assert!(
+        known.contains(&format!("[127.0.0.1]:{port} ssh-ed25519 ")),
+        "the key was added to known_hosts: {known:?}"
+    );
+}
+
+#[test]
+fn changed_host_key_fails_even_when_trusting_new_hosts() {
+    require_sshd!();
+    let fleet = Fleet::start(1);
+    let port = fleet.nodes[0].port;
+    let env = Env::new();
+    let other = env.tmp.path().join("other_host_key");
+    let st = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", "impostor", "-f"])
+        .arg(&other)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let public = std::fs::read_to_string(other.with_extension("pub")).unwrap();
+    let key: Vec<&str> = public.split_whitespace().take(2).collect();
+    let line = format!("[127.0.0.1]:{port} {} {}\n", key[0], key[1]);
+    std::fs::write(fleet.known_hosts(), &line).unwrap();
+    let rb = env.write("probe.lua", ONE_COMMAND);
+
+    for extra in [&[][..], &["--trust-new-hosts"][..]] {
+        let out = run(&env, Some(&fleet.ssh_config()), &rb, extra);
+        assert_eq!(out.status.code(), Some(1), "{extra:?}\n{}", show(&out));
+        let err = step_error(&events(&out), 0);
+        assert!(err.contains("node1"), "names the host: {err}");
+        assert!(
+            err.to_lowercase().contains("changed"),
+            "says the key changed: {err}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(fleet.known_hosts()).unwrap(),
+            line,
+            "known_hosts is left alone"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 3, 4: nobody there, or nobody answering
+
+#[test]
+fn closed_port_fails_fast_and_retries() {
+    require_sshd!();
+    let env = Env::new();
+    let cfg = bare_config(&env, &[("deadhost", closed_port())]);
+    let rb = env.write(
+        "closed.lua",
+        r#"
+runbook { name = "closed" }
+local node = target("deadhost")
+step("probe", { retries = 2, delay = "100ms" }, function()
+  node:exec({ "true" })
+end)
+"#,
+    );
+    let started = Instant::now();
+    let out = run(&env, Some(&cfg), &rb, &[]);
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(
+        took < Duration::from_secs(5),
+        "3 tries against a closed port took {took:?} (the connect timeout is 10s)"
+    );
+    let ev = events(&out);
+    let err = step_error(&ev, 0);
+    assert!(err.contains("deadhost"), "names the host: {err}");
+    assert!(err.contains("Connection refused"), "says why: {err}");
+    let attempts: Vec<u64> = of_kind(&ev, "step_started")
+        .iter()
+        .map(|e| e["attempt"].as_u64().unwrap())
+        .collect();
+    assert_eq!(attempts, vec![1, 2, 3], "{ev:#?}");
+}
+
+#[test]
+fn silent_host_fails_after_the_connect_timeout() {
+    require_sshd!();
+    // Accepts connections and never says a word.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in listener.incoming() {
+            held.push(s);
+        }
+    });
+    let env = Env::new();
+    let cfg = bare_config(&env, &[]);
+    let rb = env.write(
+        "silent.lua",
+        &format!(
+            r#"
+runbook {{ name = "silent" }}
+local node = ssh("127.0.0.1", {{ port = {port}, connect_timeout = "1s" }})
+step("probe", function()
+  node:exec({{ "true" }})
+end)
+"#
+        ),
+    );
+    let started = Instant::now();
+    let out = run(&env, Some(&cfg), &rb, &[]);
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    assert!(
+        took < Duration::from_secs(5),
+        "a 1s connect timeout took {took:?}"
+    );
+    let err = step_error(&events(&out), 0);
+    assert!(
+        err.contains(&format!("127.0.0.1:{port}")),
+        "names the host: {err}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// 5: the host dies in the middle of a command
+
+#[test]
+fn host_killed_mid_command_is_connection_lost() {
+    require_sshd!();
+    let mut fleet = Fleet::start(1);
+    let env = Env::new();
+    let scratch = env.scratch();
+    let started = scratch.join("started.pid");
+    let always = scratch.join("always");
+    let rb = env.write(
+        "killed.lua",
+        &format!(
+            r#"
+runbook {{ name = "killed" }}
+local node = target("node1")
+step("long", function()
+  node:exec({{ "sh", "-c", 'echo $$ > "$1"; exec sleep 30', "sh", {started} }})
+end)
+step("clean up", {{ always = true }}, function()
+  target("local"):exec({{ "touch", {always} }})
+end)
+"#,
+            started = lua_path(&started),
+            always = lua_path(&always),
+        ),
+    );
+    let mut run = Running::start(&env, &fleet.ssh_config(), &rb);
+    let sleeper = run.wait_pid(&started, Duration::from_secs(5));
+    let _reap = Reap(vec![sleeper]);
+    let killed = Instant::now();
+    fleet.node("node1").kill();
+    let code = run.code(Duration::from_secs(10));
+    let out = run.output();
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        killed.elapsed() < Duration::from_secs(5),
+        "noticing the dead host took {:?}",
+        killed.elapsed()
+    );
+    let ev = run.events();
+    let err = step_error(&ev, 0);
+    assert!(err.contains("connection lost"), "{err}\n{out}");
+    assert!(err.contains("node1"), "names the host: {err}");
+    assert!(!err.contains("exit code 255"), "{err}");
+    assert!(always.exists(), "the always step ran on local\n{out}");
+    assert_ne!(step_outcome(&ev, 1), "failed", "{out}");
+    let record = complete_record(&env);
+    let end = record.last().unwrap();
+    assert_eq!(end["outcome"], "failed", "{end}");
+    assert_eq!(end["exit_code"], 1, "{end}");
+}
+
+#[test]
+fn host_killed_in_parallel_leaves_the_other_host_alone() {
+    require_sshd!();
+    let env = Env::new();
+    let mut fleet = Fleet::start(2);
+    let scratch = env.scratch();
+    let started1 = scratch.join("started1.pid");
+    let started2 = scratch.join("started2.pid");
+    let done2 = scratch.join("done2");
+    let rb = env.write(
+        "parallel_killed.lua",
+        &format!(
+            r#"
+runbook {{ name = "parallel-killed" }}
+local jobs = {{
+  {{ node = target("node1"), mark = {started1} }},
+  {{ node = target("node2"), mark = {started2} }},
+}}
+local results = {{}}
+step("both", function()
+  local ok, err = pcall(parallel, jobs, function(job)
+    job.node:exec({{ "sh", "-c", 'echo $$ > "$1"; exec sleep 3', "sh", job.mark }})
+    results[job.mark] = "ok"
+  end, {{ limit = 2 }})
+  if results[{started2}] == "ok" then
+    target("local"):exec({{ "touch", {done2} }})
+  end
+  if not ok then error(err, 0) end
+end)
+"#,
+            started1 = lua_path(&started1),
+            started2 = lua_path(&started2),
+            done2 = lua_path(&done2),
+        ),
+    );
+    let mut run = Running::start(&env, &fleet.ssh_config(), &rb);
+    let p1 = run.wait_pid(&started1, Duration::from_secs(5));
+    let p2 = run.wait_pid(&started2, Duration::from_secs(5));
+    let _reap = Reap(vec![p1, p2]);
+    fleet.node("node1").kill();
+    let code = run.code(Duration::from_secs(10));
+    let out = run.output();
+    assert_eq!(code, 1, "node1's loss fails the step\n{out}");
+    let err = step_error(&run.events(), 0);
+    assert!(err.contains("connection lost to node1"), "{err}\n{out}");
+    assert!(!err.contains("node2"), "node2 did not fail: {err}");
+    assert!(
+        done2.exists(),
+        "node2's command completed despite node1 dying\n{out}"
+    );
+    complete_record(&env);
+}
+
+// ---------------------------------------------------------------------------------------
+// 6, 7: a remote command stopped by its timeout or by Ctrl-C leaves nothing behind
+
+fn timeout_leaves_no_process(container: bool) {
+    let fleet = Fleet::start(1);
+    fleet.container(200);
+    let env = Env::new();
+    let on = if container {
+        r#"target("node1"):pct(200)"#
+    } else {
+        r#"target("node1")"#
+    };
+    let rb = env.write(
+        "timeout.lua",
+        &format!(
+            r#"
+runbook {{ name = "remote-timeout" }}
+local t = {on}
+step("slow", function()
+  local r = t:exec({{ "sh", "-c", "sleep 300 & sleep 301; wait" }}, {{ timeout = "500ms", check = false }})
+  if not r.timed_out or r.ok then
+    fail("expected a timeout, got ok=" .. tostring(r.ok) .. " code=" .. tostring(r.code))
+  end
+end)
+"#
+        ),
+    );
+    let started = Instant::now();
+    let out = run(&env, Some(&fleet.ssh_config()), &rb, &[]);
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    // 500 ms, then TERM and at most 2 s for the group to go (zombies count until reaped).
+    assert!(
+        took < Duration::from_millis(4500),
+        "a 500ms timeout took {took:?}"
+    );
+    let left = leftovers("sleep 30[01]");
+    assert!(
+        left.is_empty(),
+        "processes left behind after the timeout{}: {left:#?}",
+        if container { " (in the container)" } else { "" }
+    );
+}
+
+/// Both variants in one test: `pgrep` looks at the whole machine, so they must not overlap.
+#[test]
+fn remote_timeout_leaves_no_process_on_the_host_or_in_a_container() {
+    require_sshd!();
+    timeout_leaves_no_process(false);
+    timeout_leaves_no_process(true);
+}
+
+#[test]
+fn sigint_stops_the_remote_process_tree() {
+    require_sshd!();
+    let fleet = Fleet::start(1);
+    let env = Env::new();
+    let scratch = env.scratch();
+    let shell = scratch.join("shell.pid");
+    let child = scratch.join("child.pid");
+    let rb = env.write(
+        "sigint.lua",
+        &format!(
+            r#"
+runbook {{ name = "remote-sigint" }}
+local node = target("node1")
+step("long", function()
+  node:exec({{ "sh", "-c", 'echo $$ > "$1"; sleep 305 & echo $! > "$2"; wait', "sh", {shell}, {child} }})
+end)
+"#,
+            shell = lua_path(&shell),
+            child = lua_path(&child),
+        ),
+    );
+    let mut run = Running::start(&env, &fleet.ssh_config(), &rb);
+    let shell_pid = run.wait_pid(&shell, Duration::from_secs(5));
+    let child_pid = run.wait_pid(&child, Duration::from_secs(5));
+    let _reap = Reap(vec![shell_pid, child_pid]);
+    assert!(alive(shell_pid) && alive(child_pid));
+    let sent = Instant::now();
+    run.signal(libc::SIGINT);
+    let code = run.code(Duration::from_secs(8));
+    let out = run.output();
+    assert_eq!(code, 130, "{out}");
+    // Stopping takes TERM, at most 2 s for the group to go, KILL: well under 5 s.
+    assert!(
+        sent.elapsed() < Duration::from_millis(4500),
+        "runbook took {:?} to stop after SIGINT\n{out}",
+        sent.elapsed()
+    );
+    assert!(
+        gone_within(shell_pid, Duration::from_secs(3)),
+        "the remote shell survived Ctrl-C\n{out}"
+    );
+    assert!(
+        gone_within(child_pid, Duration::from_secs(3)),
+        "the remote shell's background sleep survived Ctrl-C\n{out}"
+    );
+    let record = complete_record(&env);
+    assert_eq!(record.last().unwrap()["outcome"], "interrupted");
+}
+
+// ---------------------------------------------------------------------------------------
+// 8: pct errors
+
+/// `pct exec` on a container that does not exist: the step fails with pct's own words.
+fn unknown_ctid(read_only: bool) {
+    let fleet = Fleet::start(1);
+    let env = Env::new();
+    let rb = env.write(
+        "missing.lua",
+        &format!(
+            r#"
+runbook {{ name = "missing-ct" }}
+step("in ct 999", function()
+  target("node1"):pct(999):exec({{ "true" }}, {{ read_only = {read_only} }})
+end)
+"#
+        ),
+    );
+    let out = run(&env, Some(&fleet.ssh_config()), &rb, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = step_error(&events(&out), 0);
+    assert!(err.contains("does not exist"), "{err}");
+    assert!(err.contains("node1/ct999"), "names the target: {err}");
+}
+
+#[test]
+fn pct_unknown_ctid_fails_with_pcts_message() {
+    require_sshd!();
+    unknown_ctid(true);
+}
+
+/// The same for a command that changes something (so takes the run lock first).
+#[test]
+fn pct_unknown_ctid_fails_with_pcts_message_when_changing() {
+    require_sshd!();
+    unknown_ctid(false);
+}
+
+/// `pct(99)`, `pct("abc")`: a Lua error naming file:line; in a step it fails the step
+/// (exit 1), at the top level the runbook is invalid (exit 2).
+#[test]
+fn pct_bad_ids_are_errors_at_the_line() {
+    require_sshd!();
+    let fleet = Fleet::start(1);
+    let env = Env::new();
+
+    // A bad id inside a step: a Lua error at that line, the step fails.
+    let rb = env.write(
+        "bad_in_step.lua",
+        r#"
+runbook { name = "bad-ct-step" }
+step("bad id", function()
+  target("node1"):pct(99):exec({ "true" })
+end)
+"#,
+    );
+    let out = run(&env, Some(&fleet.ssh_config()), &rb, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = step_error(&events(&out), 0);
+    assert!(err.contains("bad_in_step.lua:4"), "names file:line: {err}");
+    assert!(err.contains("container id"), "{err}");
+
+    // A bad id at the top level: the runbook is invalid, nothing runs.
+    let rb = env.write(
+        "bad_top.lua",
+        r#"
+runbook { name = "bad-ct-top" }
+local box = target("node1"):pct("abc")
+step("never", function() box:exec({ "true" }) end)
+"#,
+    );
+    let out = run(&env, Some(&fleet.ssh_config()), &rb, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(all.contains("bad_top.lua:3"), "names file:line: {all}");
+    assert!(all.contains("container id"), "{all}");
+}
+
+// ---------------------------------------------------------------------------------------
+// 9, 10: argv words reach the program byte for byte, whatever they hold
+
+/// Fragments that break naive quoting, mixed with random bytes into words.
+const NASTY: &[&str] = &[
+    "'", "\"", "$", "$HOME", "${IFS}", "`id`", "$(id)", "\\", "\\n", "\n", "\r", "\t", " ", "*",
+    "?", "[a-z]", "{a,b}", "~", "-", "--", "-n", "-e", "--help", ";", "&", "|", "!", "#", "%s",
+    "%", "<", ">", "é", "日本", "🦀", "\u{1e}", "\x7f", "\x01",
+];
+
+/// A word: non-NUL bytes (invalid UTF-8 included unless `utf8`), often with nasty
+/// fragments.
+fn word(utf8: bool) -> impl Strategy<Value = Vec<u8>> {
+    let random = if utf8 {
+        any::<char>()
+            .prop_filter("no NUL", |c| *c != '\0')
+            .prop_map(|c| c.to_string().into_bytes())
+            .boxed()
+    } else {
+        (1u8..=255).prop_map(|b| vec![b]).boxed()
+    };
+    let piece = prop_oneof![
+        3 => random,
+        2 => prop::sample::select(NASTY).prop_map(|s| s.as_bytes().to_vec()),
+    ];
+    prop::collection::vec(piece, 0..8).prop_map(|pieces| pieces.concat())
+}
+
+fn argv_list(utf8: bool) -> impl Strategy<Value = Vec<Vec<u8>>> {
+    prop::collection::vec(word(utf8), 1..8)
+}
+
+/// A runbook that runs `printf '%s\0' WORDS…` for each case on `target` and fails on
+/// the first output that is not exactly the words, each followed by a NUL.
+fn roundtrip_runbook(target: &str, cases: &[Vec<Vec<u8>>]) -> String {
+    let mut lua =
+        format!("runbook {{ name = \"argv-roundtrip\" }}\nlocal t = {target}\nlocal cases = {{\n");
+    for case in cases {
+        let words: Vec<String> = case.iter().map(|w| lua_str(w)).collect();
+        lua.push_str(&format!("  {{ {} }},\n", words.join(", ")));
+    }
+    lua.push_str(
+        r#"}
+local function hex(s)
+  return (s:gsub(".", function(c) return string.format("%02x", c:byte()) end))
+end
+step("round trip", function()
+  for i, words in ipairs(cases) do
+    local argv = { "printf", "%s\\0" }
+    local want = {}
+    for _, w in ipairs(words) do
+      argv[#argv + 1] = w
+      want[#want + 1] = w .. "\0"
+    end
+    want = table.concat(want)
+    local r = t:exec(argv, { read_only = true })
+    if r.stdout ~= want then
+      fail(string.format("case %d: sent %s, got %s", i, hex(want), hex(r.stdout)))
+    end
+  end
+end)
+"#,
+    );
+    lua
+}
+
+/// Runs 24 random argvs (plus fixed nasty ones) on local, ssh and ssh+pct: one batch,
+/// so one runbook run per target (a run per case would be far too slow); proptest
+/// shrinks the batch when one fails.
+fn argv_round_trips(utf8: bool) {
+    use proptest::test_runner::{Config, TestCaseError, TestRunner};
+    let fleet = Fleet::start(1);
+    fleet.container(200);
+    let env = Env::new();
+    let targets = [
+        ("local", r#"target("local")"#),
+        ("ssh", r#"target("node1")"#),
+        ("ssh+pct", r#"target("node1"):pct(200)"#),
+    ];
+    let mut fixed: Vec<Vec<Vec<u8>>> = vec![[
+        "", "-n", "--", "'", "\"", "$HOME", "`id`", "\\", "a\nb", "*", "é🦀", "-e", " ", "\r\n",
+    ]
+    .iter()
+    .map(|w| w.as_bytes().to_vec())
+    .collect()];
+    if !utf8 {
+        fixed.push(vec![
+            vec![0xff, 0xfe],
+            (1u8..=255).collect(),
+            b"\xe9t\xe9".to_vec(),
+        ]);
+    }
+    let mut runner = TestRunner::new(Config {
+        cases: 1,
+        max_shrink_iters: 24,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let batch = prop::collection::vec(argv_list(utf8), 24);
+    let result = runner.run(&batch, |mut cases| {
+        cases.extend(fixed.iter().cloned());
+        for (name, target) in targets {
+            let rb = env.write(
+                &format!("roundtrip_{}.lua", name.replace('+', "_")),
+                &roundtrip_runbook(target, &cases),
+            );
+            let out = run(&env, Some(&fleet.ssh_config()), &rb, &[]);
+            if out.status.code() != Some(0) {
+                let ev = events(&out);
+                let err = of_kind(&ev, "step_finished")
+                    .last()
+                    .map(|e| e["error"].to_string())
+                    .unwrap_or_else(|| show(&out));
+                return Err(TestCaseError::fail(format!("on {name}: {err}")));
+            }
+        }
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
+
+#[test]
+fn random_utf8_argv_round_trips_through_local_ssh_and_pct() {
+    require_sshd!();
+    argv_round_trips(true);
+}
+
+#[test]
+fn random_byte_argv_round_trips_through_local_ssh_and_pct() {
+    require_sshd!();
+    argv_round_trips(false);
+}
+
+#[test]
+fn nul_in_an_argv_word_is_rejected() {
+    require_sshd!();
+    let fleet = Fleet::start(1);
+    fleet.container(200);
+    let env = Env::new();
+    let rb = env.write(
+        "nul.lua",
+        r#"
+runbook { name = "nul" }
+step("nul", function()
+  for _, t in ipairs({ target("local"), target("node1"), target("node1"):pct(200) }) do
+    local ok, err = pcall(function() return t:exec({ "echo", "a\0b" }) end)
+    err = tostring(err)
+    if ok then fail("a NUL was accepted on " .. t.name) end
+    if not (err:find("NUL", 1, true) and err:find("argument 2", 1, true) and err:find("nul.lua:5", 1, true)) then
+      fail("unclear error on " .. t.name .. ": " .. err)
+    end
+  end
+  target("node1"):exec({ "echo", "a\0b" })
+end)
+"#,
+    );
+    let out = run(&env, Some(&fleet.ssh_config()), &rb, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    let err = step_error(&events(&out), 0);
+    assert!(
+        err.contains("nul.lua:12") && err.contains("NUL byte") && err.contains("argument 2"),
+        "{err}"
+    );
+    assert!(
+        of_kind(&events(&out), "action_started").is_empty(),
+        "nothing ran"
+    );
+}
+
+#[test]
+fn huge_word_and_many_words_over_ssh() {
+    require_sshd!();
+    let fleet = Fleet::start(1);
+    let env = Env::new();
+    let rb = env.write(
+        "big.lua",
+        r#"
+runbook { name = "big-argv" }
+local node = target("node1")
+step("a 100 KB word", function()
+  -- Shell-special bytes, but no single quote (each would grow the remote command line).
+  local big = string.rep('ab c$`"\\\n*', 10 * 1024)
+  assert(#big == 100 * 1024)
+  local r = node:exec({ "printf", "%s", big }, { read_only = true })
+  if r.stdout ~= big then fail("the 100 KB word came back as " .. #r.stdout .. " bytes") end
+end)
+step("2000 words", function()
+  local argv, want = { "printf", "%s\\n" }, {}
+  for i = 1, 2000 do
+    argv[#argv + 1] = "w" .. i .. "'"
+    want[#want + 1] = "w" .. i .. "'\n"
+  end
+  local r = node:exec(argv, { read_only = true })
+  if r.stdout ~= table.concat(want) then fail("2000 words came back wrong: " .. #r.stdout .. " bytes") end
+end)
+"#,
+    );
+    let out = run(&env, Some(&fleet.ssh_config()), &rb, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+}
