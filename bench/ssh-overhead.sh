@@ -32,12 +32,14 @@ run_case() { # name, command...
 ssh_S_loop() { for _ in $(seq "$N"); do ssh -F "$FLEET_CFG" -S "$work/ctl" -o ControlMaster=no node1 true; done; }
 ssh_fresh_loop() { for _ in $(seq "$N"); do ssh -F "$FLEET_CFG" -o ControlMaster=no -o ControlPath=none node1 true; done; }
 one_ssh() { ssh -F "$FLEET_CFG" -o ControlPath=none node1 "$(printf 'true; %.0s' $(seq "$N"))"; }
+one_ssh_procs() { ssh -F "$FLEET_CFG" -o ControlPath=none node1 "$(printf '/bin/true; %.0s' $(seq "$N"))"; }
 
 ssh -F "$FLEET_CFG" -S "$work/ctl" -M -f -N -o ControlPersist=600 node1
 for r in $(seq "$ROUNDS"); do
   run_case runbook "$bin" run "$work/loop.lua" --ssh-config "$FLEET_CFG" --yes
   run_case ssh_S ssh_S_loop
   run_case one_ssh one_ssh
+  run_case one_ssh_procs one_ssh_procs
   [ "$r" -le 2 ] && run_case ssh_fresh ssh_fresh_loop
 done
 
@@ -47,7 +49,7 @@ echo "$N trivial commands on one host over loopback SSH; $ROUNDS interleaved rou
 echo
 echo "| tool | total ms, median (min–max) | per command ms | vs runbook |"
 echo "|---|---|---|---|"
-for k in runbook ssh_S ssh_fresh one_ssh; do
+for k in runbook ssh_S ssh_fresh one_ssh_procs one_ssh; do
   v=(${T[$k]}); m=$(median_of "${v[@]}")
   per=$(awk -v m="$m" -v n="$N" 'BEGIN{printf "%.2f", m/n}')
   ratio=$(awk -v m="$m" -v r="$rbm" 'BEGIN{printf "%.2f×", m/r}')
@@ -56,7 +58,8 @@ for k in runbook ssh_S ssh_fresh one_ssh; do
     runbook) label="runbook (one master, channel per command; includes start-up and connect)";;
     ssh_S) label="loop of \`ssh -S ctl\` (process per command, one master)";;
     ssh_fresh) label="loop of fresh \`ssh\` (connection per command)";;
-    one_ssh) label="one \`ssh\` running all in one shell (lower bound)";;
+    one_ssh) label="one \`ssh\` running the shell builtin \`true\` N times (lower bound)";;
+    one_ssh_procs) label="one \`ssh\` running \`/bin/true\` N times (a process per command, no channel)";;
   esac
   echo "| $label | $m ($(min_of "${v[@]}")–$(max_of "${v[@]}")) | $per | $ratio |"
 done

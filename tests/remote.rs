@@ -223,3 +223,57 @@ end)
     );
     assert!(first.wait().unwrap().success());
 }
+
+/// The fleet example, run for real: its inventory's hosts pointed at local sshd instances.
+#[test]
+fn fleet_example_runs_against_an_inventory() {
+    require_sshd!();
+    let fleet = Fleet::start(2);
+    fleet.container(200);
+    let env = Env::new();
+    let example = repo().join("examples/fleet/gpu-uptime.lua");
+    let shipped_inventory = repo().join("examples/fleet/inventory.toml");
+    env.cmd()
+        .arg("check")
+        .arg(&example)
+        .arg("--inventory")
+        .arg(&shipped_inventory)
+        .assert()
+        .success();
+    let inventory = env.write(
+        "inventory.toml",
+        "[hosts.pve1]\naddress = \"node1\"\n[hosts.pve2]\naddress = \"node2\"\n\
+         [hosts.trainer]\nvia = \"pve1\"\npct = 200\n[groups]\nnodes = [\"pve1\", \"pve2\"]\n",
+    );
+    let out = run_remote(
+        &env,
+        &fleet,
+        &example,
+        &["--inventory", inventory.to_str().unwrap()],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events = parse_ndjson(&out.stdout);
+    let logs: Vec<&str> = events
+        .iter()
+        .filter(|e| e["event"] == "log")
+        .filter_map(|e| e["message"].as_str())
+        .collect();
+    assert!(
+        logs.iter()
+            .any(|m| m.starts_with("pve1: ") && m.contains("load average")),
+        "{logs:?}"
+    );
+    assert!(
+        logs.iter()
+            .any(|m| m.starts_with("pve2: ") && m.contains("load average")),
+        "{logs:?}"
+    );
+    assert!(
+        logs.iter().any(|m| m.starts_with("trainer runs ")),
+        "{logs:?}"
+    );
+}

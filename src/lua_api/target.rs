@@ -190,6 +190,7 @@ fn pct(lua: &Lua, this: &TargetHandle, ctid: Value) -> mlua::Result<TargetHandle
     Ok(TargetHandle(Rc::new(Target::Pct {
         parent: this.0.clone(),
         ctid,
+        label: None,
     })))
 }
 

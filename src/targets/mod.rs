@@ -88,6 +88,8 @@ pub enum Target {
     Pct {
         parent: Rc<Target>,
         ctid: u32,
+        /// Its inventory name, if it came from there.
+        label: Option<String>,
     },
 }
 
@@ -103,7 +105,8 @@ impl Target {
         match self {
             Target::Local => "local".into(),
             Target::Ssh(h) => h.name(),
-            Target::Pct { parent, ctid } => format!("{}/ct{ctid}", parent.name()),
+            Target::Pct { label: Some(l), .. } => l.clone(),
+            Target::Pct { parent, ctid, .. } => format!("{}/ct{ctid}", parent.name()),
         }
     }
 
@@ -112,7 +115,7 @@ impl Target {
         match self {
             Target::Local => (Base::Local, argv),
             Target::Ssh(h) => (Base::Ssh(h.clone()), argv),
-            Target::Pct { parent, ctid } => {
+            Target::Pct { parent, ctid, .. } => {
                 let mut outer: Vec<OsString> = vec![
                     "pct".into(),
                     "exec".into(),

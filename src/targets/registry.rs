@@ -78,7 +78,11 @@ impl Registry {
         let h = inv.host(name).expect("checked by the caller");
         if let (Some(via), Some(ctid)) = (&h.via, h.pct) {
             let parent = self.from_inventory(inv, via)?;
-            return Ok(Rc::new(Target::Pct { parent, ctid }));
+            return Ok(Rc::new(Target::Pct {
+                parent,
+                ctid,
+                label: Some(name.to_string()),
+            }));
         }
         if h.address.as_deref() == Some("local") {
             return Ok(Rc::new(Target::Local));
@@ -97,6 +101,7 @@ impl Registry {
         }
         spec.identity = h.identity.as_deref().map(expand_home);
         spec.jump = h.jump.clone();
+        spec.alias = Some(name.to_string());
         if let Some(t) = &h.connect_timeout {
             spec.connect_timeout = crate::duration::parse(t).map_err(|e| {
                 format!(

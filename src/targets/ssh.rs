@@ -56,6 +56,8 @@ pub struct SshSpec {
     pub identity: Option<PathBuf>,
     pub jump: Option<String>,
     pub connect_timeout: Duration,
+    /// The inventory name it was reached by, shown instead of the address.
+    pub alias: Option<String>,
 }
 
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -113,11 +115,15 @@ impl SshSpec {
             identity: None,
             jump: None,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            alias: None,
         })
     }
 
     /// How the host is named in previews and messages: `user@host:port`, as given.
     pub fn display(&self) -> String {
+        if let Some(a) = &self.alias {
+            return a.clone();
+        }
         let mut s = String::new();
         if let Some(u) = &self.user {
             s.push_str(u);
