@@ -14,11 +14,11 @@ use std::time::Duration;
 /// Takes the lock (waiting up to $1 seconds), records who holds it next to it, answers
 /// `locked` (or `busy <holder>`), then holds it until stdin closes. The lock file is
 /// the target's own choice: `$RUNBOOK_LOCK_FILE` in its environment, else
-/// `/tmp/runbook.lock`. A failed redirection would end `sh` silently, hence the probe.
+/// `/tmp/runbook.lock`. A failed redirection would end `sh` silently, hence the probe in a subshell.
 const LOCK_SCRIPT: &str = r#"wait=$1; who=$2; f=${RUNBOOK_LOCK_FILE:-/tmp/runbook.lock}
 command -v flock >/dev/null 2>&1 || { echo "error: flock is not installed"; exit 0; }
 umask 000
-{ : >>"$f"; } 2>/dev/null || { echo "error: cannot open $f"; exit 0; }
+( : >>"$f" ) 2>/dev/null || { echo "error: cannot open $f"; exit 0; }
 exec 9>>"$f"
 if [ "$wait" = 0 ]; then flock -n 9; else flock -w "$wait" 9; fi || { printf 'busy %s\n' "$(cat "$f.holder" 2>/dev/null)"; exit 0; }
 printf '%s\n' "$who" > "$f.holder"
