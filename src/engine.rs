@@ -369,7 +369,7 @@ async fn confirm_gate(req: &RunRequest, resume: &ResumePlan, cancel: Rc<Cancel>)
         return Err(Error::Interrupted(cancel.exit_code()));
     }
     let steps = plan.steps();
-    let events = collected.0.borrow();
+    let events = collected.0.borrow().clone();
     let mut reasons = Vec::new();
     for ev in events.iter() {
         match ev {

@@ -51,7 +51,7 @@ impl Registry {
         }
         if let Some(inv) = &self.inventory {
             if inv.host(name).is_some() {
-                return self.from_inventory(inv, name);
+                return self.inventory_target(inv, name);
             }
         }
         let looks_like_address = name.contains(['@', '.', ':']) || name.starts_with("ssh://");
@@ -74,10 +74,10 @@ impl Registry {
         ))
     }
 
-    fn from_inventory(&self, inv: &Inventory, name: &str) -> Result<Rc<Target>, String> {
+    fn inventory_target(&self, inv: &Inventory, name: &str) -> Result<Rc<Target>, String> {
         let h = inv.host(name).expect("checked by the caller");
         if let (Some(via), Some(ctid)) = (&h.via, h.pct) {
-            let parent = self.from_inventory(inv, via)?;
+            let parent = self.inventory_target(inv, via)?;
             return Ok(Rc::new(Target::Pct {
                 parent,
                 ctid,
@@ -120,7 +120,7 @@ impl Registry {
         let members = inv.group(name)?.to_vec();
         members
             .into_iter()
-            .map(|m| self.from_inventory(inv, &m).map(|t| (m, t)))
+            .map(|m| self.inventory_target(inv, &m).map(|t| (m, t)))
             .collect()
     }
 
