@@ -48,6 +48,9 @@ pub struct Header {
     pub description: Option<String>,
     pub params: Vec<ParamSpec>,
     pub values: BTreeMap<String, Option<ParamValue>>,
+    /// Extra directories (absolute, or `~/…` on the target) under which `cache.clear` may
+    /// delete, beside the built-in cache roots.
+    pub cache_roots: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default)]

@@ -5,12 +5,19 @@
 //! with `Lua:` are the API reference: `build.rs` collects them into `docs/lua-api.md` and
 //! `runbook docs`.
 
+pub mod cache;
 pub mod control;
+pub mod fingerprint;
+pub mod git;
+pub mod gpu;
 pub mod log;
 pub mod parallel;
+pub mod proc;
 pub mod runbook;
 pub mod step;
 pub mod target;
+pub mod venv;
+pub mod warmup;
 
 use crate::ctx::{Ctx, Phase};
 use crate::duration;
@@ -25,6 +32,13 @@ pub fn register_all(lua: &Lua) -> mlua::Result<()> {
     log::register(lua)?;
     parallel::register(lua)?;
     control::register(lua)?;
+    cache::register(lua)?;
+    venv::register(lua)?;
+    gpu::register(lua)?;
+    warmup::register(lua)?;
+    git::register(lua)?;
+    proc::register(lua)?;
+    fingerprint::register(lua)?;
     Ok(())
 }
 

@@ -5,7 +5,7 @@ use crate::ctx::{Header, Phase};
 use crate::params::{self, ParamSpec, ParamType, ParamValue};
 use mlua::{Lua, Table, Value};
 
-const HEADER_KEYS: &[&str] = &["name", "description", "params"];
+const HEADER_KEYS: &[&str] = &["name", "description", "params", "cache_roots"];
 const PARAM_KEYS: &[&str] = &["type", "default", "required", "help", "secret", "choices"];
 
 pub fn register(lua: &Lua) -> mlua::Result<()> {
@@ -13,7 +13,7 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
         .raw_set("runbook", lua.create_function(declare)?)
 }
 
-/// Lua: runbook { name = "…", description = "…", params = { NAME = { type, default, required, help, secret, choices } } }
+/// Lua: runbook { name = "…", description = "…", params = { NAME = { type, default, required, help, secret, choices } }, cache_roots = { … } }
 ///
 /// Declares the runbook. Must come first, once. `type` is one of `string` (default),
 /// `integer`, `number`, `boolean`, `path`. Values come from `--set NAME=VALUE` or the
@@ -21,6 +21,7 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// value stops the run before anything happens (exit 2). A `secret` param's value is
 /// masked as `***` everywhere runbook writes. After the header, `params.NAME` reads a
 /// value; `params` is read-only and reading an undeclared name is an error.
+/// `cache_roots` adds directories under which `cache.clear` may delete (absolute or `~/…`).
 ///
 /// ```lua
 /// runbook {
@@ -84,6 +85,34 @@ fn declare(lua: &Lua, decl: Value) -> mlua::Result<()> {
         }
     };
 
+    let cache_roots = match decl.get::<Value>("cache_roots")? {
+        Value::Nil => Vec::new(),
+        Value::Table(list) => {
+            let mut roots = Vec::new();
+            for item in list.sequence_values::<Value>() {
+                let root = string_value(lua, item?, "runbook{}: cache_roots")?.unwrap_or_default();
+                if !(root.starts_with('/') || root.starts_with("~/"))
+                    || root.split('/').any(|p| p == "..")
+                {
+                    return Err(err_at(
+                        lua,
+                        format!("runbook{{}}: cache_roots: '{root}' must be an absolute path (or ~/…) without '..'"),
+                    ));
+                }
+                roots.push(root);
+            }
+            roots
+        }
+        other => {
+            return Err(err_at(
+                lua,
+                format!(
+                    "runbook{{}}: cache_roots must be a list of directories, got {}",
+                    other.type_name()
+                ),
+            ))
+        }
+    };
     let env = |k: &str| std::env::var(k).ok();
     let values =
         params::resolve(&specs, &ctx.sets, &env, ctx.missing).map_err(|e| err_at(lua, e))?;
@@ -98,6 +127,7 @@ fn declare(lua: &Lua, decl: Value) -> mlua::Result<()> {
         description,
         params: specs,
         values,
+        cache_roots,
     });
     Ok(())
 }

@@ -502,3 +502,19 @@ mod tests {
         assert!(!script_deletes("echo firm; ls"));
     }
 }
+
+/// The target a primitive was given as its first argument (`cache.clear(t, …)`).
+pub fn target_arg(lua: &Lua, v: &Value, what: &str) -> mlua::Result<Rc<Target>> {
+    if let Value::UserData(ud) = v {
+        if let Ok(t) = ud.borrow::<TargetHandle>() {
+            return Ok(t.0.clone());
+        }
+    }
+    Err(err_at(
+        lua,
+        format!(
+            "{what}: the first argument is a target, e.g. {what}(target(\"local\"), …); got {}",
+            v.type_name()
+        ),
+    ))
+}

@@ -1,0 +1,7 @@
+//! `fingerprint.*`: not implemented yet; registers nothing.
+
+use mlua::Lua;
+
+pub fn register(_lua: &Lua) -> mlua::Result<()> {
+    Ok(())
+}

@@ -1,0 +1,1 @@
+//! The `cache` primitives (placeholder until implemented: registers nothing yet).

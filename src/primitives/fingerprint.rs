@@ -1,0 +1,1 @@
+//! The `fingerprint` primitives (placeholder until implemented: registers nothing yet).

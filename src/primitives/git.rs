@@ -1,0 +1,1 @@
+//! The `git` primitives (placeholder until implemented: registers nothing yet).

@@ -1,0 +1,1 @@
+//! The `gpu` primitives (placeholder until implemented: registers nothing yet).

@@ -1,0 +1,244 @@
+//! The recovery primitives (cache, venv, gpu, warmup, git, proc, fingerprint). Each works
+//! on any target because it only runs commands through `Step::read` / `Step::change`,
+//! which go through `actions::perform`: the one place that plans or runs, takes the run
+//! lock before a change, and records every action. Remote logic is small POSIX `sh`
+//! scripts passed as argv (`sh -c SCRIPT sh ARG…`), never values pasted into script text.
+//!
+//! The Lua side (`lua_api/<table>.rs`) parses arguments and converts results; the logic
+//! lives here.
+
+pub mod cache;
+pub mod fingerprint;
+pub mod git;
+pub mod gpu;
+pub mod proc;
+pub mod venv;
+pub mod warmup;
+
+use crate::actions::{self, Action, Effect, Performed};
+use crate::ctx::{Ctx, Mode};
+use crate::targets::{ExecOutcome, ExecRequest, Target};
+use std::ffi::OsString;
+use std::time::Duration;
+
+/// Options of one command a primitive runs.
+#[derive(Debug, Clone, Default)]
+pub struct Cmd {
+    pub argv: Vec<OsString>,
+    pub env: Vec<(String, String)>,
+    pub cwd: Option<String>,
+    pub stdin: Option<Vec<u8>>,
+    pub timeout: Option<Duration>,
+}
+
+impl Cmd {
+    pub fn new<I, S>(argv: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        Cmd {
+            argv: argv.into_iter().map(Into::into).collect(),
+            ..Default::default()
+        }
+    }
+
+    /// `sh -c SCRIPT sh ARGS…`: the script sees the values as `$1`, `$2`, … so they never
+    /// become script text.
+    pub fn sh<I, S>(script: &str, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        let mut argv: Vec<OsString> = vec!["sh".into(), "-c".into(), script.into(), "sh".into()];
+        argv.extend(args.into_iter().map(Into::into));
+        Cmd {
+            argv,
+            ..Default::default()
+        }
+    }
+
+    pub fn timeout(mut self, t: Duration) -> Self {
+        self.timeout = Some(t);
+        self
+    }
+
+    pub fn env(mut self, k: &str, v: &str) -> Self {
+        self.env.push((k.to_string(), v.to_string()));
+        self
+    }
+
+    pub fn cwd(mut self, dir: &str) -> Self {
+        self.cwd = Some(dir.to_string());
+        self
+    }
+}
+
+/// A primitive's view of the running step: where it runs, and the Lua line that called
+/// it (for error messages).
+pub struct Step<'a> {
+    pub ctx: &'a Ctx,
+    pub target: &'a Target,
+    /// `file:line` of the Lua call.
+    pub at: String,
+}
+
+/// What a command gave back, or that it only was planned.
+pub enum Ran {
+    Planned,
+    Done(ExecOutcome),
+}
+
+impl Ran {
+    pub fn planned(&self) -> bool {
+        matches!(self, Ran::Planned)
+    }
+
+    /// The outcome, for a command that must have run (reads outside `--offline`).
+    pub fn outcome(&self) -> Option<&ExecOutcome> {
+        match self {
+            Ran::Done(o) => Some(o),
+            Ran::Planned => None,
+        }
+    }
+
+    pub fn ok(&self) -> bool {
+        match self {
+            Ran::Planned => true,
+            Ran::Done(o) => o.code == Some(0) && !o.timed_out,
+        }
+    }
+
+    pub fn stdout(&self) -> String {
+        self.outcome()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+    }
+
+    pub fn stderr(&self) -> String {
+        self.outcome()
+            .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+            .unwrap_or_default()
+    }
+}
+
+impl Step<'_> {
+    /// A command that only looks: it runs during `--dry-run` too (planned only offline).
+    pub async fn read(&self, cmd: Cmd, summary: impl Into<String>) -> mlua::Result<Ran> {
+        self.perform(cmd, summary.into(), Effect::Read, false).await
+    }
+
+    /// A command that changes the target: planned, not run, during `--dry-run`.
+    pub async fn change(
+        &self,
+        cmd: Cmd,
+        summary: impl Into<String>,
+        destructive: bool,
+    ) -> mlua::Result<Ran> {
+        self.perform(cmd, summary.into(), Effect::Change, destructive)
+            .await
+    }
+
+    /// True when changes are only planned (so a primitive can skip its follow-up reads).
+    pub fn dry_run(&self) -> bool {
+        self.ctx.mode != Mode::Real
+    }
+
+    pub fn offline(&self) -> bool {
+        matches!(self.ctx.mode, Mode::Offline | Mode::Inspect)
+    }
+
+    /// An error that names the Lua line and the target.
+    pub fn fail(&self, msg: impl std::fmt::Display) -> mlua::Error {
+        mlua::Error::runtime(format!("{}: {msg}", self.at))
+    }
+
+    async fn perform(
+        &self,
+        cmd: Cmd,
+        summary: String,
+        effect: Effect,
+        destructive: bool,
+    ) -> mlua::Result<Ran> {
+        let action = Action {
+            target: self.target,
+            req: ExecRequest {
+                argv: cmd.argv,
+                env: cmd.env,
+                cwd: cmd.cwd,
+                stdin: cmd.stdin,
+                timeout: cmd.timeout,
+                script: None,
+            },
+            effect,
+            summary,
+            destructive,
+        };
+        match actions::perform(self.ctx, action)
+            .await
+            .map_err(|e| self.fail(e))?
+        {
+            Performed::Planned => Ok(Ran::Planned),
+            Performed::Ran(out) => {
+                if out.interrupted {
+                    return Err(self.fail(crate::sandbox::INTERRUPTED));
+                }
+                if out.deadline_hit {
+                    return Err(self.fail(crate::sandbox::TIMED_OUT));
+                }
+                Ok(Ran::Done(out))
+            }
+        }
+    }
+}
+
+/// A serde value as a Lua value, with `None` as nil (mlua's default is a truthy null).
+pub fn to_lua<T: serde::Serialize>(lua: &mlua::Lua, value: &T) -> mlua::Result<mlua::Value> {
+    use mlua::LuaSerdeExt;
+    let opts = mlua::serde::ser::Options::new()
+        .serialize_none_to_null(false)
+        .serialize_unit_to_null(false);
+    lua.to_value_with(value, opts)
+}
+
+/// "353 MB" style sizes for previews.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
+    let mut v = bytes as f64;
+    let mut unit = 0;
+    while v >= 1000.0 && unit < UNITS.len() - 1 {
+        v /= 1000.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.0} {}", UNITS[unit])
+    }
+}
+
+/// "12,345" for counts in previews.
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_counts_read_well() {
+        assert_eq!(human_bytes(999), "999 B");
+        assert_eq!(human_bytes(353_000_000), "353 MB");
+        assert_eq!(thousands(12345), "12,345");
+        assert_eq!(thousands(7), "7");
+    }
+}

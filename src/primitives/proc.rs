@@ -1,0 +1,1 @@
+//! The `proc` primitives (placeholder until implemented: registers nothing yet).

@@ -1,0 +1,1 @@
+//! The `venv` primitives (placeholder until implemented: registers nothing yet).

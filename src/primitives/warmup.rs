@@ -1,0 +1,1 @@
+//! The `warmup` primitives (placeholder until implemented: registers nothing yet).
