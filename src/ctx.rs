@@ -101,6 +101,8 @@ pub struct Ctx {
     pub dir: Option<PathBuf>,
     /// Targets by name, and the connections of this run.
     pub targets: Registry,
+    /// The state dir of this run (set when a run starts; `fingerprint.save/load` use it).
+    pub state_dir: RefCell<Option<PathBuf>>,
     /// Run locks on the targets this run changes.
     pub locks: crate::locks::Locks,
     /// `file:line` the instruction hook last saw: where an out-of-memory error happened.
@@ -135,6 +137,7 @@ impl Ctx {
             },
             label,
             dir,
+            state_dir: RefCell::new(None),
             locks: crate::locks::Locks::new(remote.lock_wait),
             targets: Registry::new(remote),
             last_location: RefCell::new(String::new()),

@@ -189,6 +189,7 @@ pub async fn run(req: RunRequest) -> Result<i32> {
         cancel.clone(),
         req.remote.clone(),
     )?;
+    *loaded.ctx.state_dir.borrow_mut() = Some(req.state_dir.clone());
     let resume = match &req.resume {
         Some(which) => resume_plan(&req, &loaded, which)?,
         None => ResumePlan::default(),
@@ -360,6 +361,7 @@ async fn confirm_gate(req: &RunRequest, resume: &ResumePlan, cancel: Rc<Cancel>)
         req.remote.clone(),
     )?;
     let collected = Collected::default();
+    *plan.ctx.state_dir.borrow_mut() = Some(req.state_dir.clone());
     plan.ctx
         .bus
         .add_sink(Box::new(CollectSink(collected.clone())));

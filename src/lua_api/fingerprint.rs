@@ -1,7 +1,155 @@
-//! `fingerprint.*`: not implemented yet; registers nothing.
+//! `fingerprint.*`: describe an environment, keep the known-good one, say what changed.
 
-use mlua::Lua;
+use super::target::target_arg;
+use super::{check_keys, ctx, err_at, location, require_running, string_value};
+use crate::ctx::Mode;
+use crate::events::Event;
+use crate::primitives::fingerprint::{self, Fingerprint, Scope};
+use crate::primitives::{to_lua, Step};
+use mlua::{Lua, LuaSerdeExt, Table, Value};
 
-pub fn register(_lua: &Lua) -> mlua::Result<()> {
+const TAKE_KEYS: &[&str] = &["venv", "python", "repo", "caches"];
+
+pub fn register(lua: &Lua) -> mlua::Result<()> {
+    let t = lua.create_table()?;
+    t.raw_set("take", lua.create_async_function(take)?)?;
+    t.raw_set("save", lua.create_function(save)?)?;
+    t.raw_set("load", lua.create_function(load)?)?;
+    t.raw_set("diff", lua.create_function(diff)?)?;
+    lua.globals().raw_set("fingerprint", t)
+}
+
+/// Lua: fingerprint.take(t, { venv, python, repo, caches }) -> fp
+///
+/// Describes the environment on `t` (a read, so it runs during `--dry-run` too): python,
+/// torch and CUDA versions (of `venv`'s python, else `python`, else `python3`), GPU names
+/// and driver, every installed package (`packages`, with `packages_hash`), the git HEAD
+/// and dirty files of `repo`, and the size of each path in `caches` that exists.
+///
+/// ```lua
+/// local now = fingerprint.take(node, { venv = "/opt/venv", repo = "/root/dflash",
+///                                      caches = torch.caches(node, { user = "root" }) })
+/// ```
+async fn take(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Value> {
+    let ctx = require_running(&lua, "fingerprint.take()")?;
+    let target = target_arg(&lua, &t, "fingerprint.take")?;
+    let mut scope = Scope::default();
+    if let Some(o) = &opts {
+        check_keys(&lua, o, TAKE_KEYS, "fingerprint.take()")?;
+        scope.venv = string_value(&lua, o.get("venv")?, "fingerprint.take(): venv")?;
+        scope.python = string_value(&lua, o.get("python")?, "fingerprint.take(): python")?;
+        scope.repo = string_value(&lua, o.get("repo")?, "fingerprint.take(): repo")?;
+        match o.get::<Value>("caches")? {
+            Value::Nil => {}
+            Value::Table(list) => {
+                for v in list.sequence_values::<Value>() {
+                    if let Some(p) = string_value(&lua, v?, "fingerprint.take(): caches")? {
+                        scope.caches.push(p);
+                    }
+                }
+            }
+            other => {
+                return Err(err_at(
+                    &lua,
+                    format!(
+                        "fingerprint.take(): caches must be a list of paths, got {}",
+                        other.type_name()
+                    ),
+                ))
+            }
+        }
+    }
+    let step = Step {
+        ctx: &ctx,
+        target: &target,
+        at: location(&lua),
+    };
+    let fp = fingerprint::take(&step, &scope).await?;
+    to_lua(&lua, &fp)
+}
+
+fn from_lua(lua: &Lua, v: Value, what: &str) -> mlua::Result<Fingerprint> {
+    lua.from_value(v).map_err(|e| {
+        err_at(
+            lua,
+            format!("{what}: not a fingerprint (from fingerprint.take or .load): {e}"),
+        )
+    })
+}
+
+fn state_dir(lua: &Lua) -> mlua::Result<std::path::PathBuf> {
+    ctx(lua).state_dir.borrow().clone().ok_or_else(|| {
+        err_at(
+            lua,
+            "fingerprints are kept in the state dir, which only a run has",
+        )
+    })
+}
+
+/// Lua: fingerprint.save(name, fp)
+///
+/// Keeps `fp` under `name` in the state dir (`<state>/fingerprints/NAME.json`), e.g. as
+/// the new known-good after a successful recovery. During `--dry-run` nothing is written.
+///
+/// ```lua
+/// fingerprint.save("dflash-known-good", now)
+/// ```
+fn save(lua: &Lua, (name, fp): (Value, Value)) -> mlua::Result<()> {
+    let ctx = require_running(lua, "fingerprint.save()")?;
+    let name = string_value(lua, name, "fingerprint.save(): name")?.unwrap_or_default();
+    let fp = from_lua(lua, fp, "fingerprint.save()")?;
+    if ctx.mode != Mode::Real {
+        ctx.bus.emit(Event::Log {
+            step: ctx.step.get().map(|s| s.index),
+            level: "info".into(),
+            message: format!("dry-run: would save fingerprint '{name}'"),
+        });
+        return Ok(());
+    }
+    let path = fingerprint::save(&state_dir(lua)?, &name, &fp)
+        .map_err(|e| err_at(lua, format!("fingerprint.save(): {e}")))?;
+    ctx.bus.emit(Event::Log {
+        step: ctx.step.get().map(|s| s.index),
+        level: "info".into(),
+        message: format!("saved fingerprint '{name}' ({})", path.display()),
+    });
     Ok(())
+}
+
+/// Lua: fingerprint.load(name) -> fp or nil
+///
+/// The fingerprint saved under `name`, or nil when there is none yet.
+fn load(lua: &Lua, name: Value) -> mlua::Result<Value> {
+    let name = string_value(lua, name, "fingerprint.load(): name")?.unwrap_or_default();
+    match fingerprint::load(&state_dir(lua)?, &name)
+        .map_err(|e| err_at(lua, format!("fingerprint.load(): {e}")))?
+    {
+        Some(fp) => to_lua(lua, &fp),
+        None => Ok(Value::Nil),
+    }
+}
+
+/// Lua: fingerprint.diff(a, b) -> { { what, before, after }, … }
+///
+/// What changed from `a` to `b`, most telling first: torch, CUDA, python, driver, git
+/// HEAD, GPUs, dirty files, each package added, removed or changed, caches that appeared
+/// or vanished. An empty list means nothing that matters changed.
+///
+/// ```lua
+/// local good = fingerprint.load("dflash-known-good")
+/// if good then
+///   for _, c in ipairs(fingerprint.diff(good, now)) do
+///     log.warn(c.what .. ": " .. tostring(c.before) .. " -> " .. tostring(c.after))
+///   end
+/// end
+/// ```
+fn diff(lua: &Lua, (a, b): (Value, Value)) -> mlua::Result<Value> {
+    let a = from_lua(lua, a, "fingerprint.diff(): first argument")?;
+    let b = from_lua(lua, b, "fingerprint.diff(): second argument")?;
+    let changes = fingerprint::diff(&a, &b);
+    let list = lua.create_table()?;
+    for c in changes {
+        list.raw_push(to_lua(lua, &c)?)?;
+    }
+    Ok(Value::Table(list))
 }

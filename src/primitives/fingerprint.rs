@@ -1,1 +1,311 @@
-//! The `fingerprint` primitives (placeholder until implemented: registers nothing yet).
+//! Environment fingerprints: "what does this box look like", saved when it works, so that
+//! the next incident starts from "what changed since it last worked" rather than from a
+//! hunch. One read command gathers everything on the target.
+
+use super::{Cmd, Step};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// What `fingerprint.take` looks at.
+#[derive(Debug, Default)]
+pub struct Scope {
+    /// A venv whose python, torch and packages are described; else `python3` on PATH.
+    pub venv: Option<String>,
+    pub python: Option<String>,
+    pub repo: Option<String>,
+    pub caches: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct CacheSize {
+    pub bytes: u64,
+    pub files: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Fingerprint {
+    pub target: String,
+    pub taken_at: String,
+    pub python: Option<String>,
+    pub torch: Option<String>,
+    pub cuda: Option<String>,
+    pub driver: Option<String>,
+    #[serde(default)]
+    pub gpus: Vec<String>,
+    /// name → version, every distribution the python sees.
+    #[serde(default)]
+    pub packages: BTreeMap<String, String>,
+    pub packages_hash: Option<String>,
+    pub git_head: Option<String>,
+    #[serde(default)]
+    pub git_dirty: Vec<String>,
+    /// path → size; absent caches are not listed.
+    #[serde(default)]
+    pub caches: BTreeMap<String, CacheSize>,
+    #[serde(default)]
+    pub planned: bool,
+}
+
+/// Prints one `@key value` line per fact; every probe may fail on its own (no torch, no
+/// GPU, no repo) without hiding the others.
+const SCRIPT: &str = r#"py=$1; repo=$2; shift 2
+echo "@python $("$py" -c 'import sys; print(sys.version.split()[0])' 2>/dev/null)"
+"$py" - <<'PY' 2>/dev/null
+try:
+    import torch
+    print("@torch", torch.__version__)
+    print("@cuda", torch.version.cuda or "")
+except Exception:
+    pass
+import importlib.metadata as m
+for d in m.distributions():
+    name = d.metadata["Name"]
+    if name:
+        print("@pkg %s==%s" % (name.lower(), d.version))
+PY
+if command -v nvidia-smi >/dev/null 2>&1; then
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/@gpu /'
+fi
+if [ -n "$repo" ]; then
+  echo "@head $(git -C "$repo" rev-parse HEAD 2>/dev/null)"
+  git -C "$repo" status --porcelain 2>/dev/null | sed 's/^/@dirty /'
+fi
+for c in "$@"; do
+  [ -e "$c" ] || continue
+  echo "@cache $(du -sk -- "$c" 2>/dev/null | cut -f1) $(find "$c" 2>/dev/null | wc -l) $c"
+done
+exit 0"#;
+
+pub async fn take(step: &Step<'_>, scope: &Scope) -> mlua::Result<Fingerprint> {
+    let py = match (&scope.venv, &scope.python) {
+        (Some(v), _) => format!("{}/bin/python", v.trim_end_matches('/')),
+        (None, Some(p)) => p.clone(),
+        (None, None) => "python3".into(),
+    };
+    let mut args = vec![py, scope.repo.clone().unwrap_or_default()];
+    args.extend(scope.caches.iter().cloned());
+    let ran = step
+        .read(
+            Cmd::sh(SCRIPT, args).timeout(std::time::Duration::from_secs(120)),
+            "fingerprint: python, torch, packages, GPUs, git, caches",
+        )
+        .await?;
+    let mut fp = parse(&ran.stdout());
+    fp.target = step.target.name();
+    fp.taken_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    fp.planned = ran.planned();
+    Ok(fp)
+}
+
+fn non_empty(s: &str) -> Option<String> {
+    let s = s.trim();
+    (!s.is_empty()).then(|| s.to_string())
+}
+
+pub fn parse(text: &str) -> Fingerprint {
+    let mut fp = Fingerprint::default();
+    for line in text.lines() {
+        let (key, value) = line.split_once(' ').unwrap_or((line, ""));
+        match key {
+            "@python" => fp.python = non_empty(value),
+            "@torch" => fp.torch = non_empty(value),
+            "@cuda" => fp.cuda = non_empty(value),
+            "@pkg" => {
+                if let Some((n, v)) = value.split_once("==") {
+                    fp.packages.insert(n.to_string(), v.to_string());
+                }
+            }
+            "@gpu" => {
+                let (name, driver) = value.rsplit_once(", ").unwrap_or((value, ""));
+                fp.gpus.push(name.trim().to_string());
+                if fp.driver.is_none() {
+                    fp.driver = non_empty(driver);
+                }
+            }
+            "@head" => fp.git_head = non_empty(value),
+            "@dirty" => fp.git_dirty.push(value.trim_end().to_string()),
+            "@cache" => {
+                let mut parts = value.splitn(3, ' ');
+                if let (Some(k), Some(f), Some(p)) = (parts.next(), parts.next(), parts.next()) {
+                    fp.caches.insert(
+                        p.to_string(),
+                        CacheSize {
+                            bytes: k.trim().parse::<u64>().unwrap_or(0) * 1024,
+                            files: f.trim().parse().unwrap_or(0),
+                        },
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    if !fp.packages.is_empty() {
+        use sha2::Digest;
+        let listing: String = fp
+            .packages
+            .iter()
+            .map(|(n, v)| format!("{n}=={v}\n"))
+            .collect();
+        let digest = sha2::Sha256::digest(listing.as_bytes());
+        fp.packages_hash = Some(digest.iter().map(|b| format!("{b:02x}")).collect());
+    }
+    fp
+}
+
+/// One difference between two fingerprints.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Change {
+    pub what: String,
+    pub before: Option<String>,
+    pub after: Option<String>,
+}
+
+/// What changed from `a` (e.g. the known-good one) to `b` (now), most telling first.
+pub fn diff(a: &Fingerprint, b: &Fingerprint) -> Vec<Change> {
+    let mut out = Vec::new();
+    let mut field = |what: &str, x: &Option<String>, y: &Option<String>| {
+        if x != y {
+            out.push(Change {
+                what: what.to_string(),
+                before: x.clone(),
+                after: y.clone(),
+            });
+        }
+    };
+    field("torch", &a.torch, &b.torch);
+    field("cuda", &a.cuda, &b.cuda);
+    field("python", &a.python, &b.python);
+    field("driver", &a.driver, &b.driver);
+    field("git head", &a.git_head, &b.git_head);
+    let gpus =
+        |f: &Fingerprint| (!f.gpus.is_empty()).then(|| format!("{} × {}", f.gpus.len(), f.gpus[0]));
+    field("gpus", &gpus(a), &gpus(b));
+    let dirty = |f: &Fingerprint| (!f.git_dirty.is_empty()).then(|| f.git_dirty.join(", "));
+    field("git dirty files", &dirty(a), &dirty(b));
+    for (name, v) in &a.packages {
+        match b.packages.get(name) {
+            Some(w) if w == v => {}
+            other => field(
+                &format!("package {name}"),
+                &Some(v.clone()),
+                &other.cloned(),
+            ),
+        }
+    }
+    for (name, w) in &b.packages {
+        if !a.packages.contains_key(name) {
+            field(&format!("package {name}"), &None, &Some(w.clone()));
+        }
+    }
+    let size = |c: Option<&CacheSize>| {
+        c.map(|c| {
+            format!(
+                "{} in {} files",
+                super::human_bytes(c.bytes),
+                super::thousands(c.files)
+            )
+        })
+    };
+    let paths: std::collections::BTreeSet<&String> =
+        a.caches.keys().chain(b.caches.keys()).collect();
+    for p in paths {
+        let (x, y) = (a.caches.get(p), b.caches.get(p));
+        // Sizes drift with every compile; only a cache appearing or vanishing is news.
+        if x.is_some() != y.is_some() {
+            field(&format!("cache {p}"), &size(x), &size(y));
+        }
+    }
+    out
+}
+
+fn store(state_dir: &Path, name: &str) -> Result<PathBuf, String> {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        || name.starts_with('.')
+    {
+        return Err(format!(
+            "fingerprint name '{name}': use letters, digits, '-', '_' and '.'"
+        ));
+    }
+    Ok(state_dir.join("fingerprints").join(format!("{name}.json")))
+}
+
+pub fn save(state_dir: &Path, name: &str, fp: &Fingerprint) -> Result<PathBuf, String> {
+    let path = store(state_dir, name)?;
+    let dir = path.parent().expect("has a parent");
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let text = serde_json::to_string_pretty(fp).map_err(|e| e.to_string())?;
+    // Write then rename: a crash never leaves half a known-good fingerprint.
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, text).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(path)
+}
+
+pub fn load(state_dir: &Path, name: &str) -> Result<Option<Fingerprint>, String> {
+    let path = store(state_dir, name)?;
+    match std::fs::read_to_string(&path) {
+        Ok(text) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| format!("{}: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = "@python 3.12.3\n@torch 2.11.0+cu128\n@cuda 12.8\n@pkg torch==2.11.0+cu128\n@pkg numpy==2.1.0\n\
+                          @gpu NVIDIA H200, 580.65.06\n@gpu NVIDIA H200, 580.65.06\n@head abc123\n@dirty  M dflash_model.py\n\
+                          @cache 344727 12345 /tmp/torchinductor_root\n";
+
+    #[test]
+    fn parses_every_fact() {
+        let fp = parse(SAMPLE);
+        assert_eq!(fp.python.as_deref(), Some("3.12.3"));
+        assert_eq!(fp.torch.as_deref(), Some("2.11.0+cu128"));
+        assert_eq!(fp.driver.as_deref(), Some("580.65.06"));
+        assert_eq!(fp.gpus.len(), 2);
+        assert_eq!(fp.packages["numpy"], "2.1.0");
+        assert_eq!(fp.git_dirty, vec![" M dflash_model.py"]);
+        assert_eq!(fp.caches["/tmp/torchinductor_root"].files, 12345);
+        assert!(fp.packages_hash.is_some());
+    }
+
+    #[test]
+    fn diff_says_what_changed() {
+        let good = parse(SAMPLE);
+        let mut now = good.clone();
+        now.torch = Some("2.9.0".into());
+        now.packages.insert("torch".into(), "2.9.0".into());
+        now.packages.insert("sglang".into(), "0.5".into());
+        now.caches.clear();
+        let changes = diff(&good, &now);
+        let whats: Vec<&str> = changes.iter().map(|c| c.what.as_str()).collect();
+        assert_eq!(
+            whats,
+            vec![
+                "torch",
+                "package torch",
+                "package sglang",
+                "cache /tmp/torchinductor_root"
+            ]
+        );
+        assert!(diff(&good, &good).is_empty());
+    }
+
+    #[test]
+    fn names_are_checked_and_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(save(dir.path(), "../x", &Fingerprint::default()).is_err());
+        let fp = parse(SAMPLE);
+        save(dir.path(), "known-good", &fp).unwrap();
+        assert_eq!(load(dir.path(), "known-good").unwrap(), Some(fp));
+        assert_eq!(load(dir.path(), "missing").unwrap(), None);
+    }
+}
