@@ -1,0 +1,38 @@
+-- cache-reset: clear the torch compile caches (inductor, extensions, triton) of a user,
+-- kept aside by default so they can be put back; or put the newest kept copy back.
+runbook {
+  name = "cache-reset",
+  description = "Clear (or restore) the torch compile caches on a host or container",
+  params = {
+    host    = { default = "local", help = "local, user@host, or an inventory name" },
+    ct      = { type = "integer", help = "Proxmox container id on host" },
+    user    = { default = "root", help = "whose caches" },
+    keep    = { type = "boolean", default = true, help = "move the caches aside instead of deleting them" },
+    restore = { type = "boolean", default = false, help = "put the newest kept copies back instead" },
+    force   = { type = "boolean", default = false, help = "clear even while a process has files open in them" },
+  },
+}
+
+local torch = require("runbook.torch")
+local node = target(params.host)
+local box = params.ct and node:pct(params.ct) or node
+local caches
+
+step("measure", function()
+  caches = torch.caches(box, { user = params.user })
+  for _, c in ipairs(cache.size(box, caches)) do
+    if c.existed then
+      log.info(("%s: %d bytes in %d files"):format(c.path, c.bytes, c.files))
+    else
+      log.info(c.path .. ": absent")
+    end
+  end
+end)
+
+step("clear", { when = function() return not params.restore end }, function()
+  cache.clear(box, caches, { keep = params.keep, force = params.force })
+end)
+
+step("restore", { when = function() return params.restore end }, function()
+  cache.restore(box, caches)
+end)

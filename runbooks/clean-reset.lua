@@ -1,0 +1,139 @@
+-- clean-reset: the "clean reset then warm" recovery for a polluted training environment.
+--
+-- fingerprint + drift → GPU preflight → stop the job → fresh venv → code back to the
+-- known-good rev → compile caches moved aside → single-threaded warm-up that must fill
+-- the cache → relaunch → wait for the throughput line → save the new known-good.
+--
+-- Preview first:  runbook run clean-reset --dry-run --set host=root@pve1.example --set ct=200 …
+runbook {
+  name = "clean-reset",
+  description = "Fresh venv, known-good code, cleared and re-warmed compile caches, relaunch, check throughput",
+  params = {
+    host           = { default = "local", help = "where the training runs: local, user@host, or an inventory name" },
+    ct             = { type = "integer", help = "Proxmox container id on host (omit to work on host itself)" },
+    user           = { default = "root", help = "the user the training runs as (whose caches are cleared)" },
+    venv           = { type = "path", required = true, help = "the training venv, rebuilt fresh" },
+    python         = { default = "python3", help = "python for the venv: a version (3.12) or an interpreter" },
+    torch          = { default = "", help = "torch version to install, e.g. 2.11.0 (empty: no torch)" },
+    cuda           = { default = "cu128", help = "torch wheel flavour: cu128, cu126, cpu…" },
+    packages       = { default = "", help = "more packages, space-separated" },
+    requirements   = { default = "", help = "a requirements file on the target" },
+    repo           = { type = "path", required = true, help = "the model code checkout" },
+    code_paths     = { default = "", help = "paths in the repo to restore, space-separated (empty: the whole tree)" },
+    good_rev       = { default = "HEAD", help = "the known-good git revision" },
+    warmup         = { type = "path", required = true, help = "warm-up script (relative to repo, or absolute)" },
+    train          = { required = true, help = "training script and its args (relative to repo), space-separated" },
+    log            = { type = "path", required = true, help = "where the training log goes" },
+    pattern        = { default = "([0-9.]+) Ktok/s", help = "regex for the throughput line; capture 1 is the number" },
+    min_throughput = { type = "number", default = 0, help = "fail if the throughput is below this" },
+    gpus           = { type = "integer", default = 0, help = "GPUs that must be present and idle (0: skip the check)" },
+    job            = { default = "train", help = "name of the training job (to stop and relaunch it)" },
+    known_good     = { default = "clean-reset", help = "fingerprint name of the known-good environment" },
+    wait           = { default = "10m", help = "how long to wait for the throughput line" },
+  },
+}
+
+local text = require("runbook.text")
+local torch = require("runbook.torch")
+
+local node = target(params.host)
+local box = params.ct and node:pct(params.ct) or node
+
+local function in_repo(p)
+  if p:sub(1, 1) == "/" then return p end
+  return params.repo .. "/" .. p
+end
+
+local caches          -- the compile cache paths, as the target resolves them
+local cleared = false -- caches were moved aside: say how to restore them if we fail later
+local finished = false
+
+step("fingerprint and drift", function()
+  caches = torch.caches(box, { user = params.user })
+  local now = fingerprint.take(box, { venv = params.venv, repo = params.repo, caches = caches })
+  local good = fingerprint.load(params.known_good)
+  if not good then
+    log.info("no known-good fingerprint '" .. params.known_good .. "' yet: this run will save one")
+    return
+  end
+  local changes = fingerprint.diff(good, now)
+  if #changes == 0 then log.info("nothing changed since the known-good environment") end
+  for _, c in ipairs(changes) do
+    log.warn(("drift: %s: %s -> %s"):format(c.what, tostring(c.before), tostring(c.after)))
+  end
+end)
+
+step("GPU preflight", { when = function() return params.gpus > 0 end }, function()
+  gpu.require(box, { count = params.gpus, idle = false })
+end)
+
+step("stop the training job", function()
+  local r = proc.stop(box, { name = params.job, timeout = "60s" })
+  if r.was_running then log.info("stopped " .. params.job .. " (pid " .. tostring(r.pid) .. ")") end
+end)
+
+step("fresh venv", function()
+  local packages = text.split(params.packages)
+  local opts = { path = params.venv, python = params.python, fresh = true, install_uv = true }
+  if params.torch ~= "" then
+    table.insert(packages, 1, "torch==" .. params.torch)
+    opts.index_url = torch.index(params.cuda)
+    opts.verify = "import torch; print(torch.__version__, torch.version.cuda)"
+  end
+  opts.packages = packages
+  if params.requirements ~= "" then opts.requirements = params.requirements end
+  local r = venv.build(box, opts)
+  if not r.planned then log.info(("venv %s: python %s, %d packages"):format(r.path, r.python, #r.packages)) end
+end)
+
+step("restore code to the known-good rev", function()
+  local paths = nil
+  if params.code_paths ~= "" then paths = text.split(params.code_paths) end
+  local r = git.restore(box, { repo = params.repo, paths = paths, rev = params.good_rev })
+  log.info(("%d file(s) restored to %s"):format(#r.files, r.rev or params.good_rev))
+end)
+
+step("clear compile caches (kept aside)", function()
+  cache.clear(box, caches, { keep = true })
+  cleared = true
+end)
+
+step("single-threaded warm-up", function()
+  warmup.run(box, {
+    venv = params.venv,
+    script = in_repo(params.warmup),
+    cwd = params.repo,
+    single_threaded = true,
+    expect_cache = { caches.inductor },
+  })
+end)
+
+step("relaunch training", function()
+  local words = text.split(params.train)
+  words[1] = in_repo(words[1])
+  table.insert(words, 1, params.venv .. "/bin/python")
+  proc.spawn(box, { cmd = words, log = params.log, cwd = params.repo, name = params.job })
+end)
+
+step("throughput check", function()
+  local m = proc.wait_for(box, { file = params.log, pattern = params.pattern, timeout = params.wait })
+  if m.planned then return end
+  local got = tonumber(m.captures[1])
+  if not got then fail("the throughput line has no number: " .. m.line) end
+  if got < params.min_throughput then
+    fail(("throughput %.1f is below the minimum %.1f: %s"):format(got, params.min_throughput, m.line))
+  end
+  log.info(("throughput %.1f (minimum %.1f)"):format(got, params.min_throughput))
+end)
+
+step("save the known-good fingerprint", function()
+  local fp = fingerprint.take(box, { venv = params.venv, repo = params.repo, caches = caches })
+  fingerprint.save(params.known_good, fp)
+  finished = true
+end)
+
+step("how to undo", { always = true, when = function() return cleared and not finished end }, function()
+  log.warn("the run stopped after the compile caches were moved aside; the old caches are kept next to them")
+  log.warn("to put them back: runbook run cache-reset --set host=" .. params.host
+    .. (params.ct and (" --set ct=" .. params.ct) or "") .. " --set user=" .. params.user .. " --set restore=true")
+end)
