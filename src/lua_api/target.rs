@@ -491,18 +491,6 @@ fn failure_message(
     msg
 }
 
-#[cfg(test)]
-mod tests {
-    use super::script_deletes;
-
-    #[test]
-    fn spots_deleting_scripts() {
-        assert!(script_deletes("rm -rf /tmp/x && echo done"));
-        assert!(script_deletes("cd /x; /bin/rm f"));
-        assert!(!script_deletes("echo firm; ls"));
-    }
-}
-
 /// The target a primitive was given as its first argument (`cache.clear(t, …)`).
 pub fn target_arg(lua: &Lua, v: &Value, what: &str) -> mlua::Result<Rc<Target>> {
     if let Value::UserData(ud) = v {
@@ -517,4 +505,16 @@ pub fn target_arg(lua: &Lua, v: &Value, what: &str) -> mlua::Result<Rc<Target>> 
             v.type_name()
         ),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::script_deletes;
+
+    #[test]
+    fn spots_deleting_scripts() {
+        assert!(script_deletes("rm -rf /tmp/x && echo done"));
+        assert!(script_deletes("cd /x; /bin/rm f"));
+        assert!(!script_deletes("echo firm; ls"));
+    }
 }

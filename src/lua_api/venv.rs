@@ -1,7 +1,225 @@
-//! `venv.*`: not implemented yet; registers nothing.
+//! `venv.build`: Python virtual environments built with uv on the target, fresh and
+//! swapped in only once they verify.
 
-use mlua::Lua;
+use super::{
+    bool_value, check_keys, duration_value, err_at, location, require_running, string_value,
+};
+use crate::lua_api::target::target_arg;
+use crate::primitives::venv::{self as prim, BuildSpec, IndexOptions};
+use crate::primitives::{to_lua, Step};
+use mlua::{Lua, Table, Value};
 
-pub fn register(_lua: &Lua) -> mlua::Result<()> {
-    Ok(())
+const BUILD_KEYS: &[&str] = &[
+    "path",
+    "python",
+    "packages",
+    "requirements",
+    "index_url",
+    "extra_index_url",
+    "find_links",
+    "no_index",
+    "fresh",
+    "verify",
+    "install_uv",
+    "uv",
+    "timeout",
+];
+
+pub fn register(lua: &Lua) -> mlua::Result<()> {
+    let venv = lua.create_table()?;
+    venv.raw_set("build", lua.create_async_function(build)?)?;
+    lua.globals().raw_set("venv", venv)
+}
+
+/// Lua: venv.build(t, opts) -> { path, python, packages, hash, changed, planned }
+///
+/// Builds a Python virtual environment at `opts.path` on target `t` with
+/// [uv](https://docs.astral.sh/uv/), which must be on the target (on its PATH, at
+/// `~/.local/bin/uv` or `~/.cargo/bin/uv`, or given as `uv`). Options:
+/// - `path` (required): the venv's absolute path on the target;
+/// - `python`: the interpreter for `uv venv --python`, a version (`"3.12"`) or a path;
+///   uv never downloads one (`UV_PYTHON_DOWNLOADS=never`): it must be installed;
+/// - `packages`: a list of requirement specifiers (`"torch==2.11.0"`), and/or
+///   `requirements`: a requirements file on the target (`-r`);
+/// - `index_url`, `extra_index_url` (a string or a list), `find_links` (a directory or
+///   URL, or a list), `no_index = true`: where packages come from; an offline cluster
+///   uses `no_index = true, find_links = "/srv/wheels"`;
+/// - `fresh` (default true): build in a new sibling directory `PATH.runbook-new-<ts>`,
+///   install, run `verify`, and only then swap it into `PATH` (the old venv is renamed
+///   to `PATH.runbook-old-<ts>`, then deleted). A failed install or verify leaves the old
+///   venv in place and working, removes the half-built one, and fails the step with uv's
+///   messages. `fresh = false` installs into `PATH` in place (creating it if missing);
+///   a failure there can leave it partly updated, and an existing venv keeps its python;
+/// - `verify`: Python code run with the new venv's interpreter (`python -c`, from `/`)
+///   before it is put in place, e.g. `"import torch"`; it is run again once the venv is
+///   at `PATH` (the old one is restored if that fails);
+/// - `uv`: uv's path on the target, when it is somewhere else;
+/// - `install_uv = true`: when no uv is found, install it first, for the user the target
+///   runs commands as, with `python3 -m pip install --user uv` (using the index options
+///   above; needs pip and a reachable index);
+/// - `timeout`: for each command, the build included (default: none, large wheels take
+///   long), e.g. `"30m"`; a stopped build cleans up like a failed one.
+///
+/// `PATH` must be a venv (have a `pyvenv.cfg`) or not exist: anything else is refused.
+/// Replacing an existing venv counts as destructive (a real run asks first). Venvs are
+/// made with `uv venv --relocatable`, so scripts in `bin/` keep working after the
+/// rename. Build directories left by a build killed too hard to clean up after itself
+/// are removed by the next fresh build of the same `PATH`.
+///
+/// Returns `path`, `python` (the venv's Python version), `packages` (a list of
+/// `{ name, version }` from `uv pip list`, sorted by name), `hash` (sha256 of the sorted
+/// `name==version` lines: equal hashes, equal package sets) and `changed = true`. During
+/// `--dry-run` the build is one planned change (uv is still looked for): `planned = true`,
+/// `python` is the requested one, `packages` is empty and `hash` is nil.
+///
+/// ```lua
+/// local node = target("root@gpu-node-1.example")
+/// step("fresh venv", function()
+///   local v = venv.build(node, {
+///     path = "/opt/train/venv", python = "3.12",
+///     packages = { "torch==2.11.0", "numpy==2.3.1" },
+///     index_url = "https://download.pytorch.org/whl/cu128",
+///     extra_index_url = "https://pypi.org/simple",
+///     verify = "import torch; assert torch.cuda.is_available()",
+///     timeout = "30m",
+///   })
+///   log.info(("venv %s: python %s, %d packages, %s"):format(v.path, v.python or "?", #v.packages, v.hash or "planned"))
+/// end)
+/// ```
+async fn build(lua: Lua, (t, opts): (Value, Value)) -> mlua::Result<Value> {
+    let ctx = require_running(&lua, "venv.build()")?;
+    let target = target_arg(&lua, &t, "venv.build")?;
+    let spec = parse_build(&lua, opts)?;
+    let step = Step {
+        ctx: &ctx,
+        target: &target,
+        at: location(&lua),
+    };
+    let built = prim::build(&step, &spec).await?;
+    to_lua(&lua, &built)
+}
+
+fn parse_build(lua: &Lua, opts: Value) -> mlua::Result<BuildSpec> {
+    const WHAT: &str = "venv.build()";
+    let Value::Table(t) = opts else {
+        return Err(err_at(
+            lua,
+            format!(
+                "{WHAT}: the second argument is an options table, e.g. {{ path = \"/opt/venv\", packages = {{ \"torch\" }} }}; got {}",
+                opts.type_name()
+            ),
+        ));
+    };
+    check_keys(lua, &t, BUILD_KEYS, WHAT)?;
+    let text = |key: &str| string_value(lua, t.get(key)?, &format!("{WHAT}: {key}"));
+    let flag =
+        |key: &str, default: bool| bool_value(lua, t.get(key)?, &format!("{WHAT}: {key}"), default);
+    let spec = BuildSpec {
+        path: venv_path(lua, text("path")?)?,
+        python: non_empty(lua, text("python")?, "python")?,
+        packages: packages(lua, t.get("packages")?)?,
+        requirements: non_empty(lua, text("requirements")?, "requirements")?,
+        index: IndexOptions {
+            index_url: non_empty(lua, text("index_url")?, "index_url")?,
+            extra_index_urls: string_list(lua, t.get("extra_index_url")?, "extra_index_url")?,
+            find_links: string_list(lua, t.get("find_links")?, "find_links")?,
+            no_index: flag("no_index", false)?,
+        },
+        fresh: flag("fresh", true)?,
+        verify: non_empty(lua, text("verify")?, "verify")?,
+        install_uv: flag("install_uv", false)?,
+        uv: non_empty(lua, text("uv")?, "uv")?,
+        timeout: duration_value(lua, t.get("timeout")?, &format!("{WHAT}: timeout"))?,
+    };
+    Ok(spec)
+}
+
+/// The venv path: absolute (a relative one would mean a different place on every kind of
+/// target), not `/`, without a trailing slash (the build dir is `PATH.runbook-new-…`).
+fn venv_path(lua: &Lua, path: Option<String>) -> mlua::Result<String> {
+    let Some(path) = path else {
+        return Err(err_at(
+            lua,
+            "venv.build(): path is required: the venv's absolute path on the target, e.g. path = \"/opt/venv\"",
+        ));
+    };
+    let trimmed = path.trim_end_matches('/');
+    if !path.starts_with('/') || trimmed.is_empty() || path.contains('\n') {
+        return Err(err_at(
+            lua,
+            format!("venv.build(): path must be an absolute path below /, like \"/opt/venv\"; got {path:?}"),
+        ));
+    }
+    Ok(trimmed.to_string())
+}
+
+fn non_empty(lua: &Lua, v: Option<String>, key: &str) -> mlua::Result<Option<String>> {
+    match v {
+        Some(s) if s.is_empty() => Err(err_at(
+            lua,
+            format!("venv.build(): {key} is empty; leave it out instead"),
+        )),
+        other => Ok(other),
+    }
+}
+
+/// A string, or a list of strings (`extra_index_url`, `find_links`).
+fn string_list(lua: &Lua, v: Value, key: &str) -> mlua::Result<Vec<String>> {
+    match v {
+        Value::Nil => Ok(Vec::new()),
+        Value::Table(list) => list_of_strings(lua, &list, key),
+        other => Ok(non_empty(
+            lua,
+            string_value(lua, other, &format!("venv.build(): {key}"))?,
+            key,
+        )?
+        .into_iter()
+        .collect()),
+    }
+}
+
+fn list_of_strings(lua: &Lua, list: &Table, key: &str) -> mlua::Result<Vec<String>> {
+    let mut out = Vec::new();
+    for (i, v) in list.sequence_values::<Value>().enumerate() {
+        let what = format!("venv.build(): {key}[{}]", i + 1);
+        match string_value(lua, v?, &what)? {
+            Some(s) if !s.is_empty() => out.push(s),
+            _ => return Err(err_at(lua, format!("{what} is empty"))),
+        }
+    }
+    if list.pairs::<Value, Value>().count() != out.len() {
+        return Err(err_at(
+            lua,
+            format!("venv.build(): {key} must be a plain list of strings"),
+        ));
+    }
+    Ok(out)
+}
+
+/// Requirement specifiers. Options are refused here: each has its own key, and a
+/// `--index-url` hidden in the list would not show in the summary.
+fn packages(lua: &Lua, v: Value) -> mlua::Result<Vec<String>> {
+    let list = match v {
+        Value::Nil => return Ok(Vec::new()),
+        Value::Table(list) => list_of_strings(lua, &list, "packages")?,
+        other => {
+            return Err(err_at(
+                lua,
+                format!(
+                    "venv.build(): packages is a list like {{ \"torch==2.11.0\" }}, got {}",
+                    other.type_name()
+                ),
+            ))
+        }
+    };
+    if let Some(opt) = list.iter().find(|p| p.starts_with('-')) {
+        return Err(err_at(
+            lua,
+            format!(
+                "venv.build(): packages holds the option {opt:?}; use the options index_url, \
+                 extra_index_url, find_links, no_index or requirements instead"
+            ),
+        ));
+    }
+    Ok(list)
 }

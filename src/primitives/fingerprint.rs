@@ -65,7 +65,8 @@ for d in m.distributions():
         print("@pkg %s==%s" % (name.lower(), d.version))
 PY
 if command -v nvidia-smi >/dev/null 2>&1; then
-  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/@gpu /'
+  # Its failures ("No devices were found", no driver) come on stdout: only a success counts.
+  out=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null) && printf '%s\n' "$out" | sed 's/^/@gpu /'
 fi
 if [ -n "$repo" ]; then
   echo "@head $(git -C "$repo" rev-parse HEAD 2>/dev/null)"

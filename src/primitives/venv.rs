@@ -1,1 +1,626 @@
-//! The `venv` primitives (placeholder until implemented: registers nothing yet).
+//! `venv.build`: a Python virtual environment built by uv on the target itself.
+//!
+//! Three phases, all through `Step`:
+//! 1. a read (runs in `--dry-run` too) finds uv on the target and looks at what is at the
+//!    venv path now;
+//! 2. one change action, a small `sh` script, creates the venv, installs, verifies and
+//!    (fresh builds) swaps it into place. One action rather than four because the
+//!    clean-up of a half-built venv must happen on the target even when the build is
+//!    killed (timeout, Ctrl-C, lost runbook) half-way, which only a trap in the same
+//!    process can do, and because its command line must be identical in a dry-run and
+//!    the real run: the `<ts>` of the build directory is therefore taken on the target;
+//! 3. a read lists what ended up installed.
+
+use super::{Cmd, Ran, Step};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::time::Duration;
+
+/// Where `pip install --user uv` puts uv (the pip default for `--user` on Linux).
+const USER_UV: &str = ".local/bin/uv";
+
+/// What `venv.build` was asked to do.
+#[derive(Debug, Clone, Default)]
+pub struct BuildSpec {
+    /// Absolute path of the venv on the target.
+    pub path: String,
+    /// `--python` for `uv venv`: a version (`3.12`) or an interpreter path; `None` lets uv pick.
+    pub python: Option<String>,
+    /// Requirement specifiers, passed as argv to `uv pip install`.
+    pub packages: Vec<String>,
+    /// A requirements file on the target (`-r`).
+    pub requirements: Option<String>,
+    pub index: IndexOptions,
+    /// Build beside the venv and swap it in (true), or install into it in place (false).
+    pub fresh: bool,
+    /// Python code run with the new venv's interpreter before it is put in place.
+    pub verify: Option<String>,
+    /// Install uv with `python3 -m pip install --user uv` when the target has none.
+    pub install_uv: bool,
+    /// uv's path on the target, when it is not where it is looked for.
+    pub uv: Option<String>,
+    /// For the build command (installs of large wheels take long: none by default).
+    pub timeout: Option<Duration>,
+}
+
+/// Package index options, the same for `uv pip install` and for `pip install uv`.
+#[derive(Debug, Clone, Default)]
+pub struct IndexOptions {
+    pub index_url: Option<String>,
+    pub extra_index_urls: Vec<String>,
+    pub find_links: Vec<String>,
+    pub no_index: bool,
+}
+
+impl IndexOptions {
+    /// The flags both uv and pip understand with these exact names.
+    fn args(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.no_index {
+            out.push("--no-index".to_string());
+        }
+        if let Some(url) = &self.index_url {
+            out.extend(["--index-url".to_string(), url.clone()]);
+        }
+        for url in &self.extra_index_urls {
+            out.extend(["--extra-index-url".to_string(), url.clone()]);
+        }
+        for dir in &self.find_links {
+            out.extend(["--find-links".to_string(), dir.clone()]);
+        }
+        out
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Package {
+    pub name: String,
+    pub version: String,
+}
+
+/// The result `venv.build` gives back to Lua.
+#[derive(Debug, Serialize)]
+pub struct Built {
+    pub path: String,
+    /// The venv's Python version; when only planned, the requested `python` (if any).
+    pub python: Option<String>,
+    pub packages: Vec<Package>,
+    /// sha256 of the sorted `name==version` lines; `None` when only planned.
+    pub hash: Option<String>,
+    pub changed: bool,
+    pub planned: bool,
+}
+
+/// Builds (or, in a dry-run, plans) the venv described by `spec` on the step's target.
+pub async fn build(step: &Step<'_>, spec: &BuildSpec) -> mlua::Result<Built> {
+    let probe = probe(step, spec.uv.as_deref(), &spec.path, spec.timeout).await?;
+    if let Some(p) = &probe {
+        if p.venv == VenvState::NotVenv {
+            return Err(fail(
+                step,
+                format!(
+                    "{} exists and is not a virtual environment (no pyvenv.cfg): refusing to replace it",
+                    spec.path
+                ),
+            ));
+        }
+    }
+    let uv = find_or_install_uv(step, spec, probe.as_ref()).await?;
+    // Replacing an existing venv deletes it; unknown (offline plan) counts as existing.
+    let replaces = probe.as_ref().is_none_or(|p| p.venv != VenvState::Missing);
+    let destructive = spec.fresh && replaces;
+    let ran = step
+        .change(build_cmd(spec, &uv), summary(spec), destructive)
+        .await?;
+    if ran.planned() {
+        return Ok(Built {
+            path: spec.path.clone(),
+            python: spec.python.clone(),
+            packages: Vec::new(),
+            hash: None,
+            changed: true,
+            planned: true,
+        });
+    }
+    if !ran.ok() {
+        return Err(fail(step, failure(&ran, spec)));
+    }
+    let (python, packages) = installed(step, &spec.path, &uv).await?;
+    Ok(Built {
+        path: spec.path.clone(),
+        python: Some(python),
+        hash: Some(packages_hash(&packages)),
+        packages,
+        changed: true,
+        planned: false,
+    })
+}
+
+/// An error naming the Lua line (from `step.fail`) and the target.
+fn fail(step: &Step<'_>, msg: impl std::fmt::Display) -> mlua::Error {
+    step.fail(format!("venv.build on {}: {msg}", step.target.name()))
+}
+
+// ---------------------------------------------------------------------------------------
+// Phase 1: what is on the target
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum VenvState {
+    Missing,
+    Venv,
+    /// Something that is not a venv: never replaced.
+    NotVenv,
+}
+
+#[derive(Debug, Clone)]
+struct Probe {
+    home: String,
+    /// uv's path, when it ran (`uv --version` succeeded).
+    uv: Option<String>,
+    venv: VenvState,
+}
+
+/// Finds uv (the given path, else PATH, `~/.local/bin`, `~/.cargo/bin`), and what is at
+/// the venv path. `$1` = uv's given path or empty, `$2` = venv path. Prints `key=value`
+/// lines; always exits 0 so that a missing uv is reported by runbook, not by sh.
+const PROBE: &str = r#"uv=$1
+if [ -z "$uv" ]; then
+  uv=$(command -v uv 2>/dev/null) || uv=
+  for c in "$HOME/.local/bin/uv" "$HOME/.cargo/bin/uv"; do
+    if [ -z "$uv" ] && [ -x "$c" ]; then uv=$c; fi
+  done
+fi
+printf 'home=%s\n' "$HOME"
+if [ -n "$uv" ] && v=$("$uv" --version 2>/dev/null); then printf 'uv=%s\nuv_version=%s\n' "$uv" "$v"; fi
+if [ -f "$2/pyvenv.cfg" ]; then
+  printf 'venv=yes\n'
+  if v=$("$2/bin/python" -c 'import platform; print(platform.python_version())' 2>/dev/null); then printf 'venv_python=%s\n' "$v"; fi
+elif [ -e "$2" ] || [ -L "$2" ]; then printf 'venv=other\n'
+else printf 'venv=none\n'
+fi
+"#;
+
+/// `None` when the read was only planned (`--dry-run --offline`).
+async fn probe(
+    step: &Step<'_>,
+    uv: Option<&str>,
+    path: &str,
+    timeout: Option<Duration>,
+) -> mlua::Result<Option<Probe>> {
+    let mut cmd = Cmd::sh(PROBE, [uv.unwrap_or(""), path]);
+    cmd.timeout = timeout;
+    let ran = step
+        .read(cmd, format!("look for uv and the venv at {path}"))
+        .await?;
+    if ran.planned() {
+        return Ok(None);
+    }
+    if !ran.ok() {
+        return Err(fail(
+            step,
+            format!("could not look for uv: {}", tail(&ran.stderr(), 5)),
+        ));
+    }
+    Ok(Some(parse_probe(&ran.stdout())))
+}
+
+fn parse_probe(text: &str) -> Probe {
+    let mut p = Probe {
+        home: String::new(),
+        uv: None,
+        venv: VenvState::Missing,
+    };
+    for line in text.lines() {
+        match line.split_once('=') {
+            Some(("home", v)) => p.home = v.to_string(),
+            Some(("uv", v)) => p.uv = Some(v.to_string()),
+            Some(("venv", "yes")) => p.venv = VenvState::Venv,
+            Some(("venv", "other")) => p.venv = VenvState::NotVenv,
+            _ => {}
+        }
+    }
+    p
+}
+
+/// The uv to build with: the probe's, else (with `install_uv`) one installed now, else a
+/// clear error.
+async fn find_or_install_uv(
+    step: &Step<'_>,
+    spec: &BuildSpec,
+    probe: Option<&Probe>,
+) -> mlua::Result<String> {
+    let Some(probe) = probe else {
+        // Offline plan: nothing was looked at; show the command with the uv we would look for.
+        return Ok(spec.uv.clone().unwrap_or_else(|| "uv".to_string()));
+    };
+    if let Some(uv) = &probe.uv {
+        return Ok(uv.clone());
+    }
+    if let Some(given) = &spec.uv {
+        return Err(fail(
+            step,
+            format!("uv = \"{given}\" does not run there (`{given} --version` failed)"),
+        ));
+    }
+    if !spec.install_uv {
+        return Err(fail(
+            step,
+            "uv not found (looked on PATH, at ~/.local/bin/uv and ~/.cargo/bin/uv). Install it \
+             there (`python3 -m pip install --user uv`, or see \
+             https://docs.astral.sh/uv/getting-started/installation/), give its path with \
+             `uv = \"/path/to/uv\"`, or pass `install_uv = true` to install it with pip \
+             (needs a reachable package index)",
+        ));
+    }
+    install_uv(step, spec, &probe.home).await
+}
+
+/// `python3 -m pip install --user uv`, with the build's index options. pip refuses
+/// `--user` installs into a distribution's "externally managed" Python (PEP 668) unless
+/// told otherwise; a `--user` install does not touch the system's packages, so it is told.
+async fn install_uv(step: &Step<'_>, spec: &BuildSpec, home: &str) -> mlua::Result<String> {
+    let mut argv: Vec<String> = ["python3", "-m", "pip", "install", "--user"]
+        .map(String::from)
+        .to_vec();
+    argv.extend(spec.index.args());
+    argv.push("uv".to_string());
+    let mut cmd = Cmd::new(argv)
+        .env("PIP_BREAK_SYSTEM_PACKAGES", "1")
+        .env("PIP_DISABLE_PIP_VERSION_CHECK", "1");
+    cmd.timeout = spec.timeout;
+    let ran = step
+        .change(cmd, "install uv with pip (--user)", false)
+        .await?;
+    let uv = format!("{}/{USER_UV}", home.trim_end_matches('/'));
+    if ran.planned() {
+        return Ok(uv);
+    }
+    if !ran.ok() {
+        return Err(fail(
+            step,
+            format!(
+                "installing uv with `python3 -m pip install --user uv` failed (install_uv needs \
+                 network access to PyPI, or index_url/find_links that hold a uv wheel):\n{}",
+                tail(&ran.stderr(), 10)
+            ),
+        ));
+    }
+    match probe(step, Some(&uv), &spec.path, spec.timeout).await? {
+        Some(Probe {
+            uv: Some(found), ..
+        }) => Ok(found),
+        _ => Err(fail(
+            step,
+            format!("pip installed uv, but {uv} does not run (is PYTHONUSERBASE set?)"),
+        )),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Phase 2: the build
+
+/// `$1` uv, `$2` venv path, `$3` python for `uv venv` (empty: uv's choice), `$4` `fresh` or
+/// `in-place`, `$5` verify code (empty: only check that the interpreter starts); the rest
+/// are the arguments of `uv pip install` (none: create only).
+///
+/// Fresh: build in `PATH.runbook-new-<ts>` (relocatable, because it is renamed after the
+/// build), verify, then swap with two renames. A true atomic exchange
+/// (renameat2 RENAME_EXCHANGE, `mv --exchange`) is not available from portable sh: it
+/// needs coreutils 9.5+ and a filesystem that supports it. So for the moment between the
+/// two renames PATH does not exist; a failed second rename puts the old venv back. The
+/// venv is checked again where it finally lives, and the old one is restored if that
+/// fails; only then is the old one deleted (a venv with torch is gigabytes: keeping every
+/// previous one would fill disks). Any failure, or a kill, removes the half-built dir
+/// (EXIT trap; the signal traps make sh run it) and leaves PATH untouched. SIGPIPE is
+/// ignored because runbook stops reading the output when it stops a command: sh's own
+/// notice about the killed child would otherwise kill sh before its trap. Leftovers of a
+/// build killed too hard to clean up are removed by the next fresh build of that PATH.
+const BUILD: &str = r#"set -u
+uv=$1 path=$2 py=$3 mode=$4 verify=${5:-pass}
+shift 5
+say() { printf 'venv.build: %s\n' "$*" >&2; }
+mkvenv() {
+  if [ -n "$py" ]; then "$uv" venv --relocatable --python "$py" "$1"; else "$uv" venv --relocatable "$1"; fi
+}
+check() { (cd / && "$1/bin/python" -c "$verify"); }
+if [ -e "$path" ] && [ ! -f "$path/pyvenv.cfg" ]; then
+  say "$path exists and is not a virtual environment (no pyvenv.cfg): refusing to replace it"; exit 3
+fi
+if [ "$mode" = in-place ]; then
+  dir=$path
+  if [ ! -e "$dir" ]; then mkvenv "$dir" || { rm -rf -- "$dir"; exit 1; }; fi
+else
+  ts=$(date -u +%Y%m%dT%H%M%SZ)
+  dir=$path.runbook-new-$ts old=$path.runbook-old-$ts
+  rm -rf -- "$path".runbook-new-* "$path".runbook-old-*
+  trap 'rm -rf -- "$dir"' EXIT
+  trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM; trap '' PIPE
+  mkvenv "$dir" || exit 1
+fi
+if [ "$#" -gt 0 ]; then "$uv" pip install --python "$dir/bin/python" "$@" || exit 1; fi
+check "$dir" || { say "verify failed: $dir/bin/python -c '$verify'"; exit 1; }
+[ "$mode" = in-place ] && exit 0
+if [ -e "$path" ]; then
+  mv -T -- "$path" "$old" || exit 1
+  if ! mv -T -- "$dir" "$path"; then
+    mv -T -- "$old" "$path"; say "could not move the new venv into place; the old one is back"; exit 1
+  fi
+else
+  old=
+  mv -T -- "$dir" "$path" || exit 1
+fi
+if ! check "$path"; then
+  mv -T -- "$path" "$dir"
+  if [ -n "$old" ]; then mv -T -- "$old" "$path"; fi
+  say "the new venv failed its check once moved to $path${old:+; the old one is back}"; exit 1
+fi
+if [ -n "$old" ]; then rm -rf -- "$old"; fi
+trap - EXIT
+"#;
+
+fn build_cmd(spec: &BuildSpec, uv: &str) -> Cmd {
+    let mode = if spec.fresh { "fresh" } else { "in-place" };
+    let mut args: Vec<String> = vec![
+        uv.to_string(),
+        spec.path.clone(),
+        spec.python.clone().unwrap_or_default(),
+        mode.to_string(),
+        spec.verify.clone().unwrap_or_default(),
+    ];
+    if !spec.packages.is_empty() || spec.requirements.is_some() {
+        args.extend(spec.index.args());
+        if let Some(req) = &spec.requirements {
+            args.extend(["-r".to_string(), req.clone()]);
+        }
+        args.extend(spec.packages.iter().cloned());
+    }
+    // A missing python must be an error, not a download of one.
+    let mut cmd = Cmd::sh(BUILD, args).env("UV_PYTHON_DOWNLOADS", "never");
+    cmd.timeout = spec.timeout;
+    cmd
+}
+
+/// `build venv /opt/venv (python 3.12, 3 packages, fresh)`.
+fn summary(spec: &BuildSpec) -> String {
+    let python = match &spec.python {
+        Some(p) => format!("python {p}"),
+        None => "uv's default python".to_string(),
+    };
+    let n = spec.packages.len();
+    let mut what = Vec::new();
+    if n > 0 {
+        what.push(format!("{n} package{}", if n == 1 { "" } else { "s" }));
+    }
+    if let Some(req) = &spec.requirements {
+        what.push(format!("-r {req}"));
+    }
+    let what = if what.is_empty() {
+        "no packages".to_string()
+    } else {
+        what.join(" + ")
+    };
+    let mode = if spec.fresh { "fresh" } else { "in place" };
+    format!("build venv {} ({python}, {what}, {mode})", spec.path)
+}
+
+fn failure(ran: &Ran, spec: &BuildSpec) -> String {
+    let Some(out) = ran.outcome() else {
+        return "not run".to_string();
+    };
+    let why = if out.timed_out {
+        format!(
+            "timed out after {}",
+            spec.timeout.map(crate::duration::short).unwrap_or_default()
+        )
+    } else if let Some(sig) = out.signal {
+        format!("killed by signal {sig}")
+    } else {
+        format!("exit code {}", out.code.unwrap_or(-1))
+    };
+    let kept = if spec.fresh {
+        format!("{} was left as it was", spec.path)
+    } else {
+        format!("{} may be partly updated (fresh = false)", spec.path)
+    };
+    format!(
+        "building {} failed ({why}); {kept}:\n{}",
+        spec.path,
+        tail(&ran.stderr(), 20)
+    )
+}
+
+/// The last `n` non-empty lines, indented, for error messages.
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..]
+        .iter()
+        .map(|l| format!("  {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+// ---------------------------------------------------------------------------------------
+// Phase 3: what was installed
+
+/// The venv's Python version, then `uv pip list` as JSON on the next line.
+const LIST: &str = r#""$2/bin/python" -c 'import platform; print(platform.python_version())' && "$1" pip list --format json --python "$2/bin/python""#;
+
+async fn installed(step: &Step<'_>, path: &str, uv: &str) -> mlua::Result<(String, Vec<Package>)> {
+    let ran = step
+        .read(
+            Cmd::sh(LIST, [uv, path]),
+            format!("list the packages in {path}"),
+        )
+        .await?;
+    if !ran.ok() {
+        return Err(fail(
+            step,
+            format!(
+                "built {path}, but could not list its packages:\n{}",
+                tail(&ran.stderr(), 5)
+            ),
+        ));
+    }
+    parse_list(&ran.stdout()).map_err(|e| fail(step, e))
+}
+
+fn parse_list(stdout: &str) -> Result<(String, Vec<Package>), String> {
+    let (python, json) = stdout
+        .split_once('\n')
+        .ok_or_else(|| format!("unexpected output listing packages: {stdout:?}"))?;
+    let mut packages: Vec<Package> = serde_json::from_str(json.trim())
+        .map_err(|e| format!("could not read `uv pip list` output ({e}): {json:?}"))?;
+    packages.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok((python.trim().to_string(), packages))
+}
+
+/// sha256 (hex) of the sorted `name==version` lines, each ending in a newline: two venvs
+/// with the same packages have the same hash, whatever the order uv listed them in.
+pub fn packages_hash(packages: &[Package]) -> String {
+    let mut lines: Vec<String> = packages
+        .iter()
+        .map(|p| format!("{}=={}\n", p.name, p.version))
+        .collect();
+    lines.sort();
+    let digest = Sha256::digest(lines.concat().as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> BuildSpec {
+        BuildSpec {
+            path: "/opt/venv".into(),
+            python: Some("3.12".into()),
+            packages: vec!["torch==2.11.0".into(), "numpy".into(), "rich".into()],
+            fresh: true,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn summary_reads_like_a_sentence() {
+        assert_eq!(
+            summary(&spec()),
+            "build venv /opt/venv (python 3.12, 3 packages, fresh)"
+        );
+        let s = BuildSpec {
+            python: None,
+            packages: vec!["a".into()],
+            requirements: Some("/r.txt".into()),
+            fresh: false,
+            ..spec()
+        };
+        assert_eq!(
+            summary(&s),
+            "build venv /opt/venv (uv's default python, 1 package + -r /r.txt, in place)"
+        );
+    }
+
+    #[test]
+    fn install_arguments_follow_the_fixed_ones() {
+        let s = BuildSpec {
+            requirements: Some("/r.txt".into()),
+            index: IndexOptions {
+                index_url: Some("https://i".into()),
+                extra_index_urls: vec!["https://e".into()],
+                find_links: vec!["/w".into()],
+                no_index: true,
+            },
+            ..spec()
+        };
+        let cmd = build_cmd(&s, "/u/uv");
+        let args: Vec<String> = cmd.argv[4..]
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            args,
+            [
+                "/u/uv",
+                "/opt/venv",
+                "3.12",
+                "fresh",
+                "",
+                "--no-index",
+                "--index-url",
+                "https://i",
+                "--extra-index-url",
+                "https://e",
+                "--find-links",
+                "/w",
+                "-r",
+                "/r.txt",
+                "torch==2.11.0",
+                "numpy",
+                "rich"
+            ]
+        );
+        assert_eq!(
+            cmd.env,
+            vec![("UV_PYTHON_DOWNLOADS".into(), "never".into())]
+        );
+    }
+
+    #[test]
+    fn no_packages_means_no_install_arguments() {
+        let s = BuildSpec {
+            packages: vec![],
+            index: IndexOptions {
+                no_index: true,
+                ..Default::default()
+            },
+            ..spec()
+        };
+        assert_eq!(build_cmd(&s, "uv").argv.len(), 4 + 5);
+    }
+
+    #[test]
+    fn hash_ignores_order() {
+        let a = vec![
+            Package {
+                name: "b".into(),
+                version: "2".into(),
+            },
+            Package {
+                name: "a".into(),
+                version: "1".into(),
+            },
+        ];
+        let mut b = a.clone();
+        b.reverse();
+        assert_eq!(packages_hash(&a), packages_hash(&b));
+        // printf 'a==1\nb==2\n' | sha256sum
+        assert_eq!(
+            packages_hash(&a),
+            "913f6e401ad06e0320887eef9ef4dfecb5098d4a55775ff40a415044cdbc22c0"
+        );
+        assert_ne!(packages_hash(&a), packages_hash(&a[..1]));
+    }
+
+    #[test]
+    fn reads_the_probe_and_the_list() {
+        let p = parse_probe(
+            "home=/root\nuv=/root/.local/bin/uv\nuv_version=uv 0.9\nvenv=yes\nvenv_python=3.12.1\n",
+        );
+        assert_eq!(p.home, "/root");
+        assert_eq!(p.uv.as_deref(), Some("/root/.local/bin/uv"));
+        assert_eq!(p.venv, VenvState::Venv);
+        assert_eq!(
+            parse_probe("home=/x\nvenv=other\n").venv,
+            VenvState::NotVenv
+        );
+        assert!(parse_probe("home=/x\nvenv=none\n").uv.is_none());
+
+        let (py, pk) = parse_list(
+            "3.11.2\n[{\"name\":\"rich\",\"version\":\"13\"},{\"name\":\"attrs\",\"version\":\"1\",\"editable_project_location\":\"/x\"}]\n",
+        )
+        .unwrap();
+        assert_eq!(py, "3.11.2");
+        assert_eq!(pk[0].name, "attrs");
+        assert_eq!(pk.len(), 2);
+        assert!(parse_list("garbage").is_err());
+    }
+}

@@ -3,7 +3,7 @@
 //! Each command gets its own process group, so that a timeout or Ctrl-C can stop the whole
 //! tree it started (a shell's children included), not just the first process.
 
-use super::pump::{self, Stop};
+use super::pump::{self, Pump, Stop};
 use super::{ExecIo, ExecOutcome, KillFn};
 use std::ffi::OsString;
 use std::process::Stdio;
@@ -75,20 +75,22 @@ pub async fn run(
 
     let mut out = ExecOutcome::default();
     let (own, deadline) = pump::effective_deadline(spawn.timeout, started, io);
-    let stdout = child.stdout.take().expect("piped");
-    let stderr = child.stderr.take().expect("piped");
-    let pumped = pump::pump(stdout, stderr, own, deadline, io, &mut out).await;
-
-    if let Some(stop) = pumped.stop {
-        if let (Some(remote), Some(kill)) = (pumped.pgid, kill_remote) {
+    let mut pump = Pump::new(
+        child.stdout.take().expect("piped"),
+        child.stderr.take().expect("piped"),
+    );
+    if let Some(stop) = pump.run(own, deadline, io, &mut out).await {
+        if let (Some(remote), Some(kill)) = (pump.pgid, kill_remote) {
             kill(remote).await;
         }
         if let Some(pgid) = pgid {
             kill_group(pgid, libc::SIGTERM);
-            if tokio::time::timeout(KILL_GRACE, child.wait())
-                .await
-                .is_err()
-            {
+            // Keep reading while it dies: closing its pipes now would kill it with
+            // SIGPIPE before its own cleanup (traps) could run.
+            let dying = async {
+                let _ = tokio::join!(child.wait(), pump.drain(io, &mut out));
+            };
+            if tokio::time::timeout(KILL_GRACE, dying).await.is_err() {
                 kill_group(pgid, libc::SIGKILL);
             }
             // Whatever of the tree ignored TERM, or outlived its leader, goes now.

@@ -1,6 +1,8 @@
 //! Reads a running command's stdout and stderr line by line, whatever transport it runs
 //! on: each line becomes an `output` event at once and is kept (up to a cap) for the
-//! result. Stops early at a deadline or a signal and says why; the caller kills.
+//! result. Stops early at a deadline or a signal and says why; the caller kills, and
+//! keeps draining while the command dies (a command whose pipes are closed under it dies
+//! of SIGPIPE before its cleanup traps run).
 
 use super::{ExecIo, ExecOutcome, Stream, CAPTURE_LIMIT};
 use std::time::{Duration, Instant};
@@ -21,12 +23,6 @@ pub enum Stop {
 /// runbook can kill the whole remote tree later (see `wrap.rs`). Never shown to users.
 pub const PGID_MARKER: &str = "\u{1e}runbook-pgid=";
 
-pub struct Pumped {
-    pub stop: Option<Stop>,
-    /// The remote process group, when the command was wrapped to report it.
-    pub pgid: Option<u32>,
-}
-
 pub fn effective_deadline(
     own: Option<Duration>,
     started: Instant,
@@ -40,61 +36,92 @@ pub fn effective_deadline(
     (own, deadline)
 }
 
-pub async fn pump(
-    stdout: impl AsyncRead + Unpin,
-    stderr: impl AsyncRead + Unpin,
-    own_deadline: Option<Instant>,
-    deadline: Option<Instant>,
-    io: &ExecIo<'_>,
-    out: &mut ExecOutcome,
-) -> Pumped {
-    let mut stdout = BufReader::new(stdout);
-    let mut stderr = BufReader::new(stderr);
-    let (mut out_buf, mut err_buf) = (Vec::new(), Vec::new());
-    let (mut out_done, mut err_done) = (false, false);
-    let mut pgid = None;
-    let far = Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600);
-    let sleep = tokio::time::sleep_until(deadline.unwrap_or(far).into());
-    tokio::pin!(sleep);
+pub struct Pump<O, E> {
+    stdout: BufReader<O>,
+    stderr: BufReader<E>,
+    out_buf: Vec<u8>,
+    err_buf: Vec<u8>,
+    out_done: bool,
+    err_done: bool,
+    /// The remote process group, when the command was wrapped to report it.
+    pub pgid: Option<u32>,
+}
 
-    while !(out_done && err_done) {
-        if io.cancel.count() > io.abort_at {
-            return Pumped {
-                stop: Some(Stop::Interrupted),
-                pgid,
-            };
+impl<O: AsyncRead + Unpin, E: AsyncRead + Unpin> Pump<O, E> {
+    pub fn new(stdout: O, stderr: E) -> Self {
+        Pump {
+            stdout: BufReader::new(stdout),
+            stderr: BufReader::new(stderr),
+            out_buf: Vec::new(),
+            err_buf: Vec::new(),
+            out_done: false,
+            err_done: false,
+            pgid: None,
         }
-        tokio::select! {
-            r = stdout.read_until(b'\n', &mut out_buf), if !out_done => {
-                if matches!(r, Ok(0) | Err(_)) {
-                    out_done = true;
+    }
+
+    /// Reads until both streams end (`None`), or until a deadline or signal (`Some`).
+    pub async fn run(
+        &mut self,
+        own_deadline: Option<Instant>,
+        deadline: Option<Instant>,
+        io: &ExecIo<'_>,
+        out: &mut ExecOutcome,
+    ) -> Option<Stop> {
+        let far = Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600);
+        let sleep = tokio::time::sleep_until(deadline.unwrap_or(far).into());
+        tokio::pin!(sleep);
+        while !(self.out_done && self.err_done) {
+            if io.cancel.count() > io.abort_at {
+                return Some(Stop::Interrupted);
+            }
+            tokio::select! {
+                _ = self.step(io, out) => {}
+                _ = &mut sleep => {
+                    let own = own_deadline.is_some() && own_deadline == deadline;
+                    return Some(if own { Stop::Timeout } else { Stop::Deadline });
                 }
-                if !out_buf.is_empty() && (out_done || out_buf.ends_with(b"\n")) {
-                    take_line(&mut out_buf, Stream::Stdout, out, io);
+                _ = io.cancel.notified() => {}
+            }
+        }
+        None
+    }
+
+    /// Reads whatever the (dying) command still prints, until both streams end.
+    pub async fn drain(&mut self, io: &ExecIo<'_>, out: &mut ExecOutcome) {
+        while !(self.out_done && self.err_done) {
+            self.step(io, out).await;
+        }
+    }
+
+    /// One read on whichever stream has data. Cancel-safe: a partial line stays in its
+    /// buffer for the next call.
+    async fn step(&mut self, io: &ExecIo<'_>, out: &mut ExecOutcome) {
+        tokio::select! {
+            r = self.stdout.read_until(b'\n', &mut self.out_buf), if !self.out_done => {
+                if matches!(r, Ok(0) | Err(_)) {
+                    self.out_done = true;
+                }
+                if !self.out_buf.is_empty() && (self.out_done || self.out_buf.ends_with(b"\n")) {
+                    take_line(&mut self.out_buf, Stream::Stdout, out, io);
                 }
             }
-            r = stderr.read_until(b'\n', &mut err_buf), if !err_done => {
+            r = self.stderr.read_until(b'\n', &mut self.err_buf), if !self.err_done => {
                 if matches!(r, Ok(0) | Err(_)) {
-                    err_done = true;
+                    self.err_done = true;
                 }
-                if !err_buf.is_empty() && (err_done || err_buf.ends_with(b"\n")) {
-                    if pgid.is_none() && err_buf.starts_with(PGID_MARKER.as_bytes()) {
-                        let text = String::from_utf8_lossy(&err_buf[PGID_MARKER.len()..]).trim().to_string();
-                        pgid = text.parse().ok();
-                        err_buf.clear();
+                if !self.err_buf.is_empty() && (self.err_done || self.err_buf.ends_with(b"\n")) {
+                    if self.pgid.is_none() && self.err_buf.starts_with(PGID_MARKER.as_bytes()) {
+                        let text = String::from_utf8_lossy(&self.err_buf[PGID_MARKER.len()..]).trim().to_string();
+                        self.pgid = text.parse().ok();
+                        self.err_buf.clear();
                     } else {
-                        take_line(&mut err_buf, Stream::Stderr, out, io);
+                        take_line(&mut self.err_buf, Stream::Stderr, out, io);
                     }
                 }
             }
-            _ = &mut sleep => {
-                let stop = if own_deadline.is_some() && own_deadline == deadline { Stop::Timeout } else { Stop::Deadline };
-                return Pumped { stop: Some(stop), pgid };
-            }
-            _ = io.cancel.notified() => {}
         }
     }
-    Pumped { stop: None, pgid }
 }
 
 fn take_line(buf: &mut Vec<u8>, stream: Stream, out: &mut ExecOutcome, io: &ExecIo<'_>) {

@@ -6,7 +6,7 @@
 //! keys, never changed ones). The master closes when the run ends and, should runbook
 //! die, by itself after a bounded idle time.
 
-use super::pump::{self, Stop};
+use super::pump::{self, Pump, Stop};
 use super::{ExecIo, ExecOutcome, KillFn};
 use crate::quote;
 use openssh::{ControlPersist, KnownHosts, Session, SessionBuilder, Stdio};
@@ -360,11 +360,12 @@ impl SshHost {
         }
         let mut out = ExecOutcome::default();
         let (own, deadline) = pump::effective_deadline(timeout, started, io);
-        let stdout = child.stdout().take().expect("piped");
-        let stderr = child.stderr().take().expect("piped");
-        let pumped = pump::pump(stdout, stderr, own, deadline, io, &mut out).await;
-        if let Some(stop) = pumped.stop {
-            if let (Some(pgid), Some(kill)) = (pumped.pgid, kill) {
+        let mut pump = Pump::new(
+            child.stdout().take().expect("piped"),
+            child.stderr().take().expect("piped"),
+        );
+        if let Some(stop) = pump.run(own, deadline, io, &mut out).await {
+            if let (Some(pgid), Some(kill)) = (pump.pgid, kill) {
                 kill(pgid).await;
             }
             match stop {
@@ -372,8 +373,13 @@ impl SshHost {
                 Stop::Deadline => out.deadline_hit = true,
                 Stop::Interrupted => out.interrupted = true,
             }
-            // The remote side should be gone now; do not wait on a channel that hangs.
-            match tokio::time::timeout(Duration::from_secs(5), child.wait()).await {
+            // The remote side should be gone now: read what it said while dying, but do
+            // not wait on a channel that hangs.
+            let finish = async {
+                pump.drain(io, &mut out).await;
+                child.wait().await
+            };
+            match tokio::time::timeout(Duration::from_secs(5), finish).await {
                 Ok(Ok(status)) => out.code = status.code(),
                 _ => out.code = None,
             }

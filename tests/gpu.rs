@@ -1,0 +1,432 @@
+//! `gpu.probe` and `gpu.require` against the `nvidia-smi` test double (tests/bin/nvidia-smi,
+//! fixtures in tests/fixtures/nvidia-smi/): locally with a chosen fixture, and over SSH
+//! into a container, where the double is on the session's PATH.
+mod common;
+use common::sshd::Fleet;
+use common::*;
+use std::process::Output;
+
+/// `runbook run FILE --json ARGS…` with the double first on PATH and `fixture` chosen.
+fn run_with(env: &Env, fixture: &str, file: &std::path::Path, args: &[&str]) -> Output {
+    let path = format!(
+        "{}:{}",
+        repo().join("tests/bin").display(),
+        std::env::var("PATH").unwrap()
+    );
+    env.cmd()
+        .env("PATH", path)
+        .env("NVIDIA_SMI_FIXTURE", fixture)
+        .arg("run")
+        .arg(file)
+        .args(["--yes", "--json"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The `error` of the first failed step.
+fn step_error(out: &Output) -> String {
+    parse_ndjson(&out.stdout)
+        .iter()
+        .find(|e| e["event"] == "step_finished" && e["outcome"] == "failed")
+        .and_then(|e| e["error"].as_str().map(str::to_string))
+        .unwrap_or_else(|| panic!("no failed step:\n{}", stderr(out)))
+}
+
+fn logs(out: &Output) -> Vec<String> {
+    parse_ndjson(&out.stdout)
+        .iter()
+        .filter(|e| e["event"] == "log")
+        .filter_map(|e| e["message"].as_str().map(str::to_string))
+        .collect()
+}
+
+fn assert_ok(out: &Output) {
+    assert!(
+        out.status.success(),
+        "stderr: {}\nstdout: {}",
+        stderr(out),
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// Checks in Lua: `check(cond, what)` fails the step with `what`.
+const PRELUDE: &str = r#"
+local function check(cond, what) if not cond then fail("check failed: " .. what) end end
+local here = target("local")
+"#;
+
+fn runbook(env: &Env, body: &str) -> std::path::PathBuf {
+    env.write(
+        "gpu.lua",
+        &format!("runbook {{ name = \"gpu\" }}\n{PRELUDE}\n{body}"),
+    )
+}
+
+#[test]
+fn probe_parses_eight_h200s_and_their_processes() {
+    let env = Env::new();
+    let rb = runbook(
+        &env,
+        r#"
+step("probe", function()
+  local gs = gpu.probe(here)
+  check(#gs == 8, "8 GPUs, got " .. #gs)
+  check(gs.planned == nil, "not planned")
+  local g0, g3 = gs[1], gs[4]
+  check(g0.index == 0 and g3.index == 3, "indexes")
+  check(g0.uuid == "GPU-bc087a02-3415-49ca-a6cd-1c580bad0d02", "uuid " .. tostring(g0.uuid))
+  check(g0.name == "NVIDIA H200", "name")
+  check(g0.memory_total_mib == 143771 and g0.memory_used_mib == 0, "memory")
+  check(g0.utilization_pct == 0 and g0.temperature_c == 31, "util/temp")
+  check(g0.driver_version == "580.82.07", "driver")
+  check(#g0.processes == 0, "GPU 0 idle")
+  check(g3.memory_used_mib == 81544 and g3.utilization_pct == 97, "GPU 3 busy")
+  check(#g3.processes == 1, "one process on GPU 3")
+  local p = g3.processes[1]
+  check(p.pid == 1234 and p.name == "python" and p.used_memory_mib == 81000, "process")
+end)
+"#,
+    );
+    assert_ok(&run_with(&env, "h200x8", &rb, &[]));
+}
+
+#[test]
+fn unreported_fields_are_nil() {
+    let env = Env::new();
+    let rb = runbook(
+        &env,
+        r#"
+step("probe", function()
+  local gs = gpu.probe(here)
+  check(#gs == 2, "2 GPUs")
+  local a, b = gs[1], gs[2]
+  check(a.utilization_pct == nil, "[N/A] utilization is nil")
+  check(a.memory_used_mib == 1200 and a.temperature_c == 34, "reported values stay")
+  check(b.memory_total_mib == nil and b.memory_used_mib == nil, "[N/A] memory is nil")
+  check(b.utilization_pct == nil, "[Not Supported] is nil")
+  check(b.temperature_c == nil, "temperature nil")
+  check(b.driver_version == "580.82.07", "driver")
+  local p = a.processes[1]
+  check(#a.processes == 1 and p.pid == 4321, "process listed")
+  check(p.name == nil and p.used_memory_mib == nil, "empty name and [N/A] memory are nil")
+end)
+"#,
+    );
+    assert_ok(&run_with(&env, "na-fields", &rb, &[]));
+}
+
+#[test]
+fn no_devices_is_an_empty_list() {
+    let env = Env::new();
+    let rb = runbook(
+        &env,
+        r#"
+step("probe", function()
+  local gs = gpu.probe(here)
+  check(#gs == 0 and next(gs) == nil, "empty list")
+end)
+"#,
+    );
+    assert_ok(&run_with(&env, "none", &rb, &[]));
+}
+
+#[test]
+fn a_driver_failure_fails_naming_the_target() {
+    let env = Env::new();
+    let rb = runbook(&env, "step(\"probe\", function() gpu.probe(here) end)\n");
+    let out = run_with(&env, "driver-fail", &rb, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = step_error(&out);
+    assert!(err.contains("gpu.lua:"), "{err}");
+    assert!(
+        err.contains("gpu.probe on local: nvidia-smi failed (exit code 9): NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver"),
+        "{err}"
+    );
+}
+
+#[test]
+fn missing_nvidia_smi_fails_naming_the_target() {
+    let env = Env::new();
+    let rb = runbook(&env, "step(\"probe\", function() gpu.probe(here) end)\n");
+    let empty = env.scratch();
+    let out = env
+        .cmd()
+        .env("PATH", &empty)
+        .arg("run")
+        .arg(&rb)
+        .args(["--yes", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = step_error(&out);
+    assert!(
+        err.contains("cannot run 'nvidia-smi' on local: no such program"),
+        "{err}"
+    );
+}
+
+/// In a container without nvidia-smi the shell's "not found" (exit 127) is named as such.
+#[test]
+fn missing_nvidia_smi_in_a_container_fails_naming_it() {
+    let env = Env::new();
+    let pct_root = env.tmp.path().join("pct");
+    std::fs::create_dir_all(pct_root.join("ct/200/tmp")).unwrap();
+    std::fs::create_dir_all(pct_root.join("ct/200/root")).unwrap();
+    // A PATH with the pct double but not the nvidia-smi double.
+    let bin = env.scratch().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(repo().join("tests/bin/pct"), bin.join("pct")).unwrap();
+    let rb = runbook(
+        &env,
+        "step(\"probe\", function() gpu.probe(here:pct(200)) end)\n",
+    );
+    let out = env
+        .cmd()
+        .env(
+            "PATH",
+            format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", bin.display()),
+        )
+        .env("PCT_DOUBLE_ROOT", &pct_root)
+        .arg("run")
+        .arg(&rb)
+        .args(["--yes", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = step_error(&out);
+    assert!(
+        err.contains("gpu.probe on local/ct200: nvidia-smi is not installed (or not on PATH)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn require_names_what_is_short() {
+    let cases: &[(&str, &str, &str)] = &[
+        ("h200x8", "{ count = 9 }", "local: needs 9 GPUs, found 8"),
+        (
+            "h200x8",
+            "{ count = 8, idle = true }",
+            "local: GPU 3 (NVIDIA H200) is busy: pid 1234 python (81000 MiB)",
+        ),
+        (
+            "h200x8",
+            "{ count = 8, min_free_mib = 70000 }",
+            "GPU 3 has 62227 MiB free, needs 70000",
+        ),
+        (
+            "h200x8",
+            "{ name = \"A100\" }",
+            "local: needs 1 GPU matching \"A100\", found 0 (has GPU 0 (NVIDIA H200), GPU 1",
+        ),
+        (
+            "na-fields",
+            "{ count = 2, min_free_mib = 20000 }",
+            "GPU 1 does not report its memory use, needs 20000 MiB free",
+        ),
+        (
+            "na-fields",
+            "{ count = 1, min_free_mib = 143000 }",
+            "GPU 0 has 142571 MiB free, needs 143000; GPU 1 does not report",
+        ),
+        ("none", "{}", "local: needs 1 GPU, found 0"),
+    ];
+    for (fixture, opts, expected) in cases {
+        let env = Env::new();
+        let rb = runbook(
+            &env,
+            &format!("step(\"need\", function() gpu.require(here, {opts}) end)\n"),
+        );
+        let out = run_with(&env, fixture, &rb, &[]);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{fixture} {opts}: {}",
+            stderr(&out)
+        );
+        let err = step_error(&out);
+        assert!(
+            err.contains(expected),
+            "{fixture} {opts}: expected {expected:?} in {err}"
+        );
+    }
+}
+
+#[test]
+fn require_returns_the_probe_when_satisfied() {
+    let env = Env::new();
+    let rb = runbook(
+        &env,
+        r#"
+step("need", function()
+  local gs = gpu.require(here, { count = 8, min_free_mib = 60000, name = "h200" })
+  check(#gpu.require(here, { count = 0 }) == 8, "count = 0: any number")
+  check(#gs == 8, "the whole probe comes back")
+end)
+"#,
+    );
+    assert_ok(&run_with(&env, "h200x8", &rb, &[]));
+}
+
+#[test]
+fn require_rejects_bad_options() {
+    let env = Env::new();
+    let rb = runbook(
+        &env,
+        "step(\"need\", function() gpu.require(here, { cuont = 8 }) end)\n",
+    );
+    let out = run_with(&env, "h200x8", &rb, &[]);
+    let err = step_error(&out);
+    assert!(
+        err.contains("gpu.require(): unknown option 'cuont'") && err.contains("count"),
+        "{err}"
+    );
+    let rb = runbook(
+        &env,
+        "step(\"need\", function() gpu.require(here, { count = -1 }) end)\n",
+    );
+    let err = step_error(&run_with(&env, "h200x8", &rb, &[]));
+    assert!(
+        err.contains("count: expected a whole number of at least 0, got -1"),
+        "{err}"
+    );
+    let rb = runbook(&env, "step(\"p\", function() gpu.probe(\"local\") end)\n");
+    let err = step_error(&run_with(&env, "h200x8", &rb, &[]));
+    assert!(
+        err.contains("gpu.probe: the first argument is a target"),
+        "{err}"
+    );
+}
+
+/// The probe is a read: a dry-run checks for real; offline it is only planned.
+#[test]
+fn dry_run_checks_and_offline_plans() {
+    let env = Env::new();
+    let rb = runbook(
+        &env,
+        r#"
+step("need", function()
+  local gs = gpu.require(here, { count = 8, idle = true })
+  log.info("planned=" .. tostring(gs.planned) .. " n=" .. #gs)
+end)
+"#,
+    );
+    let out = run_with(&env, "h200x8", &rb, &["--dry-run"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(step_error(&out).contains("GPU 3 (NVIDIA H200) is busy"));
+
+    let out = run_with(&env, "h200x8", &rb, &["--dry-run", "--offline"]);
+    assert_ok(&out);
+    assert!(
+        logs(&out).contains(&"planned=true n=0".to_string()),
+        "{:?}",
+        logs(&out)
+    );
+    let events = parse_ndjson(&out.stdout);
+    let planned = events
+        .iter()
+        .find(|e| e["event"] == "action_planned")
+        .expect("the read is planned");
+    assert_eq!(planned["effect"], "read");
+    assert!(planned["command"]
+        .as_str()
+        .unwrap()
+        .starts_with("nvidia-smi --query-gpu=index,uuid,name,memory.total"));
+}
+
+/// Over SSH, inside container 200: the pct double runs the command with the node's PATH,
+/// where the nvidia-smi double is (default fixture h200x8).
+#[test]
+fn probe_over_ssh_inside_a_container() {
+    require_sshd!();
+    let fleet = Fleet::start(1);
+    fleet.container(200);
+    let env = Env::new();
+    let rb = env.write(
+        "remote_gpu.lua",
+        r#"
+runbook { name = "remote-gpu" }
+step("probe", function()
+  for _, t in ipairs({ target("node1"), target("node1"):pct(200) }) do
+    local gs = gpu.probe(t)
+    if #gs ~= 8 then fail(t.name .. ": " .. #gs .. " GPUs") end
+    log.info(t.name .. ": " .. gs[4].name .. " busy with " .. gs[4].processes[1].name)
+  end
+  gpu.require(target("node1"):pct(200), { count = 8, idle = true })
+end)
+"#,
+    );
+    let out = env
+        .cmd()
+        .arg("run")
+        .arg(&rb)
+        .args(fleet.args())
+        .args(["--yes", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let logs = logs(&out);
+    assert!(
+        logs.contains(&"node1: NVIDIA H200 busy with python".to_string()),
+        "{logs:?}"
+    );
+    assert!(
+        logs.contains(&"node1/ct200: NVIDIA H200 busy with python".to_string()),
+        "{logs:?}"
+    );
+    let err = step_error(&out);
+    assert!(
+        err.contains("node1/ct200: GPU 3 (NVIDIA H200) is busy: pid 1234 python (81000 MiB)"),
+        "{err}"
+    );
+}
+
+/// The double itself fails like the real tool on what it does not know.
+#[test]
+fn the_double_rejects_unknown_options_and_lists_gpus() {
+    let smi = repo().join("tests/bin/nvidia-smi");
+    let out = std::process::Command::new(&smi)
+        .arg("--bogus")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "ERROR: Option --bogus is not recognized. Please run 'nvidia-smi -h'.\n"
+    );
+    let out = std::process::Command::new(&smi)
+        .arg("-L")
+        .env_remove("NVIDIA_SMI_FIXTURE")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 8);
+    assert!(
+        text.starts_with("GPU 0: NVIDIA H200 (UUID: GPU-bc087a02-3415-49ca-a6cd-1c580bad0d02)\n")
+    );
+    let out = std::process::Command::new(&smi)
+        .args(["--query-gpu=name,memory.total", "--format=csv"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("name, memory.total [MiB]\nNVIDIA H200, 143771 MiB\n"),
+        "{text}"
+    );
+    let out = std::process::Command::new(&smi)
+        .args(["--query-gpu=index", "--format=csv,noheader"])
+        .env("NVIDIA_SMI_FIXTURE", "none")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(6));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "No devices were found\n"
+    );
+}

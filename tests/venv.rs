@@ -1,0 +1,594 @@
+//! `venv.build` with the real uv, offline: the packages are tiny wheels written by
+//! tests/fixtures/venv/make_wheels.py and installed with `no_index` + `find_links`.
+mod common;
+use common::sshd::Fleet;
+use common::*;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// uv's binary itself (not a pyenv shim, which needs pyenv's environment), or `None`.
+fn real_uv() -> Option<String> {
+    let found = |cmd: &mut Command| -> Option<String> {
+        let out = cmd.output().ok().filter(|o| o.status.success())?;
+        let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        (!path.is_empty()).then_some(path)
+    };
+    let uv = found(Command::new("pyenv").args(["which", "uv"]))
+        .or_else(|| found(Command::new("sh").args(["-c", "command -v uv"])))?;
+    Command::new(&uv)
+        .arg("--version")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|_| uv)
+}
+
+/// Skips the calling test when uv is missing, unless CI demands it.
+macro_rules! require_uv {
+    () => {
+        match real_uv() {
+            Some(uv) => uv,
+            None => {
+                if std::env::var_os("CI").is_some() {
+                    panic!("uv is required (scripts/test installs it with pip)");
+                }
+                eprintln!("skipped: uv is not installed (`python3 -m pip install uv`)");
+                return;
+            }
+        }
+    };
+}
+
+/// The interpreter the venvs are built with: the one on this machine (uv must never
+/// download one in a test).
+fn python() -> String {
+    let out = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .expect("python3");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A Lua string literal for any path or snippet.
+fn lua(s: &str) -> String {
+    format!("[==[{s}]==]")
+}
+
+struct Case {
+    env: Env,
+    wheels: PathBuf,
+    venv: PathBuf,
+    python: String,
+}
+
+impl Case {
+    fn new() -> Case {
+        let env = Env::new();
+        let wheels = env.tmp.path().join("wheels");
+        std::fs::create_dir_all(&wheels).unwrap();
+        let st = Command::new("python3")
+            .arg(repo().join("tests/fixtures/venv/make_wheels.py"))
+            .arg(&wheels)
+            .status()
+            .expect("python3");
+        assert!(st.success(), "make_wheels.py failed");
+        let venv = env.scratch().join("venv");
+        Case {
+            env,
+            wheels,
+            venv,
+            python: python(),
+        }
+    }
+
+    /// A runbook with one step that builds the venv on `target` with the given extra
+    /// options (Lua table fields), logging the result as `result <json-ish>` lines.
+    fn runbook(&self, target: &str, extra: &str) -> PathBuf {
+        let body = format!(
+            r#"
+runbook {{ name = "venv" }}
+local t = target({target})
+step("build", function()
+  local v = venv.build(t, {{
+    path = {path}, python = {python}, no_index = true, find_links = {wheels},
+    {extra}
+  }})
+  log.info("path=" .. v.path)
+  log.info("python=" .. tostring(v.python))
+  log.info("hash=" .. tostring(v.hash))
+  log.info("changed=" .. tostring(v.changed) .. " planned=" .. tostring(v.planned))
+  for _, p in ipairs(v.packages) do log.info("package=" .. p.name .. "==" .. p.version) end
+end)
+"#,
+            target = lua(target),
+            path = lua(&self.venv.display().to_string()),
+            python = lua(&self.python),
+            wheels = lua(&self.wheels.display().to_string()),
+        );
+        self.env.write("venv.lua", &body)
+    }
+
+    /// `runbook run` with its own uv cache, so tests share nothing.
+    fn run(&self, target: &str, extra: &str, args: &[&str]) -> Output {
+        let file = self.runbook(target, extra);
+        self.env
+            .cmd()
+            .env("UV_CACHE_DIR", self.env.tmp.path().join("uv-cache"))
+            .arg("run")
+            .arg(file)
+            .args(["--yes", "--json"])
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// What `import rbdemo` gives in the venv's python, or the error.
+    fn rbdemo_version(&self) -> Result<String, String> {
+        python_says(
+            &self.venv.join("bin/python"),
+            "import rbdemo; print(rbdemo.VERSION)",
+        )
+    }
+
+    /// Build directories left beside the venv.
+    fn leftovers(&self) -> Vec<String> {
+        let name = self
+            .venv
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        std::fs::read_dir(self.venv.parent().unwrap())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(&format!("{name}.")))
+            .collect()
+    }
+}
+
+fn python_says(python: &Path, code: &str) -> Result<String, String> {
+    let out = Command::new(python)
+        .args(["-c", code])
+        .current_dir("/")
+        .output()
+        .map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+fn describe(out: &Output) -> String {
+    format!(
+        "exit {:?}\nstderr:\n{}\nstdout:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    )
+}
+
+/// The `log` messages of a `--json` run.
+fn logs(out: &Output) -> Vec<String> {
+    parse_ndjson(&out.stdout)
+        .into_iter()
+        .filter(|e| e["event"] == "log")
+        .map(|e| e["message"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The error of the failed step of a `--json` run.
+fn step_error(out: &Output) -> String {
+    parse_ndjson(&out.stdout)
+        .iter()
+        .find(|e| e["event"] == "step_finished" && e["outcome"] == "failed")
+        .and_then(|e| e["error"].as_str().map(str::to_string))
+        .unwrap_or_else(|| panic!("no failed step: {}", describe(out)))
+}
+
+fn of_kind(out: &Output, kind: &str) -> Vec<Value> {
+    parse_ndjson(&out.stdout)
+        .into_iter()
+        .filter(|e| e["event"] == kind)
+        .collect()
+}
+
+fn hash_of(lines: &str) -> String {
+    Sha256::digest(lines.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[test]
+fn fresh_build_installs_verifies_and_reports() {
+    let _uv = require_uv!();
+    let case = Case::new();
+    let out = case.run(
+        "local",
+        r#"packages = { "rbdemo==1.0" }, verify = "import rbdemo""#,
+        &[],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(case.rbdemo_version(), Ok("1.0".to_string()));
+    let logs = logs(&out);
+    let version = python_says(
+        Path::new(&case.python),
+        "import platform; print(platform.python_version())",
+    )
+    .unwrap();
+    for want in [
+        format!("path={}", case.venv.display()),
+        format!("python={version}"),
+        "package=rbdemo==1.0".to_string(),
+        format!("hash={}", hash_of("rbdemo==1.0\n")),
+        "changed=true planned=false".to_string(),
+    ] {
+        assert!(logs.contains(&want), "no {want:?} in {logs:?}");
+    }
+    assert!(case.leftovers().is_empty(), "{:?}", case.leftovers());
+
+    // A second fresh build replaces it; the console script still works after the rename
+    // (the venv is built relocatable), and the old venv is gone.
+    let out = case.run("local", r#"packages = { "rbdemo==2.0" }"#, &[]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(case.rbdemo_version(), Ok("2.0".to_string()));
+    let script = Command::new(case.venv.join("bin/rbdemo")).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&script.stdout).trim(), "2.0");
+    assert!(case.leftovers().is_empty(), "{:?}", case.leftovers());
+    let build = of_kind(&out, "action_started")
+        .into_iter()
+        .find(|e| e["effect"] == "change")
+        .expect("the build action");
+    let summary = build["summary"].as_str().unwrap();
+    assert!(
+        summary.ends_with(&format!("(python {}, 1 package, fresh)", case.python)),
+        "{summary}"
+    );
+}
+
+#[test]
+fn dry_run_plans_the_build_and_builds_nothing() {
+    let _uv = require_uv!();
+    let case = Case::new();
+    let out = case.run(
+        "local",
+        r#"packages = { "rbdemo==1.0" }, verify = "import rbdemo""#,
+        &["--dry-run"],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(!case.venv.exists(), "a dry-run built the venv");
+    assert!(case.leftovers().is_empty(), "{:?}", case.leftovers());
+    let planned = of_kind(&out, "action_planned");
+    assert_eq!(planned.len(), 1, "{planned:?}");
+    assert_eq!(planned[0]["effect"], "change");
+    assert_eq!(
+        planned[0]["summary"],
+        format!(
+            "build venv {} (python {}, 1 package, fresh)",
+            case.venv.display(),
+            case.python
+        )
+    );
+    let command = planned[0]["command"].as_str().unwrap();
+    assert!(
+        command.contains("pip install --python") && command.contains("rbdemo==1.0"),
+        "{command}"
+    );
+    // The probe for uv is a read, so it ran.
+    let reads = of_kind(&out, "action_started");
+    assert!(
+        reads.iter().all(|e| e["effect"] == "read") && !reads.is_empty(),
+        "{reads:?}"
+    );
+    assert!(logs(&out).contains(&"changed=true planned=true".to_string()));
+
+    // Fidelity: the real run starts exactly the change the dry-run planned.
+    let real = case.run(
+        "local",
+        r#"packages = { "rbdemo==1.0" }, verify = "import rbdemo""#,
+        &[],
+    );
+    assert!(real.status.success(), "{}", describe(&real));
+    let started: Vec<Value> = of_kind(&real, "action_started")
+        .into_iter()
+        .filter(|e| e["effect"] == "change")
+        .collect();
+    assert_eq!(started.len(), 1, "{started:?}");
+    assert_eq!(started[0]["command"], planned[0]["command"]);
+}
+
+#[test]
+fn a_failed_fresh_build_leaves_the_old_venv_working() {
+    let _uv = require_uv!();
+    let case = Case::new();
+    let out = case.run("local", r#"packages = { "rbdemo==1.0" }"#, &[]);
+    assert!(out.status.success(), "{}", describe(&out));
+
+    // A package that the index does not have: uv fails half-way.
+    let out = case.run(
+        "local",
+        r#"packages = { "rbdemo==2.0", "rbdemo-missing==9.9" }"#,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let error = step_error(&out);
+    assert!(
+        error.contains("rbdemo-missing") && error.contains("was left as it was"),
+        "{error}"
+    );
+    assert_eq!(case.rbdemo_version(), Ok("1.0".to_string()));
+    assert!(case.leftovers().is_empty(), "{:?}", case.leftovers());
+
+    // A verify that raises: the new venv is complete but never put in place.
+    let out = case.run(
+        "local",
+        r#"packages = { "rbdemo==2.0" }, verify = "import rbdemo; assert rbdemo.VERSION == '3', 'wrong rbdemo'""#,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let error = step_error(&out);
+    assert!(
+        error.contains("AssertionError: wrong rbdemo") && error.contains("verify failed"),
+        "{error}"
+    );
+    assert_eq!(case.rbdemo_version(), Ok("1.0".to_string()));
+    assert!(case.leftovers().is_empty(), "{:?}", case.leftovers());
+
+    // A venv that verifies where it was built but not once moved to PATH: the old one
+    // is put back.
+    let out = case.run(
+        "local",
+        r#"packages = { "rbdemo==2.0" }, verify = "import sys; assert '.runbook-new-' in sys.prefix""#,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let error = step_error(&out);
+    assert!(
+        error.contains("failed its check once moved") && error.contains("the old one is back"),
+        "{error}"
+    );
+    assert_eq!(case.rbdemo_version(), Ok("1.0".to_string()));
+    assert!(case.leftovers().is_empty(), "{:?}", case.leftovers());
+}
+
+#[test]
+fn a_timed_out_build_is_cleaned_up_on_the_target() {
+    let _uv = require_uv!();
+    let case = Case::new();
+    let out = case.run("local", r#"packages = { "rbdemo==1.0" }"#, &[]);
+    assert!(out.status.success(), "{}", describe(&out));
+    // The verify hangs; the timeout stops the build, and its trap removes the new dir.
+    let out = case.run(
+        "local",
+        r#"packages = { "rbdemo==2.0" }, verify = "import time; time.sleep(60)", timeout = "3s""#,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let error = step_error(&out);
+    assert!(error.contains("timed out after 3.0s"), "{error}");
+    assert_eq!(case.rbdemo_version(), Ok("1.0".to_string()));
+    assert!(case.leftovers().is_empty(), "{:?}", case.leftovers());
+}
+
+#[test]
+fn a_first_build_that_fails_leaves_no_venv() {
+    let _uv = require_uv!();
+    let case = Case::new();
+    let out = case.run(
+        "local",
+        r#"packages = { "rbdemo==1.0" }, verify = "import sys; assert '.runbook-new-' in sys.prefix""#,
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(
+        !case.venv.exists(),
+        "a venv that failed its check was left at PATH"
+    );
+    assert!(case.leftovers().is_empty(), "{:?}", case.leftovers());
+}
+
+#[test]
+fn in_place_install_creates_then_updates() {
+    let _uv = require_uv!();
+    let case = Case::new();
+    let out = case.run(
+        "local",
+        r#"packages = { "rbdemo==1.0" }, fresh = false"#,
+        &[],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(case.rbdemo_version(), Ok("1.0".to_string()));
+    let marker = case.venv.join("kept-by-in-place");
+    std::fs::write(&marker, "").unwrap();
+    let out = case.run(
+        "local",
+        r#"packages = { "rbdemo==2.0" }, fresh = false"#,
+        &[],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(case.rbdemo_version(), Ok("2.0".to_string()));
+    assert!(marker.exists(), "an in-place install replaced the venv");
+    assert!(logs(&out).contains(&"package=rbdemo==2.0".to_string()));
+    assert!(case.leftovers().is_empty(), "{:?}", case.leftovers());
+}
+
+#[test]
+fn refuses_to_replace_something_that_is_not_a_venv() {
+    let _uv = require_uv!();
+    let case = Case::new();
+    std::fs::create_dir_all(&case.venv).unwrap();
+    std::fs::write(case.venv.join("precious"), "data").unwrap();
+    let out = case.run("local", r#"packages = { "rbdemo==1.0" }"#, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let error = step_error(&out);
+    assert!(error.contains("is not a virtual environment"), "{error}");
+    assert_eq!(
+        std::fs::read_to_string(case.venv.join("precious")).unwrap(),
+        "data"
+    );
+    assert!(case.leftovers().is_empty(), "{:?}", case.leftovers());
+}
+
+#[test]
+fn missing_uv_is_a_clear_error() {
+    let case = Case::new();
+    if ["/usr/bin/uv", "/bin/uv"]
+        .iter()
+        .any(|p| Path::new(p).exists())
+    {
+        eprintln!("skipped: uv is in /usr/bin or /bin, so no PATH can hide it");
+        return;
+    }
+    let home = case.env.tmp.path().join("empty-home");
+    std::fs::create_dir_all(&home).unwrap();
+    let file = case.runbook("local", r#"packages = { "rbdemo==1.0" }"#);
+    let run = |args: &[&str], extra_opts: Option<&str>| {
+        let file = match extra_opts {
+            Some(extra) => case.runbook("local", extra),
+            None => file.clone(),
+        };
+        case.env
+            .cmd()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", &home)
+            .arg("run")
+            .arg(file)
+            .args(["--yes", "--json"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+
+    let out = run(&[], None);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let error = step_error(&out);
+    for want in [
+        "venv.build on local: uv not found",
+        "~/.local/bin/uv",
+        "install_uv = true",
+        "uv = \"/path/to/uv\"",
+    ] {
+        assert!(error.contains(want), "no {want:?} in: {error}");
+    }
+    assert!(!case.venv.exists());
+
+    // A dry-run says so too, before anything is planned.
+    let out = run(&["--dry-run"], None);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(step_error(&out).contains("uv not found"));
+
+    // With install_uv, the dry-run plans installing uv, then the build with that uv.
+    let out = run(
+        &["--dry-run"],
+        Some(r#"packages = { "rbdemo==1.0" }, install_uv = true"#),
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let planned = of_kind(&out, "action_planned");
+    assert_eq!(planned.len(), 2, "{planned:?}");
+    let install = planned[0]["command"].as_str().unwrap();
+    assert!(
+        install.contains("python3 -m pip install --user --no-index --find-links")
+            && install.ends_with(" uv"),
+        "{install}"
+    );
+    let build = planned[1]["command"].as_str().unwrap();
+    assert!(
+        build.contains(&format!("{}/.local/bin/uv", home.display())),
+        "{build}"
+    );
+}
+
+#[test]
+fn options_are_checked_before_anything_runs() {
+    let case = Case::new();
+    for (extra, want) in [
+        (r#"packages = { "--pre" }"#, "packages holds the option"),
+        (r#"pakages = { "x" }"#, "unknown option 'pakages'"),
+        (r#"fresh = "yes""#, "fresh: expected true or false"),
+    ] {
+        let out = case.run("local", extra, &[]);
+        assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+        let error = step_error(&out);
+        assert!(error.contains(want), "{extra}: {error}");
+    }
+    let rb = case.env.write(
+        "relative.lua",
+        r#"runbook { name = "r" }
+step("s", function() venv.build(target("local"), { path = "venv" }) end)"#,
+    );
+    let out = case
+        .env
+        .cmd()
+        .args(["run", "--yes"])
+        .arg(rb)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("path must be an absolute path"),
+        "{}",
+        describe(&out)
+    );
+}
+
+#[test]
+fn fresh_build_over_ssh() {
+    require_sshd!();
+    let uv = require_uv!();
+    let fleet = Fleet::start(1);
+    let case = Case::new();
+    // The sshd session's PATH (/usr/local/bin:/usr/bin:/bin) may not hold uv (pyenv, a
+    // user install): give its path.
+    let extra = format!(
+        r#"packages = {{ "rbdemo==1.0" }}, verify = "import rbdemo", uv = {}"#,
+        lua(&uv)
+    );
+    let file = case.runbook("node1", &extra);
+    let out = case
+        .env
+        .cmd()
+        .arg("run")
+        .arg(&file)
+        .args(fleet.args())
+        .args(["--yes", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(case.rbdemo_version(), Ok("1.0".to_string()));
+    assert!(logs(&out).contains(&"package=rbdemo==1.0".to_string()));
+    let build = of_kind(&out, "action_started")
+        .into_iter()
+        .find(|e| e["effect"] == "change")
+        .expect("the build action");
+    assert_eq!(build["target"], "node1");
+    assert!(case.leftovers().is_empty(), "{:?}", case.leftovers());
+
+    // Stopped half-way over SSH, the build cleans up after itself there too.
+    let extra = format!(
+        r#"packages = {{ "rbdemo==2.0" }}, verify = "import time; time.sleep(60)", timeout = "3s", uv = {}"#,
+        lua(&uv)
+    );
+    let file = case.runbook("node1", &extra);
+    let out = case
+        .env
+        .cmd()
+        .arg("run")
+        .arg(&file)
+        .args(fleet.args())
+        .args(["--yes", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(step_error(&out).contains("timed out"), "{}", describe(&out));
+    assert_eq!(case.rbdemo_version(), Ok("1.0".to_string()));
+    // The remote clean-up finishes right after runbook has given up waiting for it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !case.leftovers().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(case.leftovers().is_empty(), "{:?}", case.leftovers());
+}

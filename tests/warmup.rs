@@ -1,0 +1,397 @@
+//! `warmup.run` with small python3 scripts standing in for a torch warm-up: they write
+//! files into a cache dir (or not), print what they see, stay silent for a while.
+mod common;
+use common::sshd::Fleet;
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+/// Writes N files into CACHE, printing its TORCHINDUCTOR_COMPILE_THREADS and a marker file,
+/// then stays silent for PAUSE seconds.
+const SCRIPT: &str = r#"import os, sys, time
+cache, n, pause, marker = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+print("threads=" + str(os.environ.get("TORCHINDUCTOR_COMPILE_THREADS")))
+print("cwd=" + os.getcwd())
+open(marker, "w").close()
+os.makedirs(cache, exist_ok=True)
+for i in range(n):
+    with open(os.path.join(cache, "kernel_%d_%d.py" % (time.time_ns(), i)), "w") as f:
+        f.write("x" * 100)
+time.sleep(pause)
+print("done")
+"#;
+
+struct Case {
+    env: Env,
+    script: PathBuf,
+    cache: PathBuf,
+    marker: PathBuf,
+}
+
+impl Case {
+    fn new() -> Case {
+        let env = Env::new();
+        let script = env.write("warm.py", SCRIPT);
+        let scratch = env.scratch();
+        Case {
+            cache: scratch.join("cache"),
+            marker: scratch.join("ran"),
+            script,
+            env,
+        }
+    }
+
+    /// A runbook calling `warmup.run(here, { script, args = { cache, n, pause, marker }, EXTRA })`
+    /// and logging the result as JSON-ish lines.
+    fn runbook(&self, n: u32, pause: f64, extra: &str) -> PathBuf {
+        self.env.write(
+            "warm.lua",
+            &format!(
+                r#"
+runbook {{ name = "warm" }}
+local here = target("local")
+step("warm", function()
+  local r = warmup.run(here, {{
+    script = "{script}", args = {{ "{cache}", {n}, {pause}, "{marker}" }}, {extra}
+  }})
+  log.info("ok=" .. tostring(r.ok) .. " planned=" .. tostring(r.planned)
+    .. " duration=" .. type(r.duration) .. " caches=" .. #r.caches)
+  for _, c in ipairs(r.caches) do
+    log.info(("cache %s %s/%s -> %s/%s grew=%s"):format(c.path, tostring(c.files_before),
+      tostring(c.bytes_before), tostring(c.files_after), tostring(c.bytes_after), tostring(c.grew)))
+  end
+end)
+"#,
+                script = self.script.display(),
+                cache = self.cache.display(),
+                marker = self.marker.display(),
+            ),
+        )
+    }
+
+    fn run(&self, file: &Path, args: &[&str]) -> Output {
+        self.env
+            .cmd()
+            .arg("run")
+            .arg(file)
+            .args(["--yes", "--json"])
+            .args(args)
+            .output()
+            .unwrap()
+    }
+}
+
+fn events(out: &Output) -> Vec<serde_json::Value> {
+    parse_ndjson(&out.stdout)
+}
+
+fn logs(out: &Output, level: &str) -> Vec<String> {
+    events(out)
+        .iter()
+        .filter(|e| e["event"] == "log" && e["level"] == level)
+        .filter_map(|e| e["message"].as_str().map(str::to_string))
+        .collect()
+}
+
+fn output_lines(out: &Output) -> Vec<String> {
+    events(out)
+        .iter()
+        .filter(|e| e["event"] == "output")
+        .filter_map(|e| e["line"].as_str().map(str::to_string))
+        .collect()
+}
+
+fn step_error(out: &Output) -> String {
+    events(out)
+        .iter()
+        .find(|e| e["event"] == "step_finished" && e["outcome"] == "failed")
+        .and_then(|e| e["error"].as_str().map(str::to_string))
+        .unwrap_or_else(|| panic!("no failed step:\n{}", String::from_utf8_lossy(&out.stderr)))
+}
+
+fn assert_ok(out: &Output) {
+    assert!(
+        out.status.success(),
+        "stderr: {}\nstdout: {}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn a_warm_up_that_fills_its_cache_passes() {
+    let c = Case::new();
+    let rb = c.runbook(5, 0.0, &format!("expect_cache = \"{}\"", c.cache.display()));
+    let out = c.run(&rb, &[]);
+    assert_ok(&out);
+    let info = logs(&out, "info");
+    assert!(
+        info.contains(&"ok=true planned=false duration=number caches=1".to_string()),
+        "{info:?}"
+    );
+    let line = info.iter().find(|l| l.starts_with("cache ")).unwrap();
+    assert!(
+        line.starts_with(&format!("cache {} nil/nil -> 5/", c.cache.display())),
+        "{line}"
+    );
+    assert!(line.ends_with("grew=true"), "{line}");
+    // Every line the script printed arrived as an output event, the env default included.
+    let lines = output_lines(&out);
+    assert!(lines.contains(&"threads=1".to_string()), "{lines:?}");
+    assert!(lines.contains(&"done".to_string()), "{lines:?}");
+    assert_eq!(std::fs::read_dir(&c.cache).unwrap().count(), 5);
+
+    // A second run adds files to a cache that already exists: it grew again.
+    let out = c.run(&rb, &[]);
+    assert_ok(&out);
+    let info = logs(&out, "info");
+    let line = info.iter().find(|l| l.starts_with("cache ")).unwrap();
+    assert!(line.contains(" 5/") && line.contains(" -> 10/"), "{line}");
+}
+
+#[test]
+fn a_warm_up_that_writes_nothing_fails_naming_the_cache() {
+    let c = Case::new();
+    std::fs::create_dir_all(&c.cache).unwrap();
+    std::fs::write(c.cache.join("old"), "x").unwrap();
+    let never = c.env.scratch().join("never-made");
+    let rb = c.runbook(
+        0,
+        0.0,
+        &format!(
+            "expect_cache = {{ \"{}\", \"{}\" }}",
+            c.cache.display(),
+            never.display()
+        ),
+    );
+    let out = c.run(&rb, &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = step_error(&out);
+    assert!(
+        err.contains("warm-up on local ran but did not fill its caches"),
+        "{err}"
+    );
+    // `du -b`: the directory's own size plus the 1-byte file; unchanged.
+    let bytes = (std::fs::metadata(&c.cache).unwrap().len() + 1).to_string();
+    let mut shown = String::new();
+    for (i, ch) in bytes.chars().enumerate() {
+        if i > 0 && (bytes.len() - i) % 3 == 0 {
+            shown.push(',');
+        }
+        shown.push(ch);
+    }
+    let size = format!("1 file, {shown} bytes");
+    assert!(
+        err.contains(&format!("{}: {size} → {size}", c.cache.display())),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("{}: missing → missing", never.display())),
+        "{err}"
+    );
+    assert!(c.marker.exists(), "the script did run");
+}
+
+#[test]
+fn single_threaded_can_be_turned_off_and_env_wins() {
+    let c = Case::new();
+    let rb = c.runbook(0, 0.0, "single_threaded = false");
+    let out = c.run(&rb, &[]);
+    assert_ok(&out);
+    assert!(output_lines(&out).contains(&"threads=None".to_string()));
+
+    let rb = c.runbook(
+        0,
+        0.0,
+        "env = { TORCHINDUCTOR_COMPILE_THREADS = \"4\" }, cwd = \"/\"",
+    );
+    let out = c.run(&rb, &[]);
+    assert_ok(&out);
+    let lines = output_lines(&out);
+    assert!(lines.contains(&"threads=4".to_string()), "{lines:?}");
+    assert!(lines.contains(&"cwd=/".to_string()), "{lines:?}");
+}
+
+#[test]
+fn venv_picks_its_python() {
+    let c = Case::new();
+    let venv = c.env.scratch().join("venv");
+    std::fs::create_dir_all(venv.join("bin")).unwrap();
+    let python = venv.join("bin/python");
+    std::fs::write(&python, "#!/bin/sh\necho via-venv\nexec python3 \"$@\"\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let rb = c.runbook(1, 0.0, &format!("venv = \"{}/\"", venv.display()));
+    let out = c.run(&rb, &[]);
+    assert_ok(&out);
+    assert!(output_lines(&out).contains(&"via-venv".to_string()));
+    let started = events(&out)
+        .into_iter()
+        .find(|e| e["event"] == "action_started" && e["effect"] == "change")
+        .unwrap();
+    assert!(
+        started["command"].as_str().unwrap().contains(&format!(
+            "{}/bin/python {}",
+            venv.display(),
+            c.script.display()
+        )),
+        "{started}"
+    );
+
+    let rb = c.runbook(1, 0.0, "venv = \"/v\", python = \"python3\"");
+    let err = step_error(&c.run(&rb, &[]));
+    assert!(err.contains("give `venv` or `python`, not both"), "{err}");
+}
+
+#[test]
+fn dry_run_plans_the_warm_up_and_measures_before() {
+    let c = Case::new();
+    std::fs::create_dir_all(&c.cache).unwrap();
+    std::fs::write(c.cache.join("old"), "abc").unwrap();
+    let rb = c.runbook(3, 0.0, &format!("expect_cache = \"{}\"", c.cache.display()));
+    let out = c.run(&rb, &["--dry-run"]);
+    assert_ok(&out);
+    assert!(!c.marker.exists(), "the script did not run");
+    let info = logs(&out, "info");
+    assert!(
+        info.contains(&"ok=true planned=true duration=number caches=1".to_string()),
+        "{info:?}"
+    );
+    let line = info.iter().find(|l| l.starts_with("cache ")).unwrap();
+    assert!(
+        line.starts_with(&format!("cache {} 1/", c.cache.display()))
+            && line.ends_with("-> nil/nil grew=nil"),
+        "{line}"
+    );
+    let evs = events(&out);
+    let planned: Vec<&serde_json::Value> = evs
+        .iter()
+        .filter(|e| e["event"] == "action_planned")
+        .collect();
+    assert_eq!(planned.len(), 1, "{planned:?}");
+    assert_eq!(planned[0]["effect"], "change");
+    let command = planned[0]["command"].as_str().unwrap();
+    assert!(
+        command.starts_with("env PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=1 python3 "),
+        "{command}"
+    );
+
+    // Offline: nothing runs, nothing is measured.
+    let out = c.run(&rb, &["--dry-run", "--offline"]);
+    assert_ok(&out);
+    let info = logs(&out, "info");
+    let line = info.iter().find(|l| l.starts_with("cache ")).unwrap();
+    assert!(line.ends_with("nil/nil -> nil/nil grew=nil"), "{line}");
+}
+
+#[test]
+fn a_long_silence_warns_while_it_runs() {
+    let c = Case::new();
+    let rb = c.runbook(1, 2.6, "quiet_warning = \"1s\"");
+    let out = c.run(&rb, &[]);
+    assert_ok(&out);
+    let warns = logs(&out, "warn");
+    // About one per silent second (2.6 s of sleep), with slack for a slow machine.
+    assert!(
+        (1..=5).contains(&warns.len()),
+        "one warning per silent second: {warns:?}"
+    );
+    assert!(
+        warns[0].starts_with("warm-up on local: no output for 1.")
+            && warns[0].contains("(running for "),
+        "{warns:?}"
+    );
+    // The warning came while the script ran: before its last output line.
+    let evs = events(&out);
+    let warn_at = evs
+        .iter()
+        .position(|e| e["event"] == "log" && e["level"] == "warn")
+        .unwrap();
+    let done_at = evs
+        .iter()
+        .position(|e| e["event"] == "output" && e["line"] == "done")
+        .unwrap();
+    assert!(warn_at < done_at);
+
+    let rb = c.runbook(1, 1.5, "quiet_warning = false");
+    let out = c.run(&rb, &[]);
+    assert_ok(&out);
+    assert!(logs(&out, "warn").is_empty());
+}
+
+#[test]
+fn a_failing_script_fails_with_its_error() {
+    let c = Case::new();
+    let rb = c.runbook(1, 0.0, "");
+    std::fs::write(
+        &c.script,
+        "import sys\nprint('compiling')\nraise RuntimeError('CUDA out of memory')\n",
+    )
+    .unwrap();
+    let out = c.run(&rb, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = step_error(&out);
+    assert!(
+        err.contains("warm-up failed (exit code 1) on local: python3 "),
+        "{err}"
+    );
+    assert!(err.contains("RuntimeError: CUDA out of memory"), "{err}");
+
+    let rb = c.runbook(1, 0.0, "timeout = \"300ms\"");
+    std::fs::write(&c.script, "import time\ntime.sleep(30)\n").unwrap();
+    let err = step_error(&c.run(&rb, &[]));
+    assert!(
+        err.contains("warm-up failed (timed out after 300ms)"),
+        "{err}"
+    );
+
+    let rb = c.runbook(1, 0.0, "expect_cahce = \"/x\"");
+    let err = step_error(&c.run(&rb, &[]));
+    assert!(
+        err.contains("unknown option 'expect_cahce'") && err.contains("expect_cache"),
+        "{err}"
+    );
+}
+
+/// Inside container 200 over SSH: the cache is the container's own /tmp.
+#[test]
+fn warm_up_inside_a_container() {
+    require_sshd!();
+    let fleet = Fleet::start(1);
+    let ct = fleet.container(200);
+    std::fs::write(ct.join("root/warm.py"), SCRIPT).unwrap();
+    let env = Env::new();
+    let rb = env.write(
+        "remote_warm.lua",
+        r#"
+runbook { name = "remote-warm" }
+step("warm", function()
+  local r = warmup.run(target("node1"):pct(200), {
+    script = "/root/warm.py", args = { "/tmp/inductor", 4, 0, "/tmp/ran" },
+    cwd = "/root", expect_cache = { "/tmp/inductor" },
+  })
+  log.info("files_after=" .. r.caches[1].files_after)
+end)
+"#,
+    );
+    let out = env
+        .cmd()
+        .arg("run")
+        .arg(&rb)
+        .args(fleet.args())
+        .args(["--yes", "--json"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    assert!(logs(&out, "info").contains(&"files_after=4".to_string()));
+    assert_eq!(
+        std::fs::read_dir(ct.join("tmp/inductor")).unwrap().count(),
+        4
+    );
+    assert!(output_lines(&out).contains(&"threads=1".to_string()));
+}
