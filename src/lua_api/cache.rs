@@ -1,7 +1,174 @@
-//! `cache.*`: not implemented yet; registers nothing.
+//! `cache.*`: clear compile caches (torch inductor, triton, extensions, …) safely, keep a
+//! copy aside and put it back, measure them. Paths are resolved on the target as its
+//! user; only directories strictly inside a cache root can be cleared: `/tmp`, `/var/tmp`,
+//! `~/.cache`, `~/.triton`, and the header's `cache_roots`.
 
-use mlua::Lua;
+use super::target::target_arg;
+use super::{bool_value, check_keys, err_at, location, require_running};
+use crate::primitives::cache::{self, ClearOpts};
+use crate::primitives::{to_lua, Step};
+use crate::targets::Target;
+use mlua::{Lua, Table, Value};
+use std::rc::Rc;
 
-pub fn register(_lua: &Lua) -> mlua::Result<()> {
-    Ok(())
+const CLEAR_KEYS: &[&str] = &["keep", "force"];
+const RESTORE_KEYS: &[&str] = &["force"];
+
+pub fn register(lua: &Lua) -> mlua::Result<()> {
+    let t = lua.create_table()?;
+    t.raw_set("clear", lua.create_async_function(clear)?)?;
+    t.raw_set("restore", lua.create_async_function(restore)?)?;
+    t.raw_set("size", lua.create_async_function(size)?)?;
+    lua.globals().raw_set("cache", t)
+}
+
+/// Lua: cache.clear(t, paths, [opts]) -> { { path, resolved, existed, bytes, files, changed, kept_as, planned }, … }
+///
+/// Deletes cache directories on `t`. `paths` is a list of paths (or one path): absolute,
+/// or `~/…` for the home of the user commands run as on `t`. Every path is first resolved
+/// on the target (symlinks followed) and checked; if any path breaks a rule, the step
+/// fails naming each such path and its rule, and nothing is deleted for any path. Refused:
+/// relative paths, `..`, `/`, top-level directories, the home directory, a cache root
+/// itself, anything not strictly inside a cache root (`/tmp`, `/var/tmp`, `~/.cache`,
+/// `~/.triton`, plus `cache_roots` from the header), a symlink (clear its target instead),
+/// a path with a filesystem mounted under it, and a path that a process is using (open
+/// files, mapped libraries or its working directory: a compile in flight; other users'
+/// processes are seen when commands run as root), unless `force = true`. Options:
+/// - `keep = true`: move the directory aside to `PATH.runbook-kept-<UTC time>` (same
+///   directory, atomic) instead of deleting it; `cache.restore` puts it back;
+/// - `force = true`: clear even while processes use it.
+///
+/// Each deletion is one destructive change, `rm -rf -- RESOLVED_PATH`; the sizes are read
+/// during `--dry-run` too, so the preview says `delete /tmp/torchinductor_root (353 MB,
+/// 12,345 files)`. A path that does not exist is not an error (`changed = false`). The
+/// result has one table per path, in order; in a dry-run `planned = true` and `changed`
+/// says what would change. With `--offline` nothing is looked at: the paths are planned
+/// as written, `resolved` and `existed` are nil and `bytes`/`files` 0.
+///
+/// ```lua
+/// local torch = require("runbook.torch")
+/// step("clear compile caches", function()
+///   for _, c in ipairs(cache.clear(box, torch.caches(box, { user = "root" }))) do
+///     if c.changed then log.info(("%s: %d bytes freed"):format(c.path, c.bytes)) end
+///   end
+///   cache.clear(box, "/tmp/my-run-cache", { keep = true })
+/// end)
+/// ```
+async fn clear(lua: Lua, (t, paths, opts): (Value, Value, Option<Table>)) -> mlua::Result<Value> {
+    let (ctx, target, paths) = prepare(&lua, "cache.clear", t, paths)?;
+    let mut o = ClearOpts::default();
+    if let Some(opts) = &opts {
+        check_keys(&lua, opts, CLEAR_KEYS, "cache.clear()")?;
+        o.keep = bool_value(&lua, opts.get("keep")?, "cache.clear(): keep", false)?;
+        o.force = bool_value(&lua, opts.get("force")?, "cache.clear(): force", false)?;
+    }
+    let step = step(&lua, &ctx, &target);
+    let result = cache::clear(&step, &paths, o).await?;
+    to_lua(&lua, &result)
+}
+
+/// Lua: cache.restore(t, paths, [opts]) -> { { path, restored_from, changed, planned }, … }
+///
+/// Puts back the newest copy that `cache.clear(t, paths, { keep = true })` set aside
+/// (`PATH.runbook-kept-<UTC time>`), with the same path rules as `cache.clear`. A path
+/// with no kept copy is not an error (`changed = false`, logged), like clearing an absent
+/// path, so the list given to `cache.clear` can be given back as is. Refused when the path
+/// exists again and is not empty, unless `force = true`: then its current contents are
+/// deleted first; an empty directory in the way is removed. Not available with
+/// `--offline` (which copy to restore is only known by looking at the target).
+///
+/// ```lua
+/// step("put the old cache back", { when = function() return params.rollback end }, function()
+///   cache.restore(box, "/tmp/torchinductor_root", { force = true })
+/// end)
+/// ```
+async fn restore(lua: Lua, (t, paths, opts): (Value, Value, Option<Table>)) -> mlua::Result<Value> {
+    let (ctx, target, paths) = prepare(&lua, "cache.restore", t, paths)?;
+    let mut force = false;
+    if let Some(opts) = &opts {
+        check_keys(&lua, opts, RESTORE_KEYS, "cache.restore()")?;
+        force = bool_value(&lua, opts.get("force")?, "cache.restore(): force", false)?;
+    }
+    let step = step(&lua, &ctx, &target);
+    let result = cache::restore(&step, &paths, force).await?;
+    to_lua(&lua, &result)
+}
+
+/// Lua: cache.size(t, paths) -> { { path, resolved, existed, bytes, files, planned }, … }
+///
+/// How big each path is on `t`: `bytes` (apparent size) and `files` (everything but
+/// directories). A read, so it runs during `--dry-run` too; with `--offline`, `resolved`
+/// and `existed` are nil, `bytes` and `files` 0, `planned = true`. A path that does not
+/// exist has `existed = false`.
+///
+/// ```lua
+/// for _, s in ipairs(cache.size(box, { "/tmp/torchinductor_root", "~/.triton/cache" })) do
+///   log.info(("%s: %d bytes in %d files"):format(s.path, s.bytes, s.files))
+/// end
+/// ```
+async fn size(lua: Lua, (t, paths): (Value, Value)) -> mlua::Result<Value> {
+    let (ctx, target, paths) = prepare(&lua, "cache.size", t, paths)?;
+    let step = step(&lua, &ctx, &target);
+    let result = cache::size(&step, &paths).await?;
+    to_lua(&lua, &result)
+}
+
+type Prepared = (Rc<crate::ctx::Ctx>, Rc<Target>, Vec<String>);
+
+/// The checks every `cache.*` call starts with: inside a step, a target, a path list.
+fn prepare(lua: &Lua, what: &str, t: Value, paths: Value) -> mlua::Result<Prepared> {
+    let ctx = require_running(lua, &format!("{what}()"))?;
+    let target = target_arg(lua, &t, what)?;
+    let paths = path_list(lua, what, paths)?;
+    Ok((ctx, target, paths))
+}
+
+fn step<'a>(lua: &Lua, ctx: &'a crate::ctx::Ctx, target: &'a Target) -> Step<'a> {
+    Step {
+        ctx,
+        target,
+        at: location(lua),
+    }
+}
+
+/// One path or a list of them (as strings: numbers are never paths). Named entries are
+/// allowed only as aliases of list entries, so `torch.caches(…)` (a list whose paths are
+/// also named `inductor`, …) passes as is, while a misplaced option (`{ "/tmp/x", keep =
+/// true }`) is an error rather than silently ignored.
+fn path_list(lua: &Lua, what: &str, v: Value) -> mlua::Result<Vec<String>> {
+    let wrong = |got: &str| {
+        err_at(
+            lua,
+            format!("{what}(): paths is a path or a list of paths, e.g. {{ \"/tmp/torchinductor_root\" }}; got {got}"),
+        )
+    };
+    let list = match v {
+        Value::String(s) => return Ok(vec![s.to_string_lossy()]),
+        Value::Table(list) => list,
+        other => return Err(wrong(other.type_name())),
+    };
+    let len = list.raw_len();
+    let mut out = Vec::with_capacity(len);
+    for i in 1..=len {
+        match list.raw_get::<Value>(i)? {
+            Value::String(s) => out.push(s.to_string_lossy()),
+            other => return Err(wrong(&format!("{} at [{i}]", other.type_name()))),
+        }
+    }
+    for pair in list.pairs::<Value, Value>() {
+        let (k, v) = pair?;
+        let alias = matches!((&k, &v), (Value::String(_), Value::String(s)) if out.contains(&s.to_string_lossy()));
+        let listed = matches!(k, Value::Integer(i) if i >= 1 && i as usize <= len);
+        if !alias && !listed {
+            let key = match &k {
+                Value::String(s) => s.to_string_lossy(),
+                other => format!("{other:?}"),
+            };
+            return Err(wrong(&format!("a table with the entry '{key}' that is not in its list (options go in the third argument)")));
+        }
+    }
+    if out.is_empty() {
+        return Err(wrong("an empty list"));
+    }
+    Ok(out)
 }

@@ -250,17 +250,22 @@ impl Sink for TerminalSink {
                 step: _,
                 target,
                 effect,
+                summary,
                 command,
                 ..
             } => {
                 if self.dry_run && !quiet {
-                    // A read that really runs during a dry-run: show it in the preview.
+                    // A read that really runs during a dry-run: its one-line summary (a
+                    // primitive's probe script can be long); the command with -v.
                     self.line(&format!(
-                        "  {} {}: {command}  {}",
+                        "  {} {}: {summary}  {}",
                         self.paint("36", "="),
                         self.paint("1", target),
                         self.paint("2", "(read)")
                     ));
+                    if self.opts.verbose && summary != command {
+                        self.line(&format!("      $ {command}"));
+                    }
                 } else if self.opts.verbose {
                     self.line(&format!(
                         "  {} {target}: {command}",

@@ -1,0 +1,68 @@
+-- runbook.torch: where PyTorch keeps its compile caches, and its wheel indexes.
+--   local torch = require("runbook.torch")
+--   step("clear", function() cache.clear(box, torch.caches(box, { user = "root" })) end)
+local torch = {}
+
+-- Prints the three cache directories for user $1 (default: the user commands run as),
+-- one a line (inductor, extensions, triton), the way torch and triton choose them: an
+-- environment variable wins, else a default under the temp dir or the home. The home is
+-- $HOME for the user commands run as, else the user's passwd entry.
+local CACHES = [[
+user=${1:-$(id -un)}
+if [ "$user" = "$(id -un 2>/dev/null)" ] && [ -n "$HOME" ]; then home=$HOME
+else home=$(getent passwd "$user" 2>/dev/null | cut -d: -f6); fi
+if [ -z "$home" ]; then
+  if [ "$user" = root ]; then home=/root; else home=/home/$user; fi
+fi
+printf '%s\n' "${TORCHINDUCTOR_CACHE_DIR:-${TMPDIR:-/tmp}/torchinductor_$user}"
+printf '%s\n' "${TORCH_EXTENSIONS_DIR:-${XDG_CACHE_HOME:-$home/.cache}/torch_extensions}"
+printf '%s\n' "${TRITON_CACHE_DIR:-${TRITON_HOME:-$home}/.triton/cache}"
+]]
+
+-- The defaults, for when nothing could be looked at (--dry-run --offline).
+local function defaults(user)
+  local home = user == "root" and "/root" or "/home/" .. user
+  return "/tmp/torchinductor_" .. user, home .. "/.cache/torch_extensions", home .. "/.triton/cache"
+end
+
+-- Raises `msg` at the line that called torch.<fn>, without this file's own location.
+local function fail(fn, msg)
+  msg = tostring(msg):gsub("^<stdlib>/runbook/torch%.lua:%d+: ", "")
+  error(("torch.%s: %s"):format(fn, msg), 3)
+end
+
+--- Cache directories of torch on target t, as seen there, for opts.user (default: the user commands run as on t): a list { inductor, extensions, triton } whose entries are also named (.inductor, .extensions, .triton), ready for cache.clear. Honours TORCHINDUCTOR_CACHE_DIR (else $TMPDIR or /tmp, then torchinductor_USER), TORCH_EXTENSIONS_DIR (else $XDG_CACHE_HOME or ~/.cache, then torch_extensions) and TRITON_CACHE_DIR (else $TRITON_HOME or ~, then .triton/cache) in t's environment. It runs a read command on t, so call it inside a step; with --dry-run --offline it gives the defaults (home /root for root, else /home/USER).
+function torch.caches(t, opts)
+  if type(t) ~= "userdata" then
+    fail("caches", ("the first argument is a target, e.g. torch.caches(target(\"local\")); got %s"):format(type(t)))
+  end
+  opts = opts or {}
+  if type(opts) ~= "table" then fail("caches", "opts must be a table like { user = \"root\" }") end
+  for k in pairs(opts) do
+    if k ~= "user" then fail("caches", ("unknown option '%s'; known: user"):format(tostring(k))) end
+  end
+  local user = opts.user
+  if user ~= nil and (type(user) ~= "string" or not user:match("^[%a_][%w_.-]*$")) then
+    fail("caches", ("user must be a user name like \"root\", got %q"):format(tostring(user)))
+  end
+  local ok, r = pcall(t.exec, t, { "sh", "-c", CACHES, "sh", user or "" }, { read_only = true })
+  if not ok then fail("caches", r) end
+  local inductor, extensions, triton = r.stdout:match("^([^\n]*)\n([^\n]*)\n([^\n]*)\n$")
+  if r.planned then
+    inductor, extensions, triton = defaults(user or "root")
+  elseif not inductor then
+    fail("caches", "unexpected answer from " .. t.name .. ": " .. r.stdout)
+  end
+  return { inductor, extensions, triton, inductor = inductor, extensions = extensions, triton = triton }
+end
+
+--- The PyTorch wheel index URL for a CUDA build ("cu128" → https://download.pytorch.org/whl/cu128) or "cpu", e.g. for uv pip install --index-url.
+function torch.index(build)
+  if type(build) ~= "string" or not (build == "cpu" or build:match("^cu%d%d%d$")) then
+    fail("index", ("give a CUDA build like \"cu128\" (cu + 3 digits) or \"cpu\", got %s"):format(
+      type(build) == "string" and ("%q"):format(build) or type(build)))
+  end
+  return "https://download.pytorch.org/whl/" .. build
+end
+
+return torch

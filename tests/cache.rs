@@ -1,0 +1,646 @@
+//! `cache.clear` / `cache.restore` / `cache.size` and `runbook.torch`, driving the real
+//! binary on real directories: locally (HOME pointed at a temp dir outside /tmp, so `~`,
+//! `~/.cache` and the header's `~/declared` root are the test's own) and inside a
+//! container over SSH (see common/sshd.rs).
+mod common;
+use common::sshd::Fleet;
+use common::*;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+type Fields = BTreeMap<String, String>;
+
+/// A test's scratch: the usual Env, a HOME outside every cache root, and cache dirs made
+/// directly under /tmp (like /tmp/torchinductor_root), removed when the test ends.
+struct Scene {
+    env: Env,
+    home: tempfile::TempDir,
+    tmp_dirs: Vec<tempfile::TempDir>,
+}
+
+impl Scene {
+    fn new() -> Self {
+        let home = tempfile::Builder::new()
+            .prefix("home-")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .unwrap();
+        Scene {
+            env: Env::new(),
+            home,
+            tmp_dirs: Vec::new(),
+        }
+    }
+
+    fn home(&self) -> &Path {
+        self.home.path()
+    }
+
+    /// A new directory directly under /tmp.
+    fn tmp_dir(&mut self) -> PathBuf {
+        let d = tempfile::Builder::new()
+            .prefix("runbook-cache-test-")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let p = d.path().to_path_buf();
+        self.tmp_dirs.push(d);
+        p
+    }
+
+    /// `runbook run tests/runbooks/cache/FILE --json --set K=V…` with HOME and a clean
+    /// torch environment.
+    fn run(&self, file: &str, sets: &[(&str, &str)], extra: &[&str]) -> Output {
+        let mut c = self.env.cmd();
+        c.env("HOME", self.home());
+        for var in [
+            "TORCHINDUCTOR_CACHE_DIR",
+            "TORCH_EXTENSIONS_DIR",
+            "TRITON_CACHE_DIR",
+            "TRITON_HOME",
+            "XDG_CACHE_HOME",
+            "TMPDIR",
+        ] {
+            c.env_remove(var);
+        }
+        c.arg("run")
+            .arg(repo().join("tests/runbooks/cache").join(file))
+            .arg("--json");
+        for (k, v) in sets {
+            c.arg("--set").arg(format!("{k}={v}"));
+        }
+        c.args(extra).output().unwrap()
+    }
+
+    fn clear(&self, paths: &[&str], sets: &[(&str, &str)], extra: &[&str]) -> Output {
+        let joined = paths.join("|");
+        let mut all = vec![("paths", joined.as_str())];
+        all.extend_from_slice(sets);
+        self.run("clear.lua", &all, extra)
+    }
+}
+
+/// Makes `n` files of `size` bytes in `dir` (and `dir` itself).
+fn fill(dir: &Path, n: usize, size: usize) {
+    std::fs::create_dir_all(dir).unwrap();
+    for i in 0..n {
+        std::fs::write(dir.join(format!("f{i}")), vec![b'x'; size]).unwrap();
+    }
+}
+
+fn describe(out: &Output) -> String {
+    format!(
+        "exit {:?}\nstderr: {}\nstdout: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    )
+}
+
+/// The `result` lines show.lua logged, as key → value.
+fn results(out: &Output) -> Vec<Fields> {
+    logs(out, "result")
+}
+
+/// The log lines that start with `tag<TAB>`: `key=value` fields (or `_1`, `_2`… for
+/// plain ones).
+fn logs(out: &Output, tag: &str) -> Vec<Fields> {
+    parse_ndjson(&out.stdout)
+        .iter()
+        .filter(|e| e["event"] == "log")
+        .filter_map(|e| e["message"].as_str())
+        .filter_map(|m| m.strip_prefix(&format!("{tag}\t")).map(str::to_string))
+        .map(|m| {
+            m.split('\t')
+                .enumerate()
+                .map(|(i, kv)| match kv.split_once('=') {
+                    Some((k, v)) => (k.to_string(), v.to_string()),
+                    None => (format!("_{}", i + 1), kv.to_string()),
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The failed step's error.
+fn step_error(out: &Output) -> String {
+    parse_ndjson(&out.stdout)
+        .iter()
+        .filter(|e| e["event"] == "step_finished")
+        .filter_map(|e| e["error"].as_str().map(str::to_string))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn events_of(out: &Output, kind: &str) -> Vec<serde_json::Value> {
+    parse_ndjson(&out.stdout)
+        .into_iter()
+        .filter(|e| e["event"] == kind)
+        .collect()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn clears_under_tmp_and_a_declared_root_after_a_truthful_preview() {
+    let mut scene = Scene::new();
+    let inductor = scene.tmp_dir();
+    fill(&inductor, 1_100, 0);
+    std::fs::write(inductor.join("big"), vec![b'x'; 2_000_000]).unwrap();
+    let declared = scene.home().join("declared/torch");
+    fill(&declared.join("sub"), 3, 1_000_000);
+    let absent = inductor.with_extension("absent");
+    let paths = [s(&inductor), "~/declared/torch", s(&absent)];
+
+    // Dry-run: real sizes in the preview (the look is a read), nothing deleted.
+    let dry = scene.clear(&paths, &[], &["--dry-run"]);
+    assert!(dry.status.success(), "{}", describe(&dry));
+    let planned: Vec<_> = events_of(&dry, "action_planned");
+    let summaries: Vec<&str> = planned
+        .iter()
+        .filter_map(|e| e["summary"].as_str())
+        .collect();
+    let declared_real = std::fs::canonicalize(&declared).unwrap();
+    assert_eq!(
+        summaries,
+        vec![
+            format!("delete {} (2 MB, 1,101 files)", inductor.display()),
+            format!("delete {} (3 MB, 3 files)", declared_real.display()),
+        ],
+        "{}",
+        describe(&dry)
+    );
+    for e in &planned {
+        assert_eq!(e["destructive"], true);
+        assert!(e["command"].as_str().unwrap().starts_with("rm -rf -- /"));
+    }
+    assert_eq!(
+        planned[0]["command"],
+        format!("rm -rf -- {}", inductor.display())
+    );
+    assert!(inductor.join("big").exists() && declared.join("sub/f0").exists());
+    let r = results(&dry);
+    assert_eq!(r.len(), 3);
+    assert_eq!(r[0]["path"], s(&inductor));
+    assert_eq!(r[0]["existed"], "true");
+    assert_eq!(r[0]["changed"], "true");
+    assert_eq!(r[0]["planned"], "true");
+    assert_eq!(r[0]["files"], "1101");
+    assert!(r[0]["bytes"].parse::<u64>().unwrap() >= 2_000_000);
+    assert_eq!(r[1]["path"], "~/declared/torch");
+    assert_eq!(r[1]["resolved"], s(&declared_real));
+    assert_eq!(
+        (r[2]["existed"].as_str(), r[2]["changed"].as_str()),
+        ("false", "false")
+    );
+
+    // The terminal preview says the same.
+    let mut c = scene.env.cmd();
+    let text = c
+        .env("HOME", scene.home())
+        .arg("run")
+        .arg(repo().join("tests/runbooks/cache/clear.lua"))
+        .arg("--set")
+        .arg(format!("paths={}", paths.join("|")))
+        .arg("--dry-run")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&text.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "delete {} (2 MB, 1,101 files)\n      $ rm -rf -- {}",
+            inductor.display(),
+            inductor.display()
+        )),
+        "{stderr}"
+    );
+
+    // The real run deletes both, and nothing around them.
+    let real = scene.clear(&paths, &[], &["--yes"]);
+    assert!(real.status.success(), "{}", describe(&real));
+    assert!(!inductor.exists() && !declared.exists());
+    assert!(scene.home().join("declared").exists(), "the root stays");
+    let r = results(&real);
+    assert_eq!(r[0]["changed"], "true");
+    assert_eq!(r[0]["planned"], "false");
+    assert_eq!(r[1]["files"], "3");
+    assert_eq!(r[2]["changed"], "false");
+
+    // Clearing again: nothing there, nothing to do.
+    let again = scene.clear(&paths, &[], &["--yes"]);
+    assert!(again.status.success(), "{}", describe(&again));
+    assert!(results(&again).iter().all(|r| r["changed"] == "false"));
+    assert!(events_of(&again, "action_started")
+        .iter()
+        .all(|e| e["effect"] == "read"));
+}
+
+#[test]
+fn hostile_paths_are_refused_and_nothing_is_deleted() {
+    let mut scene = Scene::new();
+    // Outside every root: the test's home is under target/tmp, not /tmp.
+    let outside = scene.home().join("outside");
+    fill(&outside, 1, 10);
+    let outside = std::fs::canonicalize(&outside).unwrap();
+    let canary = outside.join("f0");
+    let valid = scene.tmp_dir();
+    fill(&valid, 2, 10);
+    let link = valid.with_extension("link");
+    std::os::unix::fs::symlink(&outside, &link).unwrap();
+    let _link_guard = Remove(link.clone());
+    let through = format!("{}/f0", link.display());
+    let cases: Vec<(String, String)> = vec![
+        ("tmp/relative".into(), "is a relative path".into()),
+        (
+            format!("{}/../etc", valid.display()),
+            "contains a '..' component".into(),
+        ),
+        ("/".into(), "is the root directory /".into()),
+        ("/tmp".into(), "is a cache root itself (/tmp)".into()),
+        (
+            "~/.cache".into(),
+            "is a cache root itself (~/.cache)".into(),
+        ),
+        ("/usr".into(), "is a top-level directory".into()),
+        ("~".into(), "is the home directory".into()),
+        (
+            s(&link).into(),
+            format!(
+                "is a symlink to {}, which is outside the cache roots",
+                outside.display()
+            ),
+        ),
+        (
+            through.clone(),
+            format!(
+                "resolves to {}/f0, which is outside the cache roots",
+                outside.display()
+            ),
+        ),
+        ("~/outside".into(), "is not under a cache root".into()),
+    ];
+    for (path, rule) in &cases {
+        let out = scene.clear(&[path], &[], &["--yes"]);
+        assert_eq!(out.status.code(), Some(1), "{path}: {}", describe(&out));
+        let err = step_error(&out);
+        assert!(
+            err.contains(&format!("{path}: {rule}")) && err.contains("nothing was deleted"),
+            "{path}: expected '{rule}' in: {err}"
+        );
+        assert!(canary.exists(), "{path}: the canary was deleted");
+    }
+
+    // All at once, with a valid path first: every rule named, the valid path kept too.
+    let mut all: Vec<&str> = vec![s(&valid)];
+    all.extend(cases.iter().map(|(p, _)| p.as_str()));
+    let out = scene.clear(&all, &[("force", "true")], &["--yes"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let err = step_error(&out);
+    for (path, rule) in &cases {
+        assert!(err.contains(&format!("{path}: {rule}")), "{err}");
+    }
+    assert!(!err.contains(&format!("{}:", valid.display())), "{err}");
+    assert!(valid.join("f0").exists(), "the valid path was deleted");
+    assert!(canary.exists() && std::fs::read_link(&link).is_ok());
+    assert!(
+        events_of(&out, "action_started")
+            .iter()
+            .all(|e| e["effect"] == "read"),
+        "a change ran"
+    );
+    // The rules hold in a dry-run too (the preview fails the same way).
+    let dry = scene.clear(&all, &[], &["--dry-run"]);
+    assert_eq!(dry.status.code(), Some(1), "{}", describe(&dry));
+}
+
+/// Removes what a test made beside its temp dirs under /tmp (a symlink, a kept copy)
+/// when the test ends, even when it fails. A symlink is removed, never followed.
+struct Remove(PathBuf);
+
+impl Drop for Remove {
+    fn drop(&mut self) {
+        if std::fs::remove_file(&self.0).is_err() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// Kills a spawned process when the test ends.
+struct Kill(std::process::Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_process_using_the_cache_blocks_the_clear_unless_forced() {
+    let mut scene = Scene::new();
+    let busy = scene.tmp_dir();
+    fill(&busy.join("kernels"), 2, 100);
+    let held = std::fs::File::open(busy.join("kernels/f0")).unwrap();
+    let sleeper = Kill(
+        std::process::Command::new("sleep")
+            .arg("30")
+            .stdin(held)
+            .spawn()
+            .unwrap(),
+    );
+    let pid = sleeper.0.id();
+
+    let out = scene.clear(&[s(&busy)], &[], &["--yes"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let err = step_error(&out);
+    assert!(
+        err.contains(&format!(
+            "{}: is in use by pid {pid} (sleep 30)",
+            busy.display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains("force = true"), "{err}");
+    assert!(busy.join("kernels/f1").exists());
+
+    let forced = scene.clear(&[s(&busy)], &[("force", "true")], &["--yes"]);
+    assert!(forced.status.success(), "{}", describe(&forced));
+    assert!(!busy.exists());
+    drop(sleeper);
+}
+
+#[test]
+fn keep_moves_aside_and_restore_brings_it_back() {
+    let mut scene = Scene::new();
+    let dir = scene.tmp_dir();
+    fill(&dir.join("a/b"), 3, 1234);
+    std::fs::write(dir.join("a/note"), "known good").unwrap();
+
+    let dry = scene.clear(&[s(&dir)], &[("keep", "true")], &["--dry-run"]);
+    assert!(dry.status.success(), "{}", describe(&dry));
+    let summary = events_of(&dry, "action_planned")[0]["summary"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The size part depends on the filesystem's directory sizes; the rest is exact.
+    let d = dir.display();
+    assert!(
+        summary.starts_with(&format!("move aside {d} ("))
+            && summary.ends_with(&format!(" KB, 4 files) → {d}.runbook-kept-…")),
+        "{summary}"
+    );
+    assert!(dir.join("a/note").exists(), "a dry-run moves nothing");
+
+    let kept = scene.clear(&[s(&dir)], &[("keep", "true")], &["--yes"]);
+    assert!(kept.status.success(), "{}", describe(&kept));
+    let r = results(&kept);
+    let kept_as = PathBuf::from(&r[0]["kept_as"]);
+    assert!(!dir.exists());
+    assert_eq!(kept_as.parent(), dir.parent());
+    assert!(
+        kept_as
+            .to_str()
+            .unwrap()
+            .starts_with(&format!("{}.runbook-kept-2", dir.display())),
+        "{kept_as:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(kept_as.join("a/note")).unwrap(),
+        "known good"
+    );
+    let _cleanup = Remove(kept_as.clone()); // in case restore fails
+
+    // The cache came back (a new compile) and is not empty: restore refuses unless forced.
+    fill(&dir, 1, 5);
+    let refused = scene.clear(&[s(&dir)], &[("op", "restore")], &["--yes"]);
+    assert_eq!(refused.status.code(), Some(1), "{}", describe(&refused));
+    assert!(
+        step_error(&refused).contains("exists again and is not empty"),
+        "{}",
+        step_error(&refused)
+    );
+    assert!(dir.join("f0").exists() && kept_as.exists());
+
+    let restored = scene.clear(
+        &[s(&dir)],
+        &[("op", "restore"), ("force", "true")],
+        &["--yes"],
+    );
+    assert!(restored.status.success(), "{}", describe(&restored));
+    assert_eq!(
+        results(&restored)[0]["restored_from"],
+        kept_as.to_str().unwrap()
+    );
+    assert!(!kept_as.exists() && !dir.join("f0").exists());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("a/note")).unwrap(),
+        "known good"
+    );
+    for i in 0..3 {
+        assert_eq!(
+            std::fs::read(dir.join(format!("a/b/f{i}"))).unwrap().len(),
+            1234
+        );
+    }
+
+    // Nothing kept any more: nothing to restore, like clearing an absent path.
+    let none = scene.clear(&[s(&dir)], &[("op", "restore")], &["--yes"]);
+    assert!(none.status.success(), "{}", describe(&none));
+    assert_eq!(results(&none)[0]["changed"], "false");
+    assert!(dir.join("a/note").exists());
+
+    // cache.size reads without changing anything.
+    let size = scene.clear(&[s(&dir)], &[("op", "size")], &["--yes"]);
+    assert!(size.status.success(), "{}", describe(&size));
+    let r = results(&size);
+    assert_eq!(
+        (r[0]["existed"].as_str(), r[0]["files"].as_str()),
+        ("true", "4")
+    );
+}
+
+#[test]
+fn another_runs_lock_blocks_the_clear() {
+    let mut scene = Scene::new();
+    let dir = scene.tmp_dir();
+    fill(&dir, 2, 10);
+    let started = scene.env.scratch().join("started");
+    let mut first = Kill(
+        std::process::Command::new(assert_cmd::cargo::cargo_bin!("runbook"))
+            .arg("run")
+            .arg(repo().join("tests/runbooks/cache/hold.lua"))
+            .args(["--yes", "--set", "sleep=2"])
+            .arg("--set")
+            .arg(format!("started={}", started.display()))
+            .env("HOME", scene.home())
+            .env("RUNBOOK_STATE_DIR", scene.env.state())
+            .env(
+                "RUNBOOK_LOCK_FILE",
+                scene.env.tmp.path().join("runbook.lock"),
+            )
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let t0 = std::time::Instant::now();
+    while !started.exists() {
+        assert!(t0.elapsed().as_secs() < 10, "the first run started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let busy = scene.clear(&[s(&dir)], &[], &["--yes"]);
+    assert_eq!(busy.status.code(), Some(1), "{}", describe(&busy));
+    let err = step_error(&busy);
+    assert!(err.contains("is locked by run "), "{err}");
+    assert!(dir.join("f1").exists());
+    assert!(first.0.wait().unwrap().success());
+}
+
+#[test]
+fn torch_caches_follow_the_targets_environment() {
+    let scene = Scene::new();
+    let home = scene.home().display().to_string();
+    let out = scene.run("torch.lua", &[], &["--yes"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let user = String::from_utf8(
+        std::process::Command::new("id")
+            .arg("-un")
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+    .trim()
+    .to_string();
+    let c = &logs(&out, "caches")[0];
+    assert_eq!(c["_1"], format!("/tmp/torchinductor_{user}"));
+    assert_eq!(c["_2"], format!("{home}/.cache/torch_extensions"));
+    assert_eq!(c["_3"], format!("{home}/.triton/cache"));
+    assert_eq!(c["_4"], "3", "the array part holds the three paths");
+    assert_eq!(
+        logs(&out, "index")[0]["_1"],
+        "https://download.pytorch.org/whl/cu128"
+    );
+
+    // The environment variables torch and triton read win.
+    let mut cmd = scene.env.cmd();
+    let out = cmd
+        .env("HOME", scene.home())
+        .env("TORCHINDUCTOR_CACHE_DIR", "/var/tmp/inductor-here")
+        .env("TORCH_EXTENSIONS_DIR", "/var/tmp/ext-here")
+        .env("TRITON_CACHE_DIR", "/var/tmp/triton-here")
+        .arg("run")
+        .arg(repo().join("tests/runbooks/cache/torch.lua"))
+        .args(["--json", "--set", "user=root"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", describe(&out));
+    let c = &logs(&out, "caches")[0];
+    assert_eq!(
+        (c["_1"].as_str(), c["_2"].as_str(), c["_3"].as_str()),
+        (
+            "/var/tmp/inductor-here",
+            "/var/tmp/ext-here",
+            "/var/tmp/triton-here"
+        )
+    );
+
+    // Offline nothing is looked at: the defaults for the user.
+    let out = scene.run(
+        "torch.lua",
+        &[("user", "alice")],
+        &["--dry-run", "--offline"],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let c = &logs(&out, "caches")[0];
+    assert_eq!(
+        (c["_1"].as_str(), c["_2"].as_str(), c["_3"].as_str()),
+        (
+            "/tmp/torchinductor_alice",
+            "/home/alice/.cache/torch_extensions",
+            "/home/alice/.triton/cache"
+        )
+    );
+
+    // A wheel index is checked, and the error names the runbook line.
+    let out = scene.run("torch.lua", &[("build", "cu12")], &["--yes"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let err = step_error(&out);
+    assert!(
+        err.contains("torch.lua:20: torch.index: give a CUDA build like \"cu128\""),
+        "{err}"
+    );
+}
+
+#[test]
+fn clears_torch_caches_inside_a_container_over_ssh() {
+    require_sshd!();
+    let fleet = Fleet::start(1);
+    let ct = fleet.container(200);
+    fill(&ct.join("tmp/torchinductor_root/fx"), 5, 1000);
+    fill(&ct.join("tmp/keep-me"), 1, 10);
+    let node_inductor = Path::new("/tmp/torchinductor_root");
+    let node_had_one = node_inductor.exists();
+    let env = Env::new();
+    let out = env
+        .cmd()
+        .arg("run")
+        .arg(repo().join("tests/runbooks/cache/torch.lua"))
+        .args(fleet.args())
+        .args([
+            "--yes",
+            "--json",
+            "--set",
+            "target=node1",
+            "--set",
+            "ct=200",
+            "--set",
+            "user=root",
+            "--set",
+            "clear=true",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", describe(&out));
+    let c = &logs(&out, "caches")[0];
+    assert_eq!(
+        (c["_1"].as_str(), c["_2"].as_str(), c["_3"].as_str()),
+        (
+            "/tmp/torchinductor_root",
+            "/root/.cache/torch_extensions",
+            "/root/.triton/cache"
+        )
+    );
+    let r = results(&out);
+    assert_eq!(r.len(), 3);
+    assert_eq!(
+        (r[0]["changed"].as_str(), r[0]["files"].as_str()),
+        ("true", "5")
+    );
+    assert_eq!(
+        (r[1]["existed"].as_str(), r[2]["existed"].as_str()),
+        ("false", "false")
+    );
+    assert!(
+        !ct.join("tmp/torchinductor_root").exists(),
+        "gone in the container"
+    );
+    assert!(ct.join("tmp/keep-me/f0").exists());
+    assert_eq!(
+        node_inductor.exists(),
+        node_had_one,
+        "the node's /tmp is untouched"
+    );
+    let started = events_of(&out, "action_started");
+    let rm = started
+        .iter()
+        .find(|e| e["effect"] == "change")
+        .expect("one change");
+    assert!(
+        rm["command"]
+            .as_str()
+            .unwrap()
+            .ends_with("node1 -- 'pct exec 200 -- rm -rf -- /tmp/torchinductor_root'"),
+        "{rm}"
+    );
+}

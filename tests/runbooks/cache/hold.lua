@@ -1,0 +1,13 @@
+-- Takes the run lock on this machine (its first change) and keeps it for a while.
+runbook {
+  name = "cache-hold",
+  params = {
+    started = { required = true, help = "a file made once the lock is held" },
+    sleep = { type = "number", default = 5 },
+  },
+}
+local here = target("local")
+step("hold the lock", function()
+  here:exec({ "touch", params.started })
+  sleep(params.sleep)
+end)
