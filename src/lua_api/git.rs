@@ -1,7 +1,163 @@
-//! `git.*`: not implemented yet; registers nothing.
+//! `git.*`: what a repository on a target has checked out, and putting its tracked files
+//! back to a known-good commit. Git runs on the target (`git -C REPO …`), so these work
+//! over SSH and inside containers; the target needs `git` 2.11 or newer.
 
-use mlua::Lua;
+use super::target::target_arg;
+use super::{check_keys, err_at, location, require_running, string_value};
+use crate::primitives::git::{self, RestoreSpec};
+use crate::primitives::{to_lua, Step};
+use mlua::{Lua, Table, Value};
 
-pub fn register(_lua: &Lua) -> mlua::Result<()> {
-    Ok(())
+const RESTORE_KEYS: &[&str] = &["repo", "paths", "rev"];
+
+pub fn register(lua: &Lua) -> mlua::Result<()> {
+    let t = lua.create_table()?;
+    t.raw_set("restore", lua.create_async_function(restore)?)?;
+    t.raw_set("head", lua.create_async_function(head)?)?;
+    t.raw_set("status", lua.create_async_function(status)?)?;
+    lua.globals().raw_set("git", t)
+}
+
+fn repo_arg(lua: &Lua, v: Value, what: &str) -> mlua::Result<String> {
+    match string_value(lua, v, what)? {
+        Some(r) if !r.is_empty() => Ok(r),
+        _ => Err(err_at(
+            lua,
+            format!("{what}: give the repository's directory, e.g. {what}(t, \"/root/dflash\")"),
+        )),
+    }
+}
+
+/// Lua: git.restore(t, { repo, paths, rev }) -> { rev, files, changed, planned }
+///
+/// Puts tracked files of the repository `repo` on `t` back to commit `rev` (default
+/// `"HEAD"`), in the index and the working tree: local edits are discarded, deleted
+/// files come back, files added since `rev` are removed (a commit still holds them).
+/// `paths` is a list of files or directories, relative to `repo` or absolute under it;
+/// without it, every tracked file under `repo` is restored (`repo` may be a folder inside
+/// a repository: then only that folder). Untracked files (never
+/// `git add`ed) are always kept, and a new file that is only staged is unstaged and kept
+/// on disk. Paths are literal (no globs); a path outside `repo` (absolute elsewhere, or
+/// `..` climbing out) is refused, and so is a `rev` that is not a commit.
+///
+/// The files that differ are found first (a read, so `--dry-run` shows them: "restore
+/// 3 files in /root/dflash to abc1234: dflash_model.py, …"); when none differ nothing is
+/// changed and `changed = false`. `rev` in the result is the full commit id; `files` are
+/// the paths (relative to `repo`) that were put back. It counts as destructive: a real run
+/// asks first unless `--yes`. With `--dry-run --offline` nothing is looked at: the plan
+/// is `git checkout REV -- PATHS` and `files` is empty.
+///
+/// ```lua
+/// local box = target("root@pve1.example"):pct(200)
+/// local r = git.restore(box, { repo = "/root/dflash", rev = params.good_commit })
+/// log.info("restored " .. #r.files .. " files to " .. r.rev)
+/// git.restore(box, { repo = "/root/dflash", paths = { "dflash_model.py", "configs/" } })
+/// ```
+async fn restore(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Value> {
+    const WHAT: &str = "git.restore()";
+    let ctx = require_running(&lua, WHAT)?;
+    let target = target_arg(&lua, &t, "git.restore")?;
+    let Some(opts) = opts else {
+        return Err(err_at(
+            &lua,
+            "git.restore(): give the options, e.g. git.restore(t, { repo = \"/root/dflash\", rev = \"HEAD\" })",
+        ));
+    };
+    check_keys(&lua, &opts, RESTORE_KEYS, WHAT)?;
+    let repo = match string_value(&lua, opts.get("repo")?, "git.restore(): repo")? {
+        Some(r) if !r.is_empty() => r,
+        _ => {
+            return Err(err_at(
+                &lua,
+                "git.restore(): repo is required: the repository's directory on the target",
+            ))
+        }
+    };
+    let rev = string_value(&lua, opts.get("rev")?, "git.restore(): rev")?
+        .unwrap_or_else(|| "HEAD".to_string());
+    let paths = match opts.get::<Value>("paths")? {
+        Value::Nil => None,
+        Value::Table(list) => {
+            let mut out = Vec::new();
+            for (i, v) in list.sequence_values::<Value>().enumerate() {
+                match string_value(&lua, v?, "git.restore(): paths")? {
+                    Some(p) => out.push(p),
+                    None => {
+                        return Err(err_at(
+                            &lua,
+                            format!("git.restore(): paths[{}] is not a string", i + 1),
+                        ))
+                    }
+                }
+            }
+            Some(out)
+        }
+        Value::String(s) => Some(vec![s.to_string_lossy()]),
+        other => {
+            return Err(err_at(
+                &lua,
+                format!(
+                    "git.restore(): paths must be a list of paths, got {}",
+                    other.type_name()
+                ),
+            ))
+        }
+    };
+    let step = Step {
+        ctx: &ctx,
+        target: &target,
+        at: location(&lua),
+    };
+    let restored = git::restore(&step, &RestoreSpec { repo, paths, rev }).await?;
+    to_lua(&lua, &restored)
+}
+
+/// Lua: git.head(t, repo) -> { rev, short, branch, subject }
+///
+/// The commit checked out in `repo` on `t`: full id, short id, branch name (`nil` when
+/// HEAD is detached) and subject line. A read: it also runs during `--dry-run`.
+///
+/// ```lua
+/// local h = git.head(box, "/root/dflash")
+/// log.info(h.short .. " on " .. (h.branch or "detached HEAD") .. ": " .. h.subject)
+/// ```
+async fn head(lua: Lua, (t, repo): (Value, Value)) -> mlua::Result<Value> {
+    let ctx = require_running(&lua, "git.head()")?;
+    let target = target_arg(&lua, &t, "git.head")?;
+    let repo = repo_arg(&lua, repo, "git.head")?;
+    let step = Step {
+        ctx: &ctx,
+        target: &target,
+        at: location(&lua),
+    };
+    let h = git::head(&step, &repo).await?;
+    to_lua(&lua, &h)
+}
+
+/// Lua: git.status(t, repo) -> { clean, files = { { path, status, from }, … } }
+///
+/// What differs in `repo` on `t`, from `git status --porcelain=v1 -z`: one entry per
+/// file with its path (relative to the repository's top level, any bytes included:
+/// spaces, newlines), its two-letter `XY` status (`" M"` modified, `"M "` staged,
+/// `"A "` added, `" D"` deleted, `"??"` untracked, `"R "` renamed, …) and, for a rename
+/// or copy, `from`. `clean` is true when nothing is listed (untracked files count;
+/// ignored ones do not). A read: it also runs during `--dry-run`.
+///
+/// ```lua
+/// local s = git.status(box, "/root/dflash")
+/// if not s.clean then
+///   for _, f in ipairs(s.files) do log.warn(f.status .. " " .. f.path) end
+/// end
+/// ```
+async fn status(lua: Lua, (t, repo): (Value, Value)) -> mlua::Result<Value> {
+    let ctx = require_running(&lua, "git.status()")?;
+    let target = target_arg(&lua, &t, "git.status")?;
+    let repo = repo_arg(&lua, repo, "git.status")?;
+    let step = Step {
+        ctx: &ctx,
+        target: &target,
+        at: location(&lua),
+    };
+    let s = git::status(&step, &repo).await?;
+    to_lua(&lua, &s)
 }

@@ -1,7 +1,308 @@
-//! `proc.*`: not implemented yet; registers nothing.
+//! `proc.*`: long-running jobs on a target (training, a server warming up). `spawn` starts
+//! one detached from the run, so it keeps running after the run (and its SSH connection)
+//! ends; `wait_for` waits for a line in its log; `stop` ends it. A job's pid is kept in
+//! `${XDG_RUNTIME_DIR:-/tmp}/runbook-proc-NAME.pid` on the target (`/tmp` inside
+//! containers and over SSH without a login session), so a later run finds it by name.
+//! The target needs `sh` and `setsid` (util-linux or busybox).
 
-use mlua::Lua;
+use super::target::target_arg;
+use super::{
+    bool_value, check_keys, duration_value, err_at, location, require_running, string_value,
+};
+use crate::primitives::proc::{self, SpawnSpec, Which};
+use crate::primitives::{to_lua, Step};
+use mlua::{Lua, Table, Value};
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
+use std::time::Duration;
 
-pub fn register(_lua: &Lua) -> mlua::Result<()> {
-    Ok(())
+const SPAWN_KEYS: &[&str] = &["cmd", "log", "cwd", "env", "name"];
+const WAIT_KEYS: &[&str] = &["file", "pattern", "timeout", "from_start"];
+const STOP_KEYS: &[&str] = &["name", "pid", "timeout"];
+
+pub fn register(lua: &Lua) -> mlua::Result<()> {
+    let t = lua.create_table()?;
+    t.raw_set("spawn", lua.create_async_function(spawn)?)?;
+    t.raw_set("wait_for", lua.create_async_function(wait_for)?)?;
+    t.raw_set("stop", lua.create_async_function(stop)?)?;
+    lua.globals().raw_set("proc", t)
+}
+
+fn options(lua: &Lua, opts: Option<Table>, what: &str, example: &str) -> mlua::Result<Table> {
+    opts.ok_or_else(|| err_at(lua, format!("{what}: give the options, e.g. {example}")))
+}
+
+fn required(lua: &Lua, t: &Table, key: &str, what: &str) -> mlua::Result<String> {
+    match string_value(lua, t.get(key)?, &format!("{what}: {key}"))? {
+        Some(s) if !s.is_empty() => Ok(s),
+        _ => Err(err_at(lua, format!("{what}: {key} is required"))),
+    }
+}
+
+/// A list of strings (numbers converted), e.g. an argv.
+fn argv_value(lua: &Lua, v: Value, what: &str) -> mlua::Result<Vec<OsString>> {
+    let Value::Table(t) = v else {
+        return Err(err_at(
+            lua,
+            format!(
+                "{what}: the command is a list of words like {{ \"python\", \"train.py\" }}, got {} (for a shell line use {{ \"sh\", \"-c\", \"…\" }})",
+                v.type_name()
+            ),
+        ));
+    };
+    let len = t.raw_len();
+    let mut argv = Vec::with_capacity(len);
+    for i in 1..=len {
+        match t.raw_get::<Value>(i)? {
+            Value::String(s) => argv.push(OsString::from_vec(s.as_bytes().to_vec())),
+            Value::Integer(n) => argv.push(OsString::from(n.to_string())),
+            Value::Number(n) => argv.push(OsString::from(n.to_string())),
+            other => {
+                return Err(err_at(
+                    lua,
+                    format!("{what}[{i}] must be a string, got {}", other.type_name()),
+                ))
+            }
+        }
+    }
+    if argv.is_empty() || t.pairs::<Value, Value>().count() != len {
+        return Err(err_at(
+            lua,
+            format!("{what}: the command must be a non-empty plain list of words"),
+        ));
+    }
+    crate::quote::validate_argv(&argv).map_err(|e| err_at(lua, format!("{what}: {e}")))?;
+    Ok(argv)
+}
+
+fn env_value(lua: &Lua, v: Value, what: &str) -> mlua::Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    match v {
+        Value::Nil => {}
+        Value::Table(env) => {
+            for pair in env.pairs::<Value, Value>() {
+                let (k, v) = pair?;
+                let key = string_value(lua, k, what)?.unwrap_or_default();
+                let val = string_value(lua, v, &format!("{what}.{key}"))?.unwrap_or_default();
+                if key.is_empty() || key.contains('=') || key.contains('\0') || val.contains('\0') {
+                    return Err(err_at(
+                        lua,
+                        format!("{what}: '{key}' is not a valid variable name (or its value holds a NUL)"),
+                    ));
+                }
+                out.push((key, val));
+            }
+            out.sort();
+        }
+        other => {
+            return Err(err_at(
+                lua,
+                format!(
+                    "{what} must be a table of NAME = \"value\", got {}",
+                    other.type_name()
+                ),
+            ))
+        }
+    }
+    Ok(out)
+}
+
+/// Lua: proc.spawn(t, { cmd, log, cwd, env, name }) -> { pid, name, log, pid_file, planned }
+///
+/// Starts `cmd` (a list of words, no shell: `{ "sh", "-c", "…" }` for one) on `t` as a
+/// detached job: its own session (`setsid`), stdin from `/dev/null`, stdout and stderr
+/// appended to `log` (required; best absolute: a relative one is relative to `cwd`, else
+/// to where commands start on `t`, the home directory over SSH).
+/// It keeps running after this command, the step and the run end, SSH connection
+/// included. `cwd` and `env` (table) apply to the job. `name` (default: the program's
+/// file name) identifies it: the pid goes to `${XDG_RUNTIME_DIR:-/tmp}/runbook-proc-NAME.pid`
+/// on the target, where `proc.stop` finds it. Spawning a name whose job is still
+/// running is refused, naming its pid (also during `--dry-run`, which checks but does not
+/// start anything: `pid` is nil there and `planned = true`).
+///
+/// ```lua
+/// local box = target("root@pve1.example"):pct(200)
+/// local job = proc.spawn(box, { name = "train", cwd = "/root/dflash", log = "/root/train.log",
+///                               cmd = { "/opt/venv/bin/python", "train.py", "--resume" },
+///                               env = { CUDA_VISIBLE_DEVICES = "0" } })
+/// log.info("training as pid " .. tostring(job.pid))
+/// ```
+async fn spawn(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Value> {
+    const WHAT: &str = "proc.spawn()";
+    let ctx = require_running(&lua, WHAT)?;
+    let target = target_arg(&lua, &t, "proc.spawn")?;
+    let opts = options(
+        &lua,
+        opts,
+        WHAT,
+        "proc.spawn(t, { cmd = { \"python\", \"train.py\" }, log = \"/root/train.log\" })",
+    )?;
+    check_keys(&lua, &opts, SPAWN_KEYS, WHAT)?;
+    let argv = argv_value(&lua, opts.get("cmd")?, "proc.spawn(): cmd")?;
+    let log = required(&lua, &opts, "log", WHAT)?;
+    let cwd = string_value(&lua, opts.get("cwd")?, "proc.spawn(): cwd")?;
+    let env = env_value(&lua, opts.get("env")?, "proc.spawn(): env")?;
+    let name = match string_value(&lua, opts.get("name")?, "proc.spawn(): name")? {
+        Some(n) => {
+            proc::check_name(&n).map_err(|e| err_at(&lua, format!("{WHAT}: {e}")))?;
+            n
+        }
+        None => proc::default_name(&argv),
+    };
+    let step = Step {
+        ctx: &ctx,
+        target: &target,
+        at: location(&lua),
+    };
+    let spec = SpawnSpec {
+        argv,
+        log,
+        cwd,
+        env,
+        name,
+    };
+    let spawned = proc::spawn(&step, &spec).await?;
+    to_lua(&lua, &spawned)
+}
+
+/// Lua: proc.wait_for(t, { file, pattern, timeout, from_start }) -> { line, captures, planned }
+///
+/// Waits until a line of the growing file `file` on `t` matches `pattern`, a regular
+/// expression in Rust `regex` syntax (<https://docs.rs/regex/latest/regex/#syntax>: like
+/// Perl/PCRE without look-around or backreferences; `(?i)` for case-insensitive). Only
+/// lines written after the call starts count, unless `from_start = true` (use that when
+/// the line may already be there). Lines end at `\n` or `\r` (progress bars count). The
+/// result has the matching `line` and `captures`, the groups as strings (a group that did
+/// not take part is `false`; named groups are also `captures.NAME`); the groups are also
+/// the result's own fields 1, 2, ….
+///
+/// The file is read about once a second (only the new bytes; each read is an action, so
+/// the lines it read are in the run record, and shown with `-v`). `timeout` (default
+/// `"10m"`) fails the step with the file's last lines in the message; the step's own
+/// timeout and Ctrl-C end the wait too. During `--dry-run` nothing was started, so it
+/// returns at once with `planned = true` and no `line`.
+///
+/// ```lua
+/// proc.spawn(box, { name = "train", cmd = { "python", "train.py" }, log = "/root/train.log" })
+/// local m = proc.wait_for(box, { file = "/root/train.log", pattern = "([0-9.]+) Ktok/s",
+///                                timeout = "15m" })
+/// if not m.planned and tonumber(m[1]) < 20 then fail("slow: " .. m.line) end
+/// ```
+async fn wait_for(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Table> {
+    const WHAT: &str = "proc.wait_for()";
+    let ctx = require_running(&lua, WHAT)?;
+    let target = target_arg(&lua, &t, "proc.wait_for")?;
+    let opts = options(
+        &lua,
+        opts,
+        WHAT,
+        "proc.wait_for(t, { file = \"/root/train.log\", pattern = \"step [0-9]+\" })",
+    )?;
+    check_keys(&lua, &opts, WAIT_KEYS, WHAT)?;
+    let file = required(&lua, &opts, "file", WHAT)?;
+    let pattern = required(&lua, &opts, "pattern", WHAT)?;
+    let pattern = regex::Regex::new(&pattern)
+        .map_err(|e| err_at(&lua, format!("{WHAT}: pattern is not a valid regex: {e}")))?;
+    let timeout = duration_value(&lua, opts.get("timeout")?, "proc.wait_for(): timeout")?
+        .unwrap_or(Duration::from_secs(600));
+    let from_start = bool_value(
+        &lua,
+        opts.get("from_start")?,
+        "proc.wait_for(): from_start",
+        false,
+    )?;
+    let step = Step {
+        ctx: &ctx,
+        target: &target,
+        at: location(&lua),
+    };
+    let spec = proc::WaitSpec {
+        file,
+        pattern,
+        timeout,
+        from_start,
+    };
+    let m = proc::wait_for(&step, &spec).await?;
+    let result = lua.create_table()?;
+    if m.planned {
+        result.raw_set("planned", true)?;
+        result.raw_set("captures", lua.create_table()?)?;
+        return Ok(result);
+    }
+    let captures = lua.create_table()?;
+    for (i, c) in m.captures.iter().enumerate() {
+        let v = match c {
+            Some(s) => Value::String(lua.create_string(s)?),
+            None => Value::Boolean(false),
+        };
+        captures.raw_set(i + 1, v.clone())?;
+        result.raw_set(i + 1, v)?;
+    }
+    for (name, c) in &m.named {
+        let v = match c {
+            Some(s) => Value::String(lua.create_string(s)?),
+            None => Value::Boolean(false),
+        };
+        captures.raw_set(name.as_str(), v)?;
+    }
+    result.raw_set("line", m.line)?;
+    result.raw_set("captures", captures)?;
+    result.raw_set("planned", false)?;
+    Ok(result)
+}
+
+/// Lua: proc.stop(t, { name or pid, timeout }) -> { pid, was_running, killed, planned }
+///
+/// Stops a job started by `proc.spawn` (`name`), or any process by `pid`: SIGTERM to its
+/// process group (the process alone if it leads none), up to `timeout` (default `"30s"`)
+/// for it to exit, then SIGKILL (`killed = true`). A job that is not running is not an
+/// error: `was_running = false` and nothing is changed (`pid` is nil when there is no pid
+/// file). The pid file is removed. During `--dry-run` the check runs and the stop is
+/// planned.
+///
+/// ```lua
+/// local s = proc.stop(box, { name = "train", timeout = "1m" })
+/// if s.killed then log.warn("train ignored SIGTERM; killed") end
+/// ```
+async fn stop(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Value> {
+    const WHAT: &str = "proc.stop()";
+    let ctx = require_running(&lua, WHAT)?;
+    let target = target_arg(&lua, &t, "proc.stop")?;
+    let opts = options(&lua, opts, WHAT, "proc.stop(t, { name = \"train\" })")?;
+    check_keys(&lua, &opts, STOP_KEYS, WHAT)?;
+    let name = string_value(&lua, opts.get("name")?, "proc.stop(): name")?;
+    let pid = match opts.get::<Value>("pid")? {
+        Value::Nil => None,
+        Value::Integer(p) if p > 1 && p <= i64::from(u32::MAX) => Some(p as u32),
+        Value::Number(p) if p.fract() == 0.0 && p > 1.0 && p <= f64::from(u32::MAX) => {
+            Some(p as u32)
+        }
+        Value::String(s) => match s.to_string_lossy().trim().parse::<u32>() {
+            Ok(p) if p > 1 => Some(p),
+            _ => return Err(err_at(&lua, format!("{WHAT}: pid must be a process id"))),
+        },
+        _ => return Err(err_at(&lua, format!("{WHAT}: pid must be a process id"))),
+    };
+    let which = match (name, pid) {
+        (Some(n), None) => {
+            proc::check_name(&n).map_err(|e| err_at(&lua, format!("{WHAT}: {e}")))?;
+            Which::Name(n)
+        }
+        (None, Some(p)) => Which::Pid(p),
+        _ => {
+            return Err(err_at(
+                &lua,
+                format!("{WHAT}: give exactly one of name (a job from proc.spawn) or pid"),
+            ))
+        }
+    };
+    let timeout = duration_value(&lua, opts.get("timeout")?, "proc.stop(): timeout")?
+        .unwrap_or(Duration::from_secs(30));
+    let step = Step {
+        ctx: &ctx,
+        target: &target,
+        at: location(&lua),
+    };
+    let stopped = proc::stop(&step, &which, timeout).await?;
+    to_lua(&lua, &stopped)
 }

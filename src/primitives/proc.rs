@@ -1,1 +1,620 @@
-//! The `proc` primitives (placeholder until implemented: registers nothing yet).
+//! Long-running jobs on a target (training, a server being warmed): start one detached
+//! from the run (`spawn`), wait for a line in its log (`wait_for`), stop it (`stop`).
+//!
+//! A job is `setsid CMD </dev/null >>LOG 2>&1 &` started by a small `sh` script: its own
+//! session and process group, no file descriptor shared with the command that started
+//! it, so that command returns at once, the SSH channel closes, and the job outlives the
+//! run. Its pid (and start time, so a reused pid is not mistaken for it) goes to
+//! `${XDG_RUNTIME_DIR:-/tmp}/runbook-proc-NAME.pid` on the target, where `stop` finds it.
+//! Liveness reads `/proc` (a zombie is not alive), falling back to `kill -0` elsewhere.
+
+use super::{Cmd, Ran, Step};
+use serde::Serialize;
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::time::{Duration, Instant};
+
+/// `up PID [START]`: the job is alive: some non-zombie process is PID or in its process
+/// group, and PID, if it still exists, started at START (else the pid was reused).
+/// Its variables start with `_`: shell variables are global.
+const UP: &str = r#"up() {
+  if [ ! -d /proc/self ]; then kill -s 0 -- "-$1" 2>/dev/null || kill -s 0 "$1" 2>/dev/null; return; fi
+  if IFS= read -r _l 2>/dev/null < "/proc/$1/stat"; then set -- "$1" "$2" ${_l##*) }; [ -z "$2" ] || [ "${22}" = "$2" ] || return 1; fi
+  for _f in /proc/[0-9]*/stat; do
+    IFS= read -r _l 2>/dev/null < "$_f" || continue; set -- "$1" "$2" ${_l##*) }
+    [ "$3" != Z ] && { [ "$5" = "$1" ] || [ "$_f" = "/proc/$1/stat" ]; } && return 0
+  done; return 1
+}
+"#;
+
+/// `$1` name (or empty), `$2` pid (or empty): prints `running PID`, `stopped PID` or `none`.
+const PROBE: &str = r#"f=${XDG_RUNTIME_DIR:-/tmp}/runbook-proc-$1.pid pid=$2 t=
+[ -z "$1" ] || { [ -r "$f" ] && read -r pid t < "$f"; }
+case $pid in ''|*[!0-9]*) echo none; exit 0 ;; esac
+if up "$pid" "$t"; then echo "running $pid"; else echo "stopped $pid"; fi
+"#;
+
+/// `$1` name, `$2` log, then the job's argv: prints the pid and the pid file.
+const SPAWN: &str = r#"f=${XDG_RUNTIME_DIR:-/tmp}/runbook-proc-$1.pid log=$2; shift 2
+if [ -r "$f" ] && read -r pid t < "$f" && [ -n "$pid" ] && up "$pid" "$t"; then echo "runbook: already running (pid $pid)" >&2; exit 3; fi
+command -v setsid >/dev/null || { echo "runbook: setsid is not installed" >&2; exit 127; }
+command -v "$1" >/dev/null || { echo "runbook: $1: command not found" >&2; exit 127; }
+: >> "$log" || exit 1
+setsid "$@" < /dev/null >> "$log" 2>&1 &
+pid=$! t=
+IFS= read -r l 2>/dev/null < "/proc/$pid/stat" && set -- ${l##*) } && t=${20}
+{ echo "$pid $t" > "$f.$$" && mv -f "$f.$$" "$f"; } || { kill -s KILL -- "-$pid"; exit 1; }
+printf '%s\n%s\n' "$pid" "$f"
+"#;
+
+/// `$1` name (or empty), `$2` pid (or empty), `$3` timeout in ms: TERM the group, wait,
+/// KILL. Prints `term PID`, `kill PID`, `stopped PID` (was not running) or `none`.
+const STOP: &str = r#"f=${XDG_RUNTIME_DIR:-/tmp}/runbook-proc-$1.pid pid=$2 t=
+[ -z "$1" ] || { [ -r "$f" ] && read -r pid t < "$f"; }
+case $pid in ''|*[!0-9]*) echo none; exit 0 ;; esac
+if ! up "$pid" "$t"; then [ -z "$1" ] || rm -f "$f"; echo "stopped $pid"; exit 0; fi
+g=-$pid; kill -s TERM -- "$g" 2>/dev/null || { g=$pid; kill -s TERM "$g"; }
+i=0; while up "$pid" "$t" && [ $i -lt $(($3 / 100)) ]; do sleep 0.1; i=$((i+1)); done
+how=term
+if up "$pid" "$t"; then how=kill; kill -s KILL -- "$g"; i=0; while up "$pid" "$t" && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; fi
+[ -z "$1" ] || rm -f "$f"
+echo "$how $pid"
+"#;
+
+/// `$1` file, `$2` offset (or `end`), `$3` seconds to wait for growth, `$4` max bytes.
+/// Prints `START EXISTS` then the bytes from START (0 again when the file shrank).
+const POLL: &str = r#"f=$1 o=$2 i=0
+sz() { s=0 e=0; [ -e "$f" ] || return 0; e=1; s=$(wc -c < "$f" 2>/dev/null); s=$((s+0)); }
+sz; [ "$o" = end ] && { echo "$s $e"; exit 0; }
+while [ $s -eq $o ] && [ $i -lt $3 ]; do sleep 1; i=$((i+1)); sz; done
+[ $s -lt $o ] && o=0
+echo "$o $e"
+[ $s -le $o ] || tail -c +$((o + 1)) "$f" | head -c "$4"
+"#;
+
+/// A script that needs `up`.
+fn with_up(body: &str) -> String {
+    format!("{UP}{body}")
+}
+
+/// What `proc.spawn` starts.
+#[derive(Debug, Clone)]
+pub struct SpawnSpec {
+    pub argv: Vec<OsString>,
+    pub log: String,
+    pub cwd: Option<String>,
+    pub env: Vec<(String, String)>,
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct Spawned {
+    pub pid: Option<u32>,
+    pub name: String,
+    pub log: String,
+    pub pid_file: Option<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub planned: bool,
+}
+
+/// The job to stop: by name (its pid file) or by pid (its process group if it leads one).
+#[derive(Debug, Clone)]
+pub enum Which {
+    Name(String),
+    Pid(u32),
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct Stopped {
+    pub pid: Option<u32>,
+    pub was_running: bool,
+    /// TERM was not enough within the timeout: KILL was sent.
+    pub killed: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub planned: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct WaitSpec {
+    pub file: String,
+    pub pattern: regex::Regex,
+    pub timeout: Duration,
+    pub from_start: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Matched {
+    pub line: String,
+    /// Groups 1…n; `None` for a group that did not take part in the match.
+    pub captures: Vec<Option<String>>,
+    /// Named groups.
+    pub named: Vec<(String, Option<String>)>,
+    pub planned: bool,
+}
+
+/// A job name: it becomes part of a file name on the target.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "'{name}' is not a valid job name: use 1 to 64 letters, digits, '.', '_' or '-' (not starting with '.')"
+        ))
+    }
+}
+
+/// The name of a job started without one: its program's file name, made name-safe.
+pub fn default_name(argv: &[OsString]) -> String {
+    let program = argv
+        .first()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let base = program.rsplit('/').next().unwrap_or_default();
+    let mut name: String = base
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    while name.starts_with('.') {
+        name.remove(0);
+    }
+    if name.is_empty() {
+        "job".into()
+    } else {
+        name
+    }
+}
+
+fn last_stderr_line(ran: &Ran) -> String {
+    let err = ran.stderr();
+    err.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .map(|l| l.trim().trim_start_matches("runbook: ").to_string())
+        .unwrap_or_else(|| match ran.outcome().and_then(|o| o.code) {
+            Some(c) => format!("exit code {c}"),
+            None => "killed".into(),
+        })
+}
+
+/// Whether the job is alive now: `Some(pid)` with true/false, `None` without a pid file.
+async fn probe(step: &Step<'_>, which: &Which, what: &str) -> mlua::Result<Option<(u32, bool)>> {
+    let (name, pid, label) = match which {
+        Which::Name(n) => (n.clone(), String::new(), format!("job {n}")),
+        Which::Pid(p) => (String::new(), p.to_string(), format!("pid {p}")),
+    };
+    let ran = step
+        .read(
+            Cmd::sh(&with_up(PROBE), [name, pid]),
+            format!("is {label} running?"),
+        )
+        .await?;
+    if ran.planned() {
+        return Ok(None);
+    }
+    if !ran.ok() {
+        return Err(step.fail(format!(
+            "{what}: cannot check {label}: {}",
+            last_stderr_line(&ran)
+        )));
+    }
+    Ok(parse_state(&ran.stdout()))
+}
+
+fn parse_state(out: &str) -> Option<(u32, bool)> {
+    let mut words = out.split_whitespace();
+    let state = words.next()?;
+    let pid = words.next()?.parse().ok()?;
+    match state {
+        "running" => Some((pid, true)),
+        "stopped" => Some((pid, false)),
+        _ => None,
+    }
+}
+
+/// Starts the job detached; refuses while a job of the same name runs.
+pub async fn spawn(step: &Step<'_>, spec: &SpawnSpec) -> mlua::Result<Spawned> {
+    check_name(&spec.name).map_err(|e| step.fail(format!("proc.spawn: {e}")))?;
+    if spec.argv.is_empty() {
+        return Err(step.fail("proc.spawn: cmd is empty"));
+    }
+    if spec.log.is_empty() {
+        return Err(step.fail("proc.spawn: log is empty"));
+    }
+    if let Some((pid, true)) = probe(step, &Which::Name(spec.name.clone()), "proc.spawn").await? {
+        return Err(step.fail(format!(
+            "proc.spawn: a job named '{}' is already running (pid {pid}); stop it first with proc.stop(t, {{ name = \"{}\" }})",
+            spec.name, spec.name
+        )));
+    }
+    let mut args: Vec<OsString> = vec![spec.name.clone().into(), spec.log.clone().into()];
+    args.extend(spec.argv.iter().cloned());
+    let mut cmd = Cmd::sh(&with_up(SPAWN), args).timeout(Duration::from_secs(30));
+    for (k, v) in &spec.env {
+        cmd = cmd.env(k, v);
+    }
+    if let Some(dir) = &spec.cwd {
+        cmd = cmd.cwd(dir);
+    }
+    let summary = format!(
+        "start job {} in the background: {} (log {})",
+        spec.name,
+        crate::quote::join(&spec.argv),
+        spec.log
+    );
+    let ran = step.change(cmd, summary, false).await?;
+    if ran.planned() {
+        return Ok(Spawned {
+            pid: None,
+            name: spec.name.clone(),
+            log: spec.log.clone(),
+            pid_file: None,
+            planned: true,
+        });
+    }
+    if !ran.ok() {
+        return Err(step.fail(format!(
+            "proc.spawn: could not start job '{}': {}",
+            spec.name,
+            last_stderr_line(&ran)
+        )));
+    }
+    let out = ran.stdout();
+    let mut lines = out.lines();
+    let pid = lines.next().and_then(|l| l.trim().parse::<u32>().ok());
+    let pid_file = lines.next().map(str::to_string);
+    if pid.is_none() {
+        return Err(step.fail(format!(
+            "proc.spawn: job '{}' started but its pid was not reported (output: {out:?})",
+            spec.name
+        )));
+    }
+    Ok(Spawned {
+        pid,
+        name: spec.name.clone(),
+        log: spec.log.clone(),
+        pid_file,
+        planned: false,
+    })
+}
+
+/// TERM the job's process group, wait up to `timeout`, then KILL.
+pub async fn stop(step: &Step<'_>, which: &Which, timeout: Duration) -> mlua::Result<Stopped> {
+    let label = match which {
+        Which::Name(n) => format!("job {n}"),
+        Which::Pid(p) => format!("pid {p}"),
+    };
+    let given = match which {
+        Which::Pid(p) => Some(*p),
+        Which::Name(_) => None,
+    };
+    let known = match probe(step, which, "proc.stop").await? {
+        // Offline dry-run: nothing was looked at; plan the stop as asked.
+        None if step.offline() => given,
+        None => {
+            return Ok(Stopped {
+                pid: given,
+                ..Stopped::default()
+            })
+        }
+        Some((pid, false)) => {
+            return Ok(Stopped {
+                pid: Some(pid),
+                ..Stopped::default()
+            })
+        }
+        Some((pid, true)) => Some(pid),
+    };
+    let (name, pid) = match which {
+        Which::Name(n) => (n.clone(), String::new()),
+        Which::Pid(p) => (String::new(), p.to_string()),
+    };
+    let ms = timeout.as_millis().min(u128::from(u32::MAX)).to_string();
+    let cmd = Cmd::sh(&with_up(STOP), [name, pid, ms]).timeout(timeout + Duration::from_secs(30));
+    let running = match (which, known) {
+        (Which::Name(_), Some(pid)) => format!(" (pid {pid})"),
+        _ => String::new(),
+    };
+    let summary = format!(
+        "stop {label}{running}: TERM, then KILL after {}",
+        crate::duration::short(timeout)
+    );
+    let ran = step.change(cmd, summary, false).await?;
+    if ran.planned() {
+        return Ok(Stopped {
+            pid: known,
+            was_running: true,
+            killed: false,
+            planned: true,
+        });
+    }
+    if !ran.ok() {
+        return Err(step.fail(format!(
+            "proc.stop: could not stop {label}: {}",
+            last_stderr_line(&ran)
+        )));
+    }
+    let out = ran.stdout();
+    let mut words = out.split_whitespace();
+    let how = words.next().unwrap_or_default();
+    let pid = words.next().and_then(|p| p.parse().ok());
+    Ok(Stopped {
+        pid,
+        was_running: matches!(how, "term" | "kill"),
+        killed: how == "kill",
+        planned: false,
+    })
+}
+
+/// Splits a growing log into lines (`\n` or `\r`, so progress bars count), keeping a
+/// partial last line for the next chunk and the last few lines for error messages.
+#[derive(Debug, Default)]
+pub struct Lines {
+    pending: Vec<u8>,
+    recent: VecDeque<String>,
+}
+
+/// A line longer than this is cut and matched as it is.
+const MAX_LINE: usize = 1024 * 1024;
+const RECENT: usize = 5;
+
+impl Lines {
+    pub fn push(&mut self, bytes: &[u8]) -> Vec<String> {
+        let mut out = Vec::new();
+        for &b in bytes {
+            if b == b'\n' || b == b'\r' {
+                self.finish(&mut out);
+            } else {
+                self.pending.push(b);
+                if self.pending.len() >= MAX_LINE {
+                    self.finish(&mut out);
+                }
+            }
+        }
+        out
+    }
+
+    fn finish(&mut self, out: &mut Vec<String>) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let line = String::from_utf8_lossy(&self.pending).into_owned();
+        self.pending.clear();
+        if self.recent.len() == RECENT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(line.clone());
+        out.push(line);
+    }
+
+    /// The last complete lines, and the unfinished one.
+    pub fn recent(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.recent.iter().cloned().collect();
+        if !self.pending.is_empty() {
+            v.push(String::from_utf8_lossy(&self.pending).into_owned());
+        }
+        v
+    }
+}
+
+pub fn match_line(re: &regex::Regex, line: &str) -> Option<Matched> {
+    let caps = re.captures(line)?;
+    let captures = caps
+        .iter()
+        .skip(1)
+        .map(|m| m.map(|m| m.as_str().to_string()))
+        .collect();
+    let named = re
+        .capture_names()
+        .flatten()
+        .map(|n| (n.to_string(), caps.name(n).map(|m| m.as_str().to_string())))
+        .collect();
+    Some(Matched {
+        line: line.to_string(),
+        captures,
+        named,
+        planned: false,
+    })
+}
+
+/// Bytes read per poll at most (the rest comes with the next one).
+const CHUNK: usize = 1024 * 1024;
+/// How long one poll waits on the target for the file to grow.
+const MAX_POLL_WAIT: u64 = 15;
+const POLL_EVERY: Duration = Duration::from_secs(1);
+
+struct Polled {
+    start: u64,
+    exists: bool,
+    bytes: Vec<u8>,
+}
+
+async fn poll(step: &Step<'_>, file: &str, offset: Option<u64>, wait: u64) -> mlua::Result<Polled> {
+    let off = offset.map_or_else(|| "end".to_string(), |o| o.to_string());
+    let cmd = Cmd::sh(
+        POLL,
+        [file.to_string(), off, wait.to_string(), CHUNK.to_string()],
+    )
+    .timeout(Duration::from_secs(wait + 30));
+    let summary = if offset.is_none() {
+        format!("size of {file}")
+    } else {
+        format!("new lines of {file}")
+    };
+    let ran = step.read(cmd, summary).await?;
+    if !ran.ok() {
+        return Err(step.fail(format!(
+            "proc.wait_for: cannot read {file}: {}",
+            last_stderr_line(&ran)
+        )));
+    }
+    let out = ran.outcome().map(|o| o.stdout.clone()).unwrap_or_default();
+    let (head, bytes) = match out.iter().position(|b| *b == b'\n') {
+        Some(i) => (
+            String::from_utf8_lossy(&out[..i]).into_owned(),
+            out[i + 1..].to_vec(),
+        ),
+        None => (String::from_utf8_lossy(&out).into_owned(), Vec::new()),
+    };
+    let mut words = head.split_whitespace();
+    let start = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
+    let exists = words.next() == Some("1");
+    Ok(Polled {
+        start,
+        exists,
+        bytes,
+    })
+}
+
+/// Waits until `until` (or the step's deadline), ending early on Ctrl-C.
+async fn pause(step: &Step<'_>, until: Instant) -> mlua::Result<()> {
+    let ctx = step.ctx;
+    let until = ctx.deadline.get().map_or(until, |d| d.min(until));
+    loop {
+        crate::sandbox::abort_check(ctx, &step.at)?;
+        if Instant::now() >= until {
+            return Ok(());
+        }
+        tokio::select! {
+            _ = tokio::time::sleep_until(until.into()) => {}
+            _ = ctx.cancel.notified() => {}
+        }
+    }
+}
+
+/// Polls the file about once a second until a new line matches.
+pub async fn wait_for(step: &Step<'_>, spec: &WaitSpec) -> mlua::Result<Matched> {
+    if step.dry_run() {
+        // The job it waits on was not started: nothing to wait for.
+        return Ok(Matched {
+            planned: true,
+            ..Matched::default()
+        });
+    }
+    let started = Instant::now();
+    let deadline = started + spec.timeout;
+    let mut lines = Lines::default();
+    let mut offset = if spec.from_start {
+        0
+    } else {
+        poll(step, &spec.file, None, 0).await?.start
+    };
+    let mut ever_existed = false;
+    loop {
+        let poll_started = Instant::now();
+        let left = deadline.saturating_duration_since(poll_started);
+        let wait = left.as_secs().min(MAX_POLL_WAIT);
+        let polled = poll(step, &spec.file, Some(offset), wait).await?;
+        ever_existed |= polled.exists;
+        if polled.start < offset {
+            // The file was truncated or replaced: read it from the start.
+            lines = Lines::default();
+        }
+        offset = polled.start + polled.bytes.len() as u64;
+        for line in lines.push(&polled.bytes) {
+            if let Some(m) = match_line(&spec.pattern, &line) {
+                return Ok(m);
+            }
+        }
+        if Instant::now() >= deadline {
+            return Err(timeout_error(step, spec, &lines, ever_existed).await);
+        }
+        pause(step, (poll_started + POLL_EVERY).min(deadline)).await?;
+    }
+}
+
+async fn timeout_error(
+    step: &Step<'_>,
+    spec: &WaitSpec,
+    lines: &Lines,
+    existed: bool,
+) -> mlua::Error {
+    let head = format!(
+        "proc.wait_for: no line of {} matched /{}/ within {}",
+        spec.file,
+        spec.pattern.as_str(),
+        crate::duration::short(spec.timeout)
+    );
+    if !existed {
+        return step.fail(format!("{head}: the file does not exist"));
+    }
+    let mut recent = lines.recent();
+    let mut intro = "last lines";
+    if recent.is_empty() {
+        intro = "nothing new was written; the file ends with";
+        let cmd = Cmd::new(["tail", "-n", "5", "--", spec.file.as_str()])
+            .timeout(Duration::from_secs(30));
+        match step.read(cmd, format!("last lines of {}", spec.file)).await {
+            Ok(ran) if ran.ok() => recent = ran.stdout().lines().map(str::to_string).collect(),
+            Ok(_) => {}
+            Err(e) => return e,
+        }
+    }
+    if recent.is_empty() {
+        return step.fail(format!("{head}: the file is empty"));
+    }
+    let mut msg = format!("{head}; {intro}:");
+    for l in recent {
+        msg.push_str("\n  ");
+        msg.push_str(&l);
+    }
+    step.fail(msg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_split_across_chunks_and_carriage_returns() {
+        let mut l = Lines::default();
+        assert_eq!(
+            l.push(b"step 1 21.5 Ktok/s\nstep 2 2"),
+            vec!["step 1 21.5 Ktok/s"]
+        );
+        assert_eq!(
+            l.push(b"2.0 Ktok/s\r\nprog 10%\rprog 20%\r"),
+            vec!["step 2 22.0 Ktok/s", "prog 10%", "prog 20%"]
+        );
+        l.push(b"half");
+        assert_eq!(l.recent().last().unwrap(), "half");
+    }
+
+    #[test]
+    fn captures_come_back_as_strings() {
+        let re = regex::Regex::new(r"(?P<rate>[0-9.]+) Ktok/s(x)?").unwrap();
+        let m = match_line(&re, "step 3 21.5 Ktok/s").unwrap();
+        assert_eq!(m.captures, vec![Some("21.5".to_string()), None]);
+        assert_eq!(
+            m.named,
+            vec![("rate".to_string(), Some("21.5".to_string()))]
+        );
+        assert!(match_line(&re, "loading").is_none());
+    }
+
+    #[test]
+    fn names() {
+        assert!(check_name("train-1.b_2").is_ok());
+        for bad in ["", ".x", "a/b", "a b", &"x".repeat(65)] {
+            assert!(check_name(bad).is_err(), "{bad}");
+        }
+        assert_eq!(default_name(&["/opt/venv/bin/python3".into()]), "python3");
+        assert_eq!(default_name(&["my tool".into()]), "my_tool");
+        assert_eq!(default_name(&[".x".into()]), "x");
+        assert_eq!(parse_state("running 12\n"), Some((12, true)));
+        assert_eq!(parse_state("stopped 12"), Some((12, false)));
+        assert_eq!(parse_state("none"), None);
+    }
+}

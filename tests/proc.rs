@@ -1,0 +1,509 @@
+//! `proc.spawn`, `proc.wait_for`, `proc.stop`: detached jobs that outlive the run (and
+//! its SSH connection), waiting on their logs, stopping them.
+mod common;
+use common::sshd::Fleet;
+use common::*;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// A job that prints a throughput line five times a second.
+const TICKER: &str =
+    r#"{ "sh", "-c", 'i=0; while :; do i=$((i+1)); echo "step $i 21.5 Ktok/s"; sleep 0.2; done' }"#;
+
+/// Whether `pid` is a live (not zombie) process.
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let rest = &stat[stat.rfind(')').unwrap() + 2..];
+            !rest.starts_with('Z')
+        }
+        Err(_) => false,
+    }
+}
+
+fn wait_dead(pid: u32) -> bool {
+    let t0 = Instant::now();
+    while alive(pid) {
+        if t0.elapsed() > Duration::from_secs(5) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+/// Kills the process groups of the jobs a test started, whatever happens to the test.
+struct Reaper(Vec<u32>);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        for pid in &self.0 {
+            let _ = std::process::Command::new("kill")
+                .args(["-s", "KILL", "--", &format!("-{pid}")])
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+    }
+}
+
+/// An environment whose local pid files go to its own XDG_RUNTIME_DIR.
+struct Setup {
+    env: Env,
+    runtime: PathBuf,
+}
+
+impl Setup {
+    fn new() -> Self {
+        let env = Env::new();
+        let runtime = env.tmp.path().join("xdg-runtime");
+        std::fs::create_dir_all(&runtime).unwrap();
+        Setup { env, runtime }
+    }
+
+    fn run(&self, file: &Path, extra: &[&str]) -> (std::process::Output, Vec<String>) {
+        let out = self
+            .env
+            .cmd()
+            .arg("run")
+            .arg(file)
+            .arg("--json")
+            .args(extra)
+            .env("XDG_RUNTIME_DIR", &self.runtime)
+            .output()
+            .unwrap();
+        let logs = logs(&out);
+        (out, logs)
+    }
+}
+
+fn logs(out: &std::process::Output) -> Vec<String> {
+    parse_ndjson(&out.stdout)
+        .into_iter()
+        .filter(|e| e["event"] == "log")
+        .map(|e| e["message"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+fn step_error(out: &std::process::Output) -> String {
+    parse_ndjson(&out.stdout)
+        .into_iter()
+        .find(|e| e["event"] == "step_finished" && e["outcome"] == "failed")
+        .map(|e| e["error"].as_str().unwrap_or_default().to_string())
+        .unwrap_or_default()
+}
+
+fn describe(out: &std::process::Output) -> String {
+    format!(
+        "status {:?}\nstderr: {}\nstdout: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    )
+}
+
+/// The value of `key=` in the first log line that has it.
+fn logged(logs: &[String], key: &str) -> String {
+    let prefix = format!("{key}=");
+    logs.iter()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {key}= in {logs:?}"))
+        .to_string()
+}
+
+#[test]
+fn a_job_outlives_the_run_and_a_later_run_stops_it() {
+    let s = Setup::new();
+    let log = s.env.scratch().join("ticker.log");
+    let rb = s.env.write(
+        "spawn.lua",
+        &format!(
+            r#"
+runbook {{ name = "spawn" }}
+local here = target("local")
+step("start", function()
+  local job = proc.spawn(here, {{ name = "ticker", log = "{log}", cmd = {TICKER} }})
+  log.info("pid=" .. job.pid)
+  log.info("name=" .. job.name .. " " .. job.log)
+  local m = proc.wait_for(here, {{ file = "{log}", pattern = "step ([0-9]+) (?P<rate>[0-9.]+) Ktok/s", timeout = "10s" }})
+  log.info("rate=" .. m[2] .. " " .. m.captures[2] .. " " .. m.captures.rate)
+  log.info("line=" .. m.line)
+end)
+"#,
+            log = log.display()
+        ),
+    );
+    let t0 = Instant::now();
+    let (out, logs) = s.run(&rb, &["--yes"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(
+        t0.elapsed() < Duration::from_secs(10),
+        "the run returned promptly"
+    );
+    let pid: u32 = logged(&logs, "pid").parse().unwrap();
+    let _reaper = Reaper(vec![pid]);
+    assert_eq!(logged(&logs, "name"), format!("ticker {}", log.display()));
+    assert_eq!(logged(&logs, "rate"), "21.5 21.5 21.5");
+    assert!(logged(&logs, "line").ends_with(" 21.5 Ktok/s"));
+
+    // The run is over; the job is not.
+    assert!(alive(pid), "the job survived the end of the run");
+    let pid_file = s.runtime.join("runbook-proc-ticker.pid");
+    let recorded = std::fs::read_to_string(&pid_file).unwrap();
+    assert_eq!(
+        recorded.split_whitespace().next(),
+        Some(pid.to_string().as_str())
+    );
+    let size = std::fs::metadata(&log).unwrap().len();
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(
+        std::fs::metadata(&log).unwrap().len() > size,
+        "and still writes its log"
+    );
+
+    let stop = s.env.write(
+        "stop.lua",
+        r#"
+runbook { name = "stop" }
+local here = target("local")
+step("stop", function()
+  local r = proc.stop(here, { name = "ticker" })
+  log.info("first=" .. r.pid .. " " .. tostring(r.was_running) .. " " .. tostring(r.killed))
+  r = proc.stop(here, { name = "ticker" })
+  log.info("again=" .. tostring(r.was_running) .. " " .. tostring(r.killed))
+end)
+"#,
+    );
+    let (out, logs) = s.run(&stop, &["--yes"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(logged(&logs, "first"), format!("{pid} true false"));
+    assert_eq!(
+        logged(&logs, "again"),
+        "false false",
+        "a job that is not running is no error"
+    );
+    assert!(wait_dead(pid), "TERM ended the job");
+    assert!(!pid_file.exists(), "the pid file is gone");
+}
+
+#[test]
+fn stop_kills_a_job_that_ignores_term() {
+    let s = Setup::new();
+    let log = s.env.scratch().join("stubborn.log");
+    let rb = s.env.write(
+        "stubborn.lua",
+        &format!(
+            r#"
+runbook {{ name = "stubborn" }}
+local here = target("local")
+step("start and stop", function()
+  local job = proc.spawn(here, {{ name = "stubborn", log = "{log}",
+    cmd = {{ "sh", "-c", 'trap "" TERM; echo ready; while :; do sleep 0.1; done' }} }})
+  log.info("pid=" .. job.pid)
+  proc.wait_for(here, {{ file = "{log}", pattern = "^ready$", from_start = true, timeout = "10s" }})
+  local r = proc.stop(here, {{ pid = job.pid, timeout = "500ms" }})
+  log.info("stop=" .. r.pid .. " " .. tostring(r.was_running) .. " " .. tostring(r.killed))
+end)
+"#,
+            log = log.display()
+        ),
+    );
+    let (out, logs) = s.run(&rb, &["--yes"]);
+    let pid: u32 = logged(&logs, "pid").parse().unwrap();
+    let _reaper = Reaper(vec![pid]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(logged(&logs, "stop"), format!("{pid} true true"));
+    assert!(wait_dead(pid), "KILL ended it");
+}
+
+#[test]
+fn wait_for_times_out_with_the_last_lines() {
+    let s = Setup::new();
+    let log = s.env.scratch().join("loading.log");
+    let rb = s.env.write(
+        "slow.lua",
+        &format!(
+            r#"
+runbook {{ name = "slow" }}
+local here = target("local")
+step("wait", function()
+  local job = proc.spawn(here, {{ name = "loader", log = "{log}",
+    cmd = {{ "sh", "-c", 'i=0; while :; do i=$((i+1)); echo "loading shard $i"; sleep 0.1; done' }} }})
+  log.info("pid=" .. job.pid)
+  local ok, err = pcall(proc.wait_for, here, {{ file = "{missing}", pattern = "x", timeout = "1s" }})
+  log.info("missing=" .. tostring(err))
+  proc.wait_for(here, {{ file = "{log}", pattern = "[0-9.]+ Ktok/s", timeout = "2s" }})
+end)
+step("clean up", {{ always = true }}, function() proc.stop(here, {{ name = "loader" }}) end)
+"#,
+            log = log.display(),
+            missing = s.env.scratch().join("nope.log").display()
+        ),
+    );
+    let t0 = Instant::now();
+    let (out, logs) = s.run(&rb, &["--yes"]);
+    let pid: u32 = logged(&logs, "pid").parse().unwrap();
+    let _reaper = Reaper(vec![pid]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(t0.elapsed() < Duration::from_secs(15));
+    let missing = logged(&logs, "missing");
+    assert!(
+        missing.contains("within 1.0s") && missing.contains("does not exist"),
+        "{missing}"
+    );
+    let error = step_error(&out);
+    assert!(error.contains("slow.lua:"), "names the line: {error}");
+    assert!(
+        error.contains(&format!(
+            "no line of {} matched /[0-9.]+ Ktok/s/ within 2.0s",
+            log.display()
+        )),
+        "{error}"
+    );
+    assert!(
+        error.contains("last lines:") && error.contains("\n  loading shard "),
+        "shows the log's last lines: {error}"
+    );
+    assert!(wait_dead(pid), "the always step stopped it");
+}
+
+#[test]
+fn the_same_name_is_refused_while_its_job_runs() {
+    let s = Setup::new();
+    let log = s.env.scratch().join("dup.log");
+    let rb = s.env.write(
+        "dup.lua",
+        &format!(
+            r#"
+runbook {{ name = "dup" }}
+local here = target("local")
+step("twice", function()
+  local job = proc.spawn(here, {{ name = "dup", log = "{log}", cmd = {{ "sleep", "30" }} }})
+  log.info("pid=" .. job.pid)
+  local ok, err = pcall(proc.spawn, here, {{ name = "dup", log = "{log}", cmd = {{ "sleep", "30" }} }})
+  log.info("second=" .. tostring(ok) .. " " .. tostring(err))
+  proc.stop(here, {{ name = "dup" }})
+  local again = proc.spawn(here, {{ name = "dup", log = "{log}", cmd = {{ "sleep", "30" }} }})
+  log.info("again=" .. again.pid)
+  proc.stop(here, {{ name = "dup" }})
+end)
+"#,
+            log = log.display()
+        ),
+    );
+    let (out, logs) = s.run(&rb, &["--yes"]);
+    let pid: u32 = logged(&logs, "pid").parse().unwrap();
+    let again: u32 = logged(&logs, "again").parse().unwrap_or(0);
+    let _reaper = Reaper(vec![pid, again]);
+    assert!(out.status.success(), "{}", describe(&out));
+    let second = logged(&logs, "second");
+    assert!(
+        second.starts_with("false ")
+            && second.contains(&format!("a job named 'dup' is already running (pid {pid})")),
+        "{second}"
+    );
+    assert_ne!(again, pid, "after a stop the name is free again");
+    assert!(wait_dead(pid) && wait_dead(again));
+}
+
+#[test]
+fn dry_run_starts_nothing_and_does_not_wait() {
+    let s = Setup::new();
+    let log = s.env.scratch().join("never.log");
+    let rb = s.env.write(
+        "dry.lua",
+        &format!(
+            r#"
+runbook {{ name = "dry" }}
+local here = target("local")
+step("all", function()
+  local job = proc.spawn(here, {{ name = "never", log = "{log}", cwd = "/tmp", env = {{ X = "1" }}, cmd = {TICKER} }})
+  local m = proc.wait_for(here, {{ file = "{log}", pattern = "Ktok/s", timeout = "1m" }})
+  local st = proc.stop(here, {{ name = "never" }})
+  log.info("dry=" .. tostring(job.pid) .. " " .. tostring(job.planned) .. " " .. tostring(m.planned)
+           .. " " .. tostring(m.line) .. " " .. tostring(st.was_running))
+end)
+"#,
+            log = log.display()
+        ),
+    );
+    let t0 = Instant::now();
+    let (out, logs) = s.run(&rb, &["--dry-run"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(t0.elapsed() < Duration::from_secs(10), "did not wait");
+    assert_eq!(logged(&logs, "dry"), "nil true true nil false");
+    assert!(!log.exists(), "nothing was started");
+    assert!(!s.runtime.join("runbook-proc-never.pid").exists());
+    let planned: Vec<String> = parse_ndjson(&out.stdout)
+        .into_iter()
+        .filter(|e| e["event"] == "action_planned")
+        .map(|e| e["summary"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(planned.len(), 1, "{planned:?}");
+    assert!(
+        planned[0].starts_with("start job never in the background: sh -c "),
+        "{}",
+        planned[0]
+    );
+}
+
+#[test]
+fn over_ssh_a_job_outlives_the_connection() {
+    require_sshd!();
+    let fleet = Fleet::start(1);
+    let ct = fleet.container(200);
+    let env = Env::new();
+    let node_log = env.scratch().join("node.log");
+    // Pid files over this SSH go to the node's /tmp: a name no other test uses.
+    let name = format!("ssh-ticker-{}", std::process::id());
+    let rb = env.write(
+        "spawn.lua",
+        &format!(
+            r#"
+runbook {{ name = "spawn-remote" }}
+local node = target("node1")
+local box = node:pct(200)
+step("start", function()
+  local a = proc.spawn(node, {{ name = "{name}", log = "{node_log}", cmd = {TICKER} }})
+  log.info("node=" .. a.pid)
+  local b = proc.spawn(box, {{ name = "ticker", log = "/root/job.log", cwd = "/root", cmd = {TICKER} }})
+  log.info("box=" .. b.pid)
+  proc.wait_for(node, {{ file = "{node_log}", pattern = "Ktok/s", timeout = "10s" }})
+  local m = proc.wait_for(box, {{ file = "/root/job.log", pattern = "([0-9.]+) Ktok/s", timeout = "10s" }})
+  log.info("rate=" .. m[1])
+end)
+"#,
+            node_log = node_log.display()
+        ),
+    );
+    let t0 = Instant::now();
+    let out = env
+        .cmd()
+        .arg("run")
+        .arg(&rb)
+        .args(fleet.args())
+        .args(["--yes", "--json"])
+        .output()
+        .unwrap();
+    let got = logs(&out);
+    let node_pid: u32 = logged(&got, "node").parse().unwrap();
+    let box_pid: u32 = logged(&got, "box").parse().unwrap();
+    let _reaper = Reaper(vec![node_pid, box_pid]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(
+        t0.elapsed() < Duration::from_secs(20),
+        "the channels closed: the run did not wait for its jobs"
+    );
+    assert_eq!(logged(&got, "rate"), "21.5");
+    assert!(
+        alive(node_pid) && alive(box_pid),
+        "both jobs outlived the run"
+    );
+    assert!(
+        ct.join("tmp/runbook-proc-ticker.pid").exists(),
+        "the container's /tmp"
+    );
+    let size = std::fs::metadata(ct.join("root/job.log")).unwrap().len();
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(std::fs::metadata(ct.join("root/job.log")).unwrap().len() > size);
+
+    let stop = env.write(
+        "stop.lua",
+        &format!(
+            r#"
+runbook {{ name = "stop-remote" }}
+local node = target("node1")
+step("stop", function()
+  local a = proc.stop(node, {{ name = "{name}" }})
+  local b = proc.stop(node:pct(200), {{ name = "ticker" }})
+  log.info("stopped=" .. a.pid .. " " .. tostring(a.was_running) .. " " .. b.pid .. " " .. tostring(b.was_running))
+end)
+"#
+        ),
+    );
+    let out = env
+        .cmd()
+        .arg("run")
+        .arg(&stop)
+        .args(fleet.args())
+        .args(["--yes", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(
+        logged(&logs(&out), "stopped"),
+        format!("{node_pid} true {box_pid} true")
+    );
+    assert!(wait_dead(node_pid) && wait_dead(box_pid));
+}
+
+#[test]
+fn wait_for_ends_at_the_step_timeout_and_on_sigint() {
+    let s = Setup::new();
+    let log = s.env.scratch().join("quiet.log");
+    std::fs::write(&log, "nothing to see\n").unwrap();
+    let ready = s.env.scratch().join("ready");
+    let rb = s.env.write(
+        "quiet.lua",
+        &format!(
+            r#"
+runbook {{ name = "quiet", params = {{ limit = {{ default = "1m" }} }} }}
+local here = target("local")
+step("wait", {{ timeout = params.limit }}, function()
+  here:exec({{ "touch", "{ready}" }})
+  proc.wait_for(here, {{ file = "{log}", pattern = "never", timeout = "1m" }})
+end)
+"#,
+            log = log.display(),
+            ready = ready.display()
+        ),
+    );
+    let t0 = Instant::now();
+    let (out, _) = s.run(&rb, &["--yes", "--set", "limit=1s"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(t0.elapsed() < Duration::from_secs(6), "{:?}", t0.elapsed());
+    assert!(
+        step_error(&out).contains("timed out"),
+        "{}",
+        step_error(&out)
+    );
+
+    std::fs::remove_file(&ready).unwrap();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin!("runbook"))
+        .arg("run")
+        .arg(&rb)
+        .arg("--yes")
+        .env("RUNBOOK_STATE_DIR", s.env.state())
+        .env("RUNBOOK_LOCK_FILE", s.env.tmp.path().join("runbook.lock"))
+        .env("XDG_RUNTIME_DIR", &s.runtime)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !ready.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(10), "the step started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Let it get into its wait (a poll waiting on the target, or the pause between).
+    std::thread::sleep(Duration::from_millis(1500));
+    let sent = Instant::now();
+    // SAFETY: kill only sends a signal to the process this test started.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if sent.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            panic!("runbook did not end after SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        sent.elapsed() < Duration::from_secs(4),
+        "ended {:?} after SIGINT",
+        sent.elapsed()
+    );
+}
