@@ -12,6 +12,7 @@ runbook {
     host           = { default = "local", help = "where the training runs: local, user@host, or an inventory name" },
     ct             = { type = "integer", help = "Proxmox container id on host (omit to work on host itself)" },
     user           = { default = "root", help = "the user the training runs as (whose caches are cleared)" },
+    cache_dirs     = { default = "", help = "compile cache dirs, space-separated, the inductor cache first (default: torch's own for user, resolved on the target)" },
     venv           = { type = "path", required = true, help = "the training venv, rebuilt fresh" },
     python         = { default = "python3", help = "python for the venv: a version (3.12) or an interpreter" },
     torch          = { default = "", help = "torch version to install, e.g. 2.11.0 (empty: no torch)" },
@@ -45,11 +46,19 @@ local function in_repo(p)
 end
 
 local caches          -- the compile cache paths, as the target resolves them
+local job_env = {}    -- what the warm-up and the training see, so both use those caches
 local cleared = false -- caches were moved aside: say how to restore them if we fail later
 local finished = false
 
 step("fingerprint and drift", function()
-  caches = torch.caches(box, { user = params.user })
+  if params.cache_dirs ~= "" then
+    local dirs = text.split(params.cache_dirs)
+    caches = { inductor = dirs[1] }
+    for i, d in ipairs(dirs) do caches[i] = d end
+    job_env.TORCHINDUCTOR_CACHE_DIR = dirs[1]
+  else
+    caches = torch.caches(box, { user = params.user })
+  end
   local now = fingerprint.take(box, { venv = params.venv, repo = params.repo, caches = caches })
   local good = fingerprint.load(params.known_good)
   if not good then
@@ -104,6 +113,7 @@ step("single-threaded warm-up", function()
     script = in_repo(params.warmup),
     cwd = params.repo,
     single_threaded = true,
+    env = job_env,
     expect_cache = { caches.inductor },
   })
 end)
@@ -112,7 +122,7 @@ step("relaunch training", function()
   local words = text.split(params.train)
   words[1] = in_repo(words[1])
   table.insert(words, 1, params.venv .. "/bin/python")
-  proc.spawn(box, { cmd = words, log = params.log, cwd = params.repo, name = params.job })
+  proc.spawn(box, { cmd = words, log = params.log, cwd = params.repo, name = params.job, env = job_env })
 end)
 
 step("throughput check", function()

@@ -49,3 +49,30 @@ fn shipped_runbook_runs_by_name() {
         .success();
     env.cmd().args(["run", "env-report"]).assert().success();
 }
+
+#[test]
+fn every_shipped_runbook_and_example_checks() {
+    let env = Env::new();
+    let mut files = Vec::new();
+    for dir in ["runbooks", "examples", "examples/fleet"] {
+        for e in std::fs::read_dir(repo().join(dir)).unwrap().flatten() {
+            if e.path().extension().is_some_and(|x| x == "lua") {
+                files.push(e.path());
+            }
+        }
+    }
+    assert!(files.len() >= 8, "{files:?}");
+    let out = env
+        .cmd()
+        .arg("check")
+        .args(&files)
+        .arg("--inventory")
+        .arg(repo().join("examples/fleet/inventory.toml"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -21,6 +21,7 @@ const EXEC_KEYS: &[&str] = &[
     "stdin",
     "read_only",
     "destructive",
+    "summary",
 ];
 
 /// Programs whose whole purpose is to delete or overwrite: a real run that plans one asks
@@ -198,6 +199,8 @@ struct ExecOptions {
     check: bool,
     read_only: bool,
     destructive: Option<bool>,
+    /// What previews say instead of the command line (which they still show).
+    summary: Option<String>,
     req: ExecRequest,
 }
 
@@ -206,6 +209,7 @@ fn parse_options(lua: &Lua, opts: Option<Table>, what: &str) -> mlua::Result<Exe
         check: true,
         read_only: false,
         destructive: None,
+        summary: None,
         req: ExecRequest::default(),
     };
     let Some(t) = opts else { return Ok(out) };
@@ -222,6 +226,7 @@ fn parse_options(lua: &Lua, opts: Option<Table>, what: &str) -> mlua::Result<Exe
         v => Some(bool_value(lua, v, &format!("{what}: destructive"), false)?),
     };
     out.req.timeout = duration_value(lua, t.get("timeout")?, &format!("{what}: timeout"))?;
+    out.summary = string_value(lua, t.get("summary")?, &format!("{what}: summary"))?;
     out.req.cwd = string_value(lua, t.get("cwd")?, &format!("{what}: cwd"))?;
     out.req.stdin = match t.get::<Value>("stdin")? {
         Value::Nil => None,
@@ -314,7 +319,8 @@ fn argv_from(lua: &Lua, v: Value) -> mlua::Result<Vec<OsString>> {
 /// - `env` (table), `cwd` (string), `stdin` (string);
 /// - `read_only = true`: declares that it only looks, so it also runs during `--dry-run`;
 /// - `destructive`: whether it deletes/overwrites (asks before a real run); guessed from
-///   the program name (`rm`, `dd`, …) when absent.
+///   the program name (`rm`, `dd`, …) when absent;
+/// - `summary`: a one-line description for previews and records (default: the command).
 ///
 /// During `--dry-run` a command that is not read-only does not run: the result has
 /// `planned = true`, `ok = true` and empty output.
@@ -343,7 +349,10 @@ async fn exec(
         .destructive
         .unwrap_or_else(|| DELETERS.contains(&program.as_str()));
     o.req.argv = argv;
-    let summary = crate::quote::join(&o.req.argv);
+    let summary = o
+        .summary
+        .clone()
+        .unwrap_or_else(|| crate::quote::join(&o.req.argv));
     run(&lua, &ctx, &target, o, summary, destructive, loc).await
 }
 
@@ -375,10 +384,10 @@ async fn shell(
     o.req.argv = vec!["sh".into(), "-c".into(), script.clone().into()];
     o.req.script = Some(script.clone());
     let first = script.lines().next().unwrap_or_default();
-    let summary = if script.lines().nth(1).is_some() {
-        format!("sh -c: {first} …")
-    } else {
-        format!("sh -c: {first}")
+    let summary = match (o.summary.clone(), script.lines().nth(1).is_some()) {
+        (Some(s), _) => s,
+        (None, true) => format!("sh -c: {first} …"),
+        (None, false) => format!("sh -c: {first}"),
     };
     run(&lua, &ctx, &target, o, summary, destructive, loc).await
 }

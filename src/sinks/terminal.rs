@@ -109,6 +109,27 @@ impl TerminalSink {
         self.spinner = Some(pb);
     }
 
+    /// A command of more than a few lines (a primitive's script) is shown folded; `-v`,
+    /// `--json` and the run record always have it whole.
+    fn fold(&self, command: &str) -> String {
+        const SHOWN: usize = 4;
+        let lines: Vec<&str> = command.lines().collect();
+        if self.opts.verbose || lines.len() <= SHOWN + 2 {
+            return command.to_string();
+        }
+        let more = lines.len() - SHOWN;
+        format!(
+            "{}\n      {}",
+            lines[..SHOWN].join("\n"),
+            self.paint(
+                "2",
+                &format!(
+                    "… {more} more lines of the script (-v, --json or `runbook log` show it whole)"
+                )
+            )
+        )
+    }
+
     fn stop_spinner(&mut self) {
         if let Some(pb) = self.spinner.take() {
             pb.finish_and_clear();
@@ -243,7 +264,7 @@ impl Sink for TerminalSink {
                 };
                 self.line(&format!("  {mark} {}: {summary}", self.paint("1", target)));
                 if summary != command {
-                    self.line(&format!("      $ {command}"));
+                    self.line(&format!("      $ {}", self.fold(command)));
                 }
             }
             Event::ActionStarted {

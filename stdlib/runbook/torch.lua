@@ -45,7 +45,8 @@ function torch.caches(t, opts)
   if user ~= nil and (type(user) ~= "string" or not user:match("^[%a_][%w_.-]*$")) then
     fail("caches", ("user must be a user name like \"root\", got %q"):format(tostring(user)))
   end
-  local ok, r = pcall(t.exec, t, { "sh", "-c", CACHES, "sh", user or "" }, { read_only = true })
+  local ok, r = pcall(t.exec, t, { "sh", "-c", CACHES, "sh", user or "" },
+    { read_only = true, summary = "where torch keeps its caches for " .. (user or "the current user") })
   if not ok then fail("caches", r) end
   local inductor, extensions, triton = r.stdout:match("^([^\n]*)\n([^\n]*)\n([^\n]*)\n$")
   if r.planned then

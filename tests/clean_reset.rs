@@ -1,0 +1,229 @@
+//! The shipped clean-reset runbook, run for real on the demo training project
+//! (examples/train): on the local machine, and inside a container behind SSH. Its dry-run
+//! must predict the real run's changes.
+mod common;
+use common::sshd::Fleet;
+use common::*;
+use std::path::{Path, PathBuf};
+
+fn uv_present() -> bool {
+    std::process::Command::new("uv")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+macro_rules! require_uv {
+    () => {
+        if !uv_present() {
+            if std::env::var_os("CI").is_some() {
+                panic!("uv is required (scripts/test installs it)");
+            }
+            eprintln!("skipped: uv is not installed (scripts/test installs it)");
+            return;
+        }
+    };
+}
+
+/// A git checkout of the demo project at `dir` (the "model code" clean-reset restores).
+fn demo_repo(dir: &Path) -> PathBuf {
+    let repo = dir.join("dflash");
+    std::fs::create_dir_all(&repo).unwrap();
+    for f in ["kernels.py", "warmup.py", "train.py"] {
+        std::fs::copy(repo_root().join("examples/train").join(f), repo.join(f)).unwrap();
+    }
+    let git = |args: &[&str]| {
+        let st = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&repo)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            st.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&st.stderr)
+        );
+    };
+    git(&["init", "-q"]);
+    git(&["add", "."]);
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@example.invalid",
+        "commit",
+        "-qm",
+        "known good",
+    ]);
+    repo
+}
+
+fn repo_root() -> PathBuf {
+    repo()
+}
+
+fn demo_sets(repo: &Path, work: &Path) -> Vec<String> {
+    vec![
+        format!("venv={}", work.join("venv").display()),
+        format!("repo={}", repo.display()),
+        "warmup=warmup.py".into(),
+        "train=train.py 400".into(),
+        format!("log={}", work.join("train.log").display()),
+        "min_throughput=1".into(),
+        "wait=60s".into(),
+        format!("job=demo-{}", std::process::id()),
+    ]
+    .into_iter()
+    .flat_map(|s| ["--set".to_string(), s])
+    .collect()
+}
+
+/// (target, command) of every change, with timestamps made comparable.
+fn changes(events: &[serde_json::Value], kind: &str) -> Vec<(String, String)> {
+    let stamp = regex::Regex::new(r"\d{8}T?\d{6}\w*|\d{10,}").unwrap();
+    events
+        .iter()
+        .filter(|e| e["event"] == kind && e["effect"] == "change")
+        .map(|e| {
+            let cmd = e["command"].as_str().unwrap_or_default();
+            (
+                e["target"].as_str().unwrap_or_default().to_string(),
+                stamp.replace_all(cmd, "<ts>").into_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn clean_reset_on_the_local_machine() {
+    require_uv!();
+    let env = Env::new();
+    let work = env.scratch();
+    let repo = demo_repo(&work);
+    // Pollute: a hacked model file and a stale cache.
+    std::fs::write(repo.join("train.py"), "raise SystemExit('hacked')\n").unwrap();
+    let cache = work.join("inductor");
+    std::fs::create_dir_all(&cache).unwrap();
+    std::fs::write(cache.join("stale.kernel"), "old").unwrap();
+    let run = |extra: &[&str]| {
+        env.cmd()
+            .env("TORCHINDUCTOR_CACHE_DIR", &cache)
+            .args(["run", "clean-reset", "--json"])
+            .args(demo_sets(&repo, &work))
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let dry = run(&["--dry-run"]);
+    assert!(
+        dry.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dry.stderr)
+    );
+    assert!(!work.join("venv").exists(), "a dry-run builds nothing");
+    assert_eq!(
+        std::fs::read_to_string(repo.join("train.py")).unwrap(),
+        "raise SystemExit('hacked')\n"
+    );
+
+    let real = run(&["--yes"]);
+    let stdout = String::from_utf8_lossy(&real.stdout);
+    assert!(
+        real.status.success(),
+        "{}\n{stdout}",
+        String::from_utf8_lossy(&real.stderr)
+    );
+    let (planned, done) = (parse_ndjson(&dry.stdout), parse_ndjson(&real.stdout));
+    assert_eq!(
+        changes(&planned, "action_planned"),
+        changes(&done, "action_started"),
+        "the dry-run predicted the real run"
+    );
+
+    assert!(work.join("venv/bin/python").exists());
+    assert!(
+        std::fs::read_to_string(repo.join("train.py"))
+            .unwrap()
+            .contains("Ktok/s"),
+        "code restored"
+    );
+    assert!(
+        cache.join("attention.kernel").exists(),
+        "the warm-up filled the cache"
+    );
+    assert!(
+        !cache.join("stale.kernel").exists(),
+        "the stale cache was set aside"
+    );
+    assert!(
+        env.state().join("fingerprints/clean-reset.json").exists(),
+        "known-good saved"
+    );
+    let log = std::fs::read_to_string(work.join("train.log")).unwrap();
+    assert!(log.contains("Ktok/s"), "{log}");
+    // The training job keeps running after the run: stop it.
+    let stop = env.write(
+        "stop.lua",
+        &format!(
+            "runbook {{ name = \"stop\" }}\nstep(\"stop\", function() proc.stop(target(\"local\"), {{ name = \"demo-{}\" }}) end)\n",
+            std::process::id()
+        ),
+    );
+    env.cmd()
+        .arg("run")
+        .arg(&stop)
+        .arg("--yes")
+        .assert()
+        .success();
+}
+
+#[test]
+fn clean_reset_in_a_container_behind_ssh() {
+    require_sshd!();
+    require_uv!();
+    let fleet = Fleet::start(1);
+    let ct = fleet.container(200);
+    let env = Env::new();
+    // The container sees the node's files except /tmp and /root: work under /var/tmp.
+    let work = tempfile::Builder::new()
+        .prefix("runbook-ct-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let repo = demo_repo(work.path());
+    let mut args = vec![
+        "run".to_string(),
+        "clean-reset".into(),
+        "--yes".into(),
+        "--set".into(),
+        "host=node1".into(),
+        "--set".into(),
+        "ct=200".into(),
+    ];
+    args.extend(demo_sets(&repo, work.path()));
+    args.extend(fleet.args());
+    let out = env.cmd().args(&args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        ct.join("tmp/torchinductor_root/attention.kernel").exists(),
+        "the warm-up filled the container's cache"
+    );
+    let stop = env.write(
+        "stop.lua",
+        &format!(
+            "runbook {{ name = \"stop\" }}\nstep(\"stop\", function() proc.stop(target(\"node1\"):pct(200), {{ name = \"demo-{}\" }}) end)\n",
+            std::process::id()
+        ),
+    );
+    env.cmd()
+        .arg("run")
+        .arg(&stop)
+        .args(fleet.args())
+        .arg("--yes")
+        .assert()
+        .success();
+}
