@@ -7,19 +7,25 @@ runbook {
     host    = { default = "local", help = "local, user@host, or an inventory name" },
     ct      = { type = "integer", help = "Proxmox container id on host" },
     user    = { default = "root", help = "whose caches" },
+    cache_dirs = { default = "", help = "cache dirs, space-separated (default: torch's own for user, resolved on the target)" },
     keep    = { type = "boolean", default = true, help = "move the caches aside instead of deleting them" },
     restore = { type = "boolean", default = false, help = "put the newest kept copies back instead" },
-    force   = { type = "boolean", default = false, help = "clear even while a process has files open in them" },
+    force   = { type = "boolean", default = false, help = "clear even while a process has files open in them; restore over a non-empty dir" },
   },
 }
 
 local torch = require("runbook.torch")
+local text = require("runbook.text")
 local node = target(params.host)
 local box = params.ct and node:pct(params.ct) or node
 local caches
 
 step("measure", function()
-  caches = torch.caches(box, { user = params.user })
+  if params.cache_dirs ~= "" then
+    caches = text.split(params.cache_dirs)
+  else
+    caches = torch.caches(box, { user = params.user })
+  end
   for _, c in ipairs(cache.size(box, caches)) do
     if c.existed then
       log.info(("%s: %d bytes in %d files"):format(c.path, c.bytes, c.files))
@@ -34,5 +40,5 @@ step("clear", { when = function() return not params.restore end }, function()
 end)
 
 step("restore", { when = function() return params.restore end }, function()
-  cache.restore(box, caches)
+  cache.restore(box, caches, { force = params.force })
 end)

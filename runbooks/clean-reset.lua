@@ -144,6 +144,8 @@ end)
 
 step("how to undo", { always = true, when = function() return cleared and not finished end }, function()
   log.warn("the run stopped after the compile caches were moved aside; the old caches are kept next to them")
+  log.warn("(restoring replaces whatever this run's warm-up wrote into those dirs)")
+  local dirs = params.cache_dirs ~= "" and (" --set cache_dirs='" .. params.cache_dirs .. "'") or ""
   log.warn("to put them back: runbook run cache-reset --set host=" .. params.host
-    .. (params.ct and (" --set ct=" .. params.ct) or "") .. " --set user=" .. params.user .. " --set restore=true")
+    .. (params.ct and (" --set ct=" .. params.ct) or "") .. " --set user=" .. params.user .. dirs .. " --set restore=true --set force=true --yes")
 end)

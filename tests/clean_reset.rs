@@ -63,7 +63,8 @@ fn repo_root() -> PathBuf {
     repo()
 }
 
-fn demo_sets(repo: &Path, work: &Path) -> Vec<String> {
+/// Each test names its own training job: tests run in parallel in one process.
+fn demo_sets(repo: &Path, work: &Path, job: &str) -> Vec<String> {
     vec![
         format!("venv={}", work.join("venv").display()),
         format!("repo={}", repo.display()),
@@ -72,7 +73,7 @@ fn demo_sets(repo: &Path, work: &Path) -> Vec<String> {
         format!("log={}", work.join("train.log").display()),
         "min_throughput=1".into(),
         "wait=60s".into(),
-        format!("job=demo-{}", std::process::id()),
+        format!("job={job}-{}", std::process::id()),
     ]
     .into_iter()
     .flat_map(|s| ["--set".to_string(), s])
@@ -110,7 +111,7 @@ fn clean_reset_on_the_local_machine() {
         env.cmd()
             .env("TORCHINDUCTOR_CACHE_DIR", &cache)
             .args(["run", "clean-reset", "--json"])
-            .args(demo_sets(&repo, &work))
+            .args(demo_sets(&repo, &work, "local"))
             .args(extra)
             .output()
             .unwrap()
@@ -166,7 +167,7 @@ fn clean_reset_on_the_local_machine() {
     let stop = env.write(
         "stop.lua",
         &format!(
-            "runbook {{ name = \"stop\" }}\nstep(\"stop\", function() proc.stop(target(\"local\"), {{ name = \"demo-{}\" }}) end)\n",
+            "runbook {{ name = \"stop\" }}\nstep(\"stop\", function() proc.stop(target(\"local\"), {{ name = \"local-{}\" }}) end)\n",
             std::process::id()
         ),
     );
@@ -200,7 +201,7 @@ fn clean_reset_in_a_container_behind_ssh() {
         "--set".into(),
         "ct=200".into(),
     ];
-    args.extend(demo_sets(&repo, work.path()));
+    args.extend(demo_sets(&repo, work.path(), "ct"));
     args.extend(fleet.args());
     let out = env.cmd().args(&args).output().unwrap();
     assert!(
@@ -215,7 +216,7 @@ fn clean_reset_in_a_container_behind_ssh() {
     let stop = env.write(
         "stop.lua",
         &format!(
-            "runbook {{ name = \"stop\" }}\nstep(\"stop\", function() proc.stop(target(\"node1\"):pct(200), {{ name = \"demo-{}\" }}) end)\n",
+            "runbook {{ name = \"stop\" }}\nstep(\"stop\", function() proc.stop(target(\"node1\"):pct(200), {{ name = \"ct-{}\" }}) end)\n",
             std::process::id()
         ),
     );
@@ -223,6 +224,72 @@ fn clean_reset_in_a_container_behind_ssh() {
         .arg("run")
         .arg(&stop)
         .args(fleet.args())
+        .arg("--yes")
+        .assert()
+        .success();
+}
+
+/// A recovery that fails after the caches were set aside says how to put them back, and
+/// that advice works.
+#[test]
+fn a_failed_recovery_says_how_to_restore_the_caches() {
+    require_uv!();
+    let env = Env::new();
+    let work = env.scratch();
+    let repo = demo_repo(&work);
+    let cache = work.join("inductor");
+    std::fs::create_dir_all(&cache).unwrap();
+    std::fs::write(cache.join("precious.kernel"), "compiled").unwrap();
+    let mut sets = demo_sets(&repo, &work, "failed");
+    sets.extend(["--set".into(), format!("cache_dirs={}", cache.display())]);
+    sets.extend(["--set".into(), "min_throughput=1000000000".into()]);
+    let out = env
+        .cmd()
+        .args(["run", "clean-reset", "--yes"])
+        .args(&sets)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("is below the minimum"), "{stderr}");
+    assert!(
+        !cache.join("precious.kernel").exists(),
+        "the cache was set aside"
+    );
+    let advice = stderr
+        .lines()
+        .find_map(|l| l.split("to put them back: runbook ").nth(1))
+        .unwrap_or_else(|| panic!("no advice in:\n{stderr}"));
+    // Follow the advice as a user would paste it into a shell (runbook = this binary).
+    let bin = assert_cmd::cargo::cargo_bin!("runbook");
+    let restored = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("\"$0\" {advice}"))
+        .arg(bin)
+        .env("RUNBOOK_STATE_DIR", env.state())
+        .env("RUNBOOK_LOCK_FILE", env.tmp.path().join("runbook.lock"))
+        .current_dir(env.tmp.path())
+        .output()
+        .unwrap();
+    assert!(
+        restored.status.success(),
+        "{advice}\n{}",
+        String::from_utf8_lossy(&restored.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(cache.join("precious.kernel")).unwrap(),
+        "compiled"
+    );
+    let stop = env.write(
+        "stop.lua",
+        &format!(
+            "runbook {{ name = \"stop\" }}\nstep(\"stop\", function() proc.stop(target(\"local\"), {{ name = \"failed-{}\" }}) end)\n",
+            std::process::id()
+        ),
+    );
+    env.cmd()
+        .arg("run")
+        .arg(&stop)
         .arg("--yes")
         .assert()
         .success();
