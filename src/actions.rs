@@ -75,6 +75,9 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, String>
         return Ok(Performed::Planned);
     }
     if ctx.mode == Mode::Real && action.effect == Effect::Change {
+        if ctx.record_failed.borrow().as_ref().is_some_and(|f| f.get()) {
+            return Err("the run record can no longer be written (see the error above); runbook does not make changes it cannot record".into());
+        }
         ctx.locks.ensure(action.target).await?;
     }
     ctx.bus.emit(Event::ActionStarted {

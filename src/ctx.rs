@@ -103,6 +103,8 @@ pub struct Ctx {
     pub targets: Registry,
     /// The state dir of this run (set when a run starts; `fingerprint.save/load` use it).
     pub state_dir: RefCell<Option<PathBuf>>,
+    /// Set when the run record can no longer be written: no change may start after that.
+    pub record_failed: RefCell<Option<Rc<Cell<bool>>>>,
     /// Run locks on the targets this run changes.
     pub locks: crate::locks::Locks,
     /// `file:line` the instruction hook last saw: where an out-of-memory error happened.
@@ -138,6 +140,7 @@ impl Ctx {
             label,
             dir,
             state_dir: RefCell::new(None),
+            record_failed: RefCell::new(None),
             locks: crate::locks::Locks::new(remote.lock_wait),
             targets: Registry::new(remote),
             last_location: RefCell::new(String::new()),

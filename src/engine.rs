@@ -208,6 +208,7 @@ pub async fn run(req: RunRequest) -> Result<i32> {
     }
     let record = RecordSink::new(record_path.clone(), record_file);
     let record_failed = record.failed_flag();
+    *ctx.record_failed.borrow_mut() = Some(record_failed.clone());
     ctx.bus.add_sink(Box::new(record));
 
     let header = loaded.header();
@@ -243,7 +244,8 @@ pub async fn run(req: RunRequest) -> Result<i32> {
     let interrupted = cancel.count() > 0;
     let (outcome, code) = if interrupted {
         ("interrupted", cancel.exit_code())
-    } else if tally.failed > 0 {
+    } else if tally.failed > 0 || record_failed.get() {
+        // A run whose record broke off is not a success: nobody can tell what it did.
         ("failed", 1)
     } else {
         ("ok", 0)
@@ -258,6 +260,12 @@ pub async fn run(req: RunRequest) -> Result<i32> {
         exit_code: code,
     });
     ctx.bus.finish();
+    if record_failed.get() {
+        eprintln!(
+            "error: the run record {} broke off (see the error above); changes after that point were refused",
+            record_path.display()
+        );
+    }
     Ok(code)
 }
 

@@ -29,7 +29,10 @@ pub struct Locks {
     wait: Duration,
     who: RefCell<String>,
     held: RefCell<Vec<(String, Holder)>>,
-    taking: tokio::sync::Mutex<()>,
+    /// One mutex per target: parallel items that change the same target take its lock
+    /// once, while different targets take theirs at the same time (one host's slow
+    /// connect must not hold up the others).
+    taking: RefCell<std::collections::HashMap<String, std::rc::Rc<tokio::sync::Mutex<()>>>>,
 }
 
 impl Locks {
@@ -38,7 +41,7 @@ impl Locks {
             wait,
             who: RefCell::new(String::new()),
             held: RefCell::new(Vec::new()),
-            taking: tokio::sync::Mutex::new(()),
+            taking: RefCell::new(std::collections::HashMap::new()),
         }
     }
 
@@ -57,8 +60,13 @@ impl Locks {
         if self.holds(&key) {
             return Ok(());
         }
-        // Parallel items changing the same target take its lock once.
-        let _one_at_a_time = self.taking.lock().await;
+        let gate = self
+            .taking
+            .borrow_mut()
+            .entry(key.clone())
+            .or_default()
+            .clone();
+        let _one_at_a_time = gate.lock().await;
         if self.holds(&key) {
             return Ok(());
         }

@@ -98,19 +98,19 @@ impl<O: AsyncRead + Unpin, E: AsyncRead + Unpin> Pump<O, E> {
     /// buffer for the next call.
     async fn step(&mut self, io: &ExecIo<'_>, out: &mut ExecOutcome) {
         tokio::select! {
-            r = self.stdout.read_until(b'\n', &mut self.out_buf), if !self.out_done => {
+            r = read_line_capped(&mut self.stdout, &mut self.out_buf), if !self.out_done => {
                 if matches!(r, Ok(0) | Err(_)) {
                     self.out_done = true;
                 }
-                if !self.out_buf.is_empty() && (self.out_done || self.out_buf.ends_with(b"\n")) {
+                if !self.out_buf.is_empty() && (self.out_done || line_ready(&self.out_buf)) {
                     take_line(&mut self.out_buf, Stream::Stdout, out, io);
                 }
             }
-            r = self.stderr.read_until(b'\n', &mut self.err_buf), if !self.err_done => {
+            r = read_line_capped(&mut self.stderr, &mut self.err_buf), if !self.err_done => {
                 if matches!(r, Ok(0) | Err(_)) {
                     self.err_done = true;
                 }
-                if !self.err_buf.is_empty() && (self.err_done || self.err_buf.ends_with(b"\n")) {
+                if !self.err_buf.is_empty() && (self.err_done || line_ready(&self.err_buf)) {
                     if self.pgid.is_none() && self.err_buf.starts_with(PGID_MARKER.as_bytes()) {
                         let text = String::from_utf8_lossy(&self.err_buf[PGID_MARKER.len()..]).trim().to_string();
                         self.pgid = text.parse().ok();
@@ -124,14 +124,53 @@ impl<O: AsyncRead + Unpin, E: AsyncRead + Unpin> Pump<O, E> {
     }
 }
 
+/// The longest line kept whole: a command printing megabytes without a newline is cut
+/// into pieces of this size, so memory stays bounded whatever it prints.
+const LINE_LIMIT: usize = 64 * 1024;
+
+fn line_ready(buf: &[u8]) -> bool {
+    buf.ends_with(b"\n") || buf.len() >= LINE_LIMIT
+}
+
+/// Like `read_until(b'\n')`, but returns once `LINE_LIMIT` bytes are buffered. Cancel-safe:
+/// the only await is `fill_buf`, and bytes move into `buf` right after it, synchronously.
+async fn read_line_capped<R: AsyncRead + Unpin>(
+    reader: &mut BufReader<R>,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<usize> {
+    let mut read = 0;
+    loop {
+        let available = reader.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(read);
+        }
+        let room = LINE_LIMIT.saturating_sub(buf.len()).max(1);
+        let (take, done) = match available.iter().position(|&b| b == b'\n') {
+            Some(i) if i < room => (i + 1, true),
+            _ => (
+                available.len().min(room),
+                buf.len() + available.len().min(room) >= LINE_LIMIT,
+            ),
+        };
+        buf.extend_from_slice(&available[..take]);
+        reader.consume(take);
+        read += take;
+        if done {
+            return Ok(read);
+        }
+    }
+}
+
 fn take_line(buf: &mut Vec<u8>, stream: Stream, out: &mut ExecOutcome, io: &ExecIo<'_>) {
     let (store, truncated) = match stream {
         Stream::Stdout => (&mut out.stdout, &mut out.stdout_truncated),
         Stream::Stderr => (&mut out.stderr, &mut out.stderr_truncated),
     };
-    if store.len() + buf.len() <= CAPTURE_LIMIT {
+    let room = CAPTURE_LIMIT.saturating_sub(store.len());
+    if buf.len() <= room {
         store.extend_from_slice(buf);
     } else {
+        store.extend_from_slice(&buf[..room]);
         *truncated = true;
     }
     let mut line = &buf[..];
