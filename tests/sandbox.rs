@@ -13,7 +13,7 @@
 //! escape would overwrite or delete, and that the step after the escape (or, for
 //! load-time errors, the file's first step) would delete if it ran.
 //!
-//! The fixtures live in `tests/runbooks/sandbox/`; each test copies that folder into its
+//! The fixtures live in `tests/hostile/`; each test copies that folder into its
 //! temp dir as `rb/` (so `require` sees the helper modules beside the runbooks, and
 //! symlinks out of the folder can be made) and runs `rb/NAME.lua`, so messages name the
 //! file as `rb/NAME.lua`. The line an error must name is marked `-- ESCAPE` in the
@@ -26,7 +26,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-const FIXTURES: &str = "tests/runbooks/sandbox";
+const FIXTURES: &str = "tests/hostile";
 const CANARY: &str = "untouched\n";
 /// How long any run may take before the test kills it and fails (a hang is a failure).
 const HANG: Duration = Duration::from_secs(30);
@@ -733,4 +733,54 @@ fn a_misspelt_global_in_a_step_suggests_the_name_before_any_step_runs() {
         "unknown_global_step.lua",
         "unknown global 'prams'; did you mean 'params'?",
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// 9. more of the hostile corpus: string metatables, cache paths that climb out,
+//    coroutine tricks, huge strings
+
+#[test]
+fn the_string_metatable_leads_nowhere() {
+    let sb = Sandbox::new();
+    let o = sb.run("string_metatable.lua", &[]);
+    sb.assert_step_failed(&o, "string_metatable.lua", "attempt to call");
+}
+
+#[test]
+fn cache_paths_climbing_out_are_refused() {
+    let sb = Sandbox::new();
+    let o = sb.run("cache_escape_dotdot.lua", &[]);
+    sb.assert_step_failed(&o, "cache_escape_dotdot.lua", "cache.clear refused (nothing was deleted)");
+    assert!(o.stderr.contains("contains a '..' component"), "{o:?}");
+}
+
+#[test]
+fn cache_roots_slash_and_homes_are_refused() {
+    let sb = Sandbox::new();
+    let o = sb.run("cache_escape_roots.lua", &[]);
+    sb.assert_step_failed(&o, "cache_escape_roots.lua", "refused");
+    for path in ["/tmp", "/root", "/etc"] {
+        assert!(std::path::Path::new(path).exists(), "{path} is still there");
+    }
+}
+
+#[test]
+fn cache_clear_through_a_symlink_is_refused() {
+    let sb = Sandbox::new();
+    let o = sb.run("cache_escape_symlink.lua", &[]);
+    sb.assert_step_failed(&o, "cache_escape_symlink.lua", "symlink");
+}
+
+#[test]
+fn coroutine_wrap_cannot_swallow_the_timeout() {
+    let sb = Sandbox::new();
+    let o = sb.run("loop_coroutine_wrap.lua", &[]);
+    sb.assert_step_failed(&o, "loop_coroutine_wrap.lua", "step timed out after 1.0s");
+}
+
+#[test]
+fn a_string_doubled_until_huge_hits_the_memory_limit() {
+    let sb = Sandbox::new();
+    let o = sb.run("memory_concat.lua", &[]);
+    sb.assert_step_failed(&o, "memory_concat.lua", "out of memory");
 }
