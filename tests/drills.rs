@@ -11,12 +11,14 @@
 //! Each drill prints what it measured (`cargo test --test drills -- --nocapture`);
 //! docs/RELIABILITY.md lists the results.
 mod common;
+use common::running::{alive, stat_fields, Reap, Running};
 use common::sshd::Fleet;
 use common::*;
 
 use serde_json::Value;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 // ---------------------------------------------------------------------------------------
@@ -31,138 +33,16 @@ fn set(name: &str, value: &Path) -> [String; 2] {
     ["--set".into(), format!("{name}={}", value.display())]
 }
 
-/// A `runbook run FIXTURE --yes --json ARGS…` started in the background, its output
-/// going to files in the test's temp dir.
-struct Running {
-    child: Child,
-    out: PathBuf,
-    err: PathBuf,
-}
-
-impl Running {
-    fn start(env: &Env, fixture_name: &str, args: &[String]) -> Running {
-        let n = std::fs::read_dir(env.tmp.path()).unwrap().count();
-        let out = env.tmp.path().join(format!("runbook{n}.stdout"));
-        let err = env.tmp.path().join(format!("runbook{n}.stderr"));
-        let child = Command::new(assert_cmd::cargo::cargo_bin!("runbook"))
-            .arg("run")
-            .arg(fixture(fixture_name))
-            .args(["--yes", "--json"])
-            .args(args)
-            .env("RUNBOOK_STATE_DIR", env.state())
-            .env("RUNBOOK_LOCK_FILE", env.tmp.path().join("runbook.lock"))
-            .env("NO_COLOR", "1")
-            .env_remove("RUNBOOK_LOG")
-            .current_dir(env.tmp.path())
-            .stdin(Stdio::null())
-            .stdout(std::fs::File::create(&out).unwrap())
-            .stderr(std::fs::File::create(&err).unwrap())
-            .spawn()
-            .expect("spawn runbook");
-        Running { child, out, err }
-    }
-
-    fn pid(&self) -> i32 {
-        self.child.id() as i32
-    }
-
-    fn output(&self) -> String {
-        format!(
-            "--- stdout (tail) ---\n{}\n--- stderr ---\n{}",
-            tail_of(
-                &std::fs::read_to_string(&self.out).unwrap_or_default(),
-                6000
-            ),
-            std::fs::read_to_string(&self.err).unwrap_or_default()
-        )
-    }
-
-    fn signal(&self, sig: i32) {
-        // SAFETY: kill only sends a signal to the process this test started.
-        let rc = unsafe { libc::kill(self.pid(), sig) };
-        assert_eq!(rc, 0, "kill({}, {sig}) failed", self.pid());
-    }
-
-    fn exited(&mut self) -> Option<ExitStatus> {
-        self.child.try_wait().unwrap()
-    }
-
-    /// Waits for the exit code; kills runbook and fails the test after `limit`.
-    fn code(&mut self, limit: Duration) -> i32 {
-        let until = Instant::now() + limit;
-        let status = loop {
-            if let Some(status) = self.exited() {
-                break status;
-            }
-            if Instant::now() >= until {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!("runbook did not exit within {limit:?}\n{}", self.output());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        status
-            .code()
-            .unwrap_or_else(|| panic!("runbook died from {status:?}\n{}", self.output()))
-    }
-
-    /// Waits until `path` holds a pid, while runbook still runs.
-    fn wait_pid(&mut self, path: &Path, limit: Duration) -> i32 {
-        let until = Instant::now() + limit;
-        loop {
-            if let Ok(text) = std::fs::read_to_string(path) {
-                if let Ok(pid) = text.trim().parse::<i32>() {
-                    return pid;
-                }
-            }
-            if let Some(status) = self.exited() {
-                panic!(
-                    "runbook exited ({status:?}) before {} appeared\n{}",
-                    path.display(),
-                    self.output()
-                );
-            }
-            assert!(
-                Instant::now() < until,
-                "{} did not appear within {limit:?}\n{}",
-                path.display(),
-                self.output()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-fn tail_of(s: &str, n: usize) -> &str {
-    let mut start = s.len().saturating_sub(n);
-    while !s.is_char_boundary(start) {
-        start += 1;
-    }
-    &s[start..]
-}
-
-/// `/proc/PID/stat` fields after the command name: state, ppid, …
-fn stat_fields(pid: i32) -> Option<Vec<String>> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    Some(rest.split_whitespace().map(str::to_string).collect())
-}
-
-/// Whether a process is alive (a zombie counts as gone).
-fn alive(pid: i32) -> bool {
-    match stat_fields(pid) {
-        None => false,
-        Some(f) => f[0] != "Z" && f[0] != "X",
-    }
+/// `runbook run FIXTURE --yes --json ARGS…`, started in the background.
+fn spawn_run(env: &Env, fixture_name: &str, args: &[String]) -> Running {
+    let mut all: Vec<OsString> = vec![
+        "run".into(),
+        fixture(fixture_name).into(),
+        "--yes".into(),
+        "--json".into(),
+    ];
+    all.extend(args.iter().map(OsString::from));
+    Running::spawn(env, all)
 }
 
 fn ppid(pid: i32) -> Option<i32> {
@@ -232,23 +112,6 @@ fn survivors(pids: &[i32], limit: Duration) -> Vec<String> {
                 .collect();
         }
         std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Kills, when the test ends, processes the drill made on the "remote" side (sshd runs on
-/// this machine), so that a failing drill leaves nothing behind.
-struct Reap(Vec<i32>);
-
-impl Drop for Reap {
-    fn drop(&mut self) {
-        for &pid in &self.0 {
-            if alive(pid) {
-                // SAFETY: only signals a process this test's runbook started.
-                unsafe {
-                    libc::kill(pid, libc::SIGKILL);
-                }
-            }
-        }
     }
 }
 
@@ -349,7 +212,7 @@ fn host_lost_mid_step_then_resume_finishes_the_run() {
     let mut args = set("dir", &dir).to_vec();
     args.extend(fleet.args());
 
-    let mut run = Running::start(&env, "host_lost.lua", &args);
+    let mut run = spawn_run(&env, "host_lost.lua", &args);
     let long = run.wait_pid(&dir.join("long.pid"), Duration::from_secs(10));
     let _reap = Reap(vec![long]);
     let killed = Instant::now();
@@ -474,7 +337,7 @@ fn signal_remote(sig: i32, code: i32, name: &str, container: bool) {
         args.extend(["--set".into(), "ctid=200".into()]);
     }
     args.extend(fleet.args());
-    let mut run = Running::start(&env, "signal_remote.lua", &args);
+    let mut run = spawn_run(&env, "signal_remote.lua", &args);
     let shell = run.wait_pid(&piddir_here.join("shell.pid"), Duration::from_secs(10));
     let child: i32 = std::fs::read_to_string(piddir_here.join("child.pid"))
         .unwrap()
@@ -861,7 +724,7 @@ fn output_flood_keeps_memory_bounded_and_records_every_line() {
     ];
     args.extend(fleet.args());
     let started = Instant::now();
-    let mut run = Running::start(&env, "flood.lua", &args);
+    let mut run = spawn_run(&env, "flood.lua", &args);
     let (code, mem) = watch_memory(&mut run, Duration::from_secs(seconds * 2 + 30));
     let took = started.elapsed();
     assert_eq!(code, Some(0), "{}", run.output());
@@ -927,7 +790,7 @@ fn one_huge_line_keeps_memory_bounded() {
     const LIMIT_KIB: u64 = 150 * 1024;
     let env = Env::new();
     let started = Instant::now();
-    let mut run = Running::start(&env, "long_line.lua", &[format!("--set=mib={MIB}")]);
+    let mut run = spawn_run(&env, "long_line.lua", &[format!("--set=mib={MIB}")]);
     let (code, mem) = watch_memory(&mut run, Duration::from_secs(120));
     let took = started.elapsed();
     assert_eq!(code, Some(0), "{}", run.output());
@@ -959,15 +822,9 @@ fn one_huge_line_keeps_memory_bounded() {
 // ---------------------------------------------------------------------------------------
 // 5: 20 hosts in parallel, 3 of them down
 
-#[test]
-fn twenty_hosts_in_parallel_with_three_down() {
-    require_sshd!();
-    const DOWN: [&str; 3] = ["node4", "node11", "node17"];
-    let mut fleet = Fleet::start(20);
-    for n in DOWN {
-        fleet.node(n).kill();
-    }
-    let env = Env::new();
+/// Runs fleet20.lua on the 20 hosts of `fleet`, which must fail (exit 1) with a marker
+/// made by every host but the `failing` ones; returns how long the run took.
+fn run_fleet20(env: &Env, fleet: &Fleet, failing: &[&str], limit: Duration) -> Duration {
     let marks = env.scratch();
     let started = Instant::now();
     let o = env
@@ -977,7 +834,7 @@ fn twenty_hosts_in_parallel_with_three_down() {
         .args(["--yes", "--json"])
         .args(set("dir", &marks))
         .args(fleet.args())
-        .timeout(Duration::from_secs(90))
+        .timeout(limit)
         .output()
         .unwrap();
     let took = started.elapsed();
@@ -987,10 +844,23 @@ fn twenty_hosts_in_parallel_with_three_down() {
         let name = format!("node{i}");
         assert_eq!(
             marks.join(&name).exists(),
-            !DOWN.contains(&name.as_str()),
+            !failing.contains(&name.as_str()),
             "{name}'s marker\n{show}"
         );
     }
+    took
+}
+
+#[test]
+fn twenty_hosts_in_parallel_with_three_down() {
+    require_sshd!();
+    const DOWN: [&str; 3] = ["node4", "node11", "node17"];
+    let mut fleet = Fleet::start(20);
+    for n in DOWN {
+        fleet.node(n).kill();
+    }
+    let env = Env::new();
+    let took = run_fleet20(&env, &fleet, &DOWN, Duration::from_secs(90));
     let ids = run_ids(&env);
     let events = record_of(&env, &ids[0]);
     let step = finished(&events, 0);
@@ -1044,29 +914,7 @@ fn twenty_hosts_in_parallel_with_three_silent() {
     }
     fleet.write_client_files();
     let env = Env::new();
-    let marks = env.scratch();
-    let started = Instant::now();
-    let o = env
-        .cmd()
-        .arg("run")
-        .arg(fixture("fleet20.lua"))
-        .args(["--yes", "--json"])
-        .args(set("dir", &marks))
-        .args(fleet.args())
-        .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
-    let took = started.elapsed();
-    let show = format!("{:?}\n{}", o.status, String::from_utf8_lossy(&o.stderr));
-    assert_eq!(o.status.code(), Some(1), "{show}");
-    for i in 1..=20 {
-        let name = format!("node{i}");
-        assert_eq!(
-            marks.join(&name).exists(),
-            !SILENT.contains(&name.as_str()),
-            "{name}'s marker\n{show}"
-        );
-    }
+    let took = run_fleet20(&env, &fleet, &SILENT, Duration::from_secs(120));
     let events = record_of(&env, &run_ids(&env)[0]);
     let err = finished(&events, 0)["error"].as_str().unwrap().to_string();
     assert!(err.contains("3 of 20 failed"), "{err}");

@@ -4,24 +4,33 @@
 mod common;
 use common::sshd::Fleet;
 use common::*;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 
-/// `runbook run FILE --json ARGS…` with the double first on PATH and `fixture` chosen.
-fn run_with(env: &Env, fixture: &str, file: &std::path::Path, args: &[&str]) -> Output {
-    let path = format!(
-        "{}:{}",
-        repo().join("tests/bin").display(),
-        std::env::var("PATH").unwrap()
-    );
-    env.cmd()
-        .env("PATH", path)
-        .env("NVIDIA_SMI_FIXTURE", fixture)
-        .arg("run")
+/// `runbook run FILE --yes --json ARGS…` as `cmd` is set up.
+fn run_json(cmd: &mut assert_cmd::Command, file: &Path, args: &[&str]) -> Output {
+    cmd.arg("run")
         .arg(file)
         .args(["--yes", "--json"])
         .args(args)
         .output()
         .unwrap()
+}
+
+/// `runbook run FILE --json ARGS…` with the double first on PATH and `fixture` chosen.
+fn run_with(env: &Env, fixture: &str, file: &Path, args: &[&str]) -> Output {
+    let path = format!(
+        "{}:{}",
+        repo().join("tests/bin").display(),
+        std::env::var("PATH").unwrap()
+    );
+    run_json(
+        env.cmd()
+            .env("PATH", path)
+            .env("NVIDIA_SMI_FIXTURE", fixture),
+        file,
+        args,
+    )
 }
 
 fn stderr(out: &Output) -> String {
@@ -60,7 +69,7 @@ local function check(cond, what) if not cond then fail("check failed: " .. what)
 local here = target("local")
 "#;
 
-fn runbook(env: &Env, body: &str) -> std::path::PathBuf {
+fn runbook(env: &Env, body: &str) -> PathBuf {
     env.write(
         "gpu.lua",
         &format!("runbook {{ name = \"gpu\" }}\n{PRELUDE}\n{body}"),
@@ -154,14 +163,7 @@ fn missing_nvidia_smi_fails_naming_the_target() {
     let env = Env::new();
     let rb = runbook(&env, "step(\"probe\", function() gpu.probe(here) end)\n");
     let empty = env.scratch();
-    let out = env
-        .cmd()
-        .env("PATH", &empty)
-        .arg("run")
-        .arg(&rb)
-        .args(["--yes", "--json"])
-        .output()
-        .unwrap();
+    let out = run_json(env.cmd().env("PATH", &empty), &rb, &[]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = step_error(&out);
     assert!(
@@ -185,18 +187,14 @@ fn missing_nvidia_smi_in_a_container_fails_naming_it() {
         &env,
         "step(\"probe\", function() gpu.probe(here:pct(200)) end)\n",
     );
-    let out = env
-        .cmd()
-        .env(
-            "PATH",
-            format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", bin.display()),
-        )
-        .env("PCT_DOUBLE_ROOT", &pct_root)
-        .arg("run")
-        .arg(&rb)
-        .args(["--yes", "--json"])
-        .output()
-        .unwrap();
+    let path = format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", bin.display());
+    let out = run_json(
+        env.cmd()
+            .env("PATH", path)
+            .env("PCT_DOUBLE_ROOT", &pct_root),
+        &rb,
+        &[],
+    );
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = step_error(&out);
     assert!(

@@ -1,16 +1,16 @@
 //! Interruption (SIGINT/SIGTERM), timeouts (command, step, run), retries, `sleep()` and
 //! output streaming, each driven through the real `runbook` binary.
 //!
-//! Tests that signal runbook spawn it with `std::process::Command` so they can wait for a
-//! pid file the runbook writes, signal the process, and then check that the process tree
-//! it started is gone and that the run record is complete.
+//! Tests that signal runbook start it in the background (common/running.rs) so they can
+//! wait for a pid file the runbook writes, signal the process, and then check that the
+//! process tree it started is gone and that the run record is complete.
 
 mod common;
+use common::running::{alive, Running};
 use common::*;
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Child, ExitStatus, Stdio};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 // ---------------------------------------------------------------------------------------
@@ -24,161 +24,13 @@ fn fixture(name: &str) -> String {
         .to_string()
 }
 
-/// A `runbook` process started in the background, its output going to files.
-struct Running {
-    child: Child,
-    out: PathBuf,
-    err: PathBuf,
-}
-
-impl Running {
-    fn pid(&self) -> i32 {
-        self.child.id() as i32
-    }
-
-    fn output(&self) -> String {
-        format!(
-            "--- stdout ---\n{}\n--- stderr ---\n{}",
-            std::fs::read_to_string(&self.out).unwrap_or_default(),
-            std::fs::read_to_string(&self.err).unwrap_or_default()
-        )
-    }
-
-    fn signal(&self, sig: i32) {
-        // SAFETY: kill only sends a signal to the process this test started.
-        let rc = unsafe { libc::kill(self.pid(), sig) };
-        assert_eq!(rc, 0, "kill({}, {sig}) failed", self.pid());
-    }
-
-    /// Waits for the process to exit; kills it and fails the test after `limit`.
-    fn wait(&mut self, limit: Duration) -> ExitStatus {
-        let until = Instant::now() + limit;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            if Instant::now() >= until {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!(
-                    "runbook did not exit within {limit:?}; killed it\n{}",
-                    self.output()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Waits and returns the exit code (a signal death fails the test).
-    fn code(&mut self, limit: Duration) -> i32 {
-        let status = self.wait(limit);
-        status.code().unwrap_or_else(|| {
-            panic!(
-                "runbook died from a signal ({status:?}) instead of exiting\n{}",
-                self.output()
-            )
-        })
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// Starts `runbook ARGS` with the test's state dir, output to files in the temp dir.
-fn spawn(env: &Env, args: &[&str]) -> Running {
-    let out = env.tmp.path().join("runbook.stdout");
-    let err = env.tmp.path().join("runbook.stderr");
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin!("runbook"))
-        .args(args)
-        .env("RUNBOOK_STATE_DIR", env.state())
-        .env("RUNBOOK_LOCK_FILE", env.tmp.path().join("runbook.lock"))
-        .env("NO_COLOR", "1")
-        .env_remove("RUNBOOK_LOG")
-        .current_dir(env.tmp.path())
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&out).unwrap())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .spawn()
-        .expect("spawn runbook");
-    Running { child, out, err }
-}
-
 /// `run FIXTURE --yes --set dir=SCRATCH [extra…]`.
 fn spawn_run(env: &Env, name: &str, extra: &[&str]) -> Running {
     let dir = format!("dir={}", env.scratch().display());
     let fix = fixture(name);
     let mut args = vec!["run", fix.as_str(), "--yes", "--set", dir.as_str()];
     args.extend_from_slice(extra);
-    spawn(env, &args)
-}
-
-/// Waits until `path` holds a pid, while the runbook is still running.
-fn wait_pid(path: &Path, run: &mut Running, limit: Duration) -> i32 {
-    let until = Instant::now() + limit;
-    loop {
-        if let Ok(text) = std::fs::read_to_string(path) {
-            if let Ok(pid) = text.trim().parse::<i32>() {
-                return pid;
-            }
-        }
-        if let Some(status) = run.child.try_wait().unwrap() {
-            panic!(
-                "runbook exited ({status:?}) before {} appeared\n{}",
-                path.display(),
-                run.output()
-            );
-        }
-        assert!(
-            Instant::now() < until,
-            "{} did not appear within {limit:?}\n{}",
-            path.display(),
-            run.output()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Waits until `path` exists, while the runbook is still running.
-fn wait_file(path: &Path, run: &mut Running, limit: Duration) {
-    let until = Instant::now() + limit;
-    while !path.exists() {
-        if let Some(status) = run.child.try_wait().unwrap() {
-            panic!(
-                "runbook exited ({status:?}) before {} appeared\n{}",
-                path.display(),
-                run.output()
-            );
-        }
-        assert!(
-            Instant::now() < until,
-            "{} did not appear within {limit:?}\n{}",
-            path.display(),
-            run.output()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Whether a process is alive: `/proc/PID` exists and is not a zombie (a dead child
-/// reparented to a PID 1 that does not reap counts as gone).
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => false,
-        Ok(stat) => {
-            // "pid (comm) S …": the state follows the last ')'.
-            let state = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().next())
-                .unwrap_or("?");
-            state != "Z" && state != "X"
-        }
-    }
+    Running::spawn(env, &args)
 }
 
 /// Polls up to 3 s for `pid` to be gone.
@@ -275,7 +127,7 @@ fn signal_mid_step(sig: i32, code: i32, name: &str) {
     let env = Env::new();
     let scratch = env.scratch();
     let mut run = spawn_run(&env, "mid_step.lua", &[]);
-    let shell = wait_pid(&scratch.join("shell.pid"), &mut run, Duration::from_secs(5));
+    let shell = run.wait_pid(&scratch.join("shell.pid"), Duration::from_secs(5));
     let child: i32 = std::fs::read_to_string(scratch.join("child.pid"))
         .unwrap()
         .trim()
@@ -350,13 +202,9 @@ fn second_sigint_stops_the_always_step() {
     let env = Env::new();
     let scratch = env.scratch();
     let mut run = spawn_run(&env, "second_signal.lua", &[]);
-    let first = wait_pid(&scratch.join("first.pid"), &mut run, Duration::from_secs(5));
+    let first = run.wait_pid(&scratch.join("first.pid"), Duration::from_secs(5));
     run.signal(libc::SIGINT);
-    let always = wait_pid(
-        &scratch.join("always.pid"),
-        &mut run,
-        Duration::from_secs(5),
-    );
+    let always = run.wait_pid(&scratch.join("always.pid"), Duration::from_secs(5));
     assert_gone(first, "the first step's sleep");
     assert!(alive(always), "the always step runs after the first signal");
     run.signal(libc::SIGINT);
@@ -581,7 +429,7 @@ fn lua_sleep_waits_and_sigint_ends_it() {
     let env = Env::new();
     let scratch = env.scratch();
     let mut run = spawn_run(&env, "lua_sleep.lua", &[]);
-    wait_file(&scratch.join("ready"), &mut run, Duration::from_secs(5));
+    run.wait_file(&scratch.join("ready"), Duration::from_secs(5));
     // Let the step get into its sleep.
     std::thread::sleep(Duration::from_millis(200));
     let sent = Instant::now();
@@ -661,7 +509,7 @@ fn sigint_stops_a_step_busy_in_lua() {
     let env = Env::new();
     let scratch = env.scratch();
     let mut run = spawn_run(&env, "busy_loop.lua", &[]);
-    wait_file(&scratch.join("spinning"), &mut run, Duration::from_secs(5));
+    run.wait_file(&scratch.join("spinning"), Duration::from_secs(5));
     std::thread::sleep(Duration::from_millis(200));
     run.signal(libc::SIGINT);
     let got = run.code(Duration::from_secs(5));

@@ -6,14 +6,16 @@
 //! (common/sshd.rs) and the `pct` test double (tests/bin/pct). sshd runs on this machine,
 //! so a test can see the files and processes a remote command makes.
 mod common;
+use common::running::{alive, Reap, Running};
 use common::sshd::Fleet;
 use common::*;
 
 use proptest::prelude::*;
 use serde_json::Value;
+use std::ffi::OsStr;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ExitStatus, Output, Stdio};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 // ---------------------------------------------------------------------------------------
@@ -132,137 +134,17 @@ fn closed_port() -> u16 {
         .port()
 }
 
-/// A `runbook` process started in the background, its output going to files.
-struct Running {
-    child: Child,
-    out: PathBuf,
-    err: PathBuf,
-}
-
-impl Running {
-    fn start(env: &Env, cfg: &Path, file: &Path) -> Running {
-        let out = env.tmp.path().join("runbook.stdout");
-        let err = env.tmp.path().join("runbook.stderr");
-        let child = std::process::Command::new(assert_cmd::cargo::cargo_bin!("runbook"))
-            .arg("run")
-            .arg(file)
-            .args(["--yes", "--json", "--ssh-config"])
-            .arg(cfg)
-            .env("RUNBOOK_STATE_DIR", env.state())
-            .env("RUNBOOK_LOCK_FILE", env.tmp.path().join("runbook.lock"))
-            .env("NO_COLOR", "1")
-            .env_remove("RUNBOOK_LOG")
-            .current_dir(env.tmp.path())
-            .stdin(Stdio::null())
-            .stdout(std::fs::File::create(&out).unwrap())
-            .stderr(std::fs::File::create(&err).unwrap())
-            .spawn()
-            .expect("spawn runbook");
-        Running { child, out, err }
-    }
-
-    fn output(&self) -> String {
-        format!(
-            "--- stdout ---\n{}\n--- stderr ---\n{}",
-            std::fs::read_to_string(&self.out).unwrap_or_default(),
-            std::fs::read_to_string(&self.err).unwrap_or_default()
-        )
-    }
-
-    fn events(&self) -> Vec<Value> {
-        parse_ndjson(&std::fs::read(&self.out).unwrap_or_default())
-    }
-
-    fn signal(&self, sig: i32) {
-        // SAFETY: kill only sends a signal to the process this test started.
-        let rc = unsafe { libc::kill(self.child.id() as i32, sig) };
-        assert_eq!(rc, 0, "kill({}, {sig}) failed", self.child.id());
-    }
-
-    /// Waits for the exit code; kills runbook and fails the test after `limit`.
-    fn code(&mut self, limit: Duration) -> i32 {
-        let until = Instant::now() + limit;
-        let status: ExitStatus = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
-            }
-            if Instant::now() >= until {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!("runbook did not exit within {limit:?}\n{}", self.output());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        status
-            .code()
-            .unwrap_or_else(|| panic!("runbook died from {status:?}\n{}", self.output()))
-    }
-
-    /// Waits until `path` holds a pid, while runbook still runs.
-    fn wait_pid(&mut self, path: &Path, limit: Duration) -> i32 {
-        let until = Instant::now() + limit;
-        loop {
-            if let Ok(text) = std::fs::read_to_string(path) {
-                if let Ok(pid) = text.trim().parse::<i32>() {
-                    return pid;
-                }
-            }
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!(
-                    "runbook exited ({status:?}) before {} appeared\n{}",
-                    path.display(),
-                    self.output()
-                );
-            }
-            assert!(
-                Instant::now() < until,
-                "{} did not appear within {limit:?}\n{}",
-                path.display(),
-                self.output()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// Whether a process is alive (a zombie counts as gone).
-fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => false,
-        Ok(stat) => {
-            let state = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().next())
-                .unwrap_or("?");
-            state != "Z" && state != "X"
-        }
-    }
-}
-
-/// Kills pids this test's runbook started remotely, so that a failing test leaves
-/// nothing behind.
-struct Reap(Vec<i32>);
-
-impl Drop for Reap {
-    fn drop(&mut self) {
-        for &pid in &self.0 {
-            if alive(pid) {
-                // SAFETY: only sends a signal to a process this test's command started.
-                unsafe {
-                    libc::kill(pid, libc::SIGKILL);
-                }
-            }
-        }
-    }
+/// `runbook run FILE --yes --json --ssh-config CFG`, started in the background.
+fn spawn_run(env: &Env, cfg: &Path, file: &Path) -> Running {
+    let args: [&OsStr; 6] = [
+        "run".as_ref(),
+        file.as_ref(),
+        "--yes".as_ref(),
+        "--json".as_ref(),
+        "--ssh-config".as_ref(),
+        cfg.as_ref(),
+    ];
+    Running::spawn(env, args)
 }
 
 /// Polls up to `limit` for `pid` to be gone.
@@ -504,7 +386,7 @@ end)
             always = lua_path(&always),
         ),
     );
-    let mut run = Running::start(&env, &fleet.ssh_config(), &rb);
+    let mut run = spawn_run(&env, &fleet.ssh_config(), &rb);
     let sleeper = run.wait_pid(&started, Duration::from_secs(5));
     let _reap = Reap(vec![sleeper]);
     let killed = Instant::now();
@@ -565,7 +447,7 @@ end)
             done2 = lua_path(&done2),
         ),
     );
-    let mut run = Running::start(&env, &fleet.ssh_config(), &rb);
+    let mut run = spawn_run(&env, &fleet.ssh_config(), &rb);
     let p1 = run.wait_pid(&started1, Duration::from_secs(5));
     let p2 = run.wait_pid(&started2, Duration::from_secs(5));
     let _reap = Reap(vec![p1, p2]);
@@ -657,7 +539,7 @@ end)
             child = lua_path(&child),
         ),
     );
-    let mut run = Running::start(&env, &fleet.ssh_config(), &rb);
+    let mut run = spawn_run(&env, &fleet.ssh_config(), &rb);
     let shell_pid = run.wait_pid(&shell, Duration::from_secs(5));
     let child_pid = run.wait_pid(&child, Duration::from_secs(5));
     let _reap = Reap(vec![shell_pid, child_pid]);

@@ -750,7 +750,11 @@ fn the_string_metatable_leads_nowhere() {
 fn cache_paths_climbing_out_are_refused() {
     let sb = Sandbox::new();
     let o = sb.run("cache_escape_dotdot.lua", &[]);
-    sb.assert_step_failed(&o, "cache_escape_dotdot.lua", "cache.clear refused (nothing was deleted)");
+    sb.assert_step_failed(
+        &o,
+        "cache_escape_dotdot.lua",
+        "cache.clear refused (nothing was deleted)",
+    );
     assert!(o.stderr.contains("contains a '..' component"), "{o:?}");
 }
 

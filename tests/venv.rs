@@ -124,6 +124,13 @@ end)
             .unwrap()
     }
 
+    /// `run` on local with no extra args, which must fail (exit 1): the failed step's error.
+    fn failure(&self, extra: &str) -> String {
+        let out = self.run("local", extra, &[]);
+        assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+        step_error(&out)
+    }
+
     /// What `import rbdemo` gives in the venv's python, or the error.
     fn rbdemo_version(&self) -> Result<String, String> {
         python_says(
@@ -146,6 +153,10 @@ end)
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .filter(|n| n.starts_with(&format!("{name}.")))
             .collect()
+    }
+
+    fn assert_no_leftovers(&self) {
+        assert!(self.leftovers().is_empty(), "{:?}", self.leftovers());
     }
 }
 
@@ -229,7 +240,7 @@ fn fresh_build_installs_verifies_and_reports() {
     ] {
         assert!(logs.contains(&want), "no {want:?} in {logs:?}");
     }
-    assert!(case.leftovers().is_empty(), "{:?}", case.leftovers());
+    case.assert_no_leftovers();
 
     // A second fresh build replaces it; the console script still works after the rename
     // (the venv is built relocatable), and the old venv is gone.
@@ -238,7 +249,7 @@ fn fresh_build_installs_verifies_and_reports() {
     assert_eq!(case.rbdemo_version(), Ok("2.0".to_string()));
     let script = Command::new(case.venv.join("bin/rbdemo")).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&script.stdout).trim(), "2.0");
-    assert!(case.leftovers().is_empty(), "{:?}", case.leftovers());
+    case.assert_no_leftovers();
     let build = of_kind(&out, "action_started")
         .into_iter()
         .find(|e| e["effect"] == "change")
@@ -261,7 +272,7 @@ fn dry_run_plans_the_build_and_builds_nothing() {
     );
     assert!(out.status.success(), "{}", describe(&out));
     assert!(!case.venv.exists(), "a dry-run built the venv");
-    assert!(case.leftovers().is_empty(), "{:?}", case.leftovers());
+    case.assert_no_leftovers();
     let planned = of_kind(&out, "action_planned");
     assert_eq!(planned.len(), 1, "{planned:?}");
     assert_eq!(planned[0]["effect"], "change");
@@ -309,50 +320,36 @@ fn a_failed_fresh_build_leaves_the_old_venv_working() {
     assert!(out.status.success(), "{}", describe(&out));
 
     // A package that the index does not have: uv fails half-way.
-    let out = case.run(
-        "local",
-        r#"packages = { "rbdemo==2.0", "rbdemo-missing==9.9" }"#,
-        &[],
-    );
-    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
-    let error = step_error(&out);
+    let error = case.failure(r#"packages = { "rbdemo==2.0", "rbdemo-missing==9.9" }"#);
     assert!(
         error.contains("rbdemo-missing") && error.contains("was left as it was"),
         "{error}"
     );
     assert_eq!(case.rbdemo_version(), Ok("1.0".to_string()));
-    assert!(case.leftovers().is_empty(), "{:?}", case.leftovers());
+    case.assert_no_leftovers();
 
     // A verify that raises: the new venv is complete but never put in place.
-    let out = case.run(
-        "local",
+    let error = case.failure(
         r#"packages = { "rbdemo==2.0" }, verify = "import rbdemo; assert rbdemo.VERSION == '3', 'wrong rbdemo'""#,
-        &[],
     );
-    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
-    let error = step_error(&out);
     assert!(
         error.contains("AssertionError: wrong rbdemo") && error.contains("verify failed"),
         "{error}"
     );
     assert_eq!(case.rbdemo_version(), Ok("1.0".to_string()));
-    assert!(case.leftovers().is_empty(), "{:?}", case.leftovers());
+    case.assert_no_leftovers();
 
     // A venv that verifies where it was built but not once moved to PATH: the old one
     // is put back.
-    let out = case.run(
-        "local",
+    let error = case.failure(
         r#"packages = { "rbdemo==2.0" }, verify = "import sys; assert '.runbook-new-' in sys.prefix""#,
-        &[],
     );
-    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
-    let error = step_error(&out);
     assert!(
         error.contains("failed its check once moved") && error.contains("the old one is back"),
         "{error}"
     );
     assert_eq!(case.rbdemo_version(), Ok("1.0".to_string()));
-    assert!(case.leftovers().is_empty(), "{:?}", case.leftovers());
+    case.assert_no_leftovers();
 }
 
 #[test]
@@ -362,16 +359,12 @@ fn a_timed_out_build_is_cleaned_up_on_the_target() {
     let out = case.run("local", r#"packages = { "rbdemo==1.0" }"#, &[]);
     assert!(out.status.success(), "{}", describe(&out));
     // The verify hangs; the timeout stops the build, and its trap removes the new dir.
-    let out = case.run(
-        "local",
+    let error = case.failure(
         r#"packages = { "rbdemo==2.0" }, verify = "import time; time.sleep(60)", timeout = "3s""#,
-        &[],
     );
-    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
-    let error = step_error(&out);
     assert!(error.contains("timed out after 3.0s"), "{error}");
     assert_eq!(case.rbdemo_version(), Ok("1.0".to_string()));
-    assert!(case.leftovers().is_empty(), "{:?}", case.leftovers());
+    case.assert_no_leftovers();
 }
 
 #[test]
@@ -388,7 +381,7 @@ fn a_first_build_that_fails_leaves_no_venv() {
         !case.venv.exists(),
         "a venv that failed its check was left at PATH"
     );
-    assert!(case.leftovers().is_empty(), "{:?}", case.leftovers());
+    case.assert_no_leftovers();
 }
 
 #[test]
@@ -413,7 +406,7 @@ fn in_place_install_creates_then_updates() {
     assert_eq!(case.rbdemo_version(), Ok("2.0".to_string()));
     assert!(marker.exists(), "an in-place install replaced the venv");
     assert!(logs(&out).contains(&"package=rbdemo==2.0".to_string()));
-    assert!(case.leftovers().is_empty(), "{:?}", case.leftovers());
+    case.assert_no_leftovers();
 }
 
 #[test]
@@ -422,15 +415,13 @@ fn refuses_to_replace_something_that_is_not_a_venv() {
     let case = Case::new();
     std::fs::create_dir_all(&case.venv).unwrap();
     std::fs::write(case.venv.join("precious"), "data").unwrap();
-    let out = case.run("local", r#"packages = { "rbdemo==1.0" }"#, &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
-    let error = step_error(&out);
+    let error = case.failure(r#"packages = { "rbdemo==1.0" }"#);
     assert!(error.contains("is not a virtual environment"), "{error}");
     assert_eq!(
         std::fs::read_to_string(case.venv.join("precious")).unwrap(),
         "data"
     );
-    assert!(case.leftovers().is_empty(), "{:?}", case.leftovers());
+    case.assert_no_leftovers();
 }
 
 #[test]
@@ -510,9 +501,7 @@ fn options_are_checked_before_anything_runs() {
         (r#"pakages = { "x" }"#, "unknown option 'pakages'"),
         (r#"fresh = "yes""#, "fresh: expected true or false"),
     ] {
-        let out = case.run("local", extra, &[]);
-        assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
-        let error = step_error(&out);
+        let error = case.failure(extra);
         assert!(error.contains(want), "{extra}: {error}");
     }
     let rb = case.env.write(
@@ -541,22 +530,25 @@ fn fresh_build_over_ssh() {
     let uv = require_uv!();
     let fleet = Fleet::start(1);
     let case = Case::new();
+    // `runbook run` of the build on node1 (the uv cache is the node's own).
+    let run_on_node1 = |extra: &str| {
+        let file = case.runbook("node1", extra);
+        case.env
+            .cmd()
+            .arg("run")
+            .arg(&file)
+            .args(fleet.args())
+            .args(["--yes", "--json"])
+            .output()
+            .unwrap()
+    };
     // The sshd session's PATH (/usr/local/bin:/usr/bin:/bin) may not hold uv (pyenv, a
     // user install): give its path.
     let extra = format!(
         r#"packages = {{ "rbdemo==1.0" }}, verify = "import rbdemo", uv = {}"#,
         lua(&uv)
     );
-    let file = case.runbook("node1", &extra);
-    let out = case
-        .env
-        .cmd()
-        .arg("run")
-        .arg(&file)
-        .args(fleet.args())
-        .args(["--yes", "--json"])
-        .output()
-        .unwrap();
+    let out = run_on_node1(&extra);
     assert!(out.status.success(), "{}", describe(&out));
     assert_eq!(case.rbdemo_version(), Ok("1.0".to_string()));
     assert!(logs(&out).contains(&"package=rbdemo==1.0".to_string()));
@@ -565,23 +557,14 @@ fn fresh_build_over_ssh() {
         .find(|e| e["effect"] == "change")
         .expect("the build action");
     assert_eq!(build["target"], "node1");
-    assert!(case.leftovers().is_empty(), "{:?}", case.leftovers());
+    case.assert_no_leftovers();
 
     // Stopped half-way over SSH, the build cleans up after itself there too.
     let extra = format!(
         r#"packages = {{ "rbdemo==2.0" }}, verify = "import time; time.sleep(60)", timeout = "3s", uv = {}"#,
         lua(&uv)
     );
-    let file = case.runbook("node1", &extra);
-    let out = case
-        .env
-        .cmd()
-        .arg("run")
-        .arg(&file)
-        .args(fleet.args())
-        .args(["--yes", "--json"])
-        .output()
-        .unwrap();
+    let out = run_on_node1(&extra);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     assert!(step_error(&out).contains("timed out"), "{}", describe(&out));
     assert_eq!(case.rbdemo_version(), Ok("1.0".to_string()));
@@ -590,5 +573,5 @@ fn fresh_build_over_ssh() {
     while !case.leftovers().is_empty() && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    assert!(case.leftovers().is_empty(), "{:?}", case.leftovers());
+    case.assert_no_leftovers();
 }

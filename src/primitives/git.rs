@@ -502,45 +502,39 @@ pub async fn restore(step: &Step<'_>, spec: &RestoreSpec) -> mlua::Result<Restor
             remove.push(f.clone());
         }
     }
-    let mut planned = false;
-    for batch in batches(&checkout) {
-        let mut argv: Vec<String> = vec![
-            "--literal-pathspecs".into(),
-            "checkout".into(),
-            sha.clone(),
-            "--".into(),
-        ];
-        argv.extend(batch.iter().cloned());
-        let summary = format!(
-            "restore {} in {} to {short}: {}",
-            plural(batch.len(), "file"),
-            spec.repo,
-            list_preview(batch)
-        );
-        planned |= run_change(step, spec, git(&spec.repo, argv), summary).await?;
-    }
-    for batch in batches(&remove) {
-        let mut argv: Vec<String> = [
+    let mut planned = change_in_batches(
+        step,
+        spec,
+        &["--literal-pathspecs", "checkout", &sha, "--"],
+        &checkout,
+        |n| format!("restore {} in {} to {short}", plural(n, "file"), spec.repo),
+    )
+    .await?;
+    planned |= change_in_batches(
+        step,
+        spec,
+        &[
             "--literal-pathspecs",
             "rm",
             "-q",
             "-f",
             "--ignore-unmatch",
             "--",
-        ]
-        .map(String::from)
-        .to_vec();
-        argv.extend(batch.iter().cloned());
-        let summary = format!(
-            "remove {} that {short} does not have from {}: {}",
-            plural(batch.len(), "tracked file"),
-            spec.repo,
-            list_preview(batch)
-        );
-        planned |= run_change(step, spec, git(&spec.repo, argv), summary).await?;
-    }
-    for batch in batches(&unstage) {
-        let mut argv: Vec<String> = [
+        ],
+        &remove,
+        |n| {
+            format!(
+                "remove {} that {short} does not have from {}",
+                plural(n, "tracked file"),
+                spec.repo
+            )
+        },
+    )
+    .await?;
+    planned |= change_in_batches(
+        step,
+        spec,
+        &[
             "--literal-pathspecs",
             "rm",
             "-q",
@@ -548,24 +542,42 @@ pub async fn restore(step: &Step<'_>, spec: &RestoreSpec) -> mlua::Result<Restor
             "--cached",
             "--ignore-unmatch",
             "--",
-        ]
-        .map(String::from)
-        .to_vec();
-        argv.extend(batch.iter().cloned());
-        let summary = format!(
-            "unstage {} in {} (kept on disk): {}",
-            plural(batch.len(), "new file"),
-            spec.repo,
-            list_preview(batch)
-        );
-        planned |= run_change(step, spec, git(&spec.repo, argv), summary).await?;
-    }
+        ],
+        &unstage,
+        |n| {
+            format!(
+                "unstage {} in {} (kept on disk)",
+                plural(n, "new file"),
+                spec.repo
+            )
+        },
+    )
+    .await?;
     Ok(Restored {
         rev: sha,
         files,
         changed: true,
         planned,
     })
+}
+
+/// `git ARGS… FILES…` as one change per batch of `files` (see `batches`), each summed up
+/// as `what(files in the batch): first files…`; true when any was only planned.
+async fn change_in_batches(
+    step: &Step<'_>,
+    spec: &RestoreSpec,
+    args: &[&str],
+    files: &[String],
+    what: impl Fn(usize) -> String,
+) -> mlua::Result<bool> {
+    let mut planned = false;
+    for batch in batches(files) {
+        let mut argv: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        argv.extend(batch.iter().cloned());
+        let summary = format!("{}: {}", what(batch.len()), list_preview(batch));
+        planned |= run_change(step, spec, git(&spec.repo, argv), summary).await?;
+    }
+    Ok(planned)
 }
 
 /// One destructive change; true when it was only planned.

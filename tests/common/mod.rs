@@ -2,6 +2,7 @@
 //! with its own temporary state dir and scratch dir, so tests never share records.
 #![allow(dead_code)]
 
+pub mod running;
 pub mod sshd;
 
 use assert_cmd::Command;
@@ -42,7 +43,13 @@ impl Env {
 
     /// `runbook` with this test's state dir, no colour, and no inherited params.
     pub fn cmd(&self) -> Command {
-        let mut c = Command::new(assert_cmd::cargo::cargo_bin!("runbook"));
+        Command::from_std(self.std_cmd())
+    }
+
+    /// `cmd` as a `std::process::Command`, for a run started in the background
+    /// (running.rs).
+    pub fn std_cmd(&self) -> std::process::Command {
+        let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin!("runbook"));
         c.env("RUNBOOK_STATE_DIR", self.state())
             .env("RUNBOOK_LOCK_FILE", self.tmp.path().join("runbook.lock"))
             .env("NO_COLOR", "1")

@@ -1,0 +1,205 @@
+//! `runbook` started in the background, for tests that act on it while it runs: wait for
+//! a file or a pid file it writes, signal it, kill a host under it, watch its memory.
+//!
+//! Its output goes to files in the test's temp dir; every wait fails the test with that
+//! output when runbook exits too early or takes too long; dropping a `Running` kills a
+//! runbook that still runs. `alive` and `Reap` look after the processes it started.
+
+use super::{parse_ndjson, Env};
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// How much of stdout `output()` shows at most: its end, which is what explains a failure
+/// (a flood drill prints hundreds of MiB).
+const STDOUT_SHOWN: usize = 6000;
+
+/// A `runbook` process started in the background, its output going to files.
+pub struct Running {
+    child: Child,
+    out: PathBuf,
+    err: PathBuf,
+}
+
+impl Running {
+    /// Starts `runbook ARGS…` as `Env::cmd` sets it up (the test's state dir and lock file,
+    /// no colour, the temp dir as current dir), stdin closed, stdout and stderr going to
+    /// `runbookN.stdout` and `runbookN.stderr` in the temp dir (N: the first number free,
+    /// so that each run of a test keeps its own output).
+    pub fn spawn<I, S>(env: &Env, args: I) -> Running
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let dir = env.tmp.path();
+        let n = (0..)
+            .find(|n| !dir.join(format!("runbook{n}.stdout")).exists())
+            .unwrap();
+        let out = dir.join(format!("runbook{n}.stdout"));
+        let err = dir.join(format!("runbook{n}.stderr"));
+        let child = env
+            .std_cmd()
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .expect("spawn runbook");
+        Running { child, out, err }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// What runbook printed so far (of stdout, the last `STDOUT_SHOWN` bytes), to show
+    /// with a failure.
+    pub fn output(&self) -> String {
+        let stdout = std::fs::read_to_string(&self.out).unwrap_or_default();
+        let stderr = std::fs::read_to_string(&self.err).unwrap_or_default();
+        if stdout.len() <= STDOUT_SHOWN {
+            format!("--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}")
+        } else {
+            format!(
+                "--- stdout (the last {STDOUT_SHOWN} bytes) ---\n{}\n--- stderr ---\n{stderr}",
+                tail_of(&stdout, STDOUT_SHOWN)
+            )
+        }
+    }
+
+    /// The events of a `--json` run, from what it printed so far.
+    pub fn events(&self) -> Vec<serde_json::Value> {
+        parse_ndjson(&std::fs::read(&self.out).unwrap_or_default())
+    }
+
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: kill only sends a signal to the process this test started.
+        let rc = unsafe { libc::kill(self.pid(), sig) };
+        assert_eq!(rc, 0, "kill({}, {sig}) failed", self.pid());
+    }
+
+    /// Waits for the process to exit; kills it and fails the test after `limit`.
+    pub fn wait(&mut self, limit: Duration) -> ExitStatus {
+        let until = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            if Instant::now() >= until {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "runbook did not exit within {limit:?}; killed it\n{}",
+                    self.output()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits and returns the exit code (a signal death fails the test).
+    pub fn code(&mut self, limit: Duration) -> i32 {
+        let status = self.wait(limit);
+        status.code().unwrap_or_else(|| {
+            panic!(
+                "runbook died from a signal ({status:?}) instead of exiting\n{}",
+                self.output()
+            )
+        })
+    }
+
+    /// Waits until `path` exists, while runbook still runs.
+    pub fn wait_file(&mut self, path: &Path, limit: Duration) {
+        self.wait_for(path, limit, || path.exists().then_some(()))
+    }
+
+    /// Waits until `path` holds a pid, while runbook still runs.
+    pub fn wait_pid(&mut self, path: &Path, limit: Duration) -> i32 {
+        self.wait_for(path, limit, || {
+            std::fs::read_to_string(path).ok()?.trim().parse().ok()
+        })
+    }
+
+    /// Polls `found` until it gives a value; fails the test when runbook exits first or
+    /// `path` has not appeared within `limit`.
+    fn wait_for<T>(
+        &mut self,
+        path: &Path,
+        limit: Duration,
+        mut found: impl FnMut() -> Option<T>,
+    ) -> T {
+        let until = Instant::now() + limit;
+        loop {
+            if let Some(value) = found() {
+                return value;
+            }
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!(
+                    "runbook exited ({status:?}) before {} appeared\n{}",
+                    path.display(),
+                    self.output()
+                );
+            }
+            assert!(
+                Instant::now() < until,
+                "{} did not appear within {limit:?}\n{}",
+                path.display(),
+                self.output()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The last `n` bytes of `s` (fewer, to start on a character).
+fn tail_of(s: &str, n: usize) -> &str {
+    let mut start = s.len().saturating_sub(n);
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    &s[start..]
+}
+
+/// `/proc/PID/stat` fields after the command name: state, ppid, …
+pub fn stat_fields(pid: i32) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) S …": the fields follow the last ')'.
+    let (_, rest) = stat.rsplit_once(')')?;
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+/// Whether a process is alive: `/proc/PID` exists and is not a zombie (a dead child
+/// reparented to a PID 1 that does not reap counts as gone).
+pub fn alive(pid: i32) -> bool {
+    match stat_fields(pid) {
+        None => false,
+        Some(f) => f.first().is_some_and(|state| state != "Z" && state != "X"),
+    }
+}
+
+/// Kills, when dropped, processes a test's runbook started (on the "remote" side too:
+/// sshd runs on this machine), so that a failing test leaves nothing behind.
+pub struct Reap(pub Vec<i32>);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        for &pid in &self.0 {
+            if alive(pid) {
+                // SAFETY: only sends a signal to a process this test's runbook started.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                }
+            }
+        }
+    }
+}
