@@ -838,7 +838,17 @@ fn run_fleet20(env: &Env, fleet: &Fleet, failing: &[&str], limit: Duration) -> D
         .output()
         .unwrap();
     let took = started.elapsed();
-    let show = format!("{:?}\n{}", o.status, String::from_utf8_lossy(&o.stderr));
+    let errors: Vec<String> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| l.contains("\"error\""))
+        .map(str::to_string)
+        .collect();
+    let show = format!(
+        "{:?}\n{}\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr),
+        errors.join("\n")
+    );
     assert_eq!(o.status.code(), Some(1), "{show}");
     for i in 1..=20 {
         let name = format!("node{i}");
