@@ -128,6 +128,32 @@ fn info_from(path: &Path, events: &[Stamped]) -> Option<RunInfo> {
     })
 }
 
+/// The first and the last event of a record, without reading what is between: records
+/// of chatty commands run to tens of megabytes, and `history` reads every record.
+fn first_and_last(path: &Path) -> Option<Vec<Stamped>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = File::open(path).ok()?;
+    let mut first = String::new();
+    BufReader::new(&mut file).read_line(&mut first).ok()?;
+    let first: Stamped = serde_json::from_str(first.trim()).ok()?;
+    let len = file.metadata().ok()?.len();
+    // The last event is small (run_finished); 64 KiB also covers a long last line.
+    let tail_start = len.saturating_sub(64 * 1024);
+    file.seek(SeekFrom::Start(tail_start)).ok()?;
+    let mut tail = Vec::new();
+    file.read_to_end(&mut tail).ok()?;
+    // The cut may fall inside a character: lossy, the partial first line is skipped anyway.
+    let tail = String::from_utf8_lossy(&tail);
+    let last = tail
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str::<Stamped>(l).ok());
+    Some(match last {
+        Some(last) => vec![first, last],
+        None => vec![first],
+    })
+}
+
 /// All runs, oldest first.
 pub fn list_runs(state: &Path) -> Result<Vec<RunInfo>> {
     let dir = runs_dir(state);
@@ -140,10 +166,8 @@ pub fn list_runs(state: &Path) -> Result<Vec<RunInfo>> {
     for entry in entries.flatten() {
         let path = entry.path();
         if path.extension().is_some_and(|x| x == "jsonl") {
-            if let Ok(events) = read_events(&path) {
-                if let Some(info) = info_from(&path, &events) {
-                    runs.push(info);
-                }
+            if let Some(info) = first_and_last(&path).and_then(|events| info_from(&path, &events)) {
+                runs.push(info);
             }
         }
     }
