@@ -822,6 +822,10 @@ fn one_huge_line_keeps_memory_bounded() {
 // ---------------------------------------------------------------------------------------
 // 5: 20 hosts in parallel, 3 of them down
 
+/// The two 20-host drills run one after the other: 40 sshd instances and 40 handshakes
+/// at once on a 2-core machine, beside the output flood, is a load test of its own.
+static FLEET20: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Runs fleet20.lua on the 20 hosts of `fleet`, which must fail (exit 1) with a marker
 /// made by every host but the `failing` ones; returns how long the run took.
 fn run_fleet20(env: &Env, fleet: &Fleet, failing: &[&str], limit: Duration) -> Duration {
@@ -864,6 +868,7 @@ fn run_fleet20(env: &Env, fleet: &Fleet, failing: &[&str], limit: Duration) -> D
 #[test]
 fn twenty_hosts_in_parallel_with_three_down() {
     require_sshd!();
+    let _one_fleet = FLEET20.lock().unwrap_or_else(|e| e.into_inner());
     const DOWN: [&str; 3] = ["node4", "node11", "node17"];
     let mut fleet = Fleet::start(20);
     for n in DOWN {
@@ -908,6 +913,7 @@ fn twenty_hosts_in_parallel_with_three_down() {
 #[test]
 fn twenty_hosts_in_parallel_with_three_silent() {
     require_sshd!();
+    let _one_fleet = FLEET20.lock().unwrap_or_else(|e| e.into_inner());
     const SILENT: [&str; 3] = ["node4", "node11", "node17"];
     let mut fleet = Fleet::start(20);
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -196,16 +196,15 @@ impl Node {
             let _ = c.kill();
             let _ = c.wait();
         }
-        // Session processes are children of the listener but outlive it: find them by
-        // their config file on the command line... they do not carry it, so kill by port.
-        let _ = Command::new("pkill")
-            .args(["-KILL", "-f", &format!("sshd: root@notty.*{}", self.port)])
-            .status();
+        // Session processes are children of the listener but outlive it, and carry nothing
+        // that names this instance but the port they serve: kill what holds connections
+        // on it (never this test process, which may hold sockets of its own there).
         let _ = Command::new("sh")
             .arg("-c")
             .arg(format!(
-                "for p in $(ss -Htnp state established '( sport = :{0} )' 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u); do kill -KILL $p; done",
-                self.port
+                "for p in $(ss -Htnp state established '( sport = :{0} )' 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u); do [ \"$p\" = {1} ] || kill -KILL $p; done",
+                self.port,
+                std::process::id()
             ))
             .status();
     }
