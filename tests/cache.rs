@@ -21,9 +21,20 @@ struct Scene {
 
 impl Scene {
     fn new() -> Self {
+        // The fake home must not lie under a cache root (/tmp, /var/tmp), or the rules
+        // about homes would fire where the test expects others: a checkout under /tmp
+        // (as CI may use) puts the target dir there, so use /var/lib then.
+        let target_tmp = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let base = if target_tmp.starts_with("/tmp") || target_tmp.starts_with("/var/tmp") {
+            let b = std::path::PathBuf::from("/var/lib/runbook-tests");
+            std::fs::create_dir_all(&b).unwrap();
+            b
+        } else {
+            target_tmp.to_path_buf()
+        };
         let home = tempfile::Builder::new()
             .prefix("home-")
-            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .tempdir_in(base)
             .unwrap();
         Scene {
             env: Env::new(),
