@@ -62,6 +62,22 @@ pub struct Node {
 pub struct Fleet {
     pub dir: tempfile::TempDir,
     pub nodes: Vec<Node>,
+    /// A copy of the test doubles (tests/bin, tests/fixtures) where containers see them
+    /// too: the pct double gives containers their own /tmp and /root, and a checkout may
+    /// live under either.
+    doubles: tempfile::TempDir,
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), &dest).unwrap();
+        }
+    }
 }
 
 impl Fleet {
@@ -74,9 +90,22 @@ impl Fleet {
         keygen(&d.join("client_ed25519"));
         std::fs::copy(d.join("client_ed25519.pub"), d.join("authorized_keys")).unwrap();
         std::fs::create_dir_all(d.join("pct/ct")).unwrap();
+        let doubles = tempfile::Builder::new()
+            .prefix("runbook-doubles-")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        copy_tree(
+            &super::repo().join("tests/bin"),
+            &doubles.path().join("tests/bin"),
+        );
+        copy_tree(
+            &super::repo().join("tests/fixtures"),
+            &doubles.path().join("tests/fixtures"),
+        );
         let mut fleet = Fleet {
             dir,
             nodes: Vec::new(),
+            doubles,
         };
         for i in 1..=n {
             fleet.add_node(&format!("node{i}"));
@@ -91,7 +120,7 @@ impl Fleet {
     fn add_node(&mut self, alias: &str) {
         let d = self.dir.path();
         let port = free_port();
-        let bin = super::repo().join("tests/bin");
+        let bin = self.doubles.path().join("tests/bin");
         let config = d.join(format!("sshd_{alias}.conf"));
         let text = format!(
             "Port {port}\nListenAddress 127.0.0.1\nHostKey {host}\nAuthorizedKeysFile {auth}\nPidFile {d}/sshd_{alias}.pid\n\
