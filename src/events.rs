@@ -128,13 +128,26 @@ pub trait Sink {
 /// Fans events out to sinks after masking secrets.
 #[derive(Default)]
 pub struct Bus {
-    sinks: RefCell<Vec<Box<dyn Sink>>>,
+    sinks: RefCell<Vec<(SinkId, Box<dyn Sink>)>>,
+    next_id: std::cell::Cell<u64>,
     masker: RefCell<Masker>,
 }
 
+/// Names a sink so that a short-lived one (a primitive watching its own command's
+/// output) can be taken off again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SinkId(u64);
+
 impl Bus {
-    pub fn add_sink(&self, sink: Box<dyn Sink>) {
-        self.sinks.borrow_mut().push(sink);
+    pub fn add_sink(&self, sink: Box<dyn Sink>) -> SinkId {
+        let id = SinkId(self.next_id.get());
+        self.next_id.set(id.0 + 1);
+        self.sinks.borrow_mut().push((id, sink));
+        id
+    }
+
+    pub fn remove_sink(&self, id: SinkId) {
+        self.sinks.borrow_mut().retain(|(i, _)| *i != id);
     }
 
     /// Registers a value that must never appear in any output from now on.
@@ -152,13 +165,13 @@ impl Bus {
             ts: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
             event,
         };
-        for sink in self.sinks.borrow_mut().iter_mut() {
+        for (_, sink) in self.sinks.borrow_mut().iter_mut() {
             sink.emit(&stamped);
         }
     }
 
     pub fn finish(&self) {
-        for sink in self.sinks.borrow_mut().iter_mut() {
+        for (_, sink) in self.sinks.borrow_mut().iter_mut() {
             sink.finish();
         }
     }

@@ -263,9 +263,9 @@ struct Silence {
     last_warned: Cell<Option<Instant>>,
 }
 
-/// Watches the event stream for the warm-up's `action_started` and `output` events. It
-/// holds the watch weakly: once the warm-up is over it does nothing (the bus has no way to
-/// remove a sink, so it stays registered, inert, until the run ends).
+/// Watches the event stream for the warm-up's `action_started` and `output` events. It is
+/// taken off the bus when the warm-up ends; it holds the watch weakly all the same, so a
+/// warm-up cut short (an error, Ctrl-C) cannot leave it pointing at freed state.
 struct SilenceSink(Weak<Silence>);
 
 impl Sink for SilenceSink {
@@ -322,7 +322,8 @@ async fn run_watched(
         last_output: Cell::new(Instant::now()),
         last_warned: Cell::new(None),
     });
-    ctx.bus
+    let watcher = ctx
+        .bus
         .add_sink(Box::new(SilenceSink(Rc::downgrade(&silence))));
     let started = Instant::now();
     let warn = async {
@@ -351,10 +352,12 @@ async fn run_watched(
         }
     };
     let run = step.change(cmd, summary, false);
-    tokio::select! {
+    let ran = tokio::select! {
         ran = run => ran,
         _ = warn => unreachable!("the silence watch never ends"),
-    }
+    };
+    ctx.bus.remove_sink(watcher);
+    ran
 }
 
 #[cfg(test)]
