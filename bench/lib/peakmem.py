@@ -21,8 +21,8 @@ live descendant. Reported:
                   processes that map them: the honest "memory this tree used")
   peak_procs      most processes alive in one sample
   ru_maxrss_kib   what /usr/bin/time -f %M would print (wait4 on the command)
-  leftover        descendants still alive when the command exited (killed by us, e.g. a
-                  ControlPersist master)
+  leftover        descendants still alive 0.5 s after the command exited (then killed by
+                  us, e.g. a ControlPersist master)
   peak_pss_by_comm_kib  at the sample with the largest PSS sum, PSS per process name
 A process that lives shorter than the interval can be missed by the sums; ru_maxrss
 still sees it if it was waited for.
@@ -139,6 +139,15 @@ def main():
             break
         time.sleep(interval)
     wall = time.monotonic() - start
+    # A process already on its way out (an ssh master told to exit) gets 0.5 s to go by
+    # itself before it counts as left running.
+    grace = time.monotonic() + 0.5
+    while descendants(me) and time.monotonic() < grace:
+        try:
+            os.wait4(-1, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        time.sleep(0.01)
     left = descendants(me)
     for p in left:
         try:

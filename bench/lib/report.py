@@ -362,7 +362,7 @@ w("- **ru_maxrss**: what `/usr/bin/time -f %M` prints. GNU time takes `ru_maxrss
   "(never waited for by the command) is not in it at all.")
 w("- Only this machine's side: the sshd processes serving the sessions are not counted.")
 w("")
-w("| work | tool | tree PSS MiB | tree RSS MiB | processes at once | PSS at the peak by process name, MiB | ru_maxrss (time -f %M) MiB | left running, killed |")
+w("| work | tool | tree PSS MiB | tree RSS MiB | processes at once | PSS at the peak by process name, MiB | ru_maxrss (time -f %M) MiB | still running 0.5 s after the exit (then killed) |")
 w("|---|---|---|---|---|---|---|---|")
 
 
