@@ -329,7 +329,7 @@ if runs:
         for e in evs:
             if e.get("event") == "action_finished":
                 (rm if acts[e["action"]]["effect"] == "change" else look).append(e["duration_ms"])
-    CACHE_BREAK = (len(runs), med(look), med(rm), outside("cache", FILES, runs))
+    CACHE_BREAK = (len(runs), med(look), med(rm), outside("cache", FILES, runs), rm)
     w("")
     w("`cache.clear` is two actions on the target (its run records): a read that resolves the path, "
       "checks it against the cache roots, sizes it (bytes, files) and looks for processes using it, "
@@ -473,16 +473,20 @@ if any(i == "fan" for i, c in kinds):
                 f"({lo:,.0f}–{hi:,.0f} ms per host), as in the bash loop.")
     why.append(txt)
 if any(i == "cache" for i, c in kinds) and CACHE_BREAK:
-    k, look, rm, out = CACHE_BREAK
+    k, look, rm, out, rm_runs = CACHE_BREAK
     bare = med(times.get(("cache", "rm", FILES), []))
     rbc = med(times.get(("cache", "runbook", FILES), []))
+    per_round = ", ".join(f"{t:,.0f} ({r:,})" for t, r in zip(times.get(("cache", "runbook", FILES), []), rm_runs))
+    bare_rounds = ", ".join(f"{t:,.0f}" for t in times.get(("cache", "rm", FILES), []))
     why.append(f"**Cache clear (item 5).** `cache.clear` is `rm -rf` plus the checks that make it safe to "
                f"hand to an operator: its records put the look (resolve, check against the cache roots, "
                f"count bytes and files, find processes using the tree) at {fmt(look)} ms "
                f"({look / rbc * 100:.0f}% of the clear) and its own `rm -rf` at {fmt(rm)} ms, against "
                f"{fmt(bare)} ms for the bare `rm -rf`; {fmt(out)} ms are outside the run. The look walks "
                f"all {FILES:,} entries once before the deletion walks them again; the deletion itself is "
-               "the same program, and what is left of the gap is this disk's noise (compare the min–max).")
+               "the same program. Run by run, `cache.clear` took "
+               f"{per_round} ms, its own `rm -rf` in brackets, and the bare `rm -rf` {bare_rounds} ms: "
+               "beyond the look, a gap is the deletion itself running slower on this shared disk, not runbook.")
 if mem_behind:
     parts = []
     for item, n, c, js, rbm in mem_behind:

@@ -152,6 +152,67 @@ pub fn string_value(lua: &Lua, v: Value, what: &str) -> mlua::Result<Option<Stri
     }
 }
 
+/// `{ NAME = "value", … }` (or nil) as sorted pairs, for a command's environment. `what`
+/// names the option in errors, e.g. `exec: env`.
+pub fn env_table(lua: &Lua, v: Value, what: &str) -> mlua::Result<Vec<(String, String)>> {
+    let t = match v {
+        Value::Nil => return Ok(Vec::new()),
+        Value::Table(t) => t,
+        other => {
+            return Err(err_at(
+                lua,
+                format!(
+                    "{what} must be a table of NAME = \"value\", got {}",
+                    other.type_name()
+                ),
+            ))
+        }
+    };
+    let mut out = Vec::new();
+    for pair in t.pairs::<Value, Value>() {
+        let (k, v) = pair?;
+        let key = string_value(lua, k, what)?.unwrap_or_default();
+        let val = string_value(lua, v, &format!("{what}.{key}"))?.unwrap_or_default();
+        if key.is_empty() || key.contains('=') || key.contains('\0') || val.contains('\0') {
+            return Err(err_at(
+                lua,
+                format!("{what}: '{key}' is not a valid variable name (or its value holds a NUL)"),
+            ));
+        }
+        out.push((key, val));
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The words of a plain Lua list (numbers converted), e.g. an argv: no holes and no
+/// named keys, every word a string. `what` names the list in errors, e.g. `exec: argv`.
+pub fn word_list(lua: &Lua, t: &Table, what: &str) -> mlua::Result<Vec<std::ffi::OsString>> {
+    use std::os::unix::ffi::OsStringExt;
+    let len = t.raw_len();
+    let mut words = Vec::with_capacity(len);
+    for i in 1..=len {
+        match t.raw_get::<Value>(i)? {
+            Value::String(s) => words.push(std::ffi::OsString::from_vec(s.as_bytes().to_vec())),
+            Value::Integer(n) => words.push(n.to_string().into()),
+            Value::Number(n) => words.push(n.to_string().into()),
+            other => {
+                return Err(err_at(
+                    lua,
+                    format!("{what}[{i}] must be a string, got {}", other.type_name()),
+                ))
+            }
+        }
+    }
+    if t.pairs::<Value, Value>().count() != len {
+        return Err(err_at(
+            lua,
+            format!("{what} must be a plain list (no holes, no named keys)"),
+        ));
+    }
+    Ok(words)
+}
+
 /// Strips mlua's wrapping and the traceback from an error, leaving the message a user
 /// needs: `file:line: what went wrong`.
 pub fn error_message(e: &mlua::Error) -> String {

@@ -9,11 +9,11 @@ use super::target::target_arg;
 use super::{
     bool_value, check_keys, duration_value, err_at, location, require_running, string_value,
 };
+use super::{env_table, word_list};
 use crate::primitives::proc::{self, SpawnSpec, Which};
 use crate::primitives::{to_lua, Step};
 use mlua::{Lua, Table, Value};
 use std::ffi::OsString;
-use std::os::unix::ffi::OsStringExt;
 use std::time::Duration;
 
 const SPAWN_KEYS: &[&str] = &["cmd", "log", "cwd", "env", "name"];
@@ -50,22 +50,8 @@ fn argv_value(lua: &Lua, v: Value, what: &str) -> mlua::Result<Vec<OsString>> {
             ),
         ));
     };
-    let len = t.raw_len();
-    let mut argv = Vec::with_capacity(len);
-    for i in 1..=len {
-        match t.raw_get::<Value>(i)? {
-            Value::String(s) => argv.push(OsString::from_vec(s.as_bytes().to_vec())),
-            Value::Integer(n) => argv.push(OsString::from(n.to_string())),
-            Value::Number(n) => argv.push(OsString::from(n.to_string())),
-            other => {
-                return Err(err_at(
-                    lua,
-                    format!("{what}[{i}] must be a string, got {}", other.type_name()),
-                ))
-            }
-        }
-    }
-    if argv.is_empty() || t.pairs::<Value, Value>().count() != len {
+    let argv = word_list(lua, &t, what)?;
+    if argv.is_empty() {
         return Err(err_at(
             lua,
             format!("{what}: the command must be a non-empty plain list of words"),
@@ -73,38 +59,6 @@ fn argv_value(lua: &Lua, v: Value, what: &str) -> mlua::Result<Vec<OsString>> {
     }
     crate::quote::validate_argv(&argv).map_err(|e| err_at(lua, format!("{what}: {e}")))?;
     Ok(argv)
-}
-
-fn env_value(lua: &Lua, v: Value, what: &str) -> mlua::Result<Vec<(String, String)>> {
-    let mut out = Vec::new();
-    match v {
-        Value::Nil => {}
-        Value::Table(env) => {
-            for pair in env.pairs::<Value, Value>() {
-                let (k, v) = pair?;
-                let key = string_value(lua, k, what)?.unwrap_or_default();
-                let val = string_value(lua, v, &format!("{what}.{key}"))?.unwrap_or_default();
-                if key.is_empty() || key.contains('=') || key.contains('\0') || val.contains('\0') {
-                    return Err(err_at(
-                        lua,
-                        format!("{what}: '{key}' is not a valid variable name (or its value holds a NUL)"),
-                    ));
-                }
-                out.push((key, val));
-            }
-            out.sort();
-        }
-        other => {
-            return Err(err_at(
-                lua,
-                format!(
-                    "{what} must be a table of NAME = \"value\", got {}",
-                    other.type_name()
-                ),
-            ))
-        }
-    }
-    Ok(out)
 }
 
 /// Lua: proc.spawn(t, { cmd, log, cwd, env, name }) -> { pid, name, log, pid_file, planned }
@@ -141,7 +95,7 @@ async fn spawn(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Valu
     let argv = argv_value(&lua, opts.get("cmd")?, "proc.spawn(): cmd")?;
     let log = required(&lua, &opts, "log", WHAT)?;
     let cwd = string_value(&lua, opts.get("cwd")?, "proc.spawn(): cwd")?;
-    let env = env_value(&lua, opts.get("env")?, "proc.spawn(): env")?;
+    let env = env_table(&lua, opts.get("env")?, "proc.spawn(): env")?;
     let name = match string_value(&lua, opts.get("name")?, "proc.spawn(): name")? {
         Some(n) => {
             proc::check_name(&n).map_err(|e| err_at(&lua, format!("{WHAT}: {e}")))?;

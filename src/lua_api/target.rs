@@ -1,7 +1,8 @@
 //! `target()` and target handles: `t:exec(argv, opts)`, `t:shell(script, opts)`.
 
 use super::{
-    bool_value, check_keys, ctx, duration_value, err_at, location, require_running, string_value,
+    bool_value, check_keys, ctx, duration_value, env_table, err_at, location, require_running,
+    string_value, word_list,
 };
 use crate::actions::{self, Action, Effect, Performed};
 use crate::duration;
@@ -10,7 +11,6 @@ use crate::targets::ssh::SshSpec;
 use crate::targets::{ExecOutcome, ExecRequest, Target};
 use mlua::{Lua, Table, UserData, UserDataMethods, UserDataRef, Value};
 use std::ffi::OsString;
-use std::os::unix::ffi::OsStringExt;
 use std::rc::Rc;
 
 const EXEC_KEYS: &[&str] = &[
@@ -238,30 +238,7 @@ fn parse_options(lua: &Lua, opts: Option<Table>, what: &str) -> mlua::Result<Exe
             ))
         }
     };
-    match t.get::<Value>("env")? {
-        Value::Nil => {}
-        Value::Table(env) => {
-            for pair in env.pairs::<Value, Value>() {
-                let (k, v) = pair?;
-                let key = string_value(lua, k, &format!("{what}: env"))?.unwrap_or_default();
-                let val = string_value(lua, v, &format!("{what}: env.{key}"))?.unwrap_or_default();
-                if key.is_empty() || key.contains('=') || key.contains('\0') || val.contains('\0') {
-                    return Err(err_at(lua, format!("{what}: env: '{key}' is not a valid variable name (or its value holds a NUL)")));
-                }
-                out.req.env.push((key, val));
-            }
-            out.req.env.sort();
-        }
-        other => {
-            return Err(err_at(
-                lua,
-                format!(
-                    "{what}: env must be a table of NAME = \"value\", got {}",
-                    other.type_name()
-                ),
-            ))
-        }
-    }
+    out.req.env = env_table(lua, t.get("env")?, &format!("{what}: env"))?;
     Ok(out)
 }
 
@@ -281,31 +258,7 @@ fn argv_from(lua: &Lua, v: Value) -> mlua::Result<Vec<OsString>> {
             ),
         ));
     };
-    let len = t.raw_len();
-    let mut argv = Vec::with_capacity(len);
-    for i in 1..=len {
-        match t.raw_get::<Value>(i)? {
-            Value::String(s) => argv.push(OsString::from_vec(s.as_bytes().to_vec())),
-            Value::Integer(n) => argv.push(OsString::from(n.to_string())),
-            Value::Number(n) => argv.push(OsString::from(n.to_string())),
-            other => {
-                return Err(err_at(
-                    lua,
-                    format!(
-                        "exec: argv[{i}] must be a string, got {}",
-                        other.type_name()
-                    ),
-                ));
-            }
-        }
-    }
-    let entries = t.pairs::<Value, Value>().count();
-    if entries != len {
-        return Err(err_at(
-            lua,
-            "exec: the command must be a plain list (no holes, no named keys)",
-        ));
-    }
+    let argv = word_list(lua, &t, "exec: argv")?;
     crate::quote::validate_argv(&argv).map_err(|e| err_at(lua, format!("exec: {e}")))?;
     Ok(argv)
 }

@@ -111,7 +111,7 @@ fn parse_spec(lua: &Lua, o: &Table) -> mlua::Result<Spec> {
         python,
         script,
         args: args(lua, o.get("args")?)?,
-        env: env(lua, o.get("env")?)?,
+        env: super::env_table(lua, o.get("env")?, "warmup.run(): env")?,
         cwd: string_value(lua, o.get("cwd")?, "warmup.run(): cwd")?,
         timeout: duration_value(lua, o.get("timeout")?, "warmup.run(): timeout")?,
         single_threaded: bool_value(
@@ -164,37 +164,6 @@ fn args(lua: &Lua, v: Value) -> mlua::Result<Vec<OsString>> {
             "warmup.run(): args must be a plain list (no holes, no named keys)",
         ));
     }
-    Ok(out)
-}
-
-fn env(lua: &Lua, v: Value) -> mlua::Result<Vec<(String, String)>> {
-    let t = match v {
-        Value::Nil => return Ok(Vec::new()),
-        Value::Table(t) => t,
-        other => {
-            return Err(err_at(
-                lua,
-                format!(
-                    "warmup.run(): env must be a table of NAME = \"value\", got {}",
-                    other.type_name()
-                ),
-            ))
-        }
-    };
-    let mut out = Vec::new();
-    for pair in t.pairs::<Value, Value>() {
-        let (k, v) = pair?;
-        let key = string_value(lua, k, "warmup.run(): env")?.unwrap_or_default();
-        let val = string_value(lua, v, &format!("warmup.run(): env.{key}"))?.unwrap_or_default();
-        if key.is_empty() || key.contains('=') || key.contains('\0') || val.contains('\0') {
-            return Err(err_at(
-                lua,
-                format!("warmup.run(): env: '{key}' is not a valid variable name (or its value holds a NUL)"),
-            ));
-        }
-        out.push((key, val));
-    }
-    out.sort();
     Ok(out)
 }
 
