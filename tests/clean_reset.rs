@@ -59,6 +59,24 @@ fn demo_repo(dir: &Path) -> PathBuf {
     repo
 }
 
+/// The demo's training job outlives the run: stop it (jobs are named `JOB-PID`).
+fn stop_job(env: &Env, target: &str, job: &str, extra: &[String]) {
+    let stop = env.write(
+        "stop.lua",
+        &format!(
+            "runbook {{ name = \"stop\" }}\nstep(\"stop\", function() proc.stop({target}, {{ name = \"{job}-{}\" }}) end)\n",
+            std::process::id()
+        ),
+    );
+    env.cmd()
+        .arg("run")
+        .arg(&stop)
+        .args(extra)
+        .arg("--yes")
+        .assert()
+        .success();
+}
+
 fn repo_root() -> PathBuf {
     repo()
 }
@@ -164,19 +182,7 @@ fn clean_reset_on_the_local_machine() {
     let log = std::fs::read_to_string(work.join("train.log")).unwrap();
     assert!(log.contains("Ktok/s"), "{log}");
     // The training job keeps running after the run: stop it.
-    let stop = env.write(
-        "stop.lua",
-        &format!(
-            "runbook {{ name = \"stop\" }}\nstep(\"stop\", function() proc.stop(target(\"local\"), {{ name = \"local-{}\" }}) end)\n",
-            std::process::id()
-        ),
-    );
-    env.cmd()
-        .arg("run")
-        .arg(&stop)
-        .arg("--yes")
-        .assert()
-        .success();
+    stop_job(&env, r#"target("local")"#, "local", &[]);
 }
 
 #[test]
@@ -213,20 +219,7 @@ fn clean_reset_in_a_container_behind_ssh() {
         ct.join("tmp/torchinductor_root/attention.kernel").exists(),
         "the warm-up filled the container's cache"
     );
-    let stop = env.write(
-        "stop.lua",
-        &format!(
-            "runbook {{ name = \"stop\" }}\nstep(\"stop\", function() proc.stop(target(\"node1\"):pct(200), {{ name = \"ct-{}\" }}) end)\n",
-            std::process::id()
-        ),
-    );
-    env.cmd()
-        .arg("run")
-        .arg(&stop)
-        .args(fleet.args())
-        .arg("--yes")
-        .assert()
-        .success();
+    stop_job(&env, r#"target("node1"):pct(200)"#, "ct", &fleet.args());
 }
 
 /// A recovery that fails after the caches were set aside says how to put them back, and
@@ -280,17 +273,5 @@ fn a_failed_recovery_says_how_to_restore_the_caches() {
         std::fs::read_to_string(cache.join("precious.kernel")).unwrap(),
         "compiled"
     );
-    let stop = env.write(
-        "stop.lua",
-        &format!(
-            "runbook {{ name = \"stop\" }}\nstep(\"stop\", function() proc.stop(target(\"local\"), {{ name = \"failed-{}\" }}) end)\n",
-            std::process::id()
-        ),
-    );
-    env.cmd()
-        .arg("run")
-        .arg(&stop)
-        .arg("--yes")
-        .assert()
-        .success();
+    stop_job(&env, r#"target("local")"#, "failed", &[]);
 }

@@ -103,27 +103,24 @@ fn check_repo(step: &Step<'_>, what: &str, repo: &str) -> mlua::Result<()> {
 /// The commit at HEAD of `repo` (two reads).
 pub async fn head(step: &Step<'_>, repo: &str) -> mlua::Result<Head> {
     check_repo(step, "git.head", repo)?;
-    let show = step
-        .read(
-            git(
-                repo,
-                ["show", "-s", "--format=%H%x00%h%x00%s", "HEAD", "--"],
-            ),
-            format!("git HEAD of {repo}"),
-        )
-        .await?;
-    if show.planned() {
+    let cmd = git(
+        repo,
+        ["show", "-s", "--format=%H%x00%h%x00%s", "HEAD", "--"],
+    );
+    let Some(show) = read_or_fail(
+        step,
+        cmd,
+        repo,
+        format!("git HEAD of {repo}"),
+        "git.head: cannot read HEAD of",
+    )
+    .await?
+    else {
         return Ok(Head {
             planned: true,
             ..Head::default()
         });
-    }
-    if !show.ok() {
-        return Err(step.fail(format!(
-            "git.head: cannot read HEAD of {repo}: {}",
-            git_error(&show)
-        )));
-    }
+    };
     let text = show.stdout();
     let mut parts = text.trim_end_matches('\n').splitn(3, '\0');
     let rev = parts.next().unwrap_or_default().to_string();
@@ -155,27 +152,43 @@ pub async fn head(step: &Step<'_>, repo: &str) -> mlua::Result<Head> {
     })
 }
 
+/// A git read: `None` when only planned (offline), an error naming the repo when git
+/// fails (`failing` + " REPO: git's message").
+async fn read_or_fail(
+    step: &Step<'_>,
+    cmd: Cmd,
+    repo: &str,
+    summary: String,
+    failing: &str,
+) -> mlua::Result<Option<Ran>> {
+    let ran = step.read(cmd, summary).await?;
+    if ran.planned() {
+        return Ok(None);
+    }
+    if !ran.ok() {
+        return Err(step.fail(format!("{failing} {repo}: {}", git_error(&ran))));
+    }
+    Ok(Some(ran))
+}
+
 /// `git status --porcelain=v1 -z`, parsed.
 pub async fn status(step: &Step<'_>, repo: &str) -> mlua::Result<Status> {
     check_repo(step, "git.status", repo)?;
-    let ran = step
-        .read(
-            git(repo, ["status", "--porcelain=v1", "-z"]),
-            format!("git status of {repo}"),
-        )
-        .await?;
-    if ran.planned() {
+    let cmd = git(repo, ["status", "--porcelain=v1", "-z"]);
+    let Some(ran) = read_or_fail(
+        step,
+        cmd,
+        repo,
+        format!("git status of {repo}"),
+        "git.status: cannot read the status of",
+    )
+    .await?
+    else {
         return Ok(Status {
             planned: true,
             ..Status::default()
         });
-    }
-    if !ran.ok() {
-        return Err(step.fail(format!(
-            "git.status: cannot read the status of {repo}: {}",
-            git_error(&ran)
-        )));
-    }
+    };
     let files = parse_porcelain_z(&ran.outcome().map(|o| o.stdout.clone()).unwrap_or_default())
         .map_err(|e| step.fail(format!("git.status: {e}")))?;
     Ok(Status {
