@@ -68,8 +68,22 @@ pub fn load(
         .map_err(|e| Error::invalid(format!("cannot start Lua: {e}")))?;
     let chunk = sandbox::compile(&lua, &source.bytes, &source.label)
         .map_err(|e| Error::invalid(error_message(&e)))?;
-    ctx.deadline.set(Some(Instant::now() + LOAD_BUDGET));
+    let deadline = Instant::now() + LOAD_BUDGET;
+    ctx.deadline.set(Some(deadline));
+    crate::watchdog::arm_load(&source.label, deadline);
     let result = chunk.call::<()>(());
+    crate::watchdog::disarm();
+    // The top level may have caught its own abort where Lua turns errors into values
+    // (a `load` reader, `coroutine.close`): the abort still stands.
+    let result = result.and_then(|()| {
+        let at = ctx.last_location.borrow().clone();
+        let at = if at.is_empty() {
+            source.label.clone()
+        } else {
+            at
+        };
+        sandbox::abort_check(&ctx, &at)
+    });
     ctx.deadline.set(None);
     if let Err(e) = result {
         let msg = error_message(&e);
@@ -91,7 +105,7 @@ pub fn load(
             };
             return Err(Error::invalid(format!("{at}: {msg}")));
         }
-        return Err(Error::invalid(msg));
+        return Err(Error::invalid(crate::lua_api::located(&e, &source.label)));
     }
     if ctx.header.borrow().is_none() {
         return Err(Error::invalid(format!(
@@ -230,7 +244,7 @@ pub async fn run(req: RunRequest) -> Result<i32> {
             record_path.display()
         )));
     }
-    crate::watchdog::start(record_path.clone());
+    crate::watchdog::set_record(record_path.clone());
     ctx.locks.set_holder(format!(
         "run {run_id} by {}@{} (pid {})",
         whoami(),
@@ -238,7 +252,7 @@ pub async fn run(req: RunRequest) -> Result<i32> {
         std::process::id()
     ));
     let started = Instant::now();
-    let tally = run_steps(&loaded, &resume, req.timeout).await;
+    let tally = run_steps(&loaded, &resume, req.timeout, false).await;
     ctx.locks.release_all().await;
     ctx.targets.close_all().await;
     let interrupted = cancel.count() > 0;
@@ -260,6 +274,7 @@ pub async fn run(req: RunRequest) -> Result<i32> {
         exit_code: code,
     });
     ctx.bus.finish();
+    crate::watchdog::closing(code);
     if record_failed.get() {
         eprintln!(
             "error: the run record {} broke off (see the error above); changes after that point were refused",
@@ -373,7 +388,7 @@ async fn confirm_gate(req: &RunRequest, resume: &ResumePlan, cancel: Rc<Cancel>)
     plan.ctx
         .bus
         .add_sink(Box::new(CollectSink(collected.clone())));
-    run_steps(&plan, resume, req.timeout).await;
+    run_steps(&plan, resume, req.timeout, true).await;
     plan.ctx.targets.close_all().await;
     if cancel.count() > 0 {
         return Err(Error::Interrupted(cancel.exit_code()));
@@ -446,7 +461,13 @@ async fn confirm_gate(req: &RunRequest, resume: &ResumePlan, cancel: Rc<Cancel>)
     }
 }
 
-async fn run_steps(loaded: &Loaded, resume: &ResumePlan, run_timeout: Option<Duration>) -> Tally {
+/// Runs the steps in order; `planning` for the silent dry-run behind a confirmation.
+async fn run_steps(
+    loaded: &Loaded,
+    resume: &ResumePlan,
+    run_timeout: Option<Duration>,
+    planning: bool,
+) -> Tally {
     let ctx = &loaded.ctx;
     ctx.phase.set(Phase::Running);
     let run_deadline = run_timeout.map(|t| Instant::now() + t);
@@ -471,7 +492,7 @@ async fn run_steps(loaded: &Loaded, resume: &ResumePlan, run_timeout: Option<Dur
             skip(ctx, &mut tally, index, step, format!("done in run {prev}"));
             continue;
         }
-        let outcome = run_step(ctx, index, step, run_deadline, run_timeout).await;
+        let outcome = run_step(ctx, index, step, run_deadline, run_timeout, planning).await;
         match outcome {
             StepOutcome::Skipped(reason) => skip(ctx, &mut tally, index, step, reason),
             StepOutcome::Ok => tally.ok += 1,
@@ -521,6 +542,7 @@ async fn run_step(
     step: &StepDecl,
     run_deadline: Option<Instant>,
     run_timeout: Option<Duration>,
+    planning: bool,
 ) -> StepOutcome {
     // Work in this step is interrupted by the *next* signal: after a Ctrl-C, `always`
     // steps still run, and a second Ctrl-C stops them.
@@ -530,8 +552,12 @@ async fn run_step(
             index,
             changed: false,
         }));
-        ctx.deadline.set(step_deadline(step, run_deadline));
+        let deadline = step_deadline(step, run_deadline);
+        ctx.deadline.set(deadline);
+        crate::watchdog::arm(index, &step.name, deadline, planning);
         let decided = when.call_async::<Value>(()).await;
+        crate::watchdog::disarm();
+        let decided = decided.and_then(|v| still_standing(ctx, &step.location).map(|()| v));
         ctx.step.set(None);
         ctx.deadline.set(None);
         match decided {
@@ -540,7 +566,10 @@ async fn run_step(
             }
             Ok(_) => {}
             Err(e) => {
-                let msg = format!("evaluating `when`: {}", error_message(&e));
+                let msg = format!(
+                    "evaluating `when`: {}",
+                    crate::lua_api::located(&e, &step.location)
+                );
                 finish(ctx, index, step, "failed", Duration::ZERO, Some(msg));
                 return StepOutcome::Failed;
             }
@@ -560,10 +589,11 @@ async fn run_step(
         }));
         ctx.deadline.set(deadline);
         *ctx.last_location.borrow_mut() = step.location.clone();
-        crate::watchdog::arm(index, &step.name, deadline);
+        crate::watchdog::arm(index, &step.name, deadline, planning);
         let started = Instant::now();
         let result = step.func.call_async::<()>(()).await;
         crate::watchdog::disarm();
+        let result = result.and_then(|()| still_standing(ctx, &step.location));
         let changed = ctx.step.get().is_some_and(|c| c.changed);
         ctx.step.set(None);
         ctx.deadline.set(None);
@@ -582,7 +612,7 @@ async fn run_step(
         };
         let aborted = ctx.aborted();
         let run_over = run_deadline.is_some_and(|d| Instant::now() >= d);
-        let raw = error_message(&err);
+        let raw = crate::lua_api::located(&err, &step.location);
         // Aborts arrive as `file:line: timed out` / `file:line: interrupted`.
         let at = raw
             .strip_suffix(&format!(": {}", sandbox::TIMED_OUT))
@@ -644,6 +674,14 @@ async fn run_step(
         return StepOutcome::Failed;
     }
     unreachable!("the last attempt always returns")
+}
+
+/// A step (or its `when`) that returned normally after its deadline or a signal caught
+/// its own abort somewhere Lua turns errors into values: it failed all the same. The
+/// error points where the hook last saw Lua run.
+fn still_standing(ctx: &Ctx, fallback: &str) -> mlua::Result<()> {
+    let at = ctx.last_location.borrow().clone();
+    sandbox::abort_check(ctx, if at.is_empty() { fallback } else { &at })
 }
 
 /// Sleeps unless interrupted; returns false when a signal cut it short.

@@ -31,6 +31,8 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
+    // Before any Lua runs: every phase of every command has a deadline it must keep.
+    watchdog::start();
     init_logging(cli.verbose, cli.quiet);
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -59,6 +59,7 @@ pub fn new_vm(ctx: Rc<Ctx>) -> mlua::Result<Lua> {
     install_require(&lua)?;
     install_hook(&lua)?;
     install_abort_aware_pcall(&lua)?;
+    install_metatable_rules(&lua)?;
     lua_api::register_all(&lua)?;
     install_strict_globals(&lua)?;
     Ok(lua)
@@ -82,11 +83,11 @@ fn install_text_only_load(lua: &Lua) -> mlua::Result<()> {
     let raw_load: Function = lua.globals().get("load")?;
     let load = lua.create_function(move |lua, args: Variadic<Value>| {
         let mut args: Vec<Value> = args.into_iter().collect();
+        let loc = location(lua);
         if let Some(Value::String(s)) = args.first() {
             if s.as_bytes().starts_with(b"\x1bLua") {
                 return Err(mlua::Error::runtime(format!(
-                    "{}: load: bytecode is not allowed in runbooks (text chunks only)",
-                    location(lua)
+                    "{loc}: load: bytecode is not allowed in runbooks (text chunks only)"
                 )));
             }
         }
@@ -95,13 +96,21 @@ fn install_text_only_load(lua: &Lua) -> mlua::Result<()> {
         while args.len() < 2 {
             args.push(Value::Nil);
         }
+        // Chunk names are runbook's to set: a name like "@/etc/passwd" would make error
+        // locations point at a file the runbook never was. The name says where load was
+        // called, so `[load at rb/x.lua:5]:1: boom` leads back to the runbook line.
+        args[1] = Value::String(lua.create_string(format!("=[load at {loc}]"))?);
         let mode = Value::String(lua.create_string("t")?);
         if args.len() >= 3 {
             args[2] = mode;
         } else {
             args.push(mode);
         }
-        raw_load.call::<MultiValue>(MultiValue::from_iter(args))
+        let loaded = raw_load.call::<MultiValue>(MultiValue::from_iter(args))?;
+        // A reader function's error becomes load's `nil, msg`: the timeout or Ctrl-C the
+        // hook raised inside the reader must not turn into a return value.
+        abort_check(&lua_api::ctx(lua), &loc)?;
+        Ok(loaded)
     })?;
     lua.globals().raw_set("load", load)
 }
@@ -222,15 +231,29 @@ pub fn abort_check(ctx: &crate::ctx::Ctx, loc: &str) -> mlua::Result<()> {
 pub const INTERRUPTED: &str = "interrupted";
 pub const TIMED_OUT: &str = "timed out";
 
-/// `pcall`, `xpcall` and `coroutine.resume` re-raise once the step is interrupted or out
-/// of time, so a runbook cannot catch its own timeout and loop on.
+/// Name of the registry table (weak keys) holding the coroutines a runbook made with
+/// `coroutine.create`/`coroutine.wrap`; see [`in_runbook_coroutine`].
+const USER_THREADS: &str = "runbook.user_threads";
+
+/// `pcall`, `xpcall`, `coroutine.resume` and `coroutine.close` re-raise once the step is
+/// interrupted or out of time, so a runbook cannot catch its own timeout and loop on.
+/// Coroutines the runbook makes are remembered, so that commands refuse to run in them
+/// (see [`in_runbook_coroutine`]); `coroutine.wrap` is rebuilt on the checked
+/// `create`/`resume` for that reason.
 fn install_abort_aware_pcall(lua: &Lua) -> mlua::Result<()> {
     let check = lua.create_function(|lua, ()| abort_check(&lua_api::ctx(lua), &location(lua)))?;
     let globals = lua.globals();
     let coroutine: Table = globals.get("coroutine")?;
+    let user_threads = lua.create_table()?;
+    let weak = lua.create_table()?;
+    weak.raw_set("__mode", "k")?;
+    user_threads.set_metatable(Some(weak))?;
+    lua.set_named_registry_value(USER_THREADS, &user_threads)?;
     lua.load(
         r#"
-        local raw_pcall, raw_xpcall, raw_resume, check, coroutine = ...
+        local raw_pcall, raw_xpcall, check, coroutine, user_threads = ...
+        local raw_resume, raw_close, raw_create = coroutine.resume, coroutine.close, coroutine.create
+        local error, type = error, type
         local function after(ok, ...) check() return ok, ... end
         pcall = function(...) return after(raw_pcall(...)) end
         -- The handler runs before the stack unwinds, while hooks are still off after a
@@ -238,7 +261,26 @@ fn install_abort_aware_pcall(lua: &Lua) -> mlua::Result<()> {
         xpcall = function(f, handler, ...)
           return after(raw_xpcall(f, function(...) check() return handler(...) end, ...))
         end
-        coroutine.resume = function(...) return after(raw_resume(...)) end
+        local resume = function(...) return after(raw_resume(...)) end
+        coroutine.resume = resume
+        coroutine.close = function(...) return after(raw_close(...)) end
+        local create = function(f)
+          local co = raw_create(f)
+          user_threads[co] = true
+          return co
+        end
+        coroutine.create = create
+        local function unwrap(co, ok, ...)
+          if ok then return ... end
+          local err = ...
+          raw_close(co)
+          check()
+          error(err, 0)
+        end
+        coroutine.wrap = function(f)
+          local co = create(f)
+          return function(...) return unwrap(co, resume(co, ...)) end
+        end
         "#,
     )
     .set_name("=sandbox")
@@ -246,10 +288,81 @@ fn install_abort_aware_pcall(lua: &Lua) -> mlua::Result<()> {
     .call::<()>((
         globals.get::<Function>("pcall")?,
         globals.get::<Function>("xpcall")?,
-        coroutine.get::<Function>("resume")?,
         check,
         coroutine,
+        user_threads,
     ))
+}
+
+/// Whether the running Lua code is inside a coroutine the runbook made. A command (any
+/// async primitive) must not start there: mlua suspends the caller by yielding a
+/// "pending" marker, and that yield would go to the runbook's own `coroutine.resume`,
+/// which leaves the command running unsupervised past its step.
+pub fn in_runbook_coroutine(lua: &Lua) -> bool {
+    let Ok(threads) = lua.named_registry_value::<Table>(USER_THREADS) else {
+        return false;
+    };
+    threads
+        .raw_get::<Value>(lua.current_thread())
+        .is_ok_and(|v| !v.is_nil())
+}
+
+/// Whether the running code can be suspended while a command runs. It cannot inside a
+/// callback that Lua's C code makes (`string.gsub`, `table.sort`, `tostring`'s
+/// `__tostring`, …): suspending there fails with "attempt to yield across a C-call
+/// boundary" after the command was already planned.
+pub fn can_suspend(lua: &Lua) -> bool {
+    // SAFETY: `state()` is the thread running this callback; lua_isyieldable only reads
+    // its C-call counter.
+    lua.exec_raw_lua(|raw| unsafe { mlua::ffi::lua_isyieldable(raw.state()) != 0 })
+}
+
+/// Finalizers (`__gc`) and to-be-closed handlers (`__close`) are the corners of Lua that
+/// run with the debug hook off (finalizers always; close handlers when a coroutine the
+/// hook aborted is closed): a loop there could never be stopped by a timeout or Ctrl-C,
+/// and a finalizer can even run after the run ended, when the VM closes. `setmetatable`
+/// refuses both. The string metatable (shared by every string) is made read-only, so
+/// strings cannot be given one either. The watchdog stays the backstop for anything that
+/// slips past this (a `__close` added to a metatable after it was set).
+fn install_metatable_rules(lua: &Lua) -> mlua::Result<()> {
+    let check = lua.create_function(|lua, (mt,): (Value,)| -> mlua::Result<()> {
+        let Value::Table(mt) = mt else {
+            return Ok(());
+        };
+        for (key, what) in [
+            ("__gc", "finalizers (__gc)"),
+            ("__close", "to-be-closed handlers (__close)"),
+        ] {
+            if !mt.raw_get::<Value>(key)?.is_nil() {
+                return Err(mlua::Error::runtime(format!(
+                    "{}: setmetatable: {what} are not allowed in runbooks: Lua runs them where a timeout or Ctrl-C cannot stop them; do the cleanup in a step with `always = true`",
+                    location(lua)
+                )));
+            }
+        }
+        Ok(())
+    })?;
+    let globals = lua.globals();
+    lua.load(
+        r#"
+        local raw_setmetatable, check = ...
+        setmetatable = function(t, mt)
+          check(mt)
+          return raw_setmetatable(t, mt)
+        end
+        "#,
+    )
+    .set_name("=sandbox")
+    .set_mode(ChunkMode::Text)
+    .call::<()>((globals.get::<Function>("setmetatable")?, check))?;
+    let string_meta: Table = lua
+        .load("return getmetatable('')")
+        .set_name("=sandbox")
+        .call(())?;
+    string_meta.raw_set(
+        "__metatable",
+        "the string metatable is read-only in runbooks",
+    )
 }
 
 /// Reading an undefined global is an error that names it (with a suggestion), rather

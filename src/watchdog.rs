@@ -1,40 +1,66 @@
-//! The last resort behind step timeouts and Ctrl-C.
+//! The last resort behind deadlines and signals, in every phase of every command.
 //!
-//! Timeouts and signals normally end a step through the Lua instruction hook or by
-//! killing the running command. One thing escapes both: a single long call into C that
-//! never returns to the VM (a backtracking `string.find` on a huge string). This thread
-//! watches from outside: when a step is still running well past its deadline, or past a
-//! signal, it closes the run record with what it knows and ends the process. No command
-//! is running at that point (commands only run while Lua waits), so nothing is orphaned.
+//! Timeouts and signals normally end Lua code through the instruction hook and commands
+//! by killing them. Some code escapes both: a single long call into C that never returns
+//! to the VM (a backtracking `string.find` on a huge string), or Lua code running where
+//! Lua turns the hook off (finalizers and to-be-closed handlers; the sandbox refuses
+//! those, this is the backstop). This thread watches from outside. It is armed for the
+//! phase that runs: the file's top level (`check`, `show`, `list` and `run` all load),
+//! each step (in the confirmation pass too), and the VM's close after the run. When the
+//! phase is still running `GRACE` past its deadline, or `GRACE` after a signal that
+//! should have ended it, it kills the local commands still running, closes the run
+//! record with what it knows (once one exists), and ends the process.
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// How long past its deadline (or a signal) a step may take to stop by itself: longer
+/// How long past its deadline (or a signal) a phase may take to stop by itself: longer
 /// than stopping a remote command can take (TERM, 2 s, KILL, closing the channel).
-const GRACE: Duration = Duration::from_secs(10);
+pub const GRACE: Duration = Duration::from_secs(10);
+
+/// What is running now.
+#[derive(Default, Clone)]
+enum Watch {
+    /// Between phases: only a signal that is not acted on is a reason to step in.
+    #[default]
+    Idle,
+    /// The file's top level (`label` is the runbook as users name it).
+    Load { label: String },
+    /// Step `index` of a real run or of the confirmation pass (`planning`).
+    Step {
+        index: usize,
+        name: String,
+        planning: bool,
+    },
+    /// The run is over and recorded (`code` is its exit code); only the VM's close and
+    /// the connections' shutdown remain.
+    Closing { code: i32 },
+}
 
 #[derive(Default)]
 struct Armed {
-    step: Option<(usize, String)>,
+    watch: Watch,
     deadline: Option<Instant>,
+    /// Signals counted when the phase started: only later ones should end it (an
+    /// `always` step after a Ctrl-C runs on; a second Ctrl-C stops it).
+    signals_at_start: u32,
     signal_seen: Option<Instant>,
     location: String,
 }
 
 struct Watchdog {
-    record: PathBuf,
+    record: Mutex<Option<PathBuf>>,
     armed: Mutex<Armed>,
 }
 
 static WATCHDOG: OnceLock<Arc<Watchdog>> = OnceLock::new();
 
-/// Starts watching a real run whose record is at `record`.
-pub fn start(record: PathBuf) {
+/// Starts the watching thread (once per process, before any Lua runs).
+pub fn start() {
     let dog = Arc::new(Watchdog {
-        record,
+        record: Mutex::new(None),
         armed: Mutex::new(Armed::default()),
     });
     if WATCHDOG.set(dog.clone()).is_err() {
@@ -46,24 +72,60 @@ pub fn start(record: PathBuf) {
     });
 }
 
-/// A step starts (with its deadline, if any).
-pub fn arm(index: usize, name: &str, deadline: Option<Instant>) {
+/// The run record exists from now on: a stuck step gets its end written there.
+pub fn set_record(record: PathBuf) {
     if let Some(dog) = WATCHDOG.get() {
-        let mut a = dog.armed.lock().unwrap_or_else(|e| e.into_inner());
-        *a = Armed {
-            step: Some((index, name.to_string())),
+        *lock(&dog.record) = Some(record);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn set(watch: Watch, deadline: Option<Instant>) {
+    if let Some(dog) = WATCHDOG.get() {
+        *lock(&dog.armed) = Armed {
+            watch,
             deadline,
+            signals_at_start: crate::cancel::signal_count(),
             signal_seen: None,
             location: String::new(),
         };
     }
 }
 
-/// The step ended by itself.
+/// The top level of `label` starts running, with its budget.
+pub fn arm_load(label: &str, deadline: Instant) {
+    set(
+        Watch::Load {
+            label: label.to_string(),
+        },
+        Some(deadline),
+    );
+}
+
+/// A step starts (with its deadline, if any); `planning` for the confirmation pass.
+pub fn arm(index: usize, name: &str, deadline: Option<Instant>, planning: bool) {
+    set(
+        Watch::Step {
+            index,
+            name: name.to_string(),
+            planning,
+        },
+        deadline,
+    );
+}
+
+/// The run is recorded and will exit with `code`: what remains (closing the VM and the
+/// connections) gets `GRACE`.
+pub fn closing(code: i32) {
+    set(Watch::Closing { code }, Some(Instant::now() + GRACE));
+}
+
+/// The phase ended by itself.
 pub fn disarm() {
-    if let Some(dog) = WATCHDOG.get() {
-        *dog.armed.lock().unwrap_or_else(|e| e.into_inner()) = Armed::default();
-    }
+    set(Watch::Idle, None);
 }
 
 /// Where Lua was last seen (from the instruction hook).
@@ -80,12 +142,8 @@ pub fn seen_at(location: &str) {
 impl Watchdog {
     fn check(&self) {
         let now = Instant::now();
-        let mut a = self.armed.lock().unwrap_or_else(|e| e.into_inner());
-        let Some((index, name)) = a.step.clone() else {
-            return;
-        };
-        let signals = crate::cancel::signal_count();
-        if signals > 0 && a.signal_seen.is_none() {
+        let mut a = lock(&self.armed);
+        if crate::cancel::signal_count() > a.signals_at_start && a.signal_seen.is_none() {
             a.signal_seen = Some(now);
         }
         let late = a.deadline.is_some_and(|d| now > d + GRACE);
@@ -93,29 +151,86 @@ impl Watchdog {
         if !(late || ignored_signal) {
             return;
         }
-        let at = if a.location.is_empty() {
-            "the step".to_string()
-        } else {
-            a.location.clone()
+        let signal_code = crate::cancel::first_exit_code();
+        let at = |fallback: &str| {
+            if a.location.is_empty() {
+                fallback.to_string()
+            } else {
+                a.location.clone()
+            }
         };
-        let (why, code, outcome) = if ignored_signal {
-            let code = crate::cancel::first_exit_code();
-            (format!("{at}: interrupted, but the step did not stop (stuck in one long call into C); runbook stopped itself"), code, "interrupted")
+        // Nothing may keep running once runbook is gone: its local commands go first.
+        crate::targets::local::kill_all_running();
+        let how = if ignored_signal {
+            "interrupted, but did not stop"
         } else {
-            (format!("{at}: step timed out, but did not stop (stuck in one long call into C); runbook stopped itself"), 1, "failed")
+            "ran past its deadline and did not stop"
         };
-        self.close_record(index, &name, &why, outcome, code);
-        eprintln!("✗ {name}\n    {why}");
-        std::process::exit(code);
+        let stuck = "(stuck in one long call into C, or in Lua code that runs with the hook off); runbook stopped itself";
+        match a.watch.clone() {
+            Watch::Idle => {
+                eprintln!("error: runbook {how} {stuck}");
+                std::process::exit(if ignored_signal { signal_code } else { 1 });
+            }
+            Watch::Closing { code } => {
+                // The record is complete; the exit code is the run's.
+                eprintln!(
+                    "error: runbook did not finish closing within {}s after the run ended; exiting",
+                    GRACE.as_secs()
+                );
+                std::process::exit(code);
+            }
+            Watch::Load { label } => {
+                let at = at(&label);
+                eprintln!(
+                    "error: {at}: the top level of the file {how} {stuck}; nothing was changed"
+                );
+                std::process::exit(if ignored_signal { signal_code } else { 2 });
+            }
+            Watch::Step {
+                index,
+                name,
+                planning,
+            } => {
+                let at = at("the step");
+                let (why, outcome, code) = if ignored_signal {
+                    (
+                        format!("{at}: interrupted, but the step did not stop {stuck}"),
+                        "interrupted",
+                        signal_code,
+                    )
+                } else if planning {
+                    (
+                        format!("{at}: step timed out while planning the run, but did not stop {stuck}; nothing was changed"),
+                        "failed",
+                        2,
+                    )
+                } else {
+                    (
+                        format!("{at}: step timed out, but did not stop {stuck}"),
+                        "failed",
+                        1,
+                    )
+                };
+                if !planning {
+                    self.close_record(index, &name, &why, outcome, code);
+                }
+                eprintln!("✗ {name}\n    {why}");
+                std::process::exit(code);
+            }
+        }
     }
 
     fn close_record(&self, index: usize, name: &str, error: &str, outcome: &str, code: i32) {
+        let Some(record) = lock(&self.record).clone() else {
+            return;
+        };
         let ts = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
         let lines = [
             serde_json::json!({"ts": ts, "event": "step_finished", "index": index, "name": name, "outcome": "failed", "duration_ms": 0, "error": error}),
             serde_json::json!({"ts": ts, "event": "run_finished", "outcome": outcome, "ok": 0, "changed": 0, "failed": 1, "skipped": 0, "duration_ms": 0, "exit_code": code}),
         ];
-        if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(&self.record) {
+        if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(&record) {
             for l in lines {
                 let _ = writeln!(f, "{l}");
             }

@@ -20,6 +20,7 @@
 //! fixture.
 
 mod common;
+use common::running::Running;
 use common::*;
 
 use serde_json::Value;
@@ -743,7 +744,11 @@ fn a_misspelt_global_in_a_step_suggests_the_name_before_any_step_runs() {
 fn the_string_metatable_leads_nowhere() {
     let sb = Sandbox::new();
     let o = sb.run("string_metatable.lua", &[]);
-    sb.assert_step_failed(&o, "string_metatable.lua", "attempt to call");
+    sb.assert_step_failed(
+        &o,
+        "string_metatable.lua",
+        "attempt to index a string value",
+    );
 }
 
 #[test]
@@ -787,4 +792,292 @@ fn a_string_doubled_until_huge_hits_the_memory_limit() {
     let sb = Sandbox::new();
     let o = sb.run("memory_concat.lua", &[]);
     sb.assert_step_failed(&o, "memory_concat.lua", "out of memory");
+}
+
+// ---------------------------------------------------------------------------------------
+// 10. the corners the instruction hook does not reach: finalizers, to-be-closed handlers,
+//     functions that turn errors into values, long C calls at load time, commands where
+//     runbook cannot supervise them, errors raised inside Lua's C code
+
+/// The watchdog's grace (src/watchdog.rs) and room for a slow CI box.
+const GRACE: Duration = Duration::from_secs(10);
+const PAST_GRACE: Duration = Duration::from_secs(18);
+
+#[test]
+fn a_finalizer_at_the_top_level_is_refused() {
+    let sb = Sandbox::new();
+    let o = sb.run("gc_loop_top.lua", &[]);
+    sb.assert_refused_at_load(
+        &o,
+        "gc_loop_top.lua",
+        "setmetatable: finalizers (__gc) are not allowed in runbooks",
+    );
+}
+
+#[test]
+fn a_finalizer_for_when_the_vm_closes_is_refused() {
+    let sb = Sandbox::new();
+    let o = sb.run("gc_loop_close.lua", &[]);
+    sb.assert_refused_at_load(&o, "gc_loop_close.lua", "finalizers (__gc) are not allowed");
+}
+
+#[test]
+fn a_finalizer_in_a_step_is_refused() {
+    let sb = Sandbox::new();
+    let o = sb.run("gc_loop_step.lua", &[]);
+    sb.assert_step_failed(&o, "gc_loop_step.lua", "finalizers (__gc) are not allowed");
+}
+
+/// `check`, `show` and `list` load files too, and have no run to stop.
+#[test]
+fn check_show_and_list_refuse_a_finalizer_quickly() {
+    let sb = Sandbox::new();
+    let file = sb.rb().join("gc_loop_top.lua");
+    for args in [
+        vec!["check", file.to_str().unwrap()],
+        vec!["show", file.to_str().unwrap()],
+    ] {
+        let started = Instant::now();
+        let out = sb.env.cmd().args(&args).timeout(HANG).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("finalizers (__gc) are not allowed"),
+            "{args:?}: {stderr}"
+        );
+        assert!(
+            started.elapsed() < SOON,
+            "{args:?} took {:?}",
+            started.elapsed()
+        );
+    }
+    let only = sb.env.scratch().join("only");
+    std::fs::create_dir_all(&only).unwrap();
+    std::fs::copy(&file, only.join("gc_loop_top.lua")).unwrap();
+    let started = Instant::now();
+    let out = sb
+        .env
+        .cmd()
+        .args(["list", only.to_str().unwrap()])
+        .timeout(HANG)
+        .output()
+        .unwrap();
+    assert!(out.status.code().is_some(), "list ends by itself");
+    assert!(
+        started.elapsed() < SOON,
+        "list took {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn a_close_handler_is_refused() {
+    let sb = Sandbox::new();
+    let o = sb.run("close_handler.lua", &[]);
+    sb.assert_step_failed(
+        &o,
+        "close_handler.lua",
+        "setmetatable: to-be-closed handlers (__close) are not allowed in runbooks",
+    );
+}
+
+#[test]
+fn a_close_handler_added_late_does_not_outlive_the_step_timeout() {
+    let sb = Sandbox::new();
+    let o = sb.run("close_added_late.lua", &[]);
+    assert_ended_soon(&o);
+    sb.assert_step_failed(&o, "close_added_late.lua", "step timed out after 1.0s");
+}
+
+/// What slips past setmetatable (a `__close` added to the metatable later) runs with the
+/// hook off when the timed-out step unwinds: the watchdog ends the run within its grace,
+/// with a complete record, and nothing after it runs.
+#[test]
+fn a_loop_with_the_hook_off_ends_within_the_watchdog_grace() {
+    let sb = Sandbox::new();
+    let o = sb.run_limited(
+        "close_added_late_hook_off.lua",
+        &[],
+        Duration::from_secs(40),
+    );
+    assert!(o.took < Duration::from_secs(1) + PAST_GRACE, "{o:?}");
+    assert!(o.took >= GRACE, "the watchdog waits its grace first: {o:?}");
+    assert_eq!(o.code, Some(1), "{o:?}");
+    let at = loc("close_added_late_hook_off.lua");
+    assert!(
+        line_with(&o, &at).contains("step timed out, but did not stop"),
+        "{o:?}"
+    );
+    sb.assert_canary_untouched(&o);
+    let events = sb.env.last_record();
+    let last = events.last().unwrap();
+    assert_eq!(last["event"], "run_finished", "{events:#?}");
+    assert_eq!(last["exit_code"], 1, "{last}");
+}
+
+/// SIGTERM during Lua code that runs with the hook off ends the run within the grace
+/// (before the watchdog, only SIGKILL ended it, with no record).
+#[test]
+fn a_signal_ends_a_loop_with_the_hook_off() {
+    let sb = Sandbox::new();
+    let canary = format!("canary={}", sb.canary.display());
+    let mut run = Running::spawn(
+        &sb.env,
+        [
+            "run",
+            "rb/close_added_late_hook_off.lua",
+            "--yes",
+            "--set",
+            &canary,
+            "--set",
+            "t=1h",
+        ],
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    run.signal(libc::SIGTERM);
+    let signalled = Instant::now();
+    let code = run.code(Duration::from_secs(40));
+    assert_eq!(code, 143, "{}", run.output());
+    assert!(
+        signalled.elapsed() < PAST_GRACE,
+        "took {:?}",
+        signalled.elapsed()
+    );
+    let events = sb.env.last_record();
+    let last = events.last().unwrap();
+    assert_eq!(last["event"], "run_finished", "{events:#?}");
+    assert_eq!(last["outcome"], "interrupted", "{last}");
+    assert_eq!(
+        std::fs::read_to_string(&sb.canary).unwrap(),
+        CANARY,
+        "the step after it never ran"
+    );
+}
+
+#[test]
+fn a_load_reader_cannot_swallow_the_timeout() {
+    let sb = Sandbox::new();
+    let o = sb.run("load_reader_swallow.lua", &[]);
+    assert_ended_soon(&o);
+    sb.assert_step_failed(&o, "load_reader_swallow.lua", "step timed out after 1.0s");
+}
+
+#[test]
+fn load_cannot_name_its_chunk_after_another_file() {
+    let sb = Sandbox::new();
+    let o = sb.run("load_chunkname.lua", &[]);
+    let want = format!(
+        "[load at {}]:1: boom",
+        loc("load_chunkname.lua").trim_end_matches(':')
+    );
+    sb.assert_step_failed_with(&o, &want);
+    assert!(!o.stderr.contains("/etc/passwd"), "{o:?}");
+}
+
+/// The watchdog covers the top level too: a long C call there ends at the load budget
+/// (10 s) plus the grace, exit 2, nothing changed; in `check` as in `run`.
+#[test]
+fn a_long_c_call_at_the_top_level_ends_within_the_load_budget_and_grace() {
+    let sb = Sandbox::new();
+    let o = sb.run_limited("pattern_top.lua", &[], Duration::from_secs(45));
+    assert_eq!(o.code, Some(2), "{o:?}");
+    assert!(o.took < Duration::from_secs(10) + PAST_GRACE, "{o:?}");
+    assert!(
+        o.stderr.contains("rb/pattern_top.lua") && o.stderr.contains("nothing was changed"),
+        "{o:?}"
+    );
+    assert_eq!(sb.env.record_count(), 0, "{o:?}");
+    sb.assert_canary_untouched(&o);
+}
+
+#[test]
+fn a_signal_ends_a_long_c_call_at_the_top_level() {
+    let sb = Sandbox::new();
+    let canary = format!("canary={}", sb.canary.display());
+    let mut run = Running::spawn(
+        &sb.env,
+        ["run", "rb/pattern_top.lua", "--yes", "--set", &canary],
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    run.signal(libc::SIGINT);
+    let signalled = Instant::now();
+    assert_eq!(run.code(Duration::from_secs(40)), 130, "{}", run.output());
+    assert!(
+        signalled.elapsed() < PAST_GRACE,
+        "took {:?}",
+        signalled.elapsed()
+    );
+}
+
+/// An exec in a coroutine the runbook made is refused before the command starts: its
+/// command (which would delete the canary after 4 s) never runs, no action is recorded.
+fn assert_exec_refused_in_coroutine(fixture: &str) {
+    let sb = Sandbox::new();
+    let o = sb.run(fixture, &[]);
+    sb.assert_step_failed(
+        &o,
+        fixture,
+        "exec() cannot run inside a coroutine made with coroutine.create/wrap",
+    );
+    let events = sb.env.last_record();
+    assert!(
+        !events.iter().any(|e| e["event"] == "action_started"),
+        "no command started: {events:#?}"
+    );
+    std::thread::sleep(Duration::from_secs(5));
+    sb.assert_canary_untouched(&o);
+}
+
+#[test]
+fn exec_in_a_coroutine_is_refused() {
+    assert_exec_refused_in_coroutine("exec_coroutine.lua");
+}
+
+#[test]
+fn exec_in_coroutine_wrap_is_refused() {
+    assert_exec_refused_in_coroutine("exec_wrap.lua");
+}
+
+#[test]
+fn exec_in_a_gsub_callback_says_commands_cannot_run_there() {
+    let sb = Sandbox::new();
+    let o = sb.run("exec_gsub.lua", &[]);
+    sb.assert_step_failed(
+        &o,
+        "exec_gsub.lua",
+        "exec() cannot run inside a callback that Lua calls from C",
+    );
+}
+
+#[test]
+fn exec_in_a_sort_comparator_says_commands_cannot_run_there() {
+    let sb = Sandbox::new();
+    let o = sb.run("exec_sort.lua", &[]);
+    sb.assert_step_failed(
+        &o,
+        "exec_sort.lua",
+        "exec() cannot run inside a callback that Lua calls from C",
+    );
+}
+
+#[test]
+fn c_stack_overflow_names_the_runbook_line() {
+    let sb = Sandbox::new();
+    let o = sb.run("tostring_recursive.lua", &[]);
+    sb.assert_step_failed_with(&o, "rb/tostring_recursive.lua:");
+    assert!(
+        line_with(&o, "rb/tostring_recursive.lua:").contains("C stack overflow"),
+        "{o:?}"
+    );
+}
+
+#[test]
+fn a_tostring_that_returns_no_string_names_the_runbook_line() {
+    let sb = Sandbox::new();
+    let o = sb.run("tostring_not_string.lua", &[]);
+    sb.assert_step_failed(
+        &o,
+        "tostring_not_string.lua",
+        "'__tostring' must return a string",
+    );
 }

@@ -84,6 +84,19 @@ pub fn require_running(lua: &Lua, what: &str) -> mlua::Result<Rc<Ctx>> {
             format!("{what} can only be called inside a step: wrap it in step(\"name\", function() … end)"),
         ));
     }
+    // Commands run while the step's code is suspended; that needs the step's own thread.
+    if crate::sandbox::in_runbook_coroutine(lua) {
+        return Err(err_at(
+            lua,
+            format!("{what} cannot run inside a coroutine made with coroutine.create/wrap (runbook could not supervise it there); call it from the step itself, or use parallel() for concurrency"),
+        ));
+    }
+    if !crate::sandbox::can_suspend(lua) {
+        return Err(err_at(
+            lua,
+            format!("{what} cannot run inside a callback that Lua calls from C (string.gsub, table.sort, a metamethod such as __tostring or __index, …); collect what you need there and run commands from the step itself"),
+        ));
+    }
     Ok(ctx)
 }
 
@@ -232,4 +245,69 @@ pub fn error_message(e: &mlua::Error) -> String {
         Some(i) => raw[..i].to_string(),
         None => raw,
     }
+}
+
+/// [`error_message`], with the runbook's `file:line` in front when the message has none
+/// (errors raised inside Lua's own C code, such as "C stack overflow" from a recursive
+/// `__tostring`): the innermost frame of a runbook file in the traceback, else
+/// `fallback` (the step's line).
+pub fn located(e: &mlua::Error, fallback: &str) -> String {
+    let msg = error_message(e);
+    if matches!(innermost(e), mlua::Error::MemoryError(_)) || has_location(&msg) {
+        return msg;
+    }
+    let at = traceback_location(e).unwrap_or_else(|| fallback.to_string());
+    format!("{at}: {msg}")
+}
+
+fn innermost(e: &mlua::Error) -> &mlua::Error {
+    match e {
+        mlua::Error::CallbackError { cause, .. } | mlua::Error::WithContext { cause, .. } => {
+            innermost(cause)
+        }
+        other => other,
+    }
+}
+
+/// `something:LINE: ` at the start, the way Lua and runbook place a location.
+fn has_location(msg: &str) -> bool {
+    let first = msg.lines().next().unwrap_or_default();
+    first.match_indices(": ").any(|(i, _)| {
+        let head = &first[..i];
+        head.rsplit_once(':').is_some_and(|(file, line)| {
+            !file.is_empty() && !line.is_empty() && line.bytes().all(|b| b.is_ascii_digit())
+        })
+    })
+}
+
+/// The first `FILE.lua:LINE` frame of the tracebacks carried by `e` (innermost first).
+fn traceback_location(e: &mlua::Error) -> Option<String> {
+    let mut texts = Vec::new();
+    let mut cur = e;
+    loop {
+        match cur {
+            mlua::Error::CallbackError { traceback, cause } => {
+                texts.push(traceback.clone());
+                cur = cause;
+            }
+            mlua::Error::WithContext { cause, .. } => cur = cause,
+            mlua::Error::RuntimeError(m) => {
+                texts.push(m.clone());
+                break;
+            }
+            _ => break,
+        }
+    }
+    // The innermost error's own traceback names the deepest frames: read it first.
+    texts.reverse();
+    texts.iter().find_map(|t| {
+        let (_, frames) = t.split_once("stack traceback:")?;
+        frames.lines().find_map(|l| {
+            let l = l.trim();
+            let (loc, _) = l.split_once(": ")?;
+            let (file, line) = loc.rsplit_once(':')?;
+            (file.ends_with(".lua") && line.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| loc.to_string())
+        })
+    })
 }

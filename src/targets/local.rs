@@ -5,13 +5,51 @@
 
 use super::pump::{self, Pump, Stop};
 use super::{ExecIo, ExecOutcome, KillFn};
+use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::process::Stdio;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
 
 /// How long a stopped command gets between SIGTERM and SIGKILL.
 const KILL_GRACE: Duration = Duration::from_secs(2);
+
+/// Process groups of the local commands running now, for the watchdog: when it ends a
+/// stuck process, no command may outlive runbook.
+static RUNNING: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+
+/// Keeps a process group in [`RUNNING`] while its command runs.
+struct Running(i32);
+
+impl Running {
+    fn new(pgid: i32) -> Self {
+        RUNNING
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(pgid);
+        Running(pgid)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        RUNNING
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.0);
+    }
+}
+
+/// SIGKILLs every local command still running (called from the watchdog's thread).
+pub fn kill_all_running() {
+    // try_lock: the runtime thread may be the one stuck, holding nothing; never wait.
+    if let Ok(groups) = RUNNING.try_lock() {
+        for pgid in groups.iter() {
+            kill_group(*pgid, libc::SIGKILL);
+        }
+    }
+}
 
 /// What to start: the argv and how to set up its process.
 pub struct Spawn<'a> {
@@ -64,6 +102,7 @@ pub async fn run(
         _ => format!("cannot run '{program}' on local: {e}"),
     })?;
     let pgid = child.id().map(|p| p as i32);
+    let _running = pgid.map(Running::new);
 
     if let (Some(data), Some(mut stdin)) = (spawn.stdin, child.stdin.take()) {
         // Written concurrently so a command that prints before it reads cannot deadlock.

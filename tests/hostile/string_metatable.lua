@@ -1,4 +1,4 @@
--- The string metatable is reachable from Lua; pointing its __index somewhere finds no way out.
+-- The string metatable is read-only: getmetatable("") gives a string, so its __index cannot be pointed anywhere.
 runbook {
   name = "sandbox-string-metatable",
   description = "Sandbox escape attempt; the test checks that it fails and changes nothing",
@@ -8,8 +8,8 @@ local here = target("local")
 
 step("escape", function()
   local mt = getmetatable("")
-  mt.__index = function(_, key) return rawget(_G, "io") or rawget(_G, key) end
-  return ("/etc/passwd"):open("r") -- ESCAPE
+  mt.__index = function(_, key) return rawget(_G, "io") or rawget(_G, key) end -- ESCAPE
+  return ("/etc/passwd"):open("r")
 end)
 
 step("after", function()

@@ -16,7 +16,8 @@ for name, f in pairs(string) do real[name] = f end
 for name in pairs(real) do
   string[name] = function(...) return real[name](...) end
 end
-getmetatable("").__index = string
+-- The string metatable is read-only: what getmetatable gives is a string, not the table.
+assert(type(getmetatable("")) == "string", "the string metatable is hidden")
 string.dump = nil
 
 step("escape", function()

@@ -1,0 +1,14 @@
+-- A __gc finalizer runs with hooks off: a looping one is refused where it is set.
+runbook {
+  name = "sandbox-gc-top",
+  description = "Sandbox escape attempt; the test checks that it fails and changes nothing",
+  params = { canary = { type = "path", required = true, help = "a file that must stay as it is" } },
+}
+local here = target("local")
+setmetatable({}, { __gc = function() while true do end end }) -- ESCAPE
+collectgarbage()
+
+step("after", function()
+  -- Runs only if the escape did not stop the run: it would delete the canary.
+  here:exec({ "rm", "-f", "--", params.canary })
+end)
