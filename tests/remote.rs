@@ -328,3 +328,56 @@ end)
         "it's $here\n"
     );
 }
+
+/// Env values reach the command on every hop (SSH, SSH + pct) without passing through an
+/// argv: while the command runs, no process on the machine has the secret in
+/// `/proc/PID/cmdline` (before, `env TOKEN=…` was an argv word on the host and in the
+/// container). The secret comes in through `RUNBOOK_PARAM_TOKEN`, not `--set`, so that
+/// runbook's own argv does not hold it either.
+#[test]
+fn secret_env_values_stay_out_of_every_argv() {
+    require_sshd!();
+    let fleet = Fleet::start(1);
+    let _ct = fleet.container(200);
+    let env = Env::new();
+    let rb = env.write(
+        "secret_env.lua",
+        r#"
+runbook { name = "secret-env", params = { token = { type = "string", secret = true, required = true } } }
+-- Looks at every process's argv while a process with the secret in its env is alive.
+local scan = [[
+sleep 5 & holder=$!
+n=0
+for f in /proc/[0-9]*/cmdline; do
+  c=$(tr '\000' ' ' < "$f" 2>/dev/null) || continue
+  case $c in *"$TOKEN"*) echo "LEAK $f: $c"; n=$((n+1));; esac
+done
+kill "$holder"
+[ "${TOKEN%%-*}:${#TOKEN}" = "s3cr3t:19" ] || { echo "wrong value"; exit 3; }
+echo "checked, $n leaks"
+]]
+for _, t in ipairs({ target("node1"), target("node1"):pct(200) }) do
+  step("on " .. t.name, function()
+    local r = t:exec({ "sh", "-c", scan }, { env = { TOKEN = params.token }, read_only = true })
+    if not r.stdout:find("checked, 0 leaks", 1, true) then fail(r.stdout) end
+  end)
+end
+"#,
+    );
+    let out = env
+        .cmd()
+        .arg("run")
+        .arg(&rb)
+        .args(fleet.args())
+        .args(["--yes", "--json"])
+        .env("RUNBOOK_PARAM_TOKEN", "s3cr3t-env-VALUE-42")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stderr: {}\nstdout: {stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!stdout.contains("s3cr3t-env-VALUE-42"), "{stdout}");
+}

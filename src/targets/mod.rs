@@ -139,10 +139,11 @@ impl Target {
                 req.stdin.as_deref(),
             );
         }
-        let inner = wrap::env_and_cwd(req).unwrap_or_else(|_| req.argv.clone());
+        let (inner, stdin) =
+            wrap::env_and_cwd(req).unwrap_or_else(|_| (req.argv.clone(), req.stdin.clone()));
         match self.flatten(inner) {
-            (Base::Local, argv) => quote::render_with(&argv, &[], None, req.stdin.as_deref()),
-            (Base::Ssh(h), argv) => h.render(&argv, req.stdin.as_deref()),
+            (Base::Local, argv) => quote::render_with(&argv, &[], None, stdin.as_deref()),
+            (Base::Ssh(h), argv) => h.render(&argv, stdin.as_deref()),
         }
     }
 
@@ -157,15 +158,13 @@ impl Target {
             };
             return local::run(spawn, io, None).await;
         }
-        let inner = wrap::env_and_cwd(req)?;
+        let (inner, stdin) = wrap::env_and_cwd(req)?;
         let kill = |pgid: u32| -> Pin<Box<dyn Future<Output = ()> + '_>> {
             Box::pin(self.kill_tree(pgid))
         };
         if let Target::Ssh(h) = self {
             let line = wrap::report_pgid_then_exec(&inner);
-            return h
-                .run(line, req.stdin.clone(), req.timeout, io, Some(&kill))
-                .await;
+            return h.run(line, stdin, req.timeout, io, Some(&kill)).await;
         }
         match self.flatten(wrap::killable(inner)) {
             (Base::Local, argv) => {
@@ -173,7 +172,7 @@ impl Target {
                     argv: &argv,
                     env: &[],
                     cwd: None,
-                    stdin: req.stdin.clone(),
+                    stdin,
                     timeout: req.timeout,
                 };
                 local::run(spawn, io, Some(&kill)).await
@@ -181,7 +180,7 @@ impl Target {
             (Base::Ssh(h), argv) => {
                 h.run(
                     quote::join_bytes(&argv),
-                    req.stdin.clone(),
+                    stdin,
                     req.timeout,
                     io,
                     Some(&kill),

@@ -9,18 +9,56 @@ use super::ExecRequest;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 
-/// `env K=V … sh -c 'cd -- "$1" || exit; shift; exec "$@"' sh DIR argv…`, or less when
-/// there is no env or cwd. Values never enter a script text: they travel as arguments.
-pub fn env_and_cwd(req: &ExecRequest) -> Result<Vec<OsString>, String> {
+/// Sets the environment from standard input; see the script.
+static WITH_ENV: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| script_body(include_str!("sh/with_env.sh")));
+
+/// A script as it is sent: without its comment lines, which every preview would show.
+fn script_body(text: &str) -> String {
+    let mut body: String = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#') && !l.trim().is_empty())
+        .map(|l| format!("{l}\n"))
+        .collect();
+    body.pop();
+    body
+}
+
+/// `sh -c WITH_ENV sh [sh -c 'cd -- "$1" …' sh DIR] argv…` and the standard input that
+/// carries the environment in front of the command's own, or less when there is no env
+/// or cwd. Values never enter a script text or an argv: the working directory travels as
+/// an argument, environment values on standard input (an argv is readable by every user
+/// of the machine in /proc/PID/cmdline, on every hop).
+pub fn env_and_cwd(req: &ExecRequest) -> Result<(Vec<OsString>, Option<Vec<u8>>), String> {
     let mut argv: Vec<OsString> = Vec::new();
+    let mut stdin = req.stdin.clone();
     if !req.env.is_empty() {
-        if req.argv[0].to_string_lossy().contains('=') && req.cwd.is_none() {
-            return Err("with `env`, the program name cannot contain '='".into());
-        }
-        argv.push("env".into());
+        let mut header = Vec::new();
         for (k, v) in &req.env {
-            argv.push(format!("{k}={v}").into());
+            let name_ok = k
+                .bytes()
+                .next()
+                .is_some_and(|b| b == b'_' || b.is_ascii_alphabetic())
+                && k.bytes().all(|b| b == b'_' || b.is_ascii_alphanumeric());
+            if !name_ok {
+                return Err(format!(
+                    "env: '{k}' is not a variable name a remote shell can set (letters, digits and _, not starting with a digit)"
+                ));
+            }
+            header.extend_from_slice(k.as_bytes());
+            header.push(b'\n');
+            header.extend_from_slice(&escape_for_printf_b(v.as_bytes()));
+            header.push(b'\n');
         }
+        header.push(b'\n');
+        header.extend_from_slice(req.stdin.as_deref().unwrap_or_default());
+        stdin = Some(header);
+        argv.extend([
+            "sh".into(),
+            "-c".into(),
+            WITH_ENV.as_str().into(),
+            "sh".into(),
+        ]);
     }
     if let Some(dir) = &req.cwd {
         argv.extend([
@@ -32,7 +70,20 @@ pub fn env_and_cwd(req: &ExecRequest) -> Result<Vec<OsString>, String> {
         argv.push(dir.into());
     }
     argv.extend(req.argv.iter().cloned());
-    Ok(argv)
+    Ok((argv, stdin))
+}
+
+/// One line for `printf %b`: backslash and newline escaped, every other byte as is.
+fn escape_for_printf_b(value: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(value.len());
+    for &b in value {
+        match b {
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            _ => out.push(b),
+        }
+    }
+    out
 }
 
 /// Runs argv as the leader of a new session (so of a new process group), after printing
@@ -103,24 +154,65 @@ mod tests {
     fn plain_argv_is_untouched() {
         assert_eq!(
             env_and_cwd(&req(&["ls", "-l"], &[], None)).unwrap(),
-            vec![OsString::from("ls"), "-l".into()]
+            (vec![OsString::from("ls"), "-l".into()], None)
         );
     }
 
+    /// Runs the wrapped argv with the wrapped stdin under `shell` (dash, busybox sh, …).
+    fn run_under(shell: &[&str], argv: &[OsString], stdin: Option<Vec<u8>>) -> Vec<u8> {
+        use std::io::Write;
+        assert_eq!(argv[0], "sh");
+        let mut child = Command::new(shell[0])
+            .args(&shell[1..])
+            .args(&argv[1..])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut input = child.stdin.take().unwrap();
+        input.write_all(&stdin.unwrap_or_default()).unwrap();
+        drop(input);
+        child.wait_with_output().unwrap().stdout
+    }
+
     #[test]
-    fn env_and_cwd_apply_when_run_by_sh() {
+    fn env_and_cwd_apply_and_values_stay_out_of_argv() {
         let dir = tempfile::tempdir().unwrap();
         let weird = dir.path().join("a dir $HOME 'q'");
         std::fs::create_dir(&weird).unwrap();
-        let argv = env_and_cwd(&req(
-            &["sh", "-c", "pwd; echo \"$X\""],
-            &[("X", "v a l'ue")],
-            Some(weird.to_str().unwrap()),
-        ))
+        let value = "v a l'ue \\n \\c %s $(id)\nline two\n\n";
+        let (argv, stdin) = env_and_cwd(&ExecRequest {
+            stdin: Some(b"own input\n".to_vec()),
+            ..req(
+                &["sh", "-c", "pwd; printf '%s|' \"$X\" \"$Y\"; cat"],
+                &[("X", value), ("Y", "")],
+                Some(weird.to_str().unwrap()),
+            )
+        })
         .unwrap();
-        let out = Command::new(&argv[0]).args(&argv[1..]).output().unwrap();
-        let text = String::from_utf8(out.stdout).unwrap();
-        assert_eq!(text, format!("{}\nv a l'ue\n", weird.display()));
+        for word in &argv {
+            assert!(
+                !word.to_string_lossy().contains("l'ue"),
+                "a value is in argv: {argv:?}"
+            );
+        }
+        let want = format!("{}\n{value}||own input\n", weird.display());
+        // Alpine-like containers have only busybox: it must work there too (scripts/test
+        // installs busybox-static).
+        assert!(
+            Command::new("busybox").arg("true").status().is_ok(),
+            "busybox is needed for this test (apt-get install busybox-static)"
+        );
+        for shell in [vec!["dash"], vec!["bash", "--posix"], vec!["busybox", "sh"]] {
+            let out = run_under(&shell, &argv, stdin.clone());
+            assert_eq!(String::from_utf8_lossy(&out), want, "under {shell:?}");
+        }
+    }
+
+    #[test]
+    fn env_names_a_shell_cannot_set_are_refused() {
+        let err = env_and_cwd(&req(&["true"], &[("A-B", "x")], None)).unwrap_err();
+        assert!(err.contains("'A-B' is not a variable name"), "{err}");
     }
 
     #[test]
