@@ -43,9 +43,13 @@ pub enum Performed {
 /// `output` event of its own).
 const TAIL_BYTES: usize = 4096;
 
-fn tail(bytes: &[u8]) -> String {
-    let start = bytes.len().saturating_sub(TAIL_BYTES);
-    String::from_utf8_lossy(&bytes[start..]).into_owned()
+/// The tail an `action_finished` event keeps: masked before it is cut, and nothing but
+/// the mask for a command whose output is secret.
+fn tail(ctx: &Ctx, bytes: &[u8], secret_output: bool) -> String {
+    if secret_output && !bytes.is_empty() {
+        return crate::secrets::MASK.into();
+    }
+    ctx.bus.masked_tail(bytes, TAIL_BYTES)
 }
 
 pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, String> {
@@ -54,6 +58,22 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, String>
     let id = ctx.next_action_id();
     let target = action.target.name();
     let command = action.target.render(&action.req);
+    // An argv is readable by every user of the machine (/proc/PID/cmdline) while the
+    // command runs, on every hop: say so when a secret is in one. Env and stdin are not.
+    let argv_has_secret = action.req.argv.iter().any(|w| {
+        let w = w.to_string_lossy();
+        ctx.bus.mask(&w) != w
+    });
+    if argv_has_secret {
+        ctx.bus.emit(Event::Log {
+            step: Some(step),
+            level: "warn".into(),
+            message: format!(
+                "a secret is in the argv of `{}` on {target}: every user of that machine can read it (ps, /proc/PID/cmdline) while it runs; pass it with env = {{ … }} or stdin = … instead",
+                action.summary
+            ),
+        });
+    }
     let plan_only = match ctx.mode {
         Mode::Real => false,
         Mode::DryRun => action.effect == Effect::Change,
@@ -80,6 +100,7 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, String>
         }
         ctx.locks.ensure(action.target).await?;
     }
+    let what = action.summary.clone();
     ctx.bus.emit(Event::ActionStarted {
         step,
         action: id,
@@ -91,12 +112,25 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, String>
     if action.effect == Effect::Change {
         ctx.mark_changed();
     }
-    let on_line = |stream: Stream, line: &str| {
+    let secret_output = action.req.secret_output;
+    // What a line cut at 64 KiB left that could be the start of a secret, per stream.
+    let carry = std::cell::RefCell::new([String::new(), String::new()]);
+    let on_line = |stream: Stream, piece: &str, continues: bool| {
+        let line = if secret_output {
+            crate::secrets::MASK.to_string()
+        } else {
+            let mut carry = carry.borrow_mut();
+            let slot = &mut carry[stream as usize];
+            ctx.bus.mask_piece(slot, piece, continues)
+        };
+        if continues && line.is_empty() {
+            return;
+        }
         ctx.bus.emit(Event::Output {
             step,
             action: id,
             stream: stream.as_str().into(),
-            line: line.to_string(),
+            line,
         })
     };
     let io = ExecIo {
@@ -106,6 +140,19 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, String>
         abort_at: ctx.abort_at.get(),
     };
     let result = action.target.exec(&action.req, &io).await;
+    // A line cut at 64 KiB at the very end: what was held back is shown now.
+    for stream in [Stream::Stdout, Stream::Stderr] {
+        let rest = std::mem::take(&mut carry.borrow_mut()[stream as usize]);
+        if !rest.is_empty() {
+            on_line(stream, &rest, false);
+        }
+    }
+    if let (true, Ok(o)) = (secret_output, &result) {
+        let text = String::from_utf8_lossy(&o.stdout);
+        if !text.trim().is_empty() {
+            ctx.bus.add_secret(text.trim(), &format!("the output of `{what}`"));
+        }
+    }
     let (ok, code, duration, timed_out, error, stdout_tail, stderr_tail) = match &result {
         Ok(o) => (
             o.code == Some(0) && !o.timed_out && !o.deadline_hit && !o.interrupted,
@@ -113,8 +160,8 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, String>
             o.duration,
             o.timed_out || o.deadline_hit,
             o.interrupted.then(|| "interrupted".to_string()),
-            tail(&o.stdout),
-            tail(&o.stderr),
+            tail(ctx, &o.stdout, secret_output),
+            tail(ctx, &o.stderr, secret_output),
         ),
         Err(e) => (
             false,

@@ -150,13 +150,31 @@ impl Bus {
         self.sinks.borrow_mut().retain(|(i, _)| *i != id);
     }
 
-    /// Registers a value that must never appear in any output from now on.
-    pub fn add_secret(&self, value: &str) {
-        self.masker.borrow_mut().add(value);
+    /// Registers a value that must never appear in any output from now on. `what` names
+    /// it (never by value) in the warning for a secret short enough to be ordinary text.
+    pub fn add_secret(&self, value: &str, what: &str) {
+        let added = self.masker.borrow_mut().add(value);
+        let len = value.chars().count();
+        if added && len < crate::secrets::SHORT_SECRET {
+            tracing::warn!(
+                "{what} is a secret of only {len} characters: it is masked as {} wherever that text appears in output, which can hide ordinary words",
+                crate::secrets::MASK
+            );
+        }
     }
 
     pub fn mask(&self, text: &str) -> String {
         self.masker.borrow().mask(text)
+    }
+
+    /// See [`crate::secrets::Masker::mask_piece`].
+    pub fn mask_piece(&self, carry: &mut String, piece: &str, continues: bool) -> String {
+        self.masker.borrow().mask_piece(carry, piece, continues)
+    }
+
+    /// See [`crate::secrets::Masker::masked_tail`].
+    pub fn masked_tail(&self, bytes: &[u8], max: usize) -> String {
+        self.masker.borrow().masked_tail(bytes, max)
     }
 
     pub fn emit(&self, event: Event) {

@@ -30,6 +30,7 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    install_panic_hook();
     let cli = cli::Cli::parse();
     // Before any Lua runs: every phase of every command has a deadline it must keep.
     watchdog::start();
@@ -54,12 +55,31 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             if !matches!(e, error::Error::Interrupted(_)) {
-                eprintln!("error: {e}");
+                eprintln!("error: {}", secrets::mask_global(&e.to_string()));
             }
             e.exit_code()
         }
     };
     ExitCode::from(code.clamp(0, 255) as u8)
+}
+
+/// Panics are bugs, but their text must not show a secret either; and a reader that
+/// closed our stdout (`runbook docs | head`) ends the program quietly, as it would end
+/// `cat`, instead of a panic message and exit 101.
+fn install_panic_hook() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let text = info.to_string();
+        if text.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        let masked = secrets::mask_global(&text);
+        if masked != text {
+            eprintln!("runbook {masked}");
+            return;
+        }
+        default(info);
+    }));
 }
 
 fn init_logging(verbose: bool, quiet: bool) {

@@ -1,11 +1,16 @@
 //! Secret masking: every registered value is replaced by `***` in every event before any
 //! sink sees it, so terminal, `--json`, previews and run records are masked in one place.
+//! A process-wide copy of the values masks what does not travel as an event: errors
+//! printed by `main`, panics, the text `show`/`check`/`list` print.
 
 use crate::events::Event;
+use std::sync::Mutex;
 
 pub const MASK: &str = "***";
 
-/// Event fields that runbook generates (ids, hashes, enums), left as they are.
+/// Event fields that runbook writes itself (ids, hashes, enums, the runbook's name and
+/// path, who ran it where), left as they are: a secret that happens to be an ordinary
+/// word must not break `history`, `--resume` or the record's own structure.
 const STRUCTURAL: &[&str] = &[
     "event",
     "run_id",
@@ -16,7 +21,24 @@ const STRUCTURAL: &[&str] = &[
     "effect",
     "stream",
     "level",
+    "ts",
+    "runbook",
+    "path",
+    "user",
+    "host",
 ];
+
+/// Secrets shorter than this are likely to be ordinary text too: masking them mangles
+/// output, so runbook warns.
+pub const SHORT_SECRET: usize = 8;
+
+/// Every secret registered anywhere in this process (see the module doc).
+static GLOBAL: Mutex<Masker> = Mutex::new(Masker { values: Vec::new() });
+
+/// Masks `text` with every secret this process knows.
+pub fn mask_global(text: &str) -> String {
+    GLOBAL.lock().unwrap_or_else(|e| e.into_inner()).mask(text)
+}
 
 #[derive(Default)]
 pub struct Masker {
@@ -25,12 +47,80 @@ pub struct Masker {
 }
 
 impl Masker {
-    pub fn add(&mut self, value: &str) {
+    /// Registers `value` (and, for a value of several lines, each line: output is masked
+    /// line by line). Returns false when it was known already.
+    pub fn add(&mut self, value: &str) -> bool {
         if value.is_empty() || self.values.iter().any(|v| v == value) {
-            return;
+            return false;
         }
         self.values.push(value.to_string());
+        if value.contains('\n') {
+            for line in value.lines().map(str::trim_end).filter(|l| !l.is_empty()) {
+                if !self.values.iter().any(|v| v == line) {
+                    self.values.push(line.to_string());
+                }
+            }
+        }
         self.values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+        GLOBAL.lock().unwrap_or_else(|e| e.into_inner()).add_local(value);
+        true
+    }
+
+    /// `add` for the process-wide copy (which must not recurse into itself).
+    fn add_local(&mut self, value: &str) {
+        if !self.values.iter().any(|v| v == value) {
+            self.values.push(value.to_string());
+            for line in value.lines().map(str::trim_end).filter(|l| !l.is_empty()) {
+                if !self.values.iter().any(|v| v == line) {
+                    self.values.push(line.to_string());
+                }
+            }
+            self.values.sort_by_key(|v| std::cmp::Reverse(v.len()));
+        }
+    }
+
+    /// Length in bytes of the longest secret.
+    pub fn longest(&self) -> usize {
+        self.values.first().map_or(0, |v| v.len())
+    }
+
+    /// Masks one piece of a line that output arrives in. `continues` says the line goes
+    /// on in the next piece (a line over 64 KiB is cut): then the end of the piece that
+    /// could be the start of a secret stays in `carry` and is masked with the next piece,
+    /// so a secret across the cut is masked whole. Returns what can be shown now.
+    pub fn mask_piece(&self, carry: &mut String, piece: &str, continues: bool) -> String {
+        let mut text = std::mem::take(carry);
+        text.push_str(piece);
+        if !continues || self.values.is_empty() {
+            return self.mask(&text);
+        }
+        let mut cut = text.len().saturating_sub(self.longest().saturating_sub(1));
+        // A secret that spans the cut stays whole on the carried side.
+        for v in &self.values {
+            for (start, _) in text.match_indices(v.as_str()) {
+                if start < cut && start + v.len() > cut {
+                    cut = start;
+                }
+            }
+        }
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        *carry = text.split_off(cut);
+        self.mask(&text)
+    }
+
+    /// The last `max` bytes of `bytes` as text, masked before it is cut, so the cut never
+    /// leaves part of a secret showing.
+    pub fn masked_tail(&self, bytes: &[u8], max: usize) -> String {
+        let window = max + self.longest();
+        let start = bytes.len().saturating_sub(window);
+        let masked = self.mask(&String::from_utf8_lossy(&bytes[start..]));
+        let mut cut = masked.len().saturating_sub(max);
+        while !masked.is_char_boundary(cut) {
+            cut += 1;
+        }
+        masked[cut..].to_string()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -81,6 +171,38 @@ impl Masker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secret_across_a_cut_line_is_masked_whole() {
+        let mut m = Masker::default();
+        m.add("S3CR3T-TOKEN-VALUE-123456");
+        let line = format!("{}S3CR3T-TOKEN-VALUE-123456 end", "x".repeat(100));
+        for cut in 90..line.len() {
+            let (a, b) = line.split_at(cut);
+            let mut carry = String::new();
+            let shown = m.mask_piece(&mut carry, a, true) + &m.mask_piece(&mut carry, b, false);
+            assert!(carry.is_empty());
+            assert_eq!(shown, format!("{}*** end", "x".repeat(100)), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn a_tail_is_masked_before_it_is_cut() {
+        let mut m = Masker::default();
+        m.add("S3CR3T-TOKEN-VALUE-123456");
+        let out = format!("{}S3CR3T-TOKEN-VALUE-123456{}", "a".repeat(50), "b".repeat(10));
+        for max in 1..out.len() {
+            let tail = m.masked_tail(out.as_bytes(), max);
+            assert!(!tail.contains("VALUE") && !tail.contains("3456") && !tail.contains("56b"), "{max}: {tail}");
+        }
+    }
+
+    #[test]
+    fn each_line_of_a_multi_line_secret_is_masked() {
+        let mut m = Masker::default();
+        m.add("-----BEGIN KEY-----\nAAAABBBBCCCC\n-----END KEY-----\n");
+        assert_eq!(m.mask("got AAAABBBBCCCC here"), "got *** here");
+    }
 
     #[test]
     fn masks_longest_first_and_everywhere() {

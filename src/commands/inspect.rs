@@ -33,7 +33,7 @@ pub fn check(files: &[String], sets: Vec<(String, String)>, remote: RemoteSettin
             }
             Err(e) => {
                 bad += 1;
-                eprintln!("error: {e}");
+                eprintln!("error: {}", crate::secrets::mask_global(&e.to_string()));
             }
         }
     }
@@ -47,17 +47,28 @@ pub fn check(files: &[String], sets: Vec<(String, String)>, remote: RemoteSettin
     }
 }
 
+/// `println!` into a String.
+macro_rules! outln {
+    ($out:ident, $($arg:tt)*) => {{
+        use std::fmt::Write as _;
+        let _ = writeln!($out, $($arg)*);
+    }};
+}
+
 pub fn show(file: &str, remote: RemoteSettings) -> Result<i32> {
     let source = source::locate(file)?;
     let loaded = inspect(&source, Vec::new(), &remote)?;
     let h = loaded.header();
-    println!("{} ({})", h.name, source.label);
+    // Built whole, then masked: a step name or description made from a secret param
+    // (given through RUNBOOK_PARAM_*) must not show.
+    let mut out = String::new();
+    outln!(out, "{} ({})", h.name, source.label);
     if let Some(d) = &h.description {
-        println!("  {d}");
+        outln!(out, "  {d}");
     }
-    println!("\nparams:");
+    outln!(out, "\nparams:");
     if h.params.is_empty() {
-        println!("  (none)");
+        outln!(out, "  (none)");
     }
     for p in &h.params {
         let mut facts = vec![p.ty.name().to_string()];
@@ -77,12 +88,12 @@ pub fn show(file: &str, remote: RemoteSettings) -> Result<i32> {
             let c: Vec<String> = p.choices.iter().map(|c| c.display()).collect();
             facts.push(format!("one of {}", c.join("|")));
         }
-        println!("  {:<14} {}", p.name, facts.join(", "));
+        outln!(out, "  {:<14} {}", p.name, facts.join(", "));
         if let Some(help) = &p.help {
-            println!("  {:<14} {help}", "");
+            outln!(out, "  {:<14} {help}", "");
         }
     }
-    println!("\nsteps:");
+    outln!(out, "\nsteps:");
     for (i, s) in loaded.steps().iter().enumerate() {
         let mut opts = Vec::new();
         if s.opts.retries > 0 {
@@ -105,8 +116,9 @@ pub fn show(file: &str, remote: RemoteSettings) -> Result<i32> {
         } else {
             format!("  [{}]", opts.join(", "))
         };
-        println!("  {}. {}{opts}  ({})", i + 1, s.name, s.location);
+        outln!(out, "  {}. {}{opts}  ({})", i + 1, s.name, s.location);
     }
+    print!("{}", crate::secrets::mask_global(&out));
     Ok(0)
 }
 
@@ -148,7 +160,8 @@ pub fn list(dir: Option<PathBuf>, remote: RemoteSettings) -> Result<i32> {
             Ok(s) => describe(&s, &remote),
             Err(e) => ("(unreadable)".into(), e.to_string()),
         };
-        println!("  {:<28} {:<20} {desc}", f.display(), name);
+        let line = format!("  {:<28} {:<20} {desc}", f.display(), name);
+        println!("{}", crate::secrets::mask_global(&line));
     }
     println!("\nshipped (run by name):");
     for (name, _) in embedded::SHIPPED {

@@ -36,7 +36,8 @@ fn fail(lua: &Lua, msg: Value) -> mlua::Result<()> {
 /// local token = secret(r.stdout)
 /// ```
 fn secret(lua: &Lua, value: mlua::LuaString) -> mlua::Result<mlua::LuaString> {
-    ctx(lua).bus.add_secret(&value.to_string_lossy());
+    let what = format!("the value passed to secret() at {}", super::location(lua));
+    ctx(lua).bus.add_secret(&value.to_string_lossy(), &what);
     Ok(value)
 }
 

@@ -22,6 +22,7 @@ const EXEC_KEYS: &[&str] = &[
     "read_only",
     "destructive",
     "summary",
+    "secret_output",
 ];
 
 /// Programs whose whole purpose is to delete or overwrite: a real run that plans one asks
@@ -239,6 +240,12 @@ fn parse_options(lua: &Lua, opts: Option<Table>, what: &str) -> mlua::Result<Exe
         }
     };
     out.req.env = env_table(lua, t.get("env")?, &format!("{what}: env"))?;
+    out.req.secret_output = bool_value(
+        lua,
+        t.get("secret_output")?,
+        &format!("{what}: secret_output"),
+        false,
+    )?;
     Ok(out)
 }
 

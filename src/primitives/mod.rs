@@ -169,6 +169,7 @@ impl Step<'_> {
                 stdin: cmd.stdin,
                 timeout: cmd.timeout,
                 script: None,
+                secret_output: false,
             },
             effect,
             summary,

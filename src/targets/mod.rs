@@ -29,6 +29,9 @@ pub struct ExecRequest {
     pub stdin: Option<Vec<u8>>,
     pub timeout: Option<Duration>,
     pub script: Option<String>,
+    /// The command prints a secret: its output is masked whole in every sink, and its
+    /// stdout becomes a secret when it ends.
+    pub secret_output: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,7 +69,9 @@ pub struct ExecOutcome {
 
 /// What a running command reports to and is controlled by.
 pub struct ExecIo<'a> {
-    pub on_line: &'a dyn Fn(Stream, &str),
+    /// Each line as it arrives; the flag says the line continues in the next call (it was
+    /// cut at 64 KiB).
+    pub on_line: &'a dyn Fn(Stream, &str, bool),
     /// The step's deadline (its `timeout`, or the run's `--timeout`).
     pub deadline: Option<Instant>,
     pub cancel: &'a Cancel,
@@ -194,7 +199,7 @@ impl Target {
     /// hops it was started through (inside the container, on the remote host).
     async fn kill_tree(&self, pgid: u32) {
         let (base, argv) = self.flatten(wrap::kill_tree(pgid));
-        let quiet = |_: Stream, _: &str| {};
+        let quiet = |_: Stream, _: &str, _: bool| {};
         let cancel = Cancel::default();
         let io = ExecIo {
             on_line: &quiet,

@@ -174,12 +174,15 @@ fn take_line(buf: &mut Vec<u8>, stream: Stream, out: &mut ExecOutcome, io: &Exec
         *truncated = true;
     }
     let mut line = &buf[..];
+    // A piece without its newline is a line cut at LINE_LIMIT (or the last, unterminated
+    // line): the sink is told, so that it can mask a secret that spans the cut.
+    let continues = !line.ends_with(b"\n") && line.len() >= LINE_LIMIT;
     if line.ends_with(b"\n") {
         line = &line[..line.len() - 1];
     }
     if line.ends_with(b"\r") {
         line = &line[..line.len() - 1];
     }
-    (io.on_line)(stream, &String::from_utf8_lossy(line));
+    (io.on_line)(stream, &String::from_utf8_lossy(line), continues);
     buf.clear();
 }

@@ -215,7 +215,7 @@ impl SshHost {
 
     /// The master connection, opened now if needed (no interruption while connecting).
     pub async fn connected(&self) -> Result<Rc<Session>, String> {
-        let quiet = |_: super::Stream, _: &str| {};
+        let quiet = |_: super::Stream, _: &str, _: bool| {};
         let cancel = crate::cancel::Cancel::default();
         let io = ExecIo {
             on_line: &quiet,

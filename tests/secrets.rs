@@ -1,0 +1,241 @@
+//! Secrets never leak: not at the cut of a tail, not across the 64 KiB split of a long
+//! line, not across two writes of the command, not in `show`, not in an error raised at
+//! load, and not from a command whose output is the secret (`secret_output`). A secret
+//! that is an ordinary word masks what runbooks and commands print, never the names,
+//! paths and ids runbook writes itself.
+//!
+//! Secrets come in through `RUNBOOK_PARAM_TOKEN` (so that no argv holds them) and reach
+//! commands through `env`; every check reads what a user could see: stdout (`--json`),
+//! stderr, and every run record.
+mod common;
+use common::*;
+
+const SECRET: &str = "S3CR3T-TOKEN-VALUE-123456";
+
+/// Pieces of `SECRET` long enough that none occurs by chance, one across each place a
+/// cut could fall.
+const PIECES: &[&str] = &["S3CR3T-TOK", "TOKEN-VAL", "VALUE-123", "E-123456", "3CR3T-TOKEN"];
+
+fn all_records(env: &Env) -> String {
+    let runs = env.state().join("runs");
+    let mut out = String::new();
+    for entry in std::fs::read_dir(&runs).into_iter().flatten() {
+        out.push_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap());
+    }
+    out
+}
+
+fn assert_nothing_of_the_secret(what: &str, text: &str) {
+    assert!(!text.contains(SECRET), "{what} shows the secret:\n{text}");
+    for p in PIECES {
+        assert!(!text.contains(p), "{what} shows a piece of the secret ({p}):\n{text}");
+    }
+}
+
+/// Runs `body` (the steps) under a header with a secret `token` param, `--json`.
+fn run(env: &Env, body: &str) -> (i32, String, String) {
+    let rb = env.write(
+        "leak.lua",
+        &format!(
+            "runbook {{ name = \"leak\", params = {{ token = {{ type = \"string\", secret = true, required = true }} }} }}\nlocal here = target(\"local\")\n{body}"
+        ),
+    );
+    let out = env
+        .cmd()
+        .arg("run")
+        .arg(&rb)
+        .args(["--yes", "--json"])
+        .env("RUNBOOK_PARAM_TOKEN", SECRET)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_nothing_of_the_secret("stdout (--json)", &stdout);
+    assert_nothing_of_the_secret("stderr", &stderr);
+    assert_nothing_of_the_secret("the run record", &all_records(env));
+    (out.status.code().unwrap_or(-1), stdout, stderr)
+}
+
+/// `action_finished.stdout_tail` keeps the last 4 KiB: the cut falls inside the secret.
+#[test]
+fn a_secret_at_the_cut_of_a_tail_is_masked() {
+    let env = Env::new();
+    for keep in [1, 5, 10, 20, 24] {
+        let (code, stdout, _) = run(
+            &env,
+            &format!(
+                r#"step("print", function()
+  here:exec({{ "sh", "-c", 'printf "%s" "$TOKEN"; head -c {} /dev/zero | tr "\\000" b' }}, {{ env = {{ TOKEN = params.token }}, read_only = true }})
+end)"#,
+                4096 - keep
+            ),
+        );
+        assert_eq!(code, 0, "{stdout}");
+        assert!(stdout.contains("\"stdout_tail\""), "{stdout}");
+    }
+}
+
+/// A line over 64 KiB is cut into pieces: the secret straddles the cut.
+#[test]
+fn a_secret_across_the_split_of_a_long_line_is_masked() {
+    let env = Env::new();
+    for before in [65536 - 1, 65536 - 10, 65536 - 24] {
+        let (code, stdout, _) = run(
+            &env,
+            &format!(
+                r#"step("print", function()
+  here:exec({{ "sh", "-c", 'head -c {before} /dev/zero | tr "\\000" a; printf "%s\\n" "$TOKEN"' }}, {{ env = {{ TOKEN = params.token }}, read_only = true }})
+end)"#
+            ),
+        );
+        assert_eq!(code, 0, "{stdout}");
+        assert!(stdout.contains("***"), "the secret shows as *** somewhere");
+    }
+}
+
+/// The command writes the secret in two writes, 200 ms apart.
+#[test]
+fn a_secret_written_in_two_pieces_is_masked() {
+    let env = Env::new();
+    let (code, stdout, _) = run(
+        &env,
+        r#"step("print", function()
+  here:exec({ "sh", "-c", 'printf "%s" "${TOKEN%%-VALUE*}"; sleep 0.2; printf "%s\n" "-VALUE${TOKEN#*-VALUE}"' }, { env = { TOKEN = params.token }, read_only = true })
+end)"#,
+    );
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains(r#""line":"***""#), "{stdout}");
+}
+
+/// `secret_output = true`: the output is masked while the command runs (it is not
+/// known as a secret yet) and is a secret from then on.
+#[test]
+fn secret_output_masks_a_secret_the_command_prints() {
+    let env = Env::new();
+    let made = "gen-42-tok-abcdef";
+    let (code, stdout, stderr) = run(
+        &env,
+        r#"step("mint", function()
+  local r = here:exec({ "sh", "-c", 'echo "gen-$((6*7))-tok-abcdef"' }, { secret_output = true, read_only = true })
+  log.info("minted " .. r.stdout)
+  if r.stdout ~= "gen-42-tok-abcdef\n" then fail("the runbook gets the value itself") end
+end)"#,
+    );
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    for (what, text) in [("stdout", &stdout), ("stderr", &stderr), ("record", &all_records(&env))] {
+        assert!(!text.contains(made), "{what} shows the command's secret output:\n{text}");
+    }
+    assert!(stdout.contains("minted ***"), "{stdout}");
+}
+
+/// `show` prints step names; one built from a secret param is masked.
+#[test]
+fn show_masks_a_step_name_made_from_a_secret() {
+    let env = Env::new();
+    let rb = env.write(
+        "named.lua",
+        r#"runbook { name = "named", params = { token = { type = "string", secret = true } } }
+step("deploy with " .. (params.token or "none"), function() end)
+"#,
+    );
+    let out = env
+        .cmd()
+        .args(["show", rb.to_str().unwrap()])
+        .env("RUNBOOK_PARAM_TOKEN", SECRET)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert_nothing_of_the_secret("show", &stdout);
+    assert!(stdout.contains("deploy with ***"), "{stdout}");
+}
+
+/// An error raised by the runbook's top level, with the secret in its message.
+#[test]
+fn an_error_at_load_time_masks_the_secret() {
+    let env = Env::new();
+    let rb = env.write(
+        "load_error.lua",
+        r#"runbook { name = "load-error", params = { token = { type = "string", secret = true, required = true } } }
+error("bad token " .. params.token)
+"#,
+    );
+    for cmd in ["run", "check"] {
+        let out = env
+            .cmd()
+            .args([cmd, rb.to_str().unwrap()])
+            .env("RUNBOOK_PARAM_TOKEN", SECRET)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{cmd}: {stderr}");
+        assert_nothing_of_the_secret(cmd, &stderr);
+        assert!(stderr.contains("bad token ***"), "{cmd}: {stderr}");
+    }
+}
+
+/// A secret that is an ordinary word (`deploy`, also the runbook's name) masks output,
+/// not runbook's own fields: the record's runbook name and path, `history`, `--resume`.
+/// And runbook warns that such a short secret mangles output.
+#[test]
+fn a_secret_that_is_an_ordinary_word_leaves_runbooks_own_fields_alone() {
+    let env = Env::new();
+    let rb = env.write(
+        "deploy.lua",
+        r#"runbook { name = "deploy", params = { word = { type = "string", secret = true, required = true } } }
+local here = target("local")
+step("say", function() here:exec({ "echo", "we deploy today" }, { read_only = true }) end)
+"#,
+    );
+    let out = env
+        .cmd()
+        .args(["run", rb.to_str().unwrap(), "--yes"])
+        .env("RUNBOOK_PARAM_WORD", "deploy")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("param 'word' is a secret of only 6 characters"),
+        "{stderr}"
+    );
+    let events = env.last_record();
+    assert_eq!(events[0]["runbook"], "deploy", "{:#?}", events[0]);
+    assert!(
+        events[0]["path"].as_str().unwrap().ends_with("deploy.lua"),
+        "{:#?}",
+        events[0]
+    );
+    let out_line = events
+        .iter()
+        .find(|e| e["event"] == "output")
+        .expect("an output event");
+    assert_eq!(out_line["line"], "we *** today", "output is still masked");
+    let history = env.cmd().arg("history").output().unwrap();
+    let history = String::from_utf8_lossy(&history.stdout);
+    assert!(history.contains("deploy"), "{history}");
+    let resumed = env
+        .cmd()
+        .args(["run", rb.to_str().unwrap(), "--yes", "--resume", "last"])
+        .env("RUNBOOK_PARAM_WORD", "deploy")
+        .output()
+        .unwrap();
+    assert!(
+        resumed.status.success(),
+        "--resume last finds the run: {}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+}
+
+/// A secret placed in an argv is visible to every user of the machine: runbook says so,
+/// in a dry-run as in a run.
+#[test]
+fn a_secret_in_an_argv_is_warned_about() {
+    let env = Env::new();
+    let (code, stdout, _) = run(
+        &env,
+        r#"step("leaky", function() here:exec({ "true", params.token }, { read_only = true }) end)"#,
+    );
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("a secret is in the argv of"), "{stdout}");
+}
