@@ -30,10 +30,12 @@ fn fail(lua: &Lua, msg: Value) -> mlua::Result<()> {
 /// Lua: secret(value) -> value
 ///
 /// Marks a value as secret and returns it: from now on it shows as `***` in the terminal,
-/// `--json`, previews and the run record, also when a command prints it.
+/// `--json`, previews and the run record, also when a command prints it. For a value a
+/// command prints, use the command's `secret_output = true` instead: `secret()` comes
+/// after the command's output was already recorded.
 ///
 /// ```lua
-/// local token = secret(r.stdout)
+/// local token = secret(params.prefix .. "-" .. params.suffix)
 /// ```
 fn secret(lua: &Lua, value: mlua::LuaString) -> mlua::Result<mlua::LuaString> {
     let what = format!("the value passed to secret() at {}", super::location(lua));

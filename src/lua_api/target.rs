@@ -280,7 +280,15 @@ fn argv_from(lua: &Lua, v: Value) -> mlua::Result<Vec<OsString>> {
 /// - `read_only = true`: declares that it only looks, so it also runs during `--dry-run`;
 /// - `destructive`: whether it deletes/overwrites (asks before a real run); guessed from
 ///   the program name (`rm`, `dd`, …) when absent;
-/// - `summary`: a one-line description for previews and records (default: the command).
+/// - `summary`: a one-line description for previews and records (default: the command);
+/// - `secret_output = true`: the command prints a secret (a token it mints or reads):
+///   its output shows as `***` in every sink while it runs, and its stdout is a secret
+///   from then on, like `secret()`.
+///
+/// `env` values never pass through an argv on any hop (they reach remote commands on
+/// standard input through a small wrapper), so that is the way to hand a command a
+/// secret; a secret inside the argv itself is warned about, since every user of that
+/// machine can read an argv.
 ///
 /// During `--dry-run` a command that is not read-only does not run: the result has
 /// `planned = true`, `ok = true` and empty output.
