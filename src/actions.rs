@@ -79,6 +79,25 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, String>
         Mode::DryRun => action.effect == Effect::Change,
         Mode::Offline | Mode::Inspect => true,
     };
+    if action.effect == Effect::Change {
+        let change = || crate::plan::Change {
+            step,
+            target: target.clone(),
+            command: command.clone(),
+            stdin_digest: crate::plan::Change::digest(action.req.stdin.as_deref()),
+            summary: action.summary.clone(),
+            destructive: action.destructive,
+        };
+        if plan_only {
+            if let Some(recorded) = ctx.recording.borrow_mut().as_mut() {
+                recorded.push(change());
+            }
+        } else if let Some(enforcer) = ctx.enforcer.borrow_mut().as_mut() {
+            // Before the lock, the events and the command: a change nobody saw never starts.
+            let name = ctx.steps.borrow().get(step).map(|s| s.name.clone());
+            enforcer.allow(&change(), &name.unwrap_or_default())?;
+        }
+    }
     if plan_only {
         if action.effect == Effect::Change {
             ctx.mark_changed();
@@ -150,7 +169,8 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, String>
     if let (true, Ok(o)) = (secret_output, &result) {
         let text = String::from_utf8_lossy(&o.stdout);
         if !text.trim().is_empty() {
-            ctx.bus.add_secret(text.trim(), &format!("the output of `{what}`"));
+            ctx.bus
+                .add_secret(text.trim(), &format!("the output of `{what}`"));
         }
     }
     let (ok, code, duration, timed_out, error, stdout_tail, stderr_tail) = match &result {

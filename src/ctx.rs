@@ -99,8 +99,13 @@ pub struct Ctx {
     pub label: String,
     /// Where `require` finds Lua files beside the runbook; `None` for embedded runbooks.
     pub dir: Option<PathBuf>,
-    /// Targets by name, and the connections of this run.
-    pub targets: Registry,
+    /// Targets by name, and the connections of this run (shared with the confirmation
+    /// pass, so a host is connected to once).
+    pub targets: Rc<Registry>,
+    /// The confirmation pass records the changes it plans here.
+    pub recording: RefCell<Option<Vec<crate::plan::Change>>>,
+    /// A confirmed real run is held to the changes that were shown.
+    pub enforcer: RefCell<Option<crate::plan::Enforcer>>,
     /// The state dir of this run (set when a run starts; `fingerprint.save/load` use it).
     pub state_dir: RefCell<Option<PathBuf>>,
     /// Set when the run record can no longer be written: no change may start after that.
@@ -119,6 +124,7 @@ impl Ctx {
         sets: Vec<(String, String)>,
         cancel: Rc<Cancel>,
         remote: RemoteSettings,
+        targets: Option<Rc<Registry>>,
     ) -> Self {
         Ctx {
             mode,
@@ -142,7 +148,9 @@ impl Ctx {
             state_dir: RefCell::new(None),
             record_failed: RefCell::new(None),
             locks: crate::locks::Locks::new(remote.lock_wait),
-            targets: Registry::new(remote),
+            targets: targets.unwrap_or_else(|| Rc::new(Registry::new(remote))),
+            recording: RefCell::new(None),
+            enforcer: RefCell::new(None),
             last_location: RefCell::new(String::new()),
         }
     }

@@ -56,6 +56,19 @@ pub fn load(
     cancel: Rc<Cancel>,
     remote: RemoteSettings,
 ) -> Result<Loaded> {
+    load_with(source, mode, sets, cancel, remote, None)
+}
+
+/// `load`, reaching targets through `targets` (the connections of another VM of the
+/// same run) when given.
+fn load_with(
+    source: &Source,
+    mode: Mode,
+    sets: Vec<(String, String)>,
+    cancel: Rc<Cancel>,
+    remote: RemoteSettings,
+    targets: Option<Rc<crate::targets::registry::Registry>>,
+) -> Result<Loaded> {
     let ctx = Rc::new(Ctx::new(
         mode,
         source.label.clone(),
@@ -63,6 +76,7 @@ pub fn load(
         sets,
         cancel,
         remote,
+        targets,
     ));
     let lua = sandbox::new_vm(ctx.clone())
         .map_err(|e| Error::invalid(format!("cannot start Lua: {e}")))?;
@@ -209,7 +223,8 @@ pub async fn run(req: RunRequest) -> Result<i32> {
         None => ResumePlan::default(),
     };
     if req.mode == Mode::Real && !req.yes {
-        confirm_gate(&req, &resume, cancel.clone()).await?;
+        let confirmed = confirm_gate(&req, &resume, &loaded, cancel.clone()).await?;
+        *loaded.ctx.enforcer.borrow_mut() = Some(crate::plan::Enforcer::new(confirmed));
     }
 
     let run_id = state::new_run_id();
@@ -372,74 +387,80 @@ fn resume_plan(req: &RunRequest, loaded: &Loaded, which: &str) -> Result<ResumeP
     })
 }
 
-/// Before a real run changes anything: if its plan deletes, rebuilds or restores
-/// something, or a step asks for it, show the plan and ask once (or refuse without a
-/// terminal). The plan comes from a silent dry-run of the same runbook.
-async fn confirm_gate(req: &RunRequest, resume: &ResumePlan, cancel: Rc<Cancel>) -> Result<()> {
-    let plan = load(
+/// Before a real run changes anything (Terraform's rule): if its plan holds any change,
+/// or a step asks for it, show the plan and ask once (or refuse without a terminal). The
+/// plan comes from a silent dry-run of the same runbook over the same connections; the
+/// changes it returns are what the real run is then held to (`plan::Enforcer`).
+async fn confirm_gate(
+    req: &RunRequest,
+    resume: &ResumePlan,
+    real: &Loaded,
+    cancel: Rc<Cancel>,
+) -> Result<Vec<crate::plan::Change>> {
+    let plan = load_with(
         &req.source,
         Mode::DryRun,
         req.sets.clone(),
         cancel.clone(),
         req.remote.clone(),
+        Some(real.ctx.targets.clone()),
     )?;
     let collected = Collected::default();
     *plan.ctx.state_dir.borrow_mut() = Some(req.state_dir.clone());
+    *plan.ctx.recording.borrow_mut() = Some(Vec::new());
     plan.ctx
         .bus
         .add_sink(Box::new(CollectSink(collected.clone())));
     run_steps(&plan, resume, req.timeout, true).await;
-    plan.ctx.targets.close_all().await;
     if cancel.count() > 0 {
         return Err(Error::Interrupted(cancel.exit_code()));
     }
+    let changes = plan.ctx.recording.borrow_mut().take().unwrap_or_default();
     let steps = plan.steps();
+    let mut lines = Vec::new();
+    let mut current = None;
+    for c in &changes {
+        if current != Some(c.step) {
+            lines.push(format!("  step \"{}\":", steps[c.step].name));
+            current = Some(c.step);
+        }
+        let mark = if c.destructive { "  [deletes]" } else { "" };
+        lines.push(format!("    - on {}: {}{mark}", c.target, c.summary));
+    }
     let events = collected.0.borrow().clone();
-    let mut reasons = Vec::new();
     for ev in events.iter() {
-        match ev {
-            Event::ActionPlanned {
-                destructive: true,
-                step,
-                target,
-                summary,
-                ..
-            } => {
-                reasons.push(format!(
-                    "step \"{}\" on {target}: {summary}",
-                    steps[*step].name
-                ));
-            }
-            Event::StepStarted {
-                index, attempt: 1, ..
-            } if steps[*index].opts.confirm => {
-                reasons.push(format!(
-                    "step \"{}\" asks for confirmation",
+        if let Event::StepStarted {
+            index, attempt: 1, ..
+        } = ev
+        {
+            if steps[*index].opts.confirm {
+                lines.push(format!(
+                    "  step \"{}\" asks for confirmation",
                     steps[*index].name
                 ));
             }
-            _ => {}
         }
     }
-    if reasons.is_empty() {
-        return Ok(());
+    if lines.is_empty() {
+        return Ok(changes);
     }
+    // Shown through the plan's masker: a summary may hold a secret.
+    let list = plan.ctx.bus.mask(&lines.join("\n"));
     use is_terminal::IsTerminal;
     let interactive =
         std::io::stdin().is_terminal() && std::io::stderr().is_terminal() && !req.json;
-    let list = reasons
-        .iter()
-        .map(|r| format!("  - {r}"))
-        .collect::<Vec<_>>()
-        .join("\n");
+    let count = match changes.len() {
+        1 => "1 change".to_string(),
+        n => format!("{n} changes"),
+    };
     if !interactive {
         return Err(Error::invalid(format!(
-            "{} deletes, rebuilds or restores things and needs confirmation:\n{list}\n\
+            "{} makes {count} and needs confirmation:\n{list}\n\
              nothing was changed; preview with --dry-run, then re-run with --yes",
             req.source.label
         )));
     }
-    eprintln!("{} will:\n{list}", req.source.label);
+    eprintln!("{} will make {count}:\n{list}", req.source.label);
     eprint!("Proceed? [y/N] ");
     // Read on a blocking thread so that Ctrl-C at the prompt still interrupts the run.
     let read = tokio::task::spawn_blocking(|| {
@@ -455,7 +476,7 @@ async fn confirm_gate(req: &RunRequest, resume: &ResumePlan, cancel: Rc<Cancel>)
         }
     };
     if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
-        Ok(())
+        Ok(changes)
     } else {
         Err(Error::invalid("not confirmed; nothing was changed"))
     }
@@ -588,6 +609,9 @@ async fn run_step(
             changed: false,
         }));
         ctx.deadline.set(deadline);
+        if let Some(enforcer) = ctx.enforcer.borrow_mut().as_mut() {
+            enforcer.step_attempt(index);
+        }
         *ctx.last_location.borrow_mut() = step.location.clone();
         crate::watchdog::arm(index, &step.name, deadline, planning);
         let started = Instant::now();

@@ -15,6 +15,7 @@ mod lint;
 mod locks;
 mod lua_api;
 mod params;
+mod plan;
 mod primitives;
 mod quote;
 mod sandbox;

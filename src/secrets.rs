@@ -62,7 +62,10 @@ impl Masker {
             }
         }
         self.values.sort_by_key(|v| std::cmp::Reverse(v.len()));
-        GLOBAL.lock().unwrap_or_else(|e| e.into_inner()).add_local(value);
+        GLOBAL
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .add_local(value);
         true
     }
 
@@ -190,10 +193,17 @@ mod tests {
     fn a_tail_is_masked_before_it_is_cut() {
         let mut m = Masker::default();
         m.add("S3CR3T-TOKEN-VALUE-123456");
-        let out = format!("{}S3CR3T-TOKEN-VALUE-123456{}", "a".repeat(50), "b".repeat(10));
+        let out = format!(
+            "{}S3CR3T-TOKEN-VALUE-123456{}",
+            "a".repeat(50),
+            "b".repeat(10)
+        );
         for max in 1..out.len() {
             let tail = m.masked_tail(out.as_bytes(), max);
-            assert!(!tail.contains("VALUE") && !tail.contains("3456") && !tail.contains("56b"), "{max}: {tail}");
+            assert!(
+                !tail.contains("VALUE") && !tail.contains("3456") && !tail.contains("56b"),
+                "{max}: {tail}"
+            );
         }
     }
 

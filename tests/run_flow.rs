@@ -548,7 +548,7 @@ fn failed_first_run(env: &Env, file: &str, dir: &Path) -> String {
         &[
             vec!["run".to_string(), file.to_string()],
             set("dir", dir).to_vec(),
-            args(&["--json"]),
+            args(&["--json", "--yes"]),
         ]
         .concat(),
     );
@@ -579,7 +579,7 @@ fn resume_skips_the_steps_that_succeeded() {
         &[
             vec!["run".to_string(), file.clone()],
             set("dir", &dir).to_vec(),
-            args(&["--json", "--resume", "last"]),
+            args(&["--json", "--yes", "--resume", "last"]),
         ]
         .concat(),
     );
@@ -610,7 +610,7 @@ fn resume_skips_the_steps_that_succeeded() {
         &[
             vec!["run".to_string(), file],
             set("dir", &dir).to_vec(),
-            args(&["--resume", "last"]),
+            args(&["--yes", "--resume", "last"]),
         ]
         .concat(),
     );
@@ -645,7 +645,7 @@ fn resume_refuses_a_changed_runbook() {
         &[
             vec!["run".to_string(), copy.display().to_string()],
             set("dir", &dir).to_vec(),
-            args(&["--resume", "last"]),
+            args(&["--yes", "--resume", "last"]),
         ]
         .concat(),
     );
@@ -675,7 +675,7 @@ fn resume_refuses_different_params() {
         &[
             vec!["run".to_string(), file],
             set("dir", &dir).to_vec(),
-            args(&["--set", "label=b", "--resume", "last"]),
+            args(&["--yes", "--set", "label=b", "--resume", "last"]),
         ]
         .concat(),
     );
@@ -965,16 +965,16 @@ fn secrets_appear_nowhere() {
     /// What is run, the extra args, and an environment variable to set.
     type Variant<'a> = (&'a str, Vec<String>, Option<(&'a str, &'a str)>);
     let variants: Vec<Variant> = vec![
-        ("real run", args(&["-v"]), None),
-        ("real run --json", args(&["--json"]), None),
+        ("real run", args(&["-v", "--yes"]), None),
+        ("real run --json", args(&["--json", "--yes"]), None),
         (
             "real run --set",
-            args(&["-v", "--set", "token=token-from-set-Q7"]),
+            args(&["-v", "--yes", "--set", "token=token-from-set-Q7"]),
             None,
         ),
         (
             "real run, env",
-            args(&["--json"]),
+            args(&["--json", "--yes"]),
             Some(("RUNBOOK_PARAM_TOKEN", "token-from-env-Z9")),
         ),
         ("dry-run", args(&["--dry-run", "-v"]), None),
@@ -1134,7 +1134,7 @@ fn retries_when_and_unchecked_commands() {
     let o = run(
         &env,
         &[
-            args(&["run", &fixture_arg("options.lua"), "--json"]),
+            args(&["run", &fixture_arg("options.lua"), "--json", "--yes"]),
             set("dir", &dir).to_vec(),
         ]
         .concat(),
@@ -1177,7 +1177,7 @@ fn a_failing_step_stops_the_run_but_always_steps_run() {
     let o = run(
         &env,
         &[
-            args(&["run", &fixture_arg("failing.lua"), "--json"]),
+            args(&["run", &fixture_arg("failing.lua"), "--json", "--yes"]),
             set("dir", &dir).to_vec(),
         ]
         .concat(),
@@ -1214,7 +1214,7 @@ fn a_failing_step_stops_the_run_but_always_steps_run() {
     let o = run(
         &env,
         &[
-            args(&["run", &fixture_arg("failing.lua")]),
+            args(&["run", &fixture_arg("failing.lua"), "--yes"]),
             set("dir", &dir).to_vec(),
         ]
         .concat(),
@@ -1251,7 +1251,7 @@ fn read_only_commands_run_during_a_dry_run_and_changes_do_not() {
     assert_eq!(changes(&events, "action_planned").len(), 1);
 
     std::fs::remove_file(dir.join("by-read")).unwrap();
-    let o = run(&env, &base);
+    let o = run(&env, &[base.clone(), args(&["--yes"])].concat());
     assert_eq!(code(&o), 0, "{}", describe(&o));
     assert!(dir.join("by-read").exists());
     assert!(dir.join("by-change").exists());
@@ -1566,4 +1566,181 @@ fn snapshot_error_messages() {
     );
     assert_eq!(code(&o), 2);
     snapshot!("error_needs_confirmation", stderr(&o));
+}
+
+// ---------------------------------------------------------------------------------------
+// 5b. every change is confirmed, and the confirmed plan is what runs
+
+/// Terraform's rule: any change asks, not only programs known to delete. Each of these
+/// ran without asking before (the deleting program hidden behind `sh -c`, `env`, `find`).
+#[test]
+fn any_change_needs_confirmation_without_a_terminal() {
+    for (what, cmd) in [
+        (
+            "sh -c rm",
+            r#"{ "sh", "-c", 'rm -rf -- "$1"', "sh", params.dir .. "/victim" }"#,
+        ),
+        (
+            "env rm",
+            r#"{ "env", "rm", "-rf", "--", params.dir .. "/victim" }"#,
+        ),
+        (
+            "find -delete",
+            r#"{ "find", params.dir .. "/victim", "-delete" }"#,
+        ),
+        (
+            "a plain touch",
+            r#"{ "touch", params.dir .. "/victim/new" }"#,
+        ),
+    ] {
+        let env = Env::new();
+        let dir = env.scratch();
+        std::fs::create_dir_all(dir.join("victim")).unwrap();
+        std::fs::write(dir.join("victim/f"), "x").unwrap();
+        let rb = env.write(
+            "change.lua",
+            &format!(
+                "runbook {{ name = \"change\", params = {{ dir = {{ type = \"path\", required = true }} }} }}\nstep(\"change\", function() target(\"local\"):exec({cmd}) end)\n"
+            ),
+        );
+        let o = run(
+            &env,
+            &args(&[
+                "run",
+                rb.to_str().unwrap(),
+                "--set",
+                &format!("dir={}", dir.display()),
+            ]),
+        );
+        assert_eq!(code(&o), 2, "{what}: {}", describe(&o));
+        assert!(
+            stderr(&o).contains("makes 1 change and needs confirmation"),
+            "{what}: {}",
+            describe(&o)
+        );
+        assert!(
+            dir.join("victim/f").exists(),
+            "{what}: changed without asking"
+        );
+        assert!(
+            !dir.join("victim/new").exists(),
+            "{what}: changed without asking"
+        );
+        assert_eq!(env.record_count(), 0, "{what}");
+    }
+}
+
+/// Runs `runbook ARGS…` on a terminal (util-linux `script` gives it a pty) and answers
+/// the prompt with `answer`.
+fn run_on_a_terminal(env: &Env, runbook_args: &[&str], answer: &str) -> (i32, String) {
+    let bin = assert_cmd::cargo::cargo_bin!("runbook");
+    let mut line = format!("{}", bin.display());
+    for a in runbook_args {
+        line.push(' ');
+        line.push_str(&format!("'{}'", a.replace('\'', r"'\''")));
+    }
+    let mut child = std::process::Command::new("script")
+        .args(["-q", "-e", "-c", &line, "/dev/null"])
+        .env("RUNBOOK_STATE_DIR", env.state())
+        .env("RUNBOOK_LOCK_FILE", env.tmp.path().join("runbook.lock"))
+        .env("NO_COLOR", "1")
+        .current_dir(env.tmp.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("script (util-linux) runs");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        // The prompt comes after the confirmation pass; the pty keeps the answer until then.
+        stdin.write_all(answer.as_bytes()).unwrap();
+        std::thread::sleep(std::time::Duration::from_secs(3));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// The user confirmed `rm -rf …/dir1`; the world changed before the real run got there
+/// (the read that picks the directory answers differently the second time). The real
+/// run stops before deleting `dir2`, which nobody saw, names the step and shows both.
+#[test]
+fn a_real_run_stops_before_a_change_that_was_not_confirmed() {
+    let env = Env::new();
+    let dir = env.scratch();
+    for d in ["dir1", "dir2"] {
+        std::fs::create_dir_all(dir.join(d)).unwrap();
+        std::fs::write(dir.join(d).join("f"), "x").unwrap();
+    }
+    let rb = env.write(
+        "drift.lua",
+        r#"runbook { name = "drift", params = { dir = { type = "path", required = true } } }
+local here = target("local")
+step("pick and delete", function()
+  -- A read whose answer changes between the confirmation and the run.
+  local r = here:exec({ "sh", "-c", 'n=$(cat "$1/count" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$1/count"; printf dir%s $n', "sh", params.dir }, { read_only = true })
+  here:exec({ "rm", "-rf", "--", params.dir .. "/" .. r.stdout })
+end)
+step("later", function() here:exec({ "touch", params.dir .. "/later" }) end)
+"#,
+    );
+    let set = format!("dir={}", dir.display());
+    let (code, screen) =
+        run_on_a_terminal(&env, &["run", rb.to_str().unwrap(), "--set", &set], "y\n");
+    assert!(
+        screen.contains("dir1"),
+        "the plan shown names dir1:\n{screen}"
+    );
+    assert_eq!(code, 1, "{screen}");
+    assert!(
+        dir.join("dir2/f").exists(),
+        "dir2 was never confirmed, yet deleted:\n{screen}"
+    );
+    assert!(dir.join("dir1/f").exists(), "{screen}");
+    assert!(
+        !dir.join("later").exists(),
+        "nothing further is changed:\n{screen}"
+    );
+    assert!(
+        screen.contains("this change is not the one that was confirmed")
+            && screen.contains(&format!("confirmed: rm -rf -- {}/dir1", dir.display()))
+            && screen.contains(&format!("now:       rm -rf -- {}/dir2", dir.display())),
+        "{screen}"
+    );
+    let events = env.last_record();
+    assert!(
+        !events
+            .iter()
+            .any(|e| e["event"] == "action_started" && e["effect"] == "change"),
+        "no change started: {events:#?}"
+    );
+}
+
+/// When nothing drifted, the confirmed run goes through (and a retried step repeating
+/// its confirmed change is no difference).
+#[test]
+fn a_confirmed_run_with_a_retry_goes_through() {
+    let env = Env::new();
+    let dir = env.scratch();
+    let rb = env.write(
+        "retry.lua",
+        r#"runbook { name = "retry", params = { dir = { type = "path", required = true } } }
+local here = target("local")
+step("flaky", { retries = 1, delay = "0s" }, function()
+  here:exec({ "touch", params.dir .. "/made" })
+  here:exec({ "sh", "-c", 'test -e "$1/second" || { touch "$1/second"; exit 1; }', "sh", params.dir })
+end)
+"#,
+    );
+    let set = format!("dir={}", dir.display());
+    let (code, screen) =
+        run_on_a_terminal(&env, &["run", rb.to_str().unwrap(), "--set", &set], "y\n");
+    assert!(screen.contains("will make 2 changes"), "{screen}");
+    assert_eq!(code, 0, "{screen}");
+    assert!(
+        dir.join("made").exists() && dir.join("second").exists(),
+        "{screen}"
+    );
 }

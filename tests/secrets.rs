@@ -14,7 +14,13 @@ const SECRET: &str = "S3CR3T-TOKEN-VALUE-123456";
 
 /// Pieces of `SECRET` long enough that none occurs by chance, one across each place a
 /// cut could fall.
-const PIECES: &[&str] = &["S3CR3T-TOK", "TOKEN-VAL", "VALUE-123", "E-123456", "3CR3T-TOKEN"];
+const PIECES: &[&str] = &[
+    "S3CR3T-TOK",
+    "TOKEN-VAL",
+    "VALUE-123",
+    "E-123456",
+    "3CR3T-TOKEN",
+];
 
 fn all_records(env: &Env) -> String {
     let runs = env.state().join("runs");
@@ -28,7 +34,10 @@ fn all_records(env: &Env) -> String {
 fn assert_nothing_of_the_secret(what: &str, text: &str) {
     assert!(!text.contains(SECRET), "{what} shows the secret:\n{text}");
     for p in PIECES {
-        assert!(!text.contains(p), "{what} shows a piece of the secret ({p}):\n{text}");
+        assert!(
+            !text.contains(p),
+            "{what} shows a piece of the secret ({p}):\n{text}"
+        );
     }
 }
 
@@ -122,8 +131,15 @@ fn secret_output_masks_a_secret_the_command_prints() {
 end)"#,
     );
     assert_eq!(code, 0, "{stdout}\n{stderr}");
-    for (what, text) in [("stdout", &stdout), ("stderr", &stderr), ("record", &all_records(&env))] {
-        assert!(!text.contains(made), "{what} shows the command's secret output:\n{text}");
+    for (what, text) in [
+        ("stdout", &stdout),
+        ("stderr", &stderr),
+        ("record", &all_records(&env)),
+    ] {
+        assert!(
+            !text.contains(made),
+            "{what} shows the command's secret output:\n{text}"
+        );
     }
     assert!(stdout.contains("minted ***"), "{stdout}");
 }

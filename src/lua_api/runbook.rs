@@ -118,7 +118,8 @@ fn declare(lua: &Lua, decl: Value) -> mlua::Result<()> {
         params::resolve(&specs, &ctx.sets, &env, ctx.missing).map_err(|e| err_at(lua, e))?;
     for spec in specs.iter().filter(|s| s.secret) {
         if let Some(Some(v)) = values.get(&spec.name) {
-            ctx.bus.add_secret(&v.display(), &format!("param '{}'", spec.name));
+            ctx.bus
+                .add_secret(&v.display(), &format!("param '{}'", spec.name));
         }
     }
     install_params_table(lua, &specs, &values)?;
