@@ -182,14 +182,25 @@ fn clears_under_tmp_and_a_declared_root_after_a_truthful_preview() {
         "{}",
         describe(&dry)
     );
-    for e in &planned {
+    // The command is the delete script with the root and the resolved path as its
+    // arguments: it checks the path again from the root as it deletes.
+    let ends = [
+        format!("' sh /tmp {}", inductor.display()),
+        format!(
+            "' sh {} {}",
+            declared_real.parent().unwrap().display(),
+            declared_real.display()
+        ),
+    ];
+    for (e, end) in planned.iter().zip(&ends) {
         assert_eq!(e["destructive"], true);
-        assert!(e["command"].as_str().unwrap().starts_with("rm -rf -- /"));
+        let command = e["command"].as_str().unwrap();
+        assert!(
+            command.starts_with("sh -c '# delete.sh ROOT PATH: deletes PATH")
+                && command.ends_with(end.as_str()),
+            "{command}"
+        );
     }
-    assert_eq!(
-        planned[0]["command"],
-        format!("rm -rf -- {}", inductor.display())
-    );
     assert!(inductor.join("big").exists() && declared.join("sub/f0").exists());
     let r = results(&dry);
     assert_eq!(r.len(), 3);
@@ -217,13 +228,18 @@ fn clears_under_tmp_and_a_declared_root_after_a_truthful_preview() {
         .arg("--dry-run")
         .output()
         .unwrap();
+    // The script is folded: its first lines, then its last, with the arguments.
     let stderr = String::from_utf8_lossy(&text.stderr);
+    let shown = format!(
+        "delete {} (2 MB, 1,101 files)\n      $ sh -c '# delete.sh ROOT PATH: deletes PATH",
+        inductor.display()
+    );
+    let args = format!(
+        "more lines of the script (-v, --json or `runbook log` show it whole)\n' sh /tmp {}\n",
+        inductor.display()
+    );
     assert!(
-        stderr.contains(&format!(
-            "delete {} (2 MB, 1,101 files)\n      $ rm -rf -- {}",
-            inductor.display(),
-            inductor.display()
-        )),
+        stderr.contains(&shown) && stderr.contains(&args),
         "{stderr}"
     );
 
@@ -647,11 +663,10 @@ fn clears_torch_caches_inside_a_container_over_ssh() {
         .iter()
         .find(|e| e["effect"] == "change")
         .expect("one change");
+    let command = rm["command"].as_str().unwrap();
     assert!(
-        rm["command"]
-            .as_str()
-            .unwrap()
-            .ends_with("node1 -- 'pct exec 200 -- rm -rf -- /tmp/torchinductor_root'"),
+        command.contains("node1 -- 'pct exec 200 -- sh -c '\\''# delete.sh ROOT PATH")
+            && command.ends_with("' sh /tmp /tmp/torchinductor_root'"),
         "{rm}"
     );
 }
