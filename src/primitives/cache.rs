@@ -753,6 +753,10 @@ fn tidy_abs(p: &str) -> String {
 }
 
 #[cfg(test)]
+#[path = "sh/tests.rs"]
+mod script_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -864,6 +868,27 @@ mod tests {
         .map(|s| s.to_string())
         .collect();
         assert_eq!(newest(&kept).unwrap(), &kept[1]);
+    }
+
+    #[test]
+    fn mount_points_are_decoded_and_shown_escaped() {
+        assert_eq!(
+            unescape("/tmp/a\\040b/t\\011c\\012d\\134e"),
+            "/tmp/a b/t\tc\nd\\e"
+        );
+        assert_eq!(
+            unescape("/tmp/x\\04"),
+            "/tmp/x\\04",
+            "not three digits: as is"
+        );
+        assert_eq!(unescape("/tmp/\\477"), "/tmp/\\477", "beyond \\377: as is");
+        assert_eq!(shown("/tmp/a b/t\tc\nd"), "/tmp/a b/t\\tc\\nd");
+        let out = "home\t/root\t/root\nroot\t1\t/tmp\t/tmp\npath\t1\t/tmp/a b\t/tmp/a b\tdir\t0\t0\t0\nmount\t1\t/tmp/a\\040b/m\nend\n";
+        let p = parse(out, &["/tmp".into()], 1).unwrap();
+        assert_eq!(p.paths[0].mounts, vec!["/tmp/a b/m".to_string()]);
+        assert!(refusal(&p, &p.paths[0])
+            .unwrap()
+            .contains("mounted at /tmp/a b/m;"));
     }
 
     #[test]
