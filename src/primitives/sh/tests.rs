@@ -521,7 +521,7 @@ fn the_probe_sees_mounts_decoded_and_kept_copies_under_every_shell() {
         std::fs::create_dir_all(&spaced).unwrap();
         std::fs::create_dir_all(&tabbed).unwrap();
         std::fs::create_dir_all(sc.root.join("a b/cache.runbook-kept-20250101T000000Z")).unwrap();
-        symlink(&sc.root.join("a b"), sc.root.join("link")).unwrap();
+        symlink(sc.root.join("a b"), sc.root.join("link")).unwrap();
         let _m1 = Mounted::new(&["--bind", s(&sc.outside)], &spaced);
         let _m2 = Mounted::new(&["--bind", s(&sc.outside)], &tabbed);
         let through = format!("{}/link/cache", s(&sc.root));
