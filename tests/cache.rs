@@ -853,3 +853,48 @@ fn a_mount_under_a_path_with_a_space_or_backslash_is_seen_and_never_emptied() {
         assert!(cache.join("f0").exists(), "nothing was deleted");
     }
 }
+
+/// With `--offline` nothing is resolved: the delete script is planned with the path and
+/// the innermost root holding it as written, `~` included (the script expands it on the
+/// target), so the planned line is one that really works; a path under no root as written
+/// gets an empty root, which the script refuses.
+#[test]
+fn offline_plans_the_delete_script_with_the_roots_as_written() {
+    let scene = Scene::new();
+    let out = scene.clear(
+        &["~/.cache/torch/x", "/var/tmp/y", "/srv/z"],
+        &[],
+        &["--dry-run", "--offline"],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let planned = events_of(&out, "action_planned");
+    let commands: Vec<&str> = planned
+        .iter()
+        .filter(|e| e["effect"] == "change")
+        .map(|e| e["command"].as_str().unwrap())
+        .collect();
+    let ends = [
+        "' sh '~/.cache' '~/.cache/torch/x'",
+        "' sh /var/tmp /var/tmp/y",
+        "' sh '' /srv/z",
+    ];
+    assert_eq!(commands.len(), 3);
+    for (c, end) in commands.iter().zip(ends) {
+        let tail = &c[c.len().saturating_sub(80)..];
+        assert!(
+            c.starts_with("sh -c '# delete.sh") && c.ends_with(end),
+            "…{tail}"
+        );
+    }
+    // The planned line, run as is on this machine, deletes what it says.
+    fill(&scene.home().join(".cache/torch/x"), 2, 1);
+    let ran = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(commands[0])
+        .env("HOME", scene.home())
+        .output()
+        .unwrap();
+    assert!(ran.status.success(), "{ran:?}");
+    assert!(!scene.home().join(".cache/torch/x").exists());
+    assert!(scene.home().join(".cache/torch").exists());
+}
