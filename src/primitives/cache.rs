@@ -4,9 +4,9 @@
 //! command (`PROBE`): the user's home, each path with every symlink followed, what it is,
 //! its size, filesystems mounted under it, processes using it, and copies kept beside it.
 //! The decision is made here, for every path of the call, before anything changes: one
-//! refused path means nothing is deleted. Each deletion (move aside, restore) is then one
-//! change action, a script given the cache root and the resolved path as arguments, so
-//! the dry-run preview shows the exact command. The probe's answer is never trusted at
+//! refused path means nothing is deleted. Each change (a deletion, a move aside, a
+//! restore) is then one action, a script given the cache root and the resolved path as
+//! arguments, so the dry-run preview shows the exact command. The probe's answer is never trusted at
 //! the moment of the change: the script reaches the path again from its root, one name at
 //! a time (`cd -P`, checked with `pwd -P`), acts on it by its own name in the directory
 //! that holds it, and does not delete across a mount. A user who owns a directory on the

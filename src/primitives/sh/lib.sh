@@ -31,16 +31,24 @@ enter() {
     fail "$here/$1 is not a directory any more (replaced since it was checked?)"
   fi
   cd -P -- "./$1" 2>/dev/null || fail "cannot enter $here/$1"
-  now=$(pwd -P) || fail "cannot tell where $here/$1 led"
+  physical
   [ "$now" = "$here/$1" ] || fail "$here/$1 led to $now (swapped for a symlink?)"
   here=$now
+}
+
+# Sets `now` to the working directory as `pwd -P` says, a name ending in a newline kept
+# whole (a command substitution alone would drop it, and the check would fail on it).
+physical() {
+  now=$(pwd -P && echo .) || fail "cannot tell where the working directory is"
+  now=${now%.}
+  now=${now%"$nl"}
 }
 
 # Back up to the parent of the working directory, checked the same way: a directory moved
 # while we worked in it has another parent now, and we stop rather than follow it there.
 up() {
   cd -P .. 2>/dev/null || fail "cannot go back up from $here"
-  now=$(pwd -P) || fail "cannot tell where the parent of $here is"
+  physical
   [ "$now" = "${here%/*}" ] || fail "$here was moved while we worked in it (its parent is now $now)"
   here=$now
 }
@@ -62,7 +70,8 @@ descend() {
     *) fail "$path is not inside the cache root $root" ;;
   esac
   cd -P -- "$root" 2>/dev/null || fail "cannot enter the cache root $root"
-  here=$(pwd -P) || fail "cannot tell where the cache root $root is"
+  physical
+  here=$now
   [ "$here" = "$root" ] || fail "the cache root $root led to $here (swapped for a symlink?)"
   rest=${path#"$root"/}
   while :; do

@@ -137,6 +137,7 @@ fn make_cache(dir: &Path, outside: &Path) {
         "-dash",
         ".hidden/.more",
         "new\nline",
+        "ends in a newline\n",
         "..dots",
     ] {
         std::fs::create_dir_all(dir.join(d)).unwrap();
