@@ -182,14 +182,25 @@ fn clears_under_tmp_and_a_declared_root_after_a_truthful_preview() {
         "{}",
         describe(&dry)
     );
-    for e in &planned {
+    // The command is the delete script with the root and the resolved path as its
+    // arguments: it checks the path again from the root as it deletes.
+    let ends = [
+        format!("' sh /tmp {}", inductor.display()),
+        format!(
+            "' sh {} {}",
+            declared_real.parent().unwrap().display(),
+            declared_real.display()
+        ),
+    ];
+    for (e, end) in planned.iter().zip(&ends) {
         assert_eq!(e["destructive"], true);
-        assert!(e["command"].as_str().unwrap().starts_with("rm -rf -- /"));
+        let command = e["command"].as_str().unwrap();
+        assert!(
+            command.starts_with("sh -c '# delete.sh ROOT PATH: deletes PATH")
+                && command.ends_with(end.as_str()),
+            "{command}"
+        );
     }
-    assert_eq!(
-        planned[0]["command"],
-        format!("rm -rf -- {}", inductor.display())
-    );
     assert!(inductor.join("big").exists() && declared.join("sub/f0").exists());
     let r = results(&dry);
     assert_eq!(r.len(), 3);
@@ -217,13 +228,18 @@ fn clears_under_tmp_and_a_declared_root_after_a_truthful_preview() {
         .arg("--dry-run")
         .output()
         .unwrap();
+    // The script is folded: its first lines, then its last, with the arguments.
     let stderr = String::from_utf8_lossy(&text.stderr);
+    let shown = format!(
+        "delete {} (2 MB, 1,101 files)\n      $ sh -c '# delete.sh ROOT PATH: deletes PATH",
+        inductor.display()
+    );
+    let args = format!(
+        "more lines of the script (-v, --json or `runbook log` show it whole)\n' sh /tmp {}\n",
+        inductor.display()
+    );
     assert!(
-        stderr.contains(&format!(
-            "delete {} (2 MB, 1,101 files)\n      $ rm -rf -- {}",
-            inductor.display(),
-            inductor.display()
-        )),
+        stderr.contains(&shown) && stderr.contains(&args),
         "{stderr}"
     );
 
@@ -647,11 +663,251 @@ fn clears_torch_caches_inside_a_container_over_ssh() {
         .iter()
         .find(|e| e["effect"] == "change")
         .expect("one change");
+    let command = rm["command"].as_str().unwrap();
     assert!(
-        rm["command"]
-            .as_str()
-            .unwrap()
-            .ends_with("node1 -- 'pct exec 200 -- rm -rf -- /tmp/torchinductor_root'"),
+        command.contains("node1 -- 'pct exec 200 -- sh -c '\\''# delete.sh ROOT PATH")
+            && command.ends_with("' sh /tmp /tmp/torchinductor_root'"),
         "{rm}"
     );
+}
+
+/// Swaps two names in one directory again and again (`renameat2` with
+/// `RENAME_EXCHANGE`, what a user who owns the directory can do) until dropped; then
+/// leaves them as they were. The count of swaps shows the race really ran.
+struct Swapper {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl Swapper {
+    fn start(a: &Path, b: &Path) -> Self {
+        use std::os::unix::ffi::OsStrExt;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let c = |p: &Path| std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+        let (a, b, flag) = (c(a), c(b), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let swap = || unsafe {
+                libc::renameat2(
+                    libc::AT_FDCWD,
+                    a.as_ptr(),
+                    libc::AT_FDCWD,
+                    b.as_ptr(),
+                    libc::RENAME_EXCHANGE,
+                )
+            };
+            let mut n = 0u64;
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                assert_eq!(swap(), 0, "renameat2: {}", std::io::Error::last_os_error());
+                n += 1;
+                // Half the time each way, at a pace the probe and the change both meet.
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            if n % 2 == 1 {
+                assert_eq!(swap(), 0);
+            }
+            n
+        });
+        Swapper {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn finish(mut self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.take().unwrap().join().unwrap()
+    }
+}
+
+impl Drop for Swapper {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The race of issue 8: the path is checked by one command and acted on by another, and a
+/// user who owns a parent directory swaps it for a symlink to a directory outside every
+/// root in between. Deleting, moving aside and restoring must all stay inside the root:
+/// the canary out there survives every try.
+#[test]
+fn a_parent_swapped_for_a_symlink_mid_clear_never_takes_the_clear_outside_the_root() {
+    const TRIES: usize = 200;
+    let mut scene = Scene::new();
+    let dir = scene.tmp_dir();
+    let victim = scene.home().join("victim"); // outside every cache root
+    fill(&victim.join("cache"), 0, 0);
+    let canary = victim.join("cache/canary");
+    std::fs::write(&canary, "must stay").unwrap();
+    std::fs::create_dir(dir.join("a")).unwrap();
+    std::os::unix::fs::symlink(&victim, dir.join("b")).unwrap();
+    let swapper = Swapper::start(&dir.join("a"), &dir.join("b"));
+    let out = scene.run(
+        "race.lua",
+        &[
+            ("path", s(&dir.join("a/cache"))),
+            ("other", s(&dir.join("b/cache"))),
+            ("canary", s(&canary)),
+            ("tries", &TRIES.to_string()),
+        ],
+        &["--yes"],
+    );
+    let swaps = swapper.finish();
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(swaps > 100, "the swapper ran ({swaps} swaps)");
+    // The race was met: cache changes ran, and some of them acted (inside the root).
+    let cache_change = |e: &serde_json::Value| {
+        let summary = e["summary"].as_str().unwrap_or("");
+        e["effect"] == "change"
+            && ["delete ", "move aside ", "restore "]
+                .iter()
+                .any(|p| summary.starts_with(p))
+    };
+    let started: Vec<u64> = events_of(&out, "action_started")
+        .iter()
+        .filter(|e| cache_change(e))
+        .filter_map(|e| e["action"].as_u64())
+        .collect();
+    let acted = events_of(&out, "action_finished")
+        .iter()
+        .filter(|e| e["ok"] == true && started.contains(&e["action"].as_u64().unwrap_or(0)))
+        .count();
+    assert!(
+        started.len() > 10 && acted > 0,
+        "{} cache changes ran, {acted} of them acted",
+        started.len()
+    );
+    let escaped = logs(&out, "escaped");
+    assert!(
+        escaped.is_empty(),
+        "the clear reached outside the root in {} of {TRIES} tries: {escaped:?}",
+        escaped.len()
+    );
+    assert_eq!(std::fs::read_to_string(&canary).unwrap(), "must stay");
+}
+
+/// A bind mount made for a test, unmounted when the test ends, even when it fails: it
+/// must go before the temp dirs holding it are removed (that removal would follow it).
+struct Mounted(PathBuf);
+
+impl Mounted {
+    fn bind(from: &Path, at: &Path) -> Self {
+        let out = std::process::Command::new("mount")
+            .arg("--bind")
+            .arg(from)
+            .arg(at)
+            .output()
+            .expect("running mount");
+        assert!(
+            out.status.success(),
+            "this test bind-mounts a directory, which needs root (CI runs as root): mount --bind {} {}: {}",
+            from.display(),
+            at.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Mounted(at.to_path_buf())
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let ok = std::process::Command::new("umount")
+            .arg(&self.0)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(&self.0)
+                .status();
+        }
+    }
+}
+
+/// `/proc/self/mounts` writes a space in a path as `\040` (tab `\011`, newline `\012`,
+/// backslash `\134`): a mount under a cache path with such a character must still be seen,
+/// and the clear refused rather than emptying the mounted directory.
+#[test]
+fn a_mount_under_a_path_with_a_space_or_backslash_is_seen_and_never_emptied() {
+    let mut scene = Scene::new();
+    let dir = scene.tmp_dir();
+    let victim = scene.home().join("mounted");
+    fill(&victim, 2, 10);
+    let canary = victim.join("f0");
+    for (cache, mount_point) in [
+        ("with space/cache", "sub"),
+        ("back\\slash/cache", "sub"),
+        ("tab and space/cache", "t\tab"),
+        ("new line/cache", "new\nline"),
+    ] {
+        let cache = dir.join(cache);
+        let at = cache.join(mount_point);
+        fill(&at, 0, 0);
+        fill(&cache, 1, 10);
+        let _mounted = Mounted::bind(&victim, &at);
+        let out = scene.clear(&[s(&cache)], &[], &["--yes"]);
+        assert!(
+            canary.exists() && victim.join("f1").exists(),
+            "{}: the mounted directory was emptied: {}",
+            cache.display(),
+            step_error(&out)
+        );
+        let err = step_error(&out);
+        let shown = s(&at).replace('\t', "\\t").replace('\n', "\\n");
+        assert!(
+            out.status.code() == Some(1)
+                && err.contains(&format!("has a filesystem mounted at {shown}")),
+            "{}: {}",
+            cache.display(),
+            describe(&out)
+        );
+        assert!(cache.join("f0").exists(), "nothing was deleted");
+    }
+}
+
+/// With `--offline` nothing is resolved: the delete script is planned with the path and
+/// the innermost root holding it as written, `~` included (the script expands it on the
+/// target), so the planned line is one that really works; a path under no root as written
+/// gets an empty root, which the script refuses.
+#[test]
+fn offline_plans_the_delete_script_with_the_roots_as_written() {
+    let scene = Scene::new();
+    let out = scene.clear(
+        &["~/.cache/torch/x", "/var/tmp/y", "/srv/z"],
+        &[],
+        &["--dry-run", "--offline"],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let planned = events_of(&out, "action_planned");
+    let commands: Vec<&str> = planned
+        .iter()
+        .filter(|e| e["effect"] == "change")
+        .map(|e| e["command"].as_str().unwrap())
+        .collect();
+    let ends = [
+        "' sh '~/.cache' '~/.cache/torch/x'",
+        "' sh /var/tmp /var/tmp/y",
+        "' sh '' /srv/z",
+    ];
+    assert_eq!(commands.len(), 3);
+    for (c, end) in commands.iter().zip(ends) {
+        let tail = &c[c.len().saturating_sub(80)..];
+        assert!(
+            c.starts_with("sh -c '# delete.sh") && c.ends_with(end),
+            "…{tail}"
+        );
+    }
+    // The planned line, run as is on this machine, deletes what it says.
+    fill(&scene.home().join(".cache/torch/x"), 2, 1);
+    let ran = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(commands[0])
+        .env("HOME", scene.home())
+        .output()
+        .unwrap();
+    assert!(ran.status.success(), "{ran:?}");
+    assert!(!scene.home().join(".cache/torch/x").exists());
+    assert!(scene.home().join(".cache/torch").exists());
 }

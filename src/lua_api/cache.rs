@@ -38,9 +38,13 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 ///   directory, atomic) instead of deleting it; `cache.restore` puts it back;
 /// - `force = true`: clear even while processes use it.
 ///
-/// Each deletion is one destructive change, `rm -rf -- RESOLVED_PATH`; the sizes are read
-/// during `--dry-run` too, so the preview says `delete /tmp/torchinductor_root (353 MB,
-/// 12,345 files)`. A path that does not exist is not an error (`changed = false`). The
+/// Each deletion is one destructive change: a script given the cache root and the
+/// resolved path (`sh -c '…' sh /tmp /tmp/torchinductor_root`) that reaches the path
+/// again from the root without following any symlink, so a directory swapped for a
+/// symlink after the check makes the step fail rather than delete outside the root, and
+/// that never deletes across a mount. The sizes are read during `--dry-run` too, so the
+/// preview says `delete /tmp/torchinductor_root (353 MB, 12,345 files)`. A path that
+/// does not exist is not an error (`changed = false`). The
 /// result has one table per path, in order; in a dry-run `planned = true` and `changed`
 /// says what would change. With `--offline` nothing is looked at: the paths are planned
 /// as written, `resolved` and `existed` are nil and `bytes`/`files` 0.

@@ -4,8 +4,13 @@
 //! command (`PROBE`): the user's home, each path with every symlink followed, what it is,
 //! its size, filesystems mounted under it, processes using it, and copies kept beside it.
 //! The decision is made here, for every path of the call, before anything changes: one
-//! refused path means nothing is deleted. Each deletion is then one change action,
-//! `rm -rf -- RESOLVED`, so the dry-run preview shows the exact command.
+//! refused path means nothing is deleted. Each change (a deletion, a move aside, a
+//! restore) is then one action, a script given the cache root and the resolved path as
+//! arguments, so the dry-run preview shows the exact command. The probe's answer is never trusted at
+//! the moment of the change: the script reaches the path again from its root, one name at
+//! a time (`cd -P`, checked with `pwd -P`), acts on it by its own name in the directory
+//! that holds it, and does not delete across a mount. A user who owns a directory on the
+//! way can swap it for a symlink after the probe; the change then fails, inside the root.
 
 use super::{human_bytes, thousands, Cmd, Ran, Step};
 use crate::events::Event;
@@ -18,102 +23,19 @@ pub const BUILTIN_ROOTS: &[&str] = &["/tmp", "/var/tmp", "~/.cache", "~/.triton"
 /// The suffix of a copy set aside by `keep = true`, before its UTC timestamp.
 const KEPT: &str = ".runbook-kept-";
 
-/// Looks at the roots and paths on the target. Arguments: the mode, the number of roots,
-/// the roots, the paths. Mode `clear` measures and scans (mounts, processes) only paths
-/// strictly inside a root: a refused `/` or `/usr` must not cost a walk of the disk;
-/// `restore` measures those; `size` measures every path. Prints tab-separated records
-/// (see `parse`) and `end` last, so a cut-off answer shows.
-const PROBE: &str = r#"mode=$1; nroots=$2; shift 2
-cd / || exit 1 # our own working directory must not count as a process using a path
-nl='
-'
-expand() {
-  case $1 in
-    '~') printf '%s\n' "$HOME" ;;
-    '~/'*) printf '%s/%s\n' "$HOME" "${1#'~/'}" ;;
-    *) printf '%s\n' "$1" ;;
-  esac
-}
-canon() { # $1 with every symlink followed; a part that does not exist yet is kept as is
-  p=$1 rest=
-  while [ ! -e "$p" ] && [ ! -L "$p" ]; do
-    rest=/${p##*/}$rest; p=${p%/*}; p=${p:-/}
-  done
-  r=$(readlink -f "$p" 2>/dev/null) || r=$p
-  [ "$r" = / ] && r=
-  r=$r$rest
-  printf '%s\n' "${r:-/}"
-}
-links() { # "DIR<tab>TARGET" for the cwd and every open file of every process
-  if find /proc/self/cwd -maxdepth 0 -printf '' 2>/dev/null; then
-    find /proc/[0-9]*/cwd /proc/[0-9]*/fd -maxdepth 1 -type l -printf '%h\t%l\n' 2>/dev/null
-  else # no GNU find: one readlink per link, slower
-    for l in /proc/[0-9]*/cwd /proc/[0-9]*/fd/*; do
-      printf '%s\t%s\n' "${l%/*}" "$(readlink "$l" 2>/dev/null)"
-    done
-  fi
-}
-holders() { # pids of the processes with an open file, a mapped file or their cwd under $1
-  if [ -d /proc/self/fd ]; then
-    { links | D=$1 awk -F'\t' 'BEGIN { d = ENVIRON["D"] }
-        $2 == d || index($2, d "/") == 1 { split($1, a, "/"); print a[3] }'
-      grep -sHF -- " $1/" /proc/[0-9]*/maps | sed -n 's|^/proc/\([0-9]*\)/maps:.*|\1|p'
-    } | sort -un
-  elif command -v lsof >/dev/null 2>&1; then
-    lsof -t +D "$1" 2>/dev/null
-  fi
-}
-printf 'home\t%s\t%s\n' "$HOME" "$(canon "${HOME:-/nonexistent}")"
-roots= i=0
-while [ "$i" -lt "$nroots" ]; do
-  i=$((i + 1)); e=$(expand "$1"); shift
-  r=$(canon "$e"); roots=$roots$r$nl
-  printf 'root\t%s\t%s\t%s\n' "$i" "$e" "$r"
-done
-inside() { # whether $1 is strictly inside a root (the Rust side decides; this bounds work)
-  set -f; IFS=$nl; found=1
-  for root in $roots; do
-    case $root in /) continue ;; esac # never a usable root
-    case $1 in "$root"/?*) found=0 ;; esac
-  done
-  set +f; unset IFS
-  return $found
-}
-i=0
-for p in "$@"; do
-  i=$((i + 1)); e=$(expand "$p"); r=$(canon "$e")
-  if [ -L "$e" ]; then kind=link; elif [ -d "$e" ]; then kind=dir
-  elif [ -e "$e" ]; then kind=file; else kind=absent; fi
-  bytes=0 files=0 empty=0 look=
-  if [ -e "$r" ] && { [ "$mode" = size ] || inside "$r"; }; then look=1; fi
-  if [ -n "$look" ]; then
-    bytes=$(du -sb "$r" 2>/dev/null | cut -f1) # apparent size (GNU); else disk usage
-    if [ -z "$bytes" ]; then kib=$(du -sk "$r" 2>/dev/null | cut -f1); bytes=$((${kib:-0} * 1024)); fi
-    files=$(find "$r" ! -type d 2>/dev/null | wc -l)
-    if [ -d "$r" ] && [ -z "$(ls -A "$r" 2>/dev/null)" ]; then empty=1; fi
-  fi
-  printf 'path\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$i" "$e" "$r" "$kind" "$bytes" "$files" "$empty"
-  for k in "$e"'.runbook-kept-'*; do
-    if [ -e "$k" ] && [ ! -L "$k" ]; then printf 'kept\t%s\t%s\n' "$i" "$k"; fi
-  done
-  if [ "$mode" = clear ] && [ -n "$look" ]; then
-    D=$r awk 'BEGIN { d = ENVIRON["D"] } $2 == d || index($2, d "/") == 1 { print $2 }' \
-      /proc/self/mounts 2>/dev/null | while IFS= read -r m; do printf 'mount\t%s\t%s\n' "$i" "$m"; done
-    for pid in $(holders "$r"); do
-      [ "$pid" != $$ ] || continue
-      cmd=$(tr '\0\t\n' '   ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-200)
-      printf 'holder\t%s\t%s\t%s\n' "$i" "$pid" "${cmd:-?}"
-    done
-  fi
-done
-echo end"#;
+/// Looks at the roots and paths on the target (a read). Arguments: the mode (`clear`,
+/// `restore`, `size`), the number of roots, the roots, the paths; see `sh/probe.sh`.
+const PROBE: &str = concat!(include_str!("sh/probe.sh"), include_str!("sh/lib.sh"));
 
-/// Moves `$1` aside to `$1.runbook-kept-<UTC time>` (a name that sorts by time; `.N` is
-/// added when one was kept in the same second) and prints the new name. The name is made
-/// on the target, so a dry-run plans the same command a real run performs.
-const MOVE_ASIDE: &str = r#"ts=$(date -u +%Y%m%dT%H%M%SZ); to=$1.runbook-kept-$ts; n=0
-while [ -e "$to" ] || [ -L "$to" ]; do n=$((n + 1)); to=$1.runbook-kept-$ts.$n; done
-mv -T -- "$1" "$to" && printf '%s\n' "$to""#;
+/// The changes. Each reaches its path from the cache root that holds it in the same
+/// command that acts on it (`descend` in `sh/lib.sh`): what the probe checked is checked
+/// again where it matters, at the moment of the change, so a parent directory swapped
+/// for a symlink in between makes the change fail instead of act outside the root.
+/// Arguments: the root and the path, as the probe resolved them (restore: and the kept
+/// copy).
+const DELETE: &str = concat!(include_str!("sh/delete.sh"), include_str!("sh/lib.sh"));
+const MOVE_ASIDE: &str = concat!(include_str!("sh/move_aside.sh"), include_str!("sh/lib.sh"));
+const RESTORE: &str = concat!(include_str!("sh/restore.sh"), include_str!("sh/lib.sh"));
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 enum Kind {
@@ -255,10 +177,11 @@ pub async fn clear(
             planned: step.dry_run(),
         };
         if f.exists() {
+            let root = root_of(&probe, f);
             result.kept_as = if opts.keep {
-                move_aside(step, &f.resolved, &f.size()).await?
+                move_aside(step, root, &f.resolved, &f.size()).await?
             } else {
-                delete(step, f).await?;
+                delete(step, root, f).await?;
                 None
             };
         }
@@ -312,22 +235,21 @@ pub async fn restore(
             });
             continue;
         };
-        if f.exists() {
-            if f.kind == Kind::Dir && f.empty {
-                let cmd = Cmd::new(["rmdir", "--", f.resolved.as_str()]);
-                let ran = step
-                    .change(cmd, format!("remove the empty {}", f.resolved), false)
-                    .await?;
-                check(step, &ran, "rmdir")?;
-            } else {
-                delete(step, f).await?;
-            }
+        let root = root_of(&probe, f);
+        let empty_dir = f.kind == Kind::Dir && f.empty;
+        if f.exists() && !empty_dir {
+            delete(step, root, f).await?;
         }
-        let cmd = Cmd::new(["mv", "-T", "--", kept.as_str(), f.resolved.as_str()]);
-        let ran = step
-            .change(cmd, format!("restore {} from {kept}", f.resolved), false)
-            .await?;
-        check(step, &ran, "mv")?;
+        // restore.sh removes an empty directory in the way itself (only while it is empty).
+        let cmd = Cmd::sh(RESTORE, [root, f.resolved.as_str(), kept.as_str()]);
+        let what = if f.exists() && empty_dir {
+            " (in place of the empty directory there)"
+        } else {
+            ""
+        };
+        let summary = format!("restore {} from {kept}{what}", f.resolved);
+        let ran = step.change(cmd, summary, false).await?;
+        check(step, &ran, &format!("restoring {}", f.resolved))?;
         out.push(Restored {
             path: given.clone(),
             restored_from: Some(kept.clone()),
@@ -432,14 +354,24 @@ async fn plan_offline(
         .filter_map(|(given, t)| t.as_ref().err().map(|rule| format!("{given}: {rule}")))
         .collect();
     refuse(step, "cache.clear", &refusals, "nothing was deleted")?;
+    // Nothing is resolved offline, so the commands are planned with the path and the
+    // innermost root that holds it as written (`~` is expanded by the scripts on the
+    // target); a path under no root as written gets an empty root, which the script
+    // refuses, as a real run would refuse or resolve it.
+    let roots: Vec<String> = roots(step).iter().filter_map(|r| tidy(r).ok()).collect();
     let mut out = Vec::new();
     for (given, t) in paths.iter().zip(tidied) {
         let path = t.expect("refused above");
+        let root = roots
+            .iter()
+            .filter(|r| r.as_str() != "/" && under(&path, r))
+            .max_by_key(|r| r.len())
+            .map_or("", String::as_str);
         let size = "size unknown with --offline";
         if opts.keep {
-            move_aside(step, &path, size).await?;
+            move_aside(step, root, &path, size).await?;
         } else {
-            let cmd = Cmd::new(["rm", "-rf", "--", path.as_str()]);
+            let cmd = Cmd::sh(DELETE, [root, path.as_str()]);
             step.change(cmd, format!("delete {path} ({size})"), true)
                 .await?;
         }
@@ -457,20 +389,36 @@ async fn plan_offline(
     Ok(out)
 }
 
-async fn delete(step: &Step<'_>, f: &Found) -> mlua::Result<()> {
-    let cmd = Cmd::new(["rm", "-rf", "--", f.resolved.as_str()]);
+/// The innermost usable root that holds the resolved path: the one `delete.sh` and the
+/// other changes descend from. `refusal` has made sure there is one.
+fn root_of<'p>(probe: &'p Probe, f: &Found) -> &'p str {
+    usable_roots(probe)
+        .into_iter()
+        .filter(|root| under(&f.resolved, &root.resolved))
+        .max_by_key(|root| root.resolved.len())
+        .map(|root| root.resolved.as_str())
+        .expect("a path that passed the rules is inside a root")
+}
+
+async fn delete(step: &Step<'_>, root: &str, f: &Found) -> mlua::Result<()> {
+    let cmd = Cmd::sh(DELETE, [root, f.resolved.as_str()]);
     let summary = format!("delete {} ({})", f.resolved, f.size());
     let ran = step.change(cmd, summary, true).await?;
-    check(step, &ran, "rm")
+    check(step, &ran, &format!("deleting {}", f.resolved))
 }
 
 /// Returns the kept copy's name (`None` in a dry-run, where the name is made at run time).
-async fn move_aside(step: &Step<'_>, path: &str, size: &str) -> mlua::Result<Option<String>> {
+async fn move_aside(
+    step: &Step<'_>,
+    root: &str,
+    path: &str,
+    size: &str,
+) -> mlua::Result<Option<String>> {
     let summary = format!("move aside {path} ({size}) → {path}{KEPT}…");
     let ran = step
-        .change(Cmd::sh(MOVE_ASIDE, [path]), summary, true)
+        .change(Cmd::sh(MOVE_ASIDE, [root, path]), summary, true)
         .await?;
-    check(step, &ran, "mv")?;
+    check(step, &ran, &format!("moving {path} aside"))?;
     Ok(ran
         .outcome()
         .map(|_| ran.stdout().trim_end_matches('\n').to_string()))
@@ -621,7 +569,8 @@ fn refusal(probe: &Probe, f: &Found) -> Option<String> {
     }
     if let Some(m) = f.mounts.first() {
         return Some(format!(
-            "has a filesystem mounted at {m}; unmount it first (rm would delete its files too)"
+            "has a filesystem mounted at {}; unmount it first (rm would delete its files too)",
+            shown(m)
         ));
     }
     None
@@ -732,7 +681,7 @@ fn parse(out: &str, roots: &[String], npaths: usize) -> Result<Probe, String> {
                 p.empty = *empty == "1";
             }
             ["kept", i, name] => probe.paths[index(i, npaths)?].kept.push(name.to_string()),
-            ["mount", i, m] => probe.paths[index(i, npaths)?].mounts.push(m.to_string()),
+            ["mount", i, m] => probe.paths[index(i, npaths)?].mounts.push(unescape(m)),
             ["holder", i, pid, cmd] => {
                 let pid = num(pid)? as u32;
                 probe.paths[index(i, npaths)?]
@@ -749,6 +698,47 @@ fn parse(out: &str, roots: &[String], npaths: usize) -> Result<Probe, String> {
     Ok(probe)
 }
 
+/// A path as `/proc/self/mounts` writes it, decoded: the kernel writes a space, tab,
+/// newline and backslash as `\040`, `\011`, `\012`, `\134` (any `\` and three octal
+/// digits up to `\377` is decoded, as `mounts_under` in `sh/lib.sh` does).
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let digit = |j: usize, max: u8| b.get(j).filter(|c| (b'0'..=max).contains(c));
+        match (
+            b[i],
+            digit(i + 1, b'3'),
+            digit(i + 2, b'7'),
+            digit(i + 3, b'7'),
+        ) {
+            (b'\\', Some(x), Some(y), Some(z)) => {
+                out.push((x - b'0') * 64 + (y - b'0') * 8 + (z - b'0'));
+                i += 4;
+            }
+            (c, ..) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A path for a message: control characters (a tab, a newline in a name) as `\t`, `\n`, ….
+fn shown(p: &str) -> String {
+    p.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// `//`, `/./` and a trailing `/` removed from an absolute path the target printed.
 fn tidy_abs(p: &str) -> String {
     let parts: Vec<&str> = p
@@ -761,6 +751,10 @@ fn tidy_abs(p: &str) -> String {
         format!("/{}", parts.join("/"))
     }
 }
+
+#[cfg(test)]
+#[path = "sh/tests.rs"]
+mod script_tests;
 
 #[cfg(test)]
 mod tests {
@@ -874,6 +868,27 @@ mod tests {
         .map(|s| s.to_string())
         .collect();
         assert_eq!(newest(&kept).unwrap(), &kept[1]);
+    }
+
+    #[test]
+    fn mount_points_are_decoded_and_shown_escaped() {
+        assert_eq!(
+            unescape("/tmp/a\\040b/t\\011c\\012d\\134e"),
+            "/tmp/a b/t\tc\nd\\e"
+        );
+        assert_eq!(
+            unescape("/tmp/x\\04"),
+            "/tmp/x\\04",
+            "not three digits: as is"
+        );
+        assert_eq!(unescape("/tmp/\\477"), "/tmp/\\477", "beyond \\377: as is");
+        assert_eq!(shown("/tmp/a b/t\tc\nd"), "/tmp/a b/t\\tc\\nd");
+        let out = "home\t/root\t/root\nroot\t1\t/tmp\t/tmp\npath\t1\t/tmp/a b\t/tmp/a b\tdir\t0\t0\t0\nmount\t1\t/tmp/a\\040b/m\nend\n";
+        let p = parse(out, &["/tmp".into()], 1).unwrap();
+        assert_eq!(p.paths[0].mounts, vec!["/tmp/a b/m".to_string()]);
+        assert!(refusal(&p, &p.paths[0])
+            .unwrap()
+            .contains("mounted at /tmp/a b/m;"));
     }
 
     #[test]

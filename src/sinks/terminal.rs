@@ -109,24 +109,26 @@ impl TerminalSink {
         self.spinner = Some(pb);
     }
 
-    /// A command of more than a few lines (a primitive's script) is shown folded; `-v`,
-    /// `--json` and the run record always have it whole.
+    /// A command of more than a few lines (a primitive's script) is shown folded: its
+    /// first lines and its last one, which ends with the arguments (`sh -c '…' sh ARG…`:
+    /// what the script acts on); `-v`, `--json` and the run record always have it whole.
     fn fold(&self, command: &str) -> String {
         const SHOWN: usize = 4;
         let lines: Vec<&str> = command.lines().collect();
-        if self.opts.verbose || lines.len() <= SHOWN + 2 {
+        if self.opts.verbose || lines.len() <= SHOWN + 3 {
             return command.to_string();
         }
-        let more = lines.len() - SHOWN;
+        let more = lines.len() - SHOWN - 1;
         format!(
-            "{}\n      {}",
+            "{}\n      {}\n{}",
             lines[..SHOWN].join("\n"),
             self.paint(
                 "2",
                 &format!(
                     "… {more} more lines of the script (-v, --json or `runbook log` show it whole)"
                 )
-            )
+            ),
+            lines[lines.len() - 1]
         )
     }
 
