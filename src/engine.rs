@@ -521,8 +521,10 @@ async fn run_steps(
                 tally.ok += 1;
                 tally.changed += 1
             }
-            StepOutcome::Failed => {
+            StepOutcome::Failed { changed } => {
                 tally.failed += 1;
+                // A failed step may still have changed things (some hosts of a parallel()).
+                tally.changed += usize::from(changed);
                 failed = true;
             }
         }
@@ -542,7 +544,7 @@ fn skip(ctx: &Ctx, tally: &mut Tally, index: usize, step: &StepDecl, reason: Str
 enum StepOutcome {
     Ok,
     Changed,
-    Failed,
+    Failed { changed: bool },
     Skipped(String),
 }
 
@@ -592,11 +594,12 @@ async fn run_step(
                     crate::lua_api::located(&e, &step.location)
                 );
                 finish(ctx, index, step, "failed", Duration::ZERO, Some(msg));
-                return StepOutcome::Failed;
+                return StepOutcome::Failed { changed: false };
             }
         }
     }
     let attempts = step.opts.retries + 1;
+    let mut changed_any = false;
     for attempt in 1..=attempts {
         ctx.bus.emit(Event::StepStarted {
             index,
@@ -619,6 +622,7 @@ async fn run_step(
         crate::watchdog::disarm();
         let result = result.and_then(|()| still_standing(ctx, &step.location));
         let changed = ctx.step.get().is_some_and(|c| c.changed);
+        changed_any |= changed;
         ctx.step.set(None);
         ctx.deadline.set(None);
         let took = started.elapsed();
@@ -690,12 +694,16 @@ async fn run_step(
             });
             if !cancellable_sleep(ctx, step.opts.delay).await {
                 finish(ctx, index, step, "failed", took, Some("interrupted".into()));
-                return StepOutcome::Failed;
+                return StepOutcome::Failed {
+                    changed: changed_any,
+                };
             }
             continue;
         }
         finish(ctx, index, step, "failed", took, Some(msg));
-        return StepOutcome::Failed;
+        return StepOutcome::Failed {
+            changed: changed_any,
+        };
     }
     unreachable!("the last attempt always returns")
 }

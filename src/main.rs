@@ -48,6 +48,8 @@ fn main() -> ExitCode {
     };
     // Lua runs on this one thread; commands and timers are futures on the same task set.
     let local = tokio::task::LocalSet::new();
+    // `run --json` promises events on stdout: an error before the run started is one too.
+    let json_run = matches!(&cli.command, cli::Command::Run(a) if a.json);
     let result = local.block_on(&runtime, commands::dispatch(cli));
     drop(local);
     // Do not wait for a blocking stdin read (an abandoned confirmation prompt).
@@ -55,8 +57,16 @@ fn main() -> ExitCode {
     let code = match result {
         Ok(code) => code,
         Err(e) => {
+            let message = secrets::mask_global(&e.to_string());
             if !matches!(e, error::Error::Interrupted(_)) {
-                eprintln!("error: {}", secrets::mask_global(&e.to_string()));
+                eprintln!("error: {message}");
+            }
+            if json_run {
+                let ts = humantime::format_rfc3339_millis(std::time::SystemTime::now());
+                let event = serde_json::json!({
+                    "ts": ts.to_string(), "event": "error", "message": message, "exit_code": e.exit_code(),
+                });
+                println!("{event}");
             }
             e.exit_code()
         }

@@ -1744,3 +1744,111 @@ end)
         "{screen}"
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// 5c. smaller promises: stdout ends quietly on a closed pipe, `log` writes to stdout,
+//     `--json` errors are events, a failed step still counts what it changed
+
+/// `runbook completions bash | head -1` (and every command that prints) ends quietly
+/// when the reader closes the pipe: no panic message, no exit 101.
+#[test]
+fn a_closed_stdout_ends_quietly() {
+    let env = Env::new();
+    for cmd in ["completions bash", "docs", "docs --markdown"] {
+        for _ in 0..5 {
+            let bin = assert_cmd::cargo::cargo_bin!("runbook");
+            let out = std::process::Command::new("bash")
+                .args(["-c", &format!("set -o pipefail; '{}' {cmd} | head -c 10 >/dev/null; echo \"${{PIPESTATUS[0]}}\"", bin.display())])
+                .current_dir(env.tmp.path())
+                .output()
+                .unwrap();
+            let status = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                status == "0" || status == "141",
+                "{cmd}: exit {status}: {stderr}"
+            );
+            assert!(!stderr.contains("panicked"), "{cmd}: {stderr}");
+        }
+    }
+}
+
+#[test]
+fn log_writes_the_run_to_stdout() {
+    let env = Env::new();
+    let dir = env.scratch();
+    let o = run(
+        &env,
+        &[
+            args(&["run", &fixture_arg("options.lua"), "--yes"]),
+            set("dir", &dir).to_vec(),
+        ]
+        .concat(),
+    );
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    let o = run(&env, &args(&["log", "last"]));
+    assert_eq!(code(&o), 0, "{}", describe(&o));
+    assert!(stdout(&o).contains("record: "), "{}", describe(&o));
+    assert!(
+        stdout(&o).contains("✓"),
+        "the steps are on stdout: {}",
+        describe(&o)
+    );
+    assert!(stderr(&o).is_empty(), "{}", describe(&o));
+}
+
+#[test]
+fn json_errors_before_the_run_are_events_on_stdout() {
+    let env = Env::new();
+    let broken = env.write("broken.lua", "runbook { name = \"broken\" \nstep(\n");
+    let confirm = fixture_arg("confirm_rm.lua");
+    for (what, argv) in [
+        (
+            "syntax error",
+            vec!["run", broken.to_str().unwrap(), "--json"],
+        ),
+        (
+            "needs confirmation",
+            vec!["run", &confirm, "--json", "--set", "dir=/nonexistent/x"],
+        ),
+    ] {
+        let o = run(&env, &args(&argv));
+        assert_eq!(code(&o), 2, "{what}: {}", describe(&o));
+        let events = parse_ndjson(&o.stdout);
+        assert_eq!(events.len(), 1, "{what}: {}", describe(&o));
+        assert_eq!(events[0]["event"], "error", "{what}");
+        assert_eq!(events[0]["exit_code"], 2, "{what}");
+        assert!(!events[0]["message"].as_str().unwrap().is_empty(), "{what}");
+    }
+}
+
+/// A step that changed things and then failed counts as changed in the summary.
+#[test]
+fn a_failed_step_counts_what_it_changed() {
+    let env = Env::new();
+    let dir = env.scratch();
+    let rb = env.write(
+        "partly.lua",
+        r#"runbook { name = "partly", params = { dir = { type = "path", required = true } } }
+local here = target("local")
+step("fan out", function()
+  parallel({ "a", "b", "c", "d", "bad" }, function(n)
+    if n == "bad" then here:exec({ "false" }) else here:exec({ "touch", params.dir .. "/" .. n }) end
+  end)
+end)
+"#,
+    );
+    let o = run(
+        &env,
+        &[
+            args(&["run", rb.to_str().unwrap(), "--yes", "--json"]),
+            set("dir", &dir).to_vec(),
+        ]
+        .concat(),
+    );
+    assert_eq!(code(&o), 1, "{}", describe(&o));
+    let events = parse_ndjson(&o.stdout);
+    let fin = events.last().unwrap();
+    assert_eq!(fin["failed"], 1, "{fin}");
+    assert_eq!(fin["changed"], 1, "the failed step changed 4 files: {fin}");
+}

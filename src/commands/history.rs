@@ -49,13 +49,15 @@ pub fn log(which: &str, json: bool, state_dir: Option<PathBuf>, quiet: bool) -> 
     // Replays the record through the same terminal view, with every output line.
     let mut opts = TerminalOptions::detect(true, quiet);
     opts.fancy = false;
+    opts.color = false;
+    opts.stdout = true;
     let mut sink = TerminalSink::new(opts);
     for ev in state::read_events(&info.path)? {
         sink.emit(&ev);
     }
     if info.outcome == "incomplete" {
-        eprintln!("(the record ends here: the run was killed or is still running)");
+        println!("(the record ends here: the run was killed or is still running)");
     }
-    eprintln!("record: {}", info.path.display());
+    println!("record: {}", info.path.display());
     Ok(0)
 }

@@ -41,6 +41,9 @@ pub struct TerminalOptions {
     pub color: bool,
     pub verbose: bool,
     pub quiet: bool,
+    /// Lines go to stdout instead of stderr: `runbook log` replays a run as its output,
+    /// so that `runbook log last | less` shows it.
+    pub stdout: bool,
 }
 
 impl TerminalOptions {
@@ -54,6 +57,7 @@ impl TerminalOptions {
             color,
             verbose,
             quiet,
+            stdout: false,
         }
     }
 }
@@ -86,6 +90,10 @@ impl TerminalSink {
     }
 
     fn line(&self, text: &str) {
+        if self.opts.stdout {
+            println!("{text}");
+            return;
+        }
         match &self.spinner {
             Some(_) => bars().suspend(|| eprintln!("{text}")),
             None => eprintln!("{text}"),
