@@ -1,8 +1,9 @@
 -- warm-cache: run a warm-up single-threaded (TORCHINDUCTOR_COMPILE_THREADS=1) and check
--- that it filled the inductor cache.
+-- that the inductor cache is full afterwards: it grew, or was already warm (a warm-up on
+-- a warm cache compiles nothing new). It fails when the cache is empty.
 runbook {
   name = "warm-cache",
-  description = "Pre-warm the torch compile cache with a single-threaded warm-up and check it grew",
+  description = "Pre-warm the torch compile cache with a single-threaded warm-up and check it is full",
   params = {
     host   = { default = "local", help = "local, user@host, or an inventory name" },
     ct     = { type = "integer", help = "Proxmox container id on host" },
@@ -10,19 +11,28 @@ runbook {
     venv   = { type = "path", required = true, help = "the venv to run the warm-up with" },
     script = { type = "path", required = true, help = "the warm-up script" },
     cwd    = { default = "", help = "working directory (default: the script's folder)" },
+    cache_dirs = { default = "", help = "compile cache dirs, space-separated, the inductor cache first (default: torch's own for user, resolved on the target)" },
   },
 }
 
 local torch = require("runbook.torch")
+local text = require("runbook.text")
 local node = target(params.host)
 local box = params.ct and node:pct(params.ct) or node
 
 step("warm up", function()
-  local caches = torch.caches(box, { user = params.user })
+  local inductor, env = nil, {}
+  if params.cache_dirs ~= "" then
+    -- The warm-up must fill the cache the user named: point torch at it.
+    inductor = text.split(params.cache_dirs)[1]
+    env.TORCHINDUCTOR_CACHE_DIR = inductor
+  else
+    inductor = torch.caches(box, { user = params.user }).inductor
+  end
   local cwd = params.cwd ~= "" and params.cwd or params.script:match("^(.*)/[^/]*$") or "."
-  local r = warmup.run(box, { venv = params.venv, script = params.script, cwd = cwd,
-                              single_threaded = true, expect_cache = { caches.inductor } })
+  local r = warmup.run(box, { venv = params.venv, script = params.script, cwd = cwd, env = env,
+                              single_threaded = true, expect_cache = { inductor } })
   for _, c in ipairs(r.caches or {}) do
-    log.info(("%s: %d → %d files"):format(c.path, c.files_before or 0, c.files_after or 0))
+    log.info(("%s: %s, %d → %d files"):format(c.path, c.state or "planned", c.files_before or 0, c.files_after or 0))
   end
 end)

@@ -44,6 +44,9 @@ pub struct CacheGrowth {
     pub files_after: Option<u64>,
     pub bytes_after: Option<u64>,
     pub grew: Option<bool>,
+    /// `filled` (it grew), `warm` (it did not grow, but was full before and after: a
+    /// warm-up on a warm cache compiles nothing new) or `empty` (nothing in it after).
+    pub state: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -140,11 +143,28 @@ pub async fn run(step: &Step<'_>, spec: &Spec) -> mlua::Result<Outcome> {
         for (c, m) in caches.iter_mut().zip(after) {
             (c.files_after, c.bytes_after) = m.unzip();
             c.grew = Some(grew(c));
+            c.state = Some(state(c).into());
         }
+    }
+    for c in &caches {
+        let how = match c.state.as_deref() {
+            Some("filled") => "filled",
+            Some("warm") => "already warm (nothing new compiled)",
+            _ => continue,
+        };
+        log(
+            step,
+            format!(
+                "{}: {how}: {} → {}",
+                c.path,
+                size(c.files_before, c.bytes_before),
+                size(c.files_after, c.bytes_after)
+            ),
+        );
     }
     let stale: Vec<String> = caches
         .iter()
-        .filter(|c| c.grew == Some(false))
+        .filter(|c| c.state.as_deref() == Some("empty"))
         .map(|c| {
             format!(
                 "{}: {} → {}",
@@ -156,7 +176,7 @@ pub async fn run(step: &Step<'_>, spec: &Spec) -> mlua::Result<Outcome> {
         .collect();
     if !stale.is_empty() {
         return Err(step.fail(format!(
-            "warm-up on {target} ran but did not fill its caches: {}",
+            "warm-up on {target} ran but left its caches empty: {}",
             stale.join("; ")
         )));
     }
@@ -184,6 +204,27 @@ fn environment(spec: &Spec) -> Vec<(String, String)> {
     default("PYTHONUNBUFFERED", "1");
     env.sort();
     env
+}
+
+/// A warm-up did its job when each cache holds files afterwards, and it either grew or
+/// was already full before (then the warm-up found everything compiled).
+fn state(c: &CacheGrowth) -> &'static str {
+    match c.files_after {
+        Some(n) if n > 0 && grew(c) => "filled",
+        Some(n) if n > 0 && c.files_before.unwrap_or(0) > 0 => "warm",
+        // Files after but none before always counts as growth: what is left is a cache
+        // with nothing in it (or missing) afterwards.
+        _ => "empty",
+    }
+}
+
+/// One info line into the step's output (masked like every event).
+fn log(step: &Step<'_>, message: String) {
+    step.ctx.bus.emit(crate::events::Event::Log {
+        step: step.ctx.step.get().map(|s| s.index),
+        level: "info".into(),
+        message,
+    });
 }
 
 /// A cache grew when it exists now and has more files or more bytes than before.
@@ -412,12 +453,17 @@ mod tests {
             files_after: fa,
             bytes_after: ba,
             grew: None,
+            state: None,
         };
         assert!(grew(&c(None, None, Some(1), Some(10))));
         assert!(grew(&c(Some(1), Some(10), Some(1), Some(11))));
         assert!(!grew(&c(Some(1), Some(10), Some(1), Some(10))));
         assert!(!grew(&c(None, None, None, None)));
         assert!(!grew(&c(None, None, Some(0), Some(0))));
+        assert_eq!(state(&c(None, None, Some(3), Some(30))), "filled");
+        assert_eq!(state(&c(Some(14), Some(122), Some(14), Some(122))), "warm");
+        assert_eq!(state(&c(Some(14), Some(122), Some(0), Some(0))), "empty");
+        assert_eq!(state(&c(None, None, None, None)), "empty");
         assert_eq!(parse_size("3 4096"), Some((3, 4096)));
         assert_eq!(parse_size("missing"), None);
         assert_eq!(size(Some(1200), Some(4096)), "1,200 files, 4,096 bytes");
