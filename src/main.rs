@@ -32,6 +32,9 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     init_logging(cli.verbose, cli.quiet);
+    // Before anything opens files: raise the open-file limit and size the pool of
+    // commands that may run at once from it.
+    targets::slots::init();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -2,7 +2,7 @@
 
 use super::target::target_arg;
 use super::{
-    bool_value, check_keys, duration_value, err_at, location, require_running, string_value,
+    bool_value, check_keys, err_at, location, require_running, string_value, timeout_value,
 };
 use crate::primitives::warmup::{self, Spec};
 use crate::primitives::{to_lua, Step};
@@ -42,7 +42,7 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// - `expect_cache`: a path or a list of paths (`~/` is the target user's home) measured
 ///   (files, bytes) before and after; each must exist afterwards and have more files or
 ///   more bytes, else the step fails naming the path with its before → after;
-/// - `quiet_warning` (default `"2m"`, `false` for never): a `warn` log line after that
+/// - `quiet_warning` (default `"2m"`, `false` or 0 for never): a `warn` log line after that
 ///   long without an output line, and again after each further stretch.
 ///
 /// Every output line is shown live (the spinner's latest line, `-v`, `--json`). Result:
@@ -102,10 +102,11 @@ fn parse_spec(lua: &Lua, o: &Table) -> mlua::Result<Spec> {
         (None, Some(p)) => p,
         (None, None) => "python3".into(),
     };
+    // 0 is "never", like `false`: a warning after no silence at all would repeat without end.
     let quiet_warning = match o.get::<Value>("quiet_warning")? {
         Value::Nil => Some(DEFAULT_QUIET),
         Value::Boolean(false) => None,
-        v => duration_value(lua, v, "warmup.run(): quiet_warning")?,
+        v => timeout_value(lua, v, "warmup.run(): quiet_warning")?,
     };
     Ok(Spec {
         python,
@@ -113,7 +114,7 @@ fn parse_spec(lua: &Lua, o: &Table) -> mlua::Result<Spec> {
         args: args(lua, o.get("args")?)?,
         env: super::env_table(lua, o.get("env")?, "warmup.run(): env")?,
         cwd: string_value(lua, o.get("cwd")?, "warmup.run(): cwd")?,
-        timeout: duration_value(lua, o.get("timeout")?, "warmup.run(): timeout")?,
+        timeout: timeout_value(lua, o.get("timeout")?, "warmup.run(): timeout")?,
         single_threaded: bool_value(
             lua,
             o.get("single_threaded")?,

@@ -170,6 +170,11 @@ impl SshHost {
         self.spec.display()
     }
 
+    /// The channels a command waits for (see `CHANNELS`).
+    pub(super) fn channels(&self) -> &Semaphore {
+        &self.channels
+    }
+
     /// The `ssh …` words a user would type to run a command here by hand.
     pub fn command_prefix(&self) -> String {
         let mut words: Vec<OsString> = vec!["ssh".into()];
@@ -325,14 +330,10 @@ impl SshHost {
         kill: Option<&KillFn<'_>>,
     ) -> Result<ExecOutcome, String> {
         let started = Instant::now();
+        // The channel limit is taken by the caller, with the command's slot (`slots.rs`),
+        // before `action_started`; kill commands skip it, since they must get through
+        // while the commands they stop hold every channel.
         let session = self.session(io).await?;
-        // Kill commands skip the channel limit: they must get through while the
-        // commands they stop hold every channel.
-        let _permit = if kill.is_some() {
-            Some(self.channels.acquire().await.map_err(|e| e.to_string())?)
-        } else {
-            None
-        };
         let mut cmd = session.raw_command(&line);
         cmd.stdin(if stdin.is_some() {
             Stdio::piped()
