@@ -245,7 +245,12 @@ impl SshHost {
         } else {
             KnownHosts::Strict
         })
-        .connect_timeout(self.spec.connect_timeout)
+        // ssh takes whole seconds and openssh drops the rest: round up, so that "0.5s"
+        // does not become `ConnectTimeout=0`, which ssh reads as no timeout.
+        .connect_timeout(Duration::from_secs(
+            self.spec.connect_timeout.as_secs()
+                + u64::from(self.spec.connect_timeout.subsec_nanos() > 0),
+        ))
         .server_alive_interval(Duration::from_secs(10))
         .control_directory(&self.settings.control_dir)
         .control_persist(ControlPersist::IdleFor(
