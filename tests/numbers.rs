@@ -11,7 +11,8 @@
 //! - `parallel{limit = math.maxinteger}` runs; odd limits are refused at their line.
 //! - With the open-file limit lowered to 256 for runbook, 2,000 local commands at
 //!   `limit = 2000` all complete, never more than the process's slots at once; after a
-//!   step timeout, queued commands never start.
+//!   step timeout, queued commands never start. On one SSH host, commands queue for
+//!   the connection's channels rather than being refused by sshd's `MaxSessions`.
 //!
 //! Each runbook is written inline; the line an error must name is marked `-- HERE`.
 
@@ -490,4 +491,32 @@ end)"#
         "one line sums up the stopped items\n{o:?}"
     );
     assert!(o.took < Duration::from_secs(8), "{o:?}");
+}
+
+#[test]
+fn many_commands_on_one_ssh_host_queue_for_its_channels() {
+    require_sshd!();
+    let fleet = common::sshd::Fleet::start(1);
+    let env = Env::new();
+    let n = 40;
+    let text = runbook(&format!(
+        r#"local node = target("node1")
+step("fan out", function()
+  local items = {{}}
+  for i = 1, {n} do items[i] = i end
+  parallel(items, function(i) node:exec({{ "sleep", "0.2" }}, {{ read_only = true }}) end, {{ limit = {n} }})
+end)"#
+    ));
+    env.write("n.lua", &text);
+    let args = fleet.args();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = run(&env, "n.lua", &args, None);
+    assert_eq!(o.code, Some(0), "no command was refused by sshd\n{o:?}");
+    let events = assert_complete(&env, &o);
+    let most = most_at_once(&events);
+    // The connection's channel limit (8), below sshd's MaxSessions (10).
+    assert!(
+        (1..=8).contains(&most),
+        "at most 8 commands at once on one connection, saw {most}"
+    );
 }
