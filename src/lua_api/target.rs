@@ -177,6 +177,11 @@ fn targets(lua: &Lua, group: Value) -> mlua::Result<Table> {
 fn pct(lua: &Lua, this: &TargetHandle, ctid: Value) -> mlua::Result<TargetHandle> {
     let parsed = match &ctid {
         Value::Integer(n) => u32::try_from(*n).ok(),
+        // `200.0` is 200, as for every whole number a runbook gives; the range check makes
+        // the cast exact.
+        Value::Number(f) if f.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(f) => {
+            Some(*f as u32)
+        }
         Value::String(s) => s.to_string_lossy().parse::<u32>().ok(),
         _ => None,
     };
