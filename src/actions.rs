@@ -3,6 +3,8 @@
 
 use crate::ctx::{Ctx, Mode};
 use crate::events::Event;
+use crate::sandbox;
+use crate::targets::pump::Stop;
 use crate::targets::{ExecIo, ExecOutcome, ExecRequest, Stream, Target};
 use std::time::Duration;
 
@@ -50,6 +52,17 @@ fn tail(ctx: &Ctx, bytes: &[u8], secret_output: bool) -> String {
         return crate::secrets::MASK.into();
     }
     ctx.bus.masked_tail(bytes, TAIL_BYTES)
+}
+
+/// Why no new command may start in the running step, if one may not.
+fn stopped(ctx: &Ctx) -> Result<(), String> {
+    if ctx.aborted() {
+        return Err(sandbox::INTERRUPTED.into());
+    }
+    if ctx.past_deadline() {
+        return Err(sandbox::TIMED_OUT.into());
+    }
+    Ok(())
 }
 
 pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, String> {
@@ -113,6 +126,11 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, String>
         });
         return Ok(Performed::Planned);
     }
+    // Nothing new starts once the step is over: work that was still queued (a wide
+    // `parallel`) fails at once after a timeout or Ctrl-C, as `file:line: timed out` /
+    // `interrupted`, which the engine words, instead of starting a command only to
+    // kill it.
+    stopped(ctx)?;
     if ctx.mode == Mode::Real && action.effect == Effect::Change {
         if ctx.record_failed.borrow().as_ref().is_some_and(|f| f.get()) {
             return Err("the run record can no longer be written (see the error above); runbook does not make changes it cannot record".into());
@@ -120,17 +138,6 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, String>
         ctx.locks.ensure(action.target).await?;
     }
     let what = action.summary.clone();
-    ctx.bus.emit(Event::ActionStarted {
-        step,
-        action: id,
-        target,
-        effect: action.effect.as_str().into(),
-        summary: action.summary,
-        command,
-    });
-    if action.effect == Effect::Change {
-        ctx.mark_changed();
-    }
     let secret_output = action.req.secret_output;
     // What a line cut at 64 KiB left that could be the start of a secret, per stream.
     let carry = std::cell::RefCell::new([String::new(), String::new()]);
@@ -158,6 +165,23 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, String>
         cancel: &ctx.cancel,
         abort_at: ctx.abort_at.get(),
     };
+    // Queued here, not failed, when the target or this process is at its limit of
+    // commands at once (`targets/slots.rs`); `action_started` means it really started.
+    let _slot = action.target.slot(&io).await.map_err(|stop| match stop {
+        Stop::Interrupted => sandbox::INTERRUPTED.to_string(),
+        Stop::Deadline | Stop::Timeout => sandbox::TIMED_OUT.to_string(),
+    })?;
+    ctx.bus.emit(Event::ActionStarted {
+        step,
+        action: id,
+        target,
+        effect: action.effect.as_str().into(),
+        summary: action.summary,
+        command,
+    });
+    if action.effect == Effect::Change {
+        ctx.mark_changed();
+    }
     let result = action.target.exec(&action.req, &io).await;
     // A line cut at 64 KiB at the very end: what was held back is shown now.
     for stream in [Stream::Stdout, Stream::Stderr] {

@@ -124,11 +124,11 @@ pub struct RunArgs {
     #[arg(long, env = "RUNBOOK_STATE_DIR", value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
 
-    /// Stop the whole run after this long (e.g. 30m); `always` steps still run.
-    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    /// Stop the whole run after this long (e.g. 30m, at most 365d; 0 means no timeout); `always` steps still run.
+    #[arg(long, value_name = "DUR", value_parser = parse_timeout)]
     pub timeout: Option<Duration>,
 
-    /// How long to wait when another run holds the lock on a target this run changes.
+    /// How long to wait when another run holds the lock on a target this run changes (at most 365d; 0: do not wait).
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "0s")]
     pub lock_wait: Duration,
 
@@ -161,4 +161,8 @@ fn parse_set(s: &str) -> Result<(String, String), String> {
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
     duration::parse(s)
+}
+
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    duration::parse(s).map_err(|e| format!("{e}{}", duration::NO_TIMEOUT_HINT))
 }

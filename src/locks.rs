@@ -45,6 +45,12 @@ impl Locks {
         }
     }
 
+    /// `--lock-wait` in whole seconds for `flock -w`, rounded up: `0.5s` must still wait
+    /// rather than become `flock -n`. (`duration::parse` bounds it, so no overflow.)
+    fn wait_secs(&self) -> u64 {
+        self.wait.as_secs() + u64::from(self.wait.subsec_nanos() > 0)
+    }
+
     /// What a waiting run is told about this one: `run ID by USER@HOST (pid N)`.
     pub fn set_holder(&self, who: String) {
         *self.who.borrow_mut() = who;
@@ -70,7 +76,7 @@ impl Locks {
         if self.holds(&key) {
             return Ok(());
         }
-        let secs = self.wait.as_secs().to_string();
+        let secs = self.wait_secs().to_string();
         let argv: Vec<OsString> = vec![
             "sh".into(),
             "-c".into(),
@@ -91,7 +97,7 @@ impl Locks {
                 let by = if by.is_empty() { "another run" } else { by };
                 Err(format!(
                     "{key} is locked by {by}; waited {}s. Wait longer with --lock-wait DUR",
-                    self.wait.as_secs()
+                    self.wait_secs()
                 ))
             }
             Ok(other) => {

@@ -36,6 +36,9 @@ fn main() -> ExitCode {
     // Before any Lua runs: every phase of every command has a deadline it must keep.
     watchdog::start();
     init_logging(cli.verbose, cli.quiet);
+    // Before anything opens files: raise the open-file limit and size the pool of
+    // commands that may run at once from it.
+    targets::slots::init();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -22,7 +22,8 @@ pub async fn run(args: RunArgs, verbose: bool, quiet: bool) -> Result<i32> {
         json: args.json,
         resume: args.resume,
         state_dir: state::state_dir(args.state_dir),
-        timeout: args.timeout,
+        // `--timeout 0` is no timeout, as 0 is for every timeout in a runbook.
+        timeout: args.timeout.filter(|t| !t.is_zero()),
         term: TerminalOptions::detect(verbose, quiet),
         remote: {
             let mut r = super::remote_settings(&args.remote)?;

@@ -45,7 +45,8 @@ fn secret(lua: &Lua, value: mlua::LuaString) -> mlua::Result<mlua::LuaString> {
 
 /// Lua: sleep(duration)
 ///
-/// Waits, e.g. `sleep("2s")`; Ctrl-C and the step's timeout end the wait.
+/// Waits, e.g. `sleep("2s")` or `sleep(0.5)`, up to 365 days (`sleep(0)` returns at
+/// once); Ctrl-C and the step's timeout end the wait.
 async fn sleep(lua: Lua, d: Value) -> mlua::Result<()> {
     let ctx = require_running(&lua, "sleep()")?;
     let Some(d) = duration_value(&lua, d, "sleep()")? else {

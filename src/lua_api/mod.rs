@@ -122,22 +122,96 @@ pub fn check_keys(lua: &Lua, table: &Table, known: &[&str], what: &str) -> mlua:
     Ok(())
 }
 
-/// A duration given as a string (`"30s"`) or a number of seconds.
+/// A duration given as a string (`"30s"`) or a number of seconds, checked against
+/// `duration::MAX` (a negative, NaN, infinite or too long one is an error naming the
+/// line). 0 stays 0: for a wait (`sleep`, `delay`) that means no wait. Timeouts read
+/// theirs with `timeout_value`.
 pub fn duration_value(lua: &Lua, v: Value, what: &str) -> mlua::Result<Option<Duration>> {
+    checked_duration(v).map_err(|e| err_at(lua, format!("{what}: {e}")))
+}
+
+fn checked_duration(v: Value) -> Result<Option<Duration>, String> {
     match v {
-        Value::Nil => Ok(None),
-        Value::Integer(i) if i >= 0 => Ok(Some(Duration::from_secs(i as u64))),
-        Value::Number(n) if n >= 0.0 && n.is_finite() => Ok(Some(Duration::from_secs_f64(n))),
-        Value::String(s) => duration::parse(&s.to_string_lossy())
-            .map(Some)
-            .map_err(|e| err_at(lua, format!("{what}: {e}"))),
-        other => Err(err_at(
-            lua,
-            format!(
-                "{what}: expected a duration like \"30s\" or a number of seconds, got {}",
-                other.type_name()
-            ),
+        Value::Nil => return Ok(None),
+        Value::Integer(i) => duration::from_whole_secs(i).map_err(|e| format!("{i} {e}")),
+        // `{:?}` keeps a huge or tiny float short (`1e300`, not 301 digits).
+        Value::Number(n) => duration::from_secs(n).map_err(|e| format!("{n:?} {e}")),
+        Value::String(s) => duration::parse(&s.to_string_lossy()),
+        other => Err(format!(
+            "expected a duration like \"30s\" or a number of seconds, got {}",
+            other.type_name()
         )),
+    }
+    .map(Some)
+}
+
+/// A timeout: like `duration_value`, and 0 in any spelling (`0`, `0.0`, `"0s"`, `"0ms"`)
+/// means no timeout (`None`), as with coreutils `timeout 0`. One meaning for every
+/// spelling: a runbook cannot tell an integer 0 from a float 0.0 at a glance.
+pub fn timeout_value(lua: &Lua, v: Value, what: &str) -> mlua::Result<Option<Duration>> {
+    match checked_duration(v) {
+        Ok(d) => Ok(d.filter(|d| !d.is_zero())),
+        Err(e) => Err(err_at(
+            lua,
+            format!("{what}: {e}{}", duration::NO_TIMEOUT_HINT),
+        )),
+    }
+}
+
+/// A timeout with a default: absent is `default`, 0 (any spelling) is no timeout.
+pub fn timeout_or(
+    lua: &Lua,
+    v: Value,
+    what: &str,
+    default: Duration,
+) -> mlua::Result<Option<Duration>> {
+    let given = checked_duration(v)
+        .map_err(|e| err_at(lua, format!("{what}: {e}{}", duration::NO_TIMEOUT_HINT)))?;
+    Ok(match given {
+        None => Some(default),
+        Some(d) if d.is_zero() => None,
+        Some(d) => Some(d),
+    })
+}
+
+/// A whole number in `min..=max` from Lua: an integer, or a float with no fractional
+/// part (`n / 2` is a float in Lua 5.4 even when it divides evenly). Anything else is an
+/// error naming the line and the value, never a wrapped or saturated cast.
+pub fn whole_number_value(
+    lua: &Lua,
+    v: Value,
+    what: &str,
+    min: i64,
+    max: i64,
+) -> mlua::Result<Option<i64>> {
+    let n = match &v {
+        Value::Nil => return Ok(None),
+        Value::Integer(i) => Some(*i),
+        // Exactly representable and inside i64: the cast is exact.
+        Value::Number(f) if f.fract() == 0.0 && *f >= -(2f64.powi(63)) && *f < 2f64.powi(63) => {
+            Some(*f as i64)
+        }
+        _ => None,
+    };
+    match n {
+        Some(n) if (min..=max).contains(&n) => Ok(Some(n)),
+        _ => {
+            let got = match &v {
+                Value::Integer(i) => i.to_string(),
+                Value::Number(f) => format!("{f:?}"),
+                Value::String(s) => format!("\"{}\"", s.to_string_lossy()),
+                other => other.type_name().to_string(),
+            };
+            let range = if max == i64::MAX {
+                format!("of at least {min}")
+            } else {
+                format!("from {min} to {max}")
+            };
+            Err(err_at(
+                lua,
+                format!("{what}: expected a whole number {range}, got {got}"),
+            ))
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! `parallel()`: fan-out over targets (or any items) as Lua coroutines on the one runtime
 //! thread, not an OS thread per host.
 
-use super::{check_keys, err_at, require_running};
+use super::{check_keys, err_at, require_running, whole_number_value};
 use crate::events::Event;
 use mlua::{Function, Lua, Table, Value};
 use std::rc::Rc;
@@ -18,7 +18,10 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// Lua: parallel(items, fn, [opts]) -> results
 ///
 /// Calls `fn(item)` for every item of the list concurrently, at most `limit` at a time
-/// (default 8; commands on one SSH host share its connection, up to 8 channels). Every
+/// (a whole number, default 8; any limit above the number of items means all at once).
+/// Commands are queued, not failed, beyond what the targets can take: commands on one SSH
+/// host share its connection, up to 8 channels at a time, and local commands (`pct` on
+/// this machine included) are bounded by this process's open-file limit. Every
 /// item runs to the end even when others fail; then, if any failed, the step fails with
 /// one line per failed item. Returns the list of `fn`'s results, in item order.
 ///
@@ -47,25 +50,20 @@ async fn parallel(
     let mut limit = DEFAULT_LIMIT;
     if let Some(t) = &opts {
         check_keys(&lua, t, PARALLEL_KEYS, "parallel()")?;
-        match t.get::<Value>("limit")? {
-            Value::Nil => {}
-            Value::Integer(n) if n >= 1 => limit = n as usize,
-            other => {
-                return Err(err_at(
-                    &lua,
-                    format!(
-                        "parallel(): limit must be a whole number of at least 1, got {}",
-                        other.type_name()
-                    ),
-                ))
-            }
+        if let Some(n) =
+            whole_number_value(&lua, t.get("limit")?, "parallel(): limit", 1, i64::MAX)?
+        {
+            limit = usize::try_from(n).unwrap_or(usize::MAX);
         }
     }
     let items: Vec<Value> = items
         .sequence_values::<Value>()
         .collect::<mlua::Result<_>>()?;
     let total = items.len();
-    let slots = Rc::new(Semaphore::new(limit));
+    // A limit above the number of items means "all at once"; clamping also keeps it
+    // under what tokio's semaphore can count (it panics above `MAX_PERMITS`). How many
+    // commands really run at once is bounded further down, per target and per process.
+    let slots = Rc::new(Semaphore::new(limit.min(total).max(1)));
     let mut tasks = Vec::with_capacity(total);
     for (i, item) in items.into_iter().enumerate() {
         let label = label_of(&item, i);
@@ -81,6 +79,7 @@ async fn parallel(
     }
     let results = lua.create_table()?;
     let mut failures = Vec::new();
+    let mut stopped = 0;
     for (i, (label, task)) in tasks.into_iter().enumerate() {
         let outcome = task
             .await
@@ -97,6 +96,13 @@ async fn parallel(
             }
             Err(e) => {
                 let msg = super::error_message(&e);
+                // After a timeout or Ctrl-C, every item still queued fails the same way:
+                // one line says so below instead of thousands of identical ones.
+                if (ctx.aborted() || ctx.past_deadline()) && is_abort(&msg) {
+                    stopped += 1;
+                    failures.push(format!("  {label}: {msg}"));
+                    continue;
+                }
                 ctx.bus.emit(Event::Log {
                     step,
                     level: "error".into(),
@@ -105,6 +111,13 @@ async fn parallel(
                 failures.push(format!("  {label}: {msg}"));
             }
         }
+    }
+    if stopped > 0 {
+        ctx.bus.emit(Event::Log {
+            step: ctx.step.get().map(|s| s.index),
+            level: "error".into(),
+            message: format!("{stopped} of {total} did not finish: the step was stopped"),
+        });
     }
     if failures.is_empty() {
         return Ok(results);
@@ -119,6 +132,13 @@ async fn parallel(
             failures.join("\n")
         ),
     ))
+}
+
+/// Whether an item's error is the step being stopped (`file:line: timed out`).
+fn is_abort(msg: &str) -> bool {
+    [crate::sandbox::TIMED_OUT, crate::sandbox::INTERRUPTED]
+        .iter()
+        .any(|w| msg.ends_with(&format!(": {w}")))
 }
 
 /// How an item is named in progress lines: a target's name, a string, or its position.

@@ -6,9 +6,7 @@
 //! The target needs `sh` and `setsid` (util-linux or busybox).
 
 use super::target::target_arg;
-use super::{
-    bool_value, check_keys, duration_value, err_at, location, require_running, string_value,
-};
+use super::{bool_value, check_keys, err_at, location, require_running, string_value, timeout_or};
 use super::{env_table, word_list};
 use crate::primitives::proc::{self, SpawnSpec, Which};
 use crate::primitives::{to_lua, Step};
@@ -132,8 +130,9 @@ async fn spawn(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Valu
 ///
 /// The file is read about once a second (only the new bytes; each read is an action, so
 /// the lines it read are in the run record, and shown with `-v`). `timeout` (default
-/// `"10m"`) fails the step with the file's last lines in the message; the step's own
-/// timeout and Ctrl-C end the wait too. During `--dry-run` nothing was started, so it
+/// `"10m"`; 0 means no timeout) fails the step with the file's last lines in the
+/// message; the step's own timeout and Ctrl-C end the wait too. During `--dry-run`
+/// nothing was started, so it
 /// returns at once with `planned = true` and no `line`.
 ///
 /// ```lua
@@ -157,8 +156,12 @@ async fn wait_for(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<T
     let pattern = required(&lua, &opts, "pattern", WHAT)?;
     let pattern = regex::Regex::new(&pattern)
         .map_err(|e| err_at(&lua, format!("{WHAT}: pattern is not a valid regex: {e}")))?;
-    let timeout = duration_value(&lua, opts.get("timeout")?, "proc.wait_for(): timeout")?
-        .unwrap_or(Duration::from_secs(600));
+    let timeout = timeout_or(
+        &lua,
+        opts.get("timeout")?,
+        "proc.wait_for(): timeout",
+        Duration::from_secs(600),
+    )?;
     let from_start = bool_value(
         &lua,
         opts.get("from_start")?,
@@ -209,7 +212,9 @@ async fn wait_for(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<T
 ///
 /// Stops a job started by `proc.spawn` (`name`), or any process by `pid`: SIGTERM to its
 /// process group (the process alone if it leads none), up to `timeout` (default `"30s"`)
-/// for it to exit, then SIGKILL (`killed = true`). A job that is not running is not an
+/// for it to exit, then SIGKILL (`killed = true`). `timeout = 0` means no timeout, as
+/// everywhere: it waits for the job to exit on SIGTERM (until the step's timeout or
+/// Ctrl-C) and never sends SIGKILL. A job that is not running is not an
 /// error: `was_running = false` and nothing is changed (`pid` is nil when there is no pid
 /// file). The pid file is removed. During `--dry-run` the check runs and the stop is
 /// planned.
@@ -250,8 +255,12 @@ async fn stop(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Value
             ))
         }
     };
-    let timeout = duration_value(&lua, opts.get("timeout")?, "proc.stop(): timeout")?
-        .unwrap_or(Duration::from_secs(30));
+    let timeout = timeout_or(
+        &lua,
+        opts.get("timeout")?,
+        "proc.stop(): timeout",
+        Duration::from_secs(30),
+    )?;
     let step = Step {
         ctx: &ctx,
         target: &target,

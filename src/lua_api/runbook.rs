@@ -224,9 +224,15 @@ fn lua_to_param(lua: &Lua, ty: ParamType, v: Value, what: &str) -> mlua::Result<
             ParamValue::Str(s.to_string_lossy())
         }
         (ParamType::Integer, Value::Integer(i)) => ParamValue::Int(*i),
-        (ParamType::Integer, Value::Number(n)) if n.fract() == 0.0 => ParamValue::Int(*n as i64),
+        // Only floats i64 holds exactly: `as` would saturate 1e300 to i64::MAX silently.
+        (ParamType::Integer, Value::Number(n))
+            if n.fract() == 0.0 && *n >= -(2f64.powi(63)) && *n < 2f64.powi(63) =>
+        {
+            ParamValue::Int(*n as i64)
+        }
         (ParamType::Number, Value::Integer(i)) => ParamValue::Num(*i as f64),
-        (ParamType::Number, Value::Number(n)) => ParamValue::Num(*n),
+        // As for `--set`: NaN and infinities are not values a param can have.
+        (ParamType::Number, Value::Number(n)) if n.is_finite() => ParamValue::Num(*n),
         (ParamType::Boolean, Value::Boolean(b)) => ParamValue::Bool(*b),
         _ => return Err(bad(&v)),
     })

@@ -1,6 +1,9 @@
 //! `step()`: declares the units a run is made of.
 
-use super::{bool_value, check_keys, ctx, duration_value, err_at, location, string_value};
+use super::{
+    bool_value, check_keys, ctx, duration_value, err_at, location, string_value, timeout_value,
+    whole_number_value,
+};
 use crate::ctx::{Phase, StepDecl, StepOptions};
 use mlua::{Lua, Table, Value, Variadic};
 
@@ -14,8 +17,10 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 ///
 /// Declares a step. Steps run in the order they are declared, after the whole file has
 /// loaded; the first failing step stops the run. Options:
-/// - `retries` (integer, default 0) and `delay` (duration between tries, default `"1s"`);
-/// - `timeout` (duration): covers the step's commands *and* its Lua code;
+/// - `retries` (whole number from 0 to 1000, default 0) and `delay` (duration between
+///   tries, default `"1s"`; 0 retries at once);
+/// - `timeout` (duration): covers the step's commands *and* its Lua code; 0 (in any
+///   spelling: `0`, `0.0`, `"0s"`) means no timeout;
 /// - `when` (function returning a boolean): false skips the step;
 /// - `always` (boolean): runs even after an earlier failure or Ctrl-C, like `finally`;
 /// - `confirm` (boolean): a real run asks before it starts (or needs `--yes`).
@@ -83,19 +88,8 @@ fn declare(lua: &Lua, args: Variadic<Value>) -> mlua::Result<()> {
 fn parse_options(lua: &Lua, name: &str, t: &Table) -> mlua::Result<StepOptions> {
     let what = format!("step(\"{name}\")");
     check_keys(lua, t, STEP_KEYS, &what)?;
-    let retries = match t.get::<Value>("retries")? {
-        Value::Nil => 0,
-        Value::Integer(n) if (0..=1000).contains(&n) => n as u32,
-        other => {
-            return Err(err_at(
-                lua,
-                format!(
-                    "{what}: retries must be a whole number from 0 to 1000, got {}",
-                    describe(&other)
-                ),
-            ))
-        }
-    };
+    let retries = whole_number_value(lua, t.get("retries")?, &format!("{what}: retries"), 0, 1000)?
+        .unwrap_or(0) as u32;
     let when = match t.get::<Value>("when")? {
         Value::Nil => None,
         Value::Function(f) => Some(f),
@@ -113,18 +107,9 @@ fn parse_options(lua: &Lua, name: &str, t: &Table) -> mlua::Result<StepOptions> 
         retries,
         delay: duration_value(lua, t.get("delay")?, &format!("{what}: delay"))?
             .unwrap_or(std::time::Duration::from_secs(1)),
-        timeout: duration_value(lua, t.get("timeout")?, &format!("{what}: timeout"))?,
+        timeout: timeout_value(lua, t.get("timeout")?, &format!("{what}: timeout"))?,
         when,
         always: bool_value(lua, t.get("always")?, &format!("{what}: always"), false)?,
         confirm: bool_value(lua, t.get("confirm")?, &format!("{what}: confirm"), false)?,
     })
-}
-
-fn describe(v: &Value) -> String {
-    match v {
-        Value::Integer(i) => i.to_string(),
-        Value::Number(n) => n.to_string(),
-        Value::String(s) => format!("\"{}\"", s.to_string_lossy()),
-        other => other.type_name().to_string(),
-    }
 }

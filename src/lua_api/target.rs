@@ -2,7 +2,7 @@
 
 use super::{
     bool_value, check_keys, ctx, duration_value, env_table, err_at, location, require_running,
-    string_value, word_list,
+    string_value, timeout_value, whole_number_value, word_list,
 };
 use crate::actions::{self, Action, Effect, Performed};
 use crate::duration;
@@ -101,8 +101,9 @@ const SSH_KEYS: &[&str] = &["user", "port", "identity", "jump", "connect_timeout
 /// Lua: ssh(host, [opts]) -> target
 ///
 /// An SSH target with explicit options: `user`, `port`, `identity` (a key file; `~/`
-/// works), `jump` (a bastion, like `ssh -J`), `connect_timeout` (default `"10s"`). Your
-/// ssh config still applies to anything these do not set.
+/// works), `jump` (a bastion, like `ssh -J`), `connect_timeout` (default `"10s"`; unlike
+/// other timeouts it cannot be 0). Your ssh config still applies to anything these do
+/// not set.
 ///
 /// ```lua
 /// local node2 = ssh("gpu-node-2.example", { user = "root", port = 22,
@@ -122,23 +123,20 @@ fn ssh(lua: &Lua, (host, opts): (Value, Option<Table>)) -> mlua::Result<TargetHa
         if let Some(u) = string_value(lua, t.get("user")?, "ssh(): user")? {
             spec.user = Some(u);
         }
-        match t.get::<Value>("port")? {
-            Value::Nil => {}
-            Value::Integer(p) if (1..=65535).contains(&p) => spec.port = Some(p as u16),
-            other => {
-                return Err(err_at(
-                    lua,
-                    format!(
-                        "ssh(): port must be a number from 1 to 65535, got {}",
-                        other.type_name()
-                    ),
-                ))
-            }
+        if let Some(p) = whole_number_value(lua, t.get("port")?, "ssh(): port", 1, 65535)? {
+            spec.port = Some(p as u16);
         }
         spec.identity =
             string_value(lua, t.get("identity")?, "ssh(): identity")?.map(|p| expand_home(&p));
         spec.jump = string_value(lua, t.get("jump")?, "ssh(): jump")?;
         if let Some(d) = duration_value(lua, t.get("connect_timeout")?, "ssh(): connect_timeout")? {
+            // Connecting must end by itself: a hung handshake has nothing else to stop it.
+            if d.is_zero() {
+                return Err(err_at(
+                    lua,
+                    "ssh(): connect_timeout must be more than 0 (the default is \"10s\")",
+                ));
+            }
             spec.connect_timeout = d;
         }
     }
@@ -180,6 +178,11 @@ fn targets(lua: &Lua, group: Value) -> mlua::Result<Table> {
 fn pct(lua: &Lua, this: &TargetHandle, ctid: Value) -> mlua::Result<TargetHandle> {
     let parsed = match &ctid {
         Value::Integer(n) => u32::try_from(*n).ok(),
+        // `200.0` is 200, as for every whole number a runbook gives; the range check makes
+        // the cast exact.
+        Value::Number(f) if f.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(f) => {
+            Some(*f as u32)
+        }
         Value::String(s) => s.to_string_lossy().parse::<u32>().ok(),
         _ => None,
     };
@@ -226,7 +229,7 @@ fn parse_options(lua: &Lua, opts: Option<Table>, what: &str) -> mlua::Result<Exe
         Value::Nil => None,
         v => Some(bool_value(lua, v, &format!("{what}: destructive"), false)?),
     };
-    out.req.timeout = duration_value(lua, t.get("timeout")?, &format!("{what}: timeout"))?;
+    out.req.timeout = timeout_value(lua, t.get("timeout")?, &format!("{what}: timeout"))?;
     out.summary = string_value(lua, t.get("summary")?, &format!("{what}: summary"))?;
     out.req.cwd = string_value(lua, t.get("cwd")?, &format!("{what}: cwd"))?;
     out.req.stdin = match t.get::<Value>("stdin")? {
@@ -275,7 +278,9 @@ fn argv_from(lua: &Lua, v: Value) -> mlua::Result<Vec<OsString>> {
 /// Runs a program with its arguments, no shell involved: each list item reaches the
 /// program as one argument, byte for byte. Options:
 /// - `check` (default true): a non-zero exit fails the step; with `false`, look at `ok`/`code`;
-/// - `timeout` (duration): stops the command and its whole process tree;
+/// - `timeout` (duration): stops the command and its whole process tree; 0 (in any
+///   spelling) means no timeout of its own (the step's still applies). It counts from
+///   when the command starts, not from when it was queued for a free slot;
 /// - `env` (table), `cwd` (string), `stdin` (string);
 /// - `read_only = true`: declares that it only looks, so it also runs during `--dry-run`;
 /// - `destructive`: whether it deletes/overwrites (asks before a real run); guessed from

@@ -2,7 +2,7 @@
 //! swapped in only once they verify.
 
 use super::{
-    bool_value, check_keys, duration_value, err_at, location, require_running, string_value,
+    bool_value, check_keys, err_at, location, require_running, string_value, timeout_value,
 };
 use crate::lua_api::target::target_arg;
 use crate::primitives::venv::{self as prim, BuildSpec, IndexOptions};
@@ -129,7 +129,7 @@ fn parse_build(lua: &Lua, opts: Value) -> mlua::Result<BuildSpec> {
         verify: non_empty(lua, text("verify")?, "verify")?,
         install_uv: flag("install_uv", false)?,
         uv: non_empty(lua, text("uv")?, "uv")?,
-        timeout: duration_value(lua, t.get("timeout")?, &format!("{WHAT}: timeout"))?,
+        timeout: timeout_value(lua, t.get("timeout")?, &format!("{WHAT}: timeout"))?,
     };
     Ok(spec)
 }

@@ -2,7 +2,7 @@
 
 use super::target::target_arg;
 use super::{
-    bool_value, check_keys, duration_value, err_at, location, require_running, string_value,
+    bool_value, check_keys, err_at, location, require_running, string_value, timeout_value,
 };
 use crate::primitives::warmup::{self, Spec};
 use crate::primitives::{to_lua, Step};
@@ -42,8 +42,9 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// - `expect_cache`: a path or a list of paths (`~/` is the target user's home) measured
 ///   (files, bytes) before and after; each must exist afterwards and have more files or
 ///   more bytes, else the step fails naming the path with its before → after;
-/// - `quiet_warning` (default `"2m"`, `false` for never): a `warn` log line after that
-///   long without an output line, and again after each further stretch.
+/// - `quiet_warning` (default `"2m"`, at least `"1s"`; `false` or 0 for never): a `warn`
+///   log line after that long without an output line, and again after each further
+///   stretch.
 ///
 /// Every output line is shown live (the spinner's latest line, `-v`, `--json`). Result:
 /// `ok`, `duration` (seconds), `caches = { { path, files_before, bytes_before,
@@ -102,10 +103,20 @@ fn parse_spec(lua: &Lua, o: &Table) -> mlua::Result<Spec> {
         (None, Some(p)) => p,
         (None, None) => "python3".into(),
     };
+    // 0 is "never", like `false`; below a second the warning would repeat as fast as the
+    // runtime can loop, flooding the terminal and the record.
     let quiet_warning = match o.get::<Value>("quiet_warning")? {
         Value::Nil => Some(DEFAULT_QUIET),
         Value::Boolean(false) => None,
-        v => duration_value(lua, v, "warmup.run(): quiet_warning")?,
+        v => match timeout_value(lua, v, "warmup.run(): quiet_warning")? {
+            Some(d) if d < Duration::from_secs(1) => {
+                return Err(err_at(
+                    lua,
+                    "warmup.run(): quiet_warning must be at least 1s (false or 0: never)",
+                ))
+            }
+            d => d,
+        },
     };
     Ok(Spec {
         python,
@@ -113,7 +124,7 @@ fn parse_spec(lua: &Lua, o: &Table) -> mlua::Result<Spec> {
         args: args(lua, o.get("args")?)?,
         env: super::env_table(lua, o.get("env")?, "warmup.run(): env")?,
         cwd: string_value(lua, o.get("cwd")?, "warmup.run(): cwd")?,
-        timeout: duration_value(lua, o.get("timeout")?, "warmup.run(): timeout")?,
+        timeout: timeout_value(lua, o.get("timeout")?, "warmup.run(): timeout")?,
         single_threaded: bool_value(
             lua,
             o.get("single_threaded")?,

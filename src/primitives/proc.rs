@@ -47,14 +47,14 @@ IFS= read -r l 2>/dev/null < "/proc/$pid/stat" && set -- ${l##*) } && t=${20}
 printf '%s\n%s\n' "$pid" "$f"
 "#;
 
-/// `$1` name (or empty), `$2` pid (or empty), `$3` timeout in ms: TERM the group, wait,
-/// KILL. Prints `term PID`, `kill PID`, `stopped PID` (was not running) or `none`.
+/// `$1` name (or empty), `$2` pid (or empty), `$3` timeout in ms (-1: none, wait for the
+/// TERM to work): TERM the group, wait, KILL. Prints `term PID`, `kill PID`, `stopped PID` (was not running) or `none`.
 const STOP: &str = r#"f=${XDG_RUNTIME_DIR:-/tmp}/runbook-proc-$1.pid pid=$2 t=
 [ -z "$1" ] || { [ -r "$f" ] && read -r pid t < "$f"; }
 case $pid in ''|*[!0-9]*) echo none; exit 0 ;; esac
 if ! up "$pid" "$t"; then [ -z "$1" ] || rm -f "$f"; echo "stopped $pid"; exit 0; fi
 g=-$pid; kill -s TERM -- "$g" 2>/dev/null || { g=$pid; kill -s TERM "$g"; }
-i=0; while up "$pid" "$t" && [ $i -lt $(($3 / 100)) ]; do sleep 0.1; i=$((i+1)); done
+i=0; while up "$pid" "$t" && { [ "$3" -lt 0 ] || [ $i -lt $(($3 / 100)) ]; }; do sleep 0.1; i=$((i+1)); done
 how=term
 if up "$pid" "$t"; then how=kill; kill -s KILL -- "$g"; i=0; while up "$pid" "$t" && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; fi
 [ -z "$1" ] || rm -f "$f"
@@ -118,7 +118,8 @@ pub struct Stopped {
 pub struct WaitSpec {
     pub file: String,
     pub pattern: regex::Regex,
-    pub timeout: Duration,
+    /// `None`: no timeout of its own (the step's deadline and Ctrl-C still end it).
+    pub timeout: Option<Duration>,
     pub from_start: bool,
 }
 
@@ -290,8 +291,12 @@ pub async fn spawn(step: &Step<'_>, spec: &SpawnSpec) -> mlua::Result<Spawned> {
     })
 }
 
-/// TERM the job's process group, wait up to `timeout`, then KILL.
-pub async fn stop(step: &Step<'_>, which: &Which, timeout: Duration) -> mlua::Result<Stopped> {
+/// TERM the job's process group, wait up to `timeout` (`None`: until it exits), then KILL.
+pub async fn stop(
+    step: &Step<'_>,
+    which: &Which,
+    timeout: Option<Duration>,
+) -> mlua::Result<Stopped> {
     let label = match which {
         Which::Name(n) => format!("job {n}"),
         Which::Pid(p) => format!("pid {p}"),
@@ -321,16 +326,25 @@ pub async fn stop(step: &Step<'_>, which: &Which, timeout: Duration) -> mlua::Re
         Which::Name(n) => (n.clone(), String::new()),
         Which::Pid(p) => (String::new(), p.to_string()),
     };
-    let ms = timeout.as_millis().min(u128::from(u32::MAX)).to_string();
-    let cmd = Cmd::sh(&with_up(STOP), [name, pid, ms]).timeout(timeout + Duration::from_secs(30));
+    let ms = match timeout {
+        Some(t) => t.as_millis().min(u128::from(u32::MAX)).to_string(),
+        None => "-1".to_string(),
+    };
+    let mut cmd = Cmd::sh(&with_up(STOP), [name, pid, ms]);
+    // Room for the KILL and its own wait after the TERM's; with no timeout the step's
+    // deadline and Ctrl-C are what bound the wait.
+    cmd.timeout = timeout.map(|t| t + Duration::from_secs(30));
     let running = match (which, known) {
         (Which::Name(_), Some(pid)) => format!(" (pid {pid})"),
         _ => String::new(),
     };
-    let summary = format!(
-        "stop {label}{running}: TERM, then KILL after {}",
-        crate::duration::short(timeout)
-    );
+    let summary = match timeout {
+        Some(t) => format!(
+            "stop {label}{running}: TERM, then KILL after {}",
+            crate::duration::short(t)
+        ),
+        None => format!("stop {label}{running}: TERM, and wait for it to exit"),
+    };
     let ran = step.change(cmd, summary, false).await?;
     if ran.planned() {
         return Ok(Stopped {
@@ -504,7 +518,7 @@ pub async fn wait_for(step: &Step<'_>, spec: &WaitSpec) -> mlua::Result<Matched>
         });
     }
     let started = Instant::now();
-    let deadline = started + spec.timeout;
+    let deadline = spec.timeout.map(|t| started + t);
     let mut lines = Lines::default();
     let mut offset = if spec.from_start {
         0
@@ -514,8 +528,11 @@ pub async fn wait_for(step: &Step<'_>, spec: &WaitSpec) -> mlua::Result<Matched>
     let mut ever_existed = false;
     loop {
         let poll_started = Instant::now();
-        let left = deadline.saturating_duration_since(poll_started);
-        let wait = left.as_secs().min(MAX_POLL_WAIT);
+        let wait = deadline.map_or(MAX_POLL_WAIT, |d| {
+            d.saturating_duration_since(poll_started)
+                .as_secs()
+                .min(MAX_POLL_WAIT)
+        });
         let polled = poll(step, &spec.file, Some(offset), wait).await?;
         ever_existed |= polled.exists;
         if polled.start < offset {
@@ -528,10 +545,11 @@ pub async fn wait_for(step: &Step<'_>, spec: &WaitSpec) -> mlua::Result<Matched>
                 return Ok(m);
             }
         }
-        if Instant::now() >= deadline {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
             return Err(timeout_error(step, spec, &lines, ever_existed).await);
         }
-        pause(step, (poll_started + POLL_EVERY).min(deadline)).await?;
+        let next = poll_started + POLL_EVERY;
+        pause(step, deadline.map_or(next, |d| next.min(d))).await?;
     }
 }
 
@@ -545,7 +563,7 @@ async fn timeout_error(
         "proc.wait_for: no line of {} matched /{}/ within {}",
         spec.file,
         spec.pattern.as_str(),
-        crate::duration::short(spec.timeout)
+        crate::duration::short(spec.timeout.unwrap_or_default())
     );
     if !existed {
         return step.fail(format!("{head}: the file does not exist"));

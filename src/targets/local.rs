@@ -99,6 +99,11 @@ pub async fn run(
                 "cannot run '{program}' on local: no such program (is it installed and on PATH?)"
             )
         }
+        _ if e.raw_os_error() == Some(libc::EMFILE) => format!(
+            "cannot run '{program}' on local: {e}; this process may open {} files and runs at most {} commands at once",
+            super::slots::nofile(),
+            super::slots::size()
+        ),
         _ => format!("cannot run '{program}' on local: {e}"),
     })?;
     let pgid = child.id().map(|p| p as i32);

@@ -8,6 +8,7 @@ pub mod hold;
 pub mod local;
 pub mod pump;
 pub mod registry;
+pub mod slots;
 pub mod ssh;
 pub mod wrap;
 

@@ -103,12 +103,18 @@ impl Registry {
         spec.jump = h.jump.clone();
         spec.alias = Some(name.to_string());
         if let Some(t) = &h.connect_timeout {
-            spec.connect_timeout = crate::duration::parse(t).map_err(|e| {
+            let bad = |e: String| {
                 format!(
                     "inventory {}: host '{name}': connect_timeout: {e}",
                     inv.path.display()
                 )
-            })?;
+            };
+            let d = crate::duration::parse(t).map_err(bad)?;
+            // As in ssh(): connecting must end by itself.
+            if d.is_zero() {
+                return Err(bad("must be more than 0 (the default is 10s)".into()));
+            }
+            spec.connect_timeout = d;
         }
         Ok(self.ssh(spec))
     }

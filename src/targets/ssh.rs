@@ -170,6 +170,11 @@ impl SshHost {
         self.spec.display()
     }
 
+    /// The channels a command waits for (see `CHANNELS`).
+    pub(super) fn channels(&self) -> &Semaphore {
+        &self.channels
+    }
+
     /// The `ssh …` words a user would type to run a command here by hand.
     pub fn command_prefix(&self) -> String {
         let mut words: Vec<OsString> = vec!["ssh".into()];
@@ -240,7 +245,12 @@ impl SshHost {
         } else {
             KnownHosts::Strict
         })
-        .connect_timeout(self.spec.connect_timeout)
+        // ssh takes whole seconds and openssh drops the rest: round up, so that "0.5s"
+        // does not become `ConnectTimeout=0`, which ssh reads as no timeout.
+        .connect_timeout(Duration::from_secs(
+            self.spec.connect_timeout.as_secs()
+                + u64::from(self.spec.connect_timeout.subsec_nanos() > 0),
+        ))
         .server_alive_interval(Duration::from_secs(10))
         .control_directory(&self.settings.control_dir)
         .control_persist(ControlPersist::IdleFor(
@@ -325,14 +335,10 @@ impl SshHost {
         kill: Option<&KillFn<'_>>,
     ) -> Result<ExecOutcome, String> {
         let started = Instant::now();
+        // The channel limit is taken by the caller, with the command's slot (`slots.rs`),
+        // before `action_started`; kill commands skip it, since they must get through
+        // while the commands they stop hold every channel.
         let session = self.session(io).await?;
-        // Kill commands skip the channel limit: they must get through while the
-        // commands they stop hold every channel.
-        let _permit = if kill.is_some() {
-            Some(self.channels.acquire().await.map_err(|e| e.to_string())?)
-        } else {
-            None
-        };
         let mut cmd = session.raw_command(&line);
         cmd.stdin(if stdin.is_some() {
             Stdio::piped()
