@@ -104,6 +104,8 @@ pub struct Ctx {
     pub targets: Rc<Registry>,
     /// The confirmation pass records the changes it plans here.
     pub recording: RefCell<Option<Vec<crate::plan::Change>>>,
+    /// Where each job `proc.spawn` started begins in its log, by (target, log path).
+    pub job_logs: RefCell<std::collections::HashMap<(String, String), u64>>,
     /// A confirmed real run is held to the changes that were shown.
     pub enforcer: RefCell<Option<crate::plan::Enforcer>>,
     /// The state dir of this run (set when a run starts; `fingerprint.save/load` use it).
@@ -150,6 +152,7 @@ impl Ctx {
             locks: crate::locks::Locks::new(remote.lock_wait),
             targets: targets.unwrap_or_else(|| Rc::new(Registry::new(remote))),
             recording: RefCell::new(None),
+            job_logs: RefCell::new(std::collections::HashMap::new()),
             enforcer: RefCell::new(None),
             last_location: RefCell::new(String::new()),
         }

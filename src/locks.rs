@@ -1,5 +1,7 @@
 //! Two runs that change the same target must not overlap. Before its first change on a
-//! target, a real run takes an exclusive `flock` on `/tmp/runbook.lock` *on that target*
+//! target, a real run takes an exclusive `flock` on `lock` in runbook's own directory for
+//! the target user (`$XDG_RUNTIME_DIR/runbook` or `~/.local/state/runbook`, 0700, never a
+//! symlink: not /tmp, where another user could hold it forever or plant a link) *on that target*
 //! (inside the container for a container), held by a small command whose stdin runbook
 //! keeps open until the run ends; if runbook dies, the connection or pipe closes and the
 //! lock goes with it. A second run waits up to `--lock-wait` and then fails naming the
@@ -13,11 +15,13 @@ use std::time::Duration;
 
 /// Takes the lock (waiting up to $1 seconds), records who holds it next to it, answers
 /// `locked` (or `busy <holder>`), then holds it until stdin closes. The lock file is
-/// the target's own choice: `$RUNBOOK_LOCK_FILE` in its environment, else
-/// `/tmp/runbook.lock`. A failed redirection would end `sh` silently, hence the probe in a subshell.
-const LOCK_SCRIPT: &str = r#"wait=$1; who=$2; f=${RUNBOOK_LOCK_FILE:-/tmp/runbook.lock}
+/// the target's own choice: `$RUNBOOK_LOCK_FILE` in its environment, else `lock` in
+/// `runbook_dir`. A failed redirection would end `sh` silently, hence the probe in a subshell.
+const LOCK_BODY: &str = r#"wait=$1; who=$2
+if [ -n "${RUNBOOK_LOCK_FILE:-}" ]; then f=$RUNBOOK_LOCK_FILE
+else d=$(runbook_dir 2>&1) || { echo "error: $d"; exit 0; }; f=$d/lock; fi
 command -v flock >/dev/null 2>&1 || { echo "error: flock is not installed"; exit 0; }
-umask 000
+umask 077
 ( : >>"$f" ) 2>/dev/null || { echo "error: cannot open $f"; exit 0; }
 exec 9>>"$f"
 if [ "$wait" = 0 ]; then flock -n 9; else flock -w "$wait" 9; fi || { printf 'busy %s\n' "$(cat "$f.holder" 2>/dev/null)"; exit 0; }
@@ -80,7 +84,7 @@ impl Locks {
         let argv: Vec<OsString> = vec![
             "sh".into(),
             "-c".into(),
-            LOCK_SCRIPT.into(),
+            format!("{}{LOCK_BODY}", include_str!("targets/sh/runbook_dir.sh")).into(),
             "sh".into(),
             secs.into(),
             self.who.borrow().clone().into(),

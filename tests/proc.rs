@@ -147,7 +147,7 @@ end)
 
     // The run is over; the job is not.
     assert!(alive(pid), "the job survived the end of the run");
-    let pid_file = s.runtime.join("runbook-proc-ticker.pid");
+    let pid_file = s.runtime.join("runbook/proc-ticker.pid");
     let recorded = std::fs::read_to_string(&pid_file).unwrap();
     assert_eq!(
         recorded.split_whitespace().next(),
@@ -332,7 +332,7 @@ end)
     assert!(t0.elapsed() < Duration::from_secs(10), "did not wait");
     assert_eq!(logged(&logs, "dry"), "nil true true nil false");
     assert!(!log.exists(), "nothing was started");
-    assert!(!s.runtime.join("runbook-proc-never.pid").exists());
+    assert!(!s.runtime.join("runbook/proc-never.pid").exists());
     let planned: Vec<String> = parse_ndjson(&out.stdout)
         .into_iter()
         .filter(|e| e["event"] == "action_planned")
@@ -399,8 +399,9 @@ end)
         "both jobs outlived the run"
     );
     assert!(
-        ct.join("tmp/runbook-proc-ticker.pid").exists(),
-        "the container's /tmp"
+        ct.join("root/.local/state/runbook/proc-ticker.pid")
+            .exists(),
+        "runbook's own directory in the container (root's home there)"
     );
     let size = std::fs::metadata(ct.join("root/job.log")).unwrap().len();
     std::thread::sleep(Duration::from_millis(600));
@@ -506,4 +507,107 @@ end)
         "ended {:?} after SIGINT",
         sent.elapsed()
     );
+}
+
+/// Pid files (and the run lock) live in runbook's own directory for the target user:
+/// 0700, owned by that user, never a symlink, never /tmp where another user could plant
+/// them (hold the lock forever, feed `proc.stop` a pid to kill, point root at a link).
+#[test]
+fn pid_files_and_the_lock_live_in_a_private_directory() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Setup::new();
+    let mut reaper = Reaper(Vec::new());
+    let rb = s.env.write(
+        "private.lua",
+        r#"runbook { name = "private" }
+local here = target("local")
+step("start", function()
+  local j = proc.spawn(here, { name = "quiet", cmd = { "sleep", "30" }, log = "/dev/null" })
+  log.info("pid=" .. j.pid)
+  log.info("pid_file=" .. j.pid_file)
+end)
+step("stop", function() proc.stop(here, { name = "quiet" }) end)
+"#,
+    );
+    let out = s
+        .env
+        .cmd()
+        .args(["run", rb.to_str().unwrap(), "--json", "--yes"])
+        .env("XDG_RUNTIME_DIR", &s.runtime)
+        .env_remove("RUNBOOK_LOCK_FILE")
+        .output()
+        .unwrap();
+    let logs = logs(&out);
+    if let Ok(pid) = logged(&logs, "pid").parse() {
+        reaper.0.push(pid);
+    }
+    assert!(out.status.success(), "{}", describe(&out));
+    let dir = s.runtime.join("runbook");
+    assert_eq!(
+        logged(&logs, "pid_file"),
+        dir.join("proc-quiet.pid").display().to_string()
+    );
+    let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "runbook's directory is private");
+    assert!(dir.join("lock").exists(), "the run lock is there too");
+
+    // A symlink planted where the directory goes is refused, and nothing is written
+    // through it.
+    let s = Setup::new();
+    let elsewhere = s.env.scratch().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, s.runtime.join("runbook")).unwrap();
+    let (out, _) = s.run(&rb, &["--yes"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(
+        step_error(&out).contains("is not a plain directory"),
+        "{}",
+        describe(&out)
+    );
+    assert_eq!(
+        std::fs::read_dir(&elsewhere).unwrap().count(),
+        0,
+        "nothing went through the link"
+    );
+}
+
+/// A job that prints its line at once: `wait_for` after the spawn still sees it (it reads
+/// from where the log stood when the job started). And in a log appended to by an earlier
+/// run, the earlier run's line never counts.
+#[test]
+fn wait_for_reads_the_job_output_from_where_it_started() {
+    let s = Setup::new();
+    let mut reaper = Reaper(Vec::new());
+    let log = s.env.scratch().join("train.log");
+    std::fs::write(&log, "step 1 25.0 Ktok/s\n").unwrap();
+    let rb = s.env.write(
+        "fast.lua",
+        &format!(
+            r#"runbook {{ name = "fast" }}
+local here = target("local")
+step("start and wait", function()
+  local j = proc.spawn(here, {{ name = "fast", log = "{log}",
+    cmd = {{ "sh", "-c", 'echo "READY 12.5 Ktok/s"; exec sleep 30' }} }})
+  log.info("pid=" .. j.pid)
+  local m = proc.wait_for(here, {{ file = "{log}", pattern = "([0-9.]+) Ktok/s", timeout = "5s" }})
+  log.info("rate=" .. m[1])
+  local again = proc.wait_for(here, {{ file = "{log}", pattern = "READY", timeout = "5s", since = j }})
+  log.info("since=" .. again.line)
+end)
+step("stop", function() proc.stop(here, {{ name = "fast" }}) end)
+"#,
+            log = log.display()
+        ),
+    );
+    let (out, logs) = s.run(&rb, &["--yes"]);
+    if let Ok(pid) = logged(&logs, "pid").parse() {
+        reaper.0.push(pid);
+    }
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(
+        logged(&logs, "rate"),
+        "12.5",
+        "the new run's rate, not the old line's"
+    );
+    assert_eq!(logged(&logs, "since"), "READY 12.5 Ktok/s");
 }

@@ -15,7 +15,7 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 const SPAWN_KEYS: &[&str] = &["cmd", "log", "cwd", "env", "name"];
-const WAIT_KEYS: &[&str] = &["file", "pattern", "timeout", "from_start"];
+const WAIT_KEYS: &[&str] = &["file", "pattern", "timeout", "from_start", "since"];
 const STOP_KEYS: &[&str] = &["name", "pid", "timeout"];
 
 pub fn register(lua: &Lua) -> mlua::Result<()> {
@@ -59,7 +59,7 @@ fn argv_value(lua: &Lua, v: Value, what: &str) -> mlua::Result<Vec<OsString>> {
     Ok(argv)
 }
 
-/// Lua: proc.spawn(t, { cmd, log, cwd, env, name }) -> { pid, name, log, pid_file, planned }
+/// Lua: proc.spawn(t, { cmd, log, cwd, env, name }) -> { pid, name, log, pid_file, log_offset, planned }
 ///
 /// Starts `cmd` (a list of words, no shell: `{ "sh", "-c", "…" }` for one) on `t` as a
 /// detached job: its own session (`setsid`), stdin from `/dev/null`, stdout and stderr
@@ -67,8 +67,11 @@ fn argv_value(lua: &Lua, v: Value, what: &str) -> mlua::Result<Vec<OsString>> {
 /// to where commands start on `t`, the home directory over SSH).
 /// It keeps running after this command, the step and the run end, SSH connection
 /// included. `cwd` and `env` (table) apply to the job. `name` (default: the program's
-/// file name) identifies it: the pid goes to `${XDG_RUNTIME_DIR:-/tmp}/runbook-proc-NAME.pid`
-/// on the target, where `proc.stop` finds it. Spawning a name whose job is still
+/// file name) identifies it: the pid goes to `proc-NAME.pid` in runbook's own directory
+/// for the target user (`$XDG_RUNTIME_DIR/runbook`, else `~/.local/state/runbook`; 0700,
+/// never a symlink, never /tmp), where `proc.stop` finds it. `log_offset` is the size of
+/// the log before the job started: where its own output begins (`proc.wait_for` on that
+/// log reads from there). Spawning a name whose job is still
 /// running is refused, naming its pid (also during `--dry-run`, which checks but does not
 /// start anything: `pid` is nil there and `planned = true`).
 ///
@@ -117,13 +120,16 @@ async fn spawn(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Valu
     to_lua(&lua, &spawned)
 }
 
-/// Lua: proc.wait_for(t, { file, pattern, timeout, from_start }) -> { line, captures, planned }
+/// Lua: proc.wait_for(t, { file, pattern, timeout, from_start, since }) -> { line, captures, planned }
 ///
 /// Waits until a line of the growing file `file` on `t` matches `pattern`, a regular
 /// expression in Rust `regex` syntax (<https://docs.rs/regex/latest/regex/#syntax>: like
-/// Perl/PCRE without look-around or backreferences; `(?i)` for case-insensitive). Only
-/// lines written after the call starts count, unless `from_start = true` (use that when
-/// the line may already be there). Lines end at `\n` or `\r` (progress bars count). The
+/// Perl/PCRE without look-around or backreferences; `(?i)` for case-insensitive). Which
+/// lines count: after a `proc.spawn` of a job logging to `file` on `t` in this run, the
+/// lines that job wrote (from where the log stood when it started: a line it printed at
+/// once is seen, an earlier run's line in an appended log is not); `since = job` (the
+/// result of `proc.spawn`) says so explicitly; otherwise the lines written after the call
+/// starts; `from_start = true` reads the whole file (an earlier run's lines included). Lines end at `\n` or `\r` (progress bars count). The
 /// result has the matching `line` and `captures`, the groups as strings (a group that did
 /// not take part is `false`; named groups are also `captures.NAME`); the groups are also
 /// the result's own fields 1, 2, ….
@@ -168,6 +174,32 @@ async fn wait_for(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<T
         "proc.wait_for(): from_start",
         false,
     )?;
+    let since = match opts.get::<Value>("since")? {
+        Value::Nil => None,
+        Value::Table(job) => match job.get::<Value>("log_offset")? {
+            Value::Integer(n) if n >= 0 => Some(n as u64),
+            // A planned spawn (dry-run) has no offset: nothing was started.
+            Value::Nil => None,
+            other => {
+                return Err(err_at(
+                    &lua,
+                    format!(
+                        "{WHAT}: since.log_offset must be a whole number, got {}",
+                        other.type_name()
+                    ),
+                ))
+            }
+        },
+        other => {
+            return Err(err_at(
+                &lua,
+                format!(
+                    "{WHAT}: since is the result of proc.spawn, got {}",
+                    other.type_name()
+                ),
+            ))
+        }
+    };
     let step = Step {
         ctx: &ctx,
         target: &target,
@@ -178,6 +210,7 @@ async fn wait_for(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<T
         pattern,
         timeout,
         from_start,
+        since,
     };
     let m = proc::wait_for(&step, &spec).await?;
     let result = lua.create_table()?;

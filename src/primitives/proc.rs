@@ -5,7 +5,10 @@
 //! session and process group, no file descriptor shared with the command that started
 //! it, so that command returns at once, the SSH channel closes, and the job outlives the
 //! run. Its pid (and start time, so a reused pid is not mistaken for it) goes to
-//! `${XDG_RUNTIME_DIR:-/tmp}/runbook-proc-NAME.pid` on the target, where `stop` finds it.
+//! `proc-NAME.pid` in runbook's own directory for the target user (`runbook_dir.sh`:
+//! `$XDG_RUNTIME_DIR/runbook` or `~/.local/state/runbook`, 0700, never a symlink), where
+//! `stop` finds it. Not /tmp: there another user could plant the file and feed `stop` a
+//! pid to kill, or a symlink for root to write through.
 //! Liveness reads `/proc` (a zombie is not alive), falling back to `kill -0` elsewhere.
 
 use super::{Cmd, Ran, Step};
@@ -28,29 +31,31 @@ const UP: &str = r#"up() {
 "#;
 
 /// `$1` name (or empty), `$2` pid (or empty): prints `running PID`, `stopped PID` or `none`.
-const PROBE: &str = r#"f=${XDG_RUNTIME_DIR:-/tmp}/runbook-proc-$1.pid pid=$2 t=
-[ -z "$1" ] || { [ -r "$f" ] && read -r pid t < "$f"; }
+const PROBE: &str = r#"pid=$2 t=
+[ -z "$1" ] || { d=$(runbook_dir) || exit 1; f=$d/proc-$1.pid; [ -r "$f" ] && read -r pid t < "$f"; }
 case $pid in ''|*[!0-9]*) echo none; exit 0 ;; esac
 if up "$pid" "$t"; then echo "running $pid"; else echo "stopped $pid"; fi
 "#;
 
-/// `$1` name, `$2` log, then the job's argv: prints the pid and the pid file.
-const SPAWN: &str = r#"f=${XDG_RUNTIME_DIR:-/tmp}/runbook-proc-$1.pid log=$2; shift 2
+/// `$1` name, `$2` log, then the job's argv: prints the pid, the pid file, and the size
+/// of the log before the job started (where `wait_for` starts reading).
+const SPAWN: &str = r#"d=$(runbook_dir) || exit 1; f=$d/proc-$1.pid log=$2; shift 2
 if [ -r "$f" ] && read -r pid t < "$f" && [ -n "$pid" ] && up "$pid" "$t"; then echo "runbook: already running (pid $pid)" >&2; exit 3; fi
 command -v setsid >/dev/null || { echo "runbook: setsid is not installed" >&2; exit 127; }
 command -v "$1" >/dev/null || { echo "runbook: $1: command not found" >&2; exit 127; }
 : >> "$log" || exit 1
+off=$(wc -c < "$log") || exit 1
 setsid "$@" < /dev/null >> "$log" 2>&1 &
 pid=$! t=
 IFS= read -r l 2>/dev/null < "/proc/$pid/stat" && set -- ${l##*) } && t=${20}
 { echo "$pid $t" > "$f.$$" && mv -f "$f.$$" "$f"; } || { kill -s KILL -- "-$pid"; exit 1; }
-printf '%s\n%s\n' "$pid" "$f"
+printf '%s\n%s\n%s\n' "$pid" "$f" "$((off))"
 "#;
 
 /// `$1` name (or empty), `$2` pid (or empty), `$3` timeout in ms (-1: none, wait for the
 /// TERM to work): TERM the group, wait, KILL. Prints `term PID`, `kill PID`, `stopped PID` (was not running) or `none`.
-const STOP: &str = r#"f=${XDG_RUNTIME_DIR:-/tmp}/runbook-proc-$1.pid pid=$2 t=
-[ -z "$1" ] || { [ -r "$f" ] && read -r pid t < "$f"; }
+const STOP: &str = r#"pid=$2 t= f=
+[ -z "$1" ] || { d=$(runbook_dir) || exit 1; f=$d/proc-$1.pid; [ -r "$f" ] && read -r pid t < "$f"; }
 case $pid in ''|*[!0-9]*) echo none; exit 0 ;; esac
 if ! up "$pid" "$t"; then [ -z "$1" ] || rm -f "$f"; echo "stopped $pid"; exit 0; fi
 g=-$pid; kill -s TERM -- "$g" 2>/dev/null || { g=$pid; kill -s TERM "$g"; }
@@ -72,9 +77,12 @@ echo "$o $e"
 [ $s -le $o ] || tail -c +$((o + 1)) "$f" | head -c "$4"
 "#;
 
-/// A script that needs `up`.
+/// Where pid files live: runbook's own directory for the target user (never /tmp).
+const RUNBOOK_DIR: &str = include_str!("../targets/sh/runbook_dir.sh");
+
+/// A script that needs `up` and `runbook_dir`.
 fn with_up(body: &str) -> String {
-    format!("{UP}{body}")
+    format!("{RUNBOOK_DIR}{UP}{body}")
 }
 
 /// What `proc.spawn` starts.
@@ -93,6 +101,8 @@ pub struct Spawned {
     pub name: String,
     pub log: String,
     pub pid_file: Option<String>,
+    /// Bytes in the log before the job started: where its own output begins.
+    pub log_offset: Option<u64>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub planned: bool,
 }
@@ -121,6 +131,8 @@ pub struct WaitSpec {
     /// `None`: no timeout of its own (the step's deadline and Ctrl-C still end it).
     pub timeout: Option<Duration>,
     pub from_start: bool,
+    /// Read from this offset (where a job's output begins, from `proc.spawn`).
+    pub since: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -262,6 +274,7 @@ pub async fn spawn(step: &Step<'_>, spec: &SpawnSpec) -> mlua::Result<Spawned> {
             name: spec.name.clone(),
             log: spec.log.clone(),
             pid_file: None,
+            log_offset: None,
             planned: true,
         });
     }
@@ -276,6 +289,7 @@ pub async fn spawn(step: &Step<'_>, spec: &SpawnSpec) -> mlua::Result<Spawned> {
     let mut lines = out.lines();
     let pid = lines.next().and_then(|l| l.trim().parse::<u32>().ok());
     let pid_file = lines.next().map(str::to_string);
+    let log_offset = lines.next().and_then(|l| l.trim().parse::<u64>().ok());
     if pid.is_none() {
         return Err(step.fail(format!(
             "proc.spawn: job '{}' started but its pid was not reported (output: {out:?})",
@@ -287,7 +301,18 @@ pub async fn spawn(step: &Step<'_>, spec: &SpawnSpec) -> mlua::Result<Spawned> {
         name: spec.name.clone(),
         log: spec.log.clone(),
         pid_file,
+        log_offset,
         planned: false,
+    })
+    .inspect(|s| {
+        // `wait_for` on this log then reads from where this job's output begins: it sees
+        // a line printed at once, and never an earlier run's line in an appended log.
+        if let Some(off) = s.log_offset {
+            step.ctx
+                .job_logs
+                .borrow_mut()
+                .insert((step.target.name(), s.log.clone()), off);
+        }
     })
 }
 
@@ -520,10 +545,16 @@ pub async fn wait_for(step: &Step<'_>, spec: &WaitSpec) -> mlua::Result<Matched>
     let started = Instant::now();
     let deadline = spec.timeout.map(|t| started + t);
     let mut lines = Lines::default();
-    let mut offset = if spec.from_start {
-        0
-    } else {
-        poll(step, &spec.file, None, 0).await?.start
+    let spawned = step
+        .ctx
+        .job_logs
+        .borrow()
+        .get(&(step.target.name(), spec.file.clone()))
+        .copied();
+    let mut offset = match (spec.from_start, spec.since.or(spawned)) {
+        (true, _) => 0,
+        (false, Some(since)) => since,
+        (false, None) => poll(step, &spec.file, None, 0).await?.start,
     };
     let mut ever_existed = false;
     loop {
