@@ -37,6 +37,8 @@ pub struct Locks {
     /// once, while different targets take theirs at the same time (one host's slow
     /// connect must not hold up the others).
     taking: RefCell<std::collections::HashMap<String, std::rc::Rc<tokio::sync::Mutex<()>>>>,
+    /// Target name → lock key (its resolved destination).
+    keys: RefCell<std::collections::HashMap<String, String>>,
 }
 
 impl Locks {
@@ -46,6 +48,7 @@ impl Locks {
             who: RefCell::new(String::new()),
             held: RefCell::new(Vec::new()),
             taking: RefCell::new(std::collections::HashMap::new()),
+            keys: RefCell::new(std::collections::HashMap::new()),
         }
     }
 
@@ -64,9 +67,21 @@ impl Locks {
         self.held.borrow().iter().any(|(k, _)| k == key)
     }
 
+    /// The lock's key: the target's resolved destination (see `Target::destination`),
+    /// looked up once per target name.
+    async fn key(&self, target: &Target) -> String {
+        let name = target.name();
+        if let Some(k) = self.keys.borrow().get(&name) {
+            return k.clone();
+        }
+        let key = target.destination().await;
+        self.keys.borrow_mut().insert(name, key.clone());
+        key
+    }
+
     /// Takes the lock on `target` unless this run holds it already.
     pub async fn ensure(&self, target: &Target) -> Result<(), String> {
-        let key = target.name();
+        let key = self.key(target).await;
         if self.holds(&key) {
             return Ok(());
         }
@@ -90,6 +105,11 @@ impl Locks {
             self.who.borrow().clone().into(),
         ];
         let (holder, answer) = target.hold(argv).await?;
+        // Named as the runbook names it, with where that is when it differs.
+        let shown = match target.name() {
+            name if name == key => name,
+            name => format!("{name} ({key})"),
+        };
         match answer.as_deref() {
             Ok("locked") => {
                 self.held.borrow_mut().push((key, holder));
@@ -100,14 +120,14 @@ impl Locks {
                 let by = busy.trim_start_matches("busy").trim();
                 let by = if by.is_empty() { "another run" } else { by };
                 Err(format!(
-                    "{key} is locked by {by}; waited {}s. Wait longer with --lock-wait DUR",
+                    "{shown} is locked by {by}; waited {}s. Wait longer with --lock-wait DUR",
                     self.wait_secs()
                 ))
             }
             Ok(other) => {
                 holder.release().await;
                 Err(format!(
-                    "cannot take the run lock on {key}: {}",
+                    "cannot take the run lock on {shown}: {}",
                     other.trim_start_matches("error: ")
                 ))
             }
@@ -118,7 +138,7 @@ impl Locks {
                 } else {
                     stderr.replace('\n', "; ")
                 };
-                Err(format!("cannot take the run lock on {key}: {why}"))
+                Err(format!("cannot take the run lock on {shown}: {why}"))
             }
         }
     }

@@ -381,3 +381,45 @@ end
     );
     assert!(!stdout.contains("s3cr3t-env-VALUE-42"), "{stdout}");
 }
+
+/// The same host under two names (its ssh_config alias and `root@127.0.0.1:PORT`), and
+/// the same container under both: one run takes one lock per machine and never waits
+/// for itself (before: "locked by run <its own id>").
+#[test]
+fn one_host_under_two_names_does_not_lock_itself_out() {
+    require_sshd!();
+    let fleet = Fleet::start(1);
+    let _ct = fleet.container(200);
+    let port = fleet.nodes[0].port;
+    let env = Env::new();
+    let rb = env.write(
+        "two_names.lua",
+        &format!(
+            r#"runbook {{ name = "two-names" }}
+local by_alias, by_address = target("node1"), target("root@127.0.0.1:{port}")
+step("change by both names", function()
+  by_alias:exec({{ "true" }})
+  by_address:exec({{ "true" }})
+  by_alias:pct(200):exec({{ "true" }})
+  by_address:pct(200):exec({{ "true" }})
+end)
+"#
+        ),
+    );
+    let out = env
+        .cmd()
+        .arg("run")
+        .arg(&rb)
+        .args(fleet.args())
+        .args(["--yes", "--json", "--lock-wait", "0"])
+        .env_remove("RUNBOOK_LOCK_FILE")
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "stderr: {}\nstdout: {}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

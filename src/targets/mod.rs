@@ -116,6 +116,20 @@ impl Target {
         }
     }
 
+    /// What identifies the machine (and container) this target is, whatever name it was
+    /// given: run locks are keyed by it, so one run never waits for itself.
+    pub fn destination(&self) -> Pin<Box<dyn Future<Output = String> + '_>> {
+        Box::pin(async move {
+            match self {
+                Target::Local => "local".to_string(),
+                Target::Ssh(h) => h.destination().await,
+                Target::Pct { parent, ctid, .. } => {
+                    format!("{}/ct{ctid}", parent.destination().await)
+                }
+            }
+        })
+    }
+
     /// The argv that runs `argv` on this target, and the base that runs it.
     fn flatten(&self, argv: Vec<OsString>) -> (Base, Vec<OsString>) {
         match self {

@@ -170,6 +170,39 @@ impl SshHost {
         self.spec.display()
     }
 
+    /// Where this host really is, as ssh itself resolves it (`ssh -G`: the ssh_config
+    /// applied): `user@hostname:port`. Two names for one machine (an alias and
+    /// `root@127.0.0.1:2222`) give the same answer. Falls back to the name as given when
+    /// ssh cannot say.
+    pub async fn destination(&self) -> String {
+        let mut cmd = tokio::process::Command::new("ssh");
+        cmd.arg("-G");
+        if let Some(cfg) = &self.settings.config {
+            cmd.arg("-F").arg(cfg);
+        }
+        if let Some(p) = self.spec.port {
+            cmd.arg("-p").arg(p.to_string());
+        }
+        if let Some(u) = &self.spec.user {
+            cmd.arg("-l").arg(u);
+        }
+        cmd.arg("--").arg(&self.spec.host);
+        cmd.stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        let Ok(out) = cmd.output().await else {
+            return self.name();
+        };
+        let text = String::from_utf8_lossy(&out.stdout);
+        let field = |key: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ').map(str::to_string))
+        };
+        match (field("user"), field("hostname"), field("port")) {
+            (Some(u), Some(h), Some(p)) if out.status.success() => format!("{u}@{h}:{p}"),
+            _ => self.name(),
+        }
+    }
+
     /// The channels a command waits for (see `CHANNELS`).
     pub(super) fn channels(&self) -> &Semaphore {
         &self.channels
