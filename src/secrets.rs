@@ -16,6 +16,7 @@ const STRUCTURAL: &[&str] = &[
     "effect",
     "stream",
     "level",
+    "boot_id",
 ];
 
 #[derive(Default)]

@@ -222,6 +222,7 @@ impl SshHost {
             deadline: None,
             cancel: &cancel,
             abort_at: u32::MAX,
+            on_group: None,
         };
         self.session(&io).await
     }

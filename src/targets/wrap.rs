@@ -35,13 +35,23 @@ pub fn env_and_cwd(req: &ExecRequest) -> Result<Vec<OsString>, String> {
     Ok(argv)
 }
 
-/// Runs argv as the leader of a new session (so of a new process group), after printing
-/// that group's id on stderr for `kill_tree`. `setsid -w` keeps the exit status.
-pub fn killable(argv: Vec<OsString>) -> Vec<OsString> {
-    let script = format!(
-        r#"printf '{}%s\n' "$$" >&2; exec "$@""#,
+/// Shell that prints the marker for the shell's own process group (`$$`, a session
+/// leader wherever it is used): the group, the boot id and the `/proc/$$/stat` line, so a
+/// later run can tell this group from another that got its number (`Group::parse`).
+/// Only builtins, so no process is started; `-` where there is no /proc. The two
+/// variables are unset again, so the command's environment is what it was.
+fn report_group() -> String {
+    format!(
+        r#"_rb_b=- _rb_s=-; read -r _rb_b 2>/dev/null </proc/sys/kernel/random/boot_id; read -r _rb_s 2>/dev/null </proc/$$/stat; printf '{}%s %s %s\n' "$$" "$_rb_b" "$_rb_s" >&2; unset _rb_b _rb_s; "#,
         PGID_MARKER.replace('\u{1e}', "\\036")
-    );
+    )
+}
+
+/// Runs argv as the leader of a new session (so of a new process group), after printing
+/// that group (`report_group`) on stderr for `kill_tree` and the run record.
+/// `setsid -w` keeps the exit status.
+pub fn killable(argv: Vec<OsString>) -> Vec<OsString> {
+    let script = format!(r#"{}exec "$@""#, report_group());
     let mut out: Vec<OsString> = vec![
         "setsid".into(),
         "-w".into(),
@@ -55,14 +65,11 @@ pub fn killable(argv: Vec<OsString>) -> Vec<OsString> {
 }
 
 /// For a command sshd starts directly: sshd already makes the command's shell the leader
-/// of a new session, so the shell reports its own pid (= the group) and `exec`s the
-/// argv in place. No extra process, unlike `killable`.
+/// of a new session, so the shell reports its own group and `exec`s the argv in place.
+/// No extra process, unlike `killable`. The remote login shell reads this line, so it
+/// uses nothing beyond what sh, bash and zsh all read alike.
 pub fn report_pgid_then_exec(argv: &[OsString]) -> OsString {
-    let mut line = format!(
-        r#"printf '{}%s\n' "$$" >&2; exec "#,
-        PGID_MARKER.replace('\u{1e}', "\\036")
-    )
-    .into_bytes();
+    let mut line = format!("{}exec ", report_group()).into_bytes();
     line.extend_from_slice(crate::quote::join_bytes(argv).as_bytes());
     std::os::unix::ffi::OsStringExt::from_vec(line)
 }
@@ -85,6 +92,7 @@ kill -s KILL -- "-$1" 2>/dev/null; exit 0"#;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::process::CommandExt;
     use std::process::Command;
 
     fn req(argv: &[&str], env: &[(&str, &str)], cwd: Option<&str>) -> ExecRequest {
@@ -131,5 +139,48 @@ mod tests {
         assert_eq!(out.stdout, b"hi\n");
         let err = String::from_utf8(out.stderr).unwrap();
         assert!(err.starts_with(PGID_MARKER), "{err:?}");
+    }
+
+    /// The marker names the group with its leader's start time and the boot id, in every
+    /// shell a remote login may use, and leaves the command's environment as it was.
+    #[test]
+    fn the_marker_identifies_the_group_in_every_shell() {
+        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+        for shell in ["sh", "dash", "bash", "zsh", "busybox"] {
+            let mut words: Vec<&str> = vec![shell];
+            if shell == "busybox" {
+                words.push("sh");
+            }
+            let Ok(probe) = Command::new(words[0])
+                .args(&words[1..])
+                .args(["-c", "true"])
+                .output()
+            else {
+                continue;
+            };
+            if !probe.status.success() {
+                continue;
+            }
+            let line = report_pgid_then_exec(&[
+                "sh".into(),
+                "-c".into(),
+                r#"echo "${_rb_s-unset} ${_rb_b-unset}""#.into(),
+            ]);
+            let out = Command::new(words[0])
+                .args(&words[1..])
+                .arg("-c")
+                .arg(&line)
+                .process_group(0)
+                .output()
+                .unwrap();
+            assert_eq!(out.stdout, b"unset unset\n", "{shell}");
+            let err = String::from_utf8(out.stderr).unwrap();
+            let payload = err
+                .strip_prefix(PGID_MARKER)
+                .unwrap_or_else(|| panic!("{shell}: {err:?}"));
+            let group = super::super::Group::parse(payload).unwrap();
+            assert_eq!(group.boot_id.as_deref(), Some(boot.trim()), "{shell}");
+            assert!(group.start_time.is_some(), "{shell}: {err:?}");
+        }
     }
 }
