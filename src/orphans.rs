@@ -241,3 +241,39 @@ pub fn log(bus: &Bus, notes: Vec<String>) {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(json: &str) -> Stamped {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn only_commands_whose_end_is_unknown_are_left_over() {
+        let record = [
+            r#"{"ts":"t","event":"step_started","index":0,"name":"a","attempt":1}"#,
+            r#"{"ts":"t","event":"action_started","step":0,"action":1,"target":"local","effect":"change","summary":"x","command":"x"}"#,
+            r#"{"ts":"t","event":"action_pgid","step":0,"action":1,"target":"local","pgid":10,"start_time":5,"boot_id":"b"}"#,
+            r#"{"ts":"t","event":"action_finished","step":0,"action":1,"ok":true,"code":0,"duration_ms":1}"#,
+            r#"{"ts":"t","event":"action_started","step":0,"action":2,"target":"h","effect":"change","summary":"y","command":"y"}"#,
+            r#"{"ts":"t","event":"action_pgid","step":0,"action":2,"target":"h","pgid":20,"via":[{"ssh":{"host":"h","connect_timeout_ms":10000}}]}"#,
+            r#"{"ts":"t","event":"action_finished","step":0,"action":2,"ok":false,"duration_ms":0,"error":"connection lost to h while the command ran"}"#,
+            r#"{"ts":"t","event":"step_started","index":1,"name":"b","attempt":1}"#,
+            r#"{"ts":"t","event":"action_started","step":1,"action":3,"target":"local","effect":"read","summary":"z","command":"z"}"#,
+            r#"{"ts":"t","event":"action_pgid","step":1,"action":3,"target":"local","pgid":30}"#,
+        ]
+        .map(ev);
+        let left = find("r1", &record);
+        let groups: Vec<(u32, &str, &str)> = left
+            .iter()
+            .map(|o| (o.pgid, o.step.as_str(), o.command.as_str()))
+            .collect();
+        assert_eq!(groups, vec![(20, "a", "y"), (30, "b", "z")]);
+        assert_eq!(left[0].via.len(), 1);
+        assert!(left[1]
+            .describe()
+            .contains("run r1 on local (process group 30: z)"));
+    }
+}

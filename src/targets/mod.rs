@@ -348,3 +348,46 @@ impl Target {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reported_group_parses_whatever_the_command_name_holds() {
+        let stat = "77 (a) b (c) R 1 77 77 0 -1 4194304 1 0 0 0 0 0 0 0 20 0 1 0 123456 0 0";
+        let g = Group::parse(&format!("77 f8b7-boot {stat}\n")).unwrap();
+        assert_eq!(
+            g,
+            Group {
+                pgid: 77,
+                start_time: Some(123456),
+                boot_id: Some("f8b7-boot".into())
+            }
+        );
+        // No /proc on the target: only the group.
+        let g = Group::parse("77 - -").unwrap();
+        assert_eq!((g.start_time, g.boot_id), (None, None));
+        assert_eq!(Group::parse("77").unwrap().pgid, 77);
+        assert!(Group::parse("x").is_none());
+    }
+
+    #[test]
+    fn a_route_leads_back_to_the_same_place() {
+        let registry = registry::Registry::new(Default::default());
+        let node = registry.resolve("root@node.example:2222").unwrap();
+        let box_ = Target::Pct {
+            parent: node,
+            ctid: 200,
+            label: None,
+        };
+        let route = box_.route();
+        let again = Target::from_route(&route, &registry).unwrap();
+        assert_eq!(again.route(), route);
+        assert_eq!(again.name(), "root@node.example:2222/ct200");
+        assert!(Target::from_route(&[], &registry)
+            .unwrap()
+            .route()
+            .is_empty());
+    }
+}
