@@ -475,3 +475,58 @@ fn resume_refuses_when_the_host_cannot_be_reached() {
     );
     assert_eq!(copies(&pids).len(), 1, "the step did not run again");
 }
+
+/// Every command's group reaches the record with what identifies it: locally, over SSH
+/// (where only the first command on a connection reads the boot id) and in a container.
+#[test]
+fn every_command_is_recorded_with_its_group_start_time_and_boot_id() {
+    require_sshd!();
+    let fleet = Fleet::start(1);
+    fleet.container(200);
+    let env = Env::new();
+    let rb = env.write(
+        "ids.lua",
+        r#"
+runbook { name = "ids" }
+step("run", function()
+  target("local"):exec({ "true" })
+  for _ = 1, 3 do target("node1"):exec({ "true" }) end
+  target("node1"):pct(200):exec({ "true" })
+end)
+"#,
+    );
+    let out = env
+        .cmd()
+        .args(args(&rb, Some(&fleet), &[]))
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    let record = records(&env).pop().unwrap();
+    let groups: Vec<&Value> = record
+        .iter()
+        .filter(|e| e["event"] == "action_pgid")
+        .collect();
+    let targets: Vec<&str> = groups
+        .iter()
+        .map(|g| g["target"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        targets,
+        ["local", "node1", "node1", "node1", "node1/ct200"],
+        "{record:#?}"
+    );
+    for g in &groups {
+        assert_eq!(g["boot_id"], boot.trim(), "{g}");
+        assert!(g["start_time"].as_u64().is_some(), "{g}");
+        assert!(g["pgid"].as_u64().is_some(), "{g}");
+    }
+    assert!(groups[0].get("via").is_none(), "local needs no route");
+    assert_eq!(groups[1]["via"][0]["ssh"]["host"], "node1");
+    assert_eq!(groups[4]["via"][1]["pct"], 200);
+}

@@ -280,9 +280,28 @@ impl Target {
             Box::pin(self.kill_tree(pgid))
         };
         if let Target::Ssh(h) = self {
-            let line = wrap::report_pgid_then_exec(&inner);
+            let line = wrap::report_pgid_then_exec(&inner, h.boot_id().is_none());
+            // The first command on a connection reads the boot id, the others take it
+            // from there (a container reads its own: it may not be the host's).
+            let report = |g: &Group| {
+                let mut g = g.clone();
+                match &g.boot_id {
+                    Some(b) => h.learn_boot_id(b),
+                    None => g.boot_id = h.boot_id(),
+                }
+                if let Some(on_group) = io.on_group {
+                    on_group(&g);
+                }
+            };
+            let io = ExecIo {
+                on_line: io.on_line,
+                deadline: io.deadline,
+                cancel: io.cancel,
+                abort_at: io.abort_at,
+                on_group: Some(&report),
+            };
             return h
-                .run(line, req.stdin.clone(), req.timeout, io, Some(&kill))
+                .run(line, req.stdin.clone(), req.timeout, &io, Some(&kill))
                 .await;
         }
         match self.flatten(wrap::killable(inner)) {

@@ -36,13 +36,19 @@ pub fn env_and_cwd(req: &ExecRequest) -> Result<Vec<OsString>, String> {
 }
 
 /// Shell that prints the marker for the shell's own process group (`$$`, a session
-/// leader wherever it is used): the group, the boot id and the `/proc/$$/stat` line, so a
-/// later run can tell this group from another that got its number (`Group::parse`).
-/// Only builtins, so no process is started; `-` where there is no /proc. The two
-/// variables are unset again, so the command's environment is what it was.
-fn report_group() -> String {
+/// leader wherever it is used): the group, the boot id (unless `boot_id` is false: the
+/// caller knows it) and the `/proc/$$/stat` line, so a later run can tell this group
+/// from another that got its number (`Group::parse`). Only builtins, so no process is
+/// started; `-` where there is no /proc. The variables are unset again, so the command's
+/// environment is what it was.
+fn report_group(boot_id: bool) -> String {
+    let read_boot = if boot_id {
+        "read -r _rb_b 2>/dev/null </proc/sys/kernel/random/boot_id; "
+    } else {
+        ""
+    };
     format!(
-        r#"_rb_b=- _rb_s=-; read -r _rb_b 2>/dev/null </proc/sys/kernel/random/boot_id; read -r _rb_s 2>/dev/null </proc/$$/stat; printf '{}%s %s %s\n' "$$" "$_rb_b" "$_rb_s" >&2; unset _rb_b _rb_s; "#,
+        r#"_rb_b=- _rb_s=-; {read_boot}read -r _rb_s 2>/dev/null </proc/$$/stat; printf '{}%s %s %s\n' "$$" "$_rb_b" "$_rb_s" >&2; unset _rb_b _rb_s; "#,
         PGID_MARKER.replace('\u{1e}', "\\036")
     )
 }
@@ -51,7 +57,7 @@ fn report_group() -> String {
 /// that group (`report_group`) on stderr for `kill_tree` and the run record.
 /// `setsid -w` keeps the exit status.
 pub fn killable(argv: Vec<OsString>) -> Vec<OsString> {
-    let script = format!(r#"{}exec "$@""#, report_group());
+    let script = format!(r#"{}exec "$@""#, report_group(true));
     let mut out: Vec<OsString> = vec![
         "setsid".into(),
         "-w".into(),
@@ -67,9 +73,9 @@ pub fn killable(argv: Vec<OsString>) -> Vec<OsString> {
 /// For a command sshd starts directly: sshd already makes the command's shell the leader
 /// of a new session, so the shell reports its own group and `exec`s the argv in place.
 /// No extra process, unlike `killable`. The remote login shell reads this line, so it
-/// uses nothing beyond what sh, bash and zsh all read alike.
-pub fn report_pgid_then_exec(argv: &[OsString]) -> OsString {
-    let mut line = format!("{}exec ", report_group()).into_bytes();
+/// uses nothing beyond what sh, bash and zsh all read alike. `boot_id`: see `report_group`.
+pub fn report_pgid_then_exec(argv: &[OsString], boot_id: bool) -> OsString {
+    let mut line = format!("{}exec ", report_group(boot_id)).into_bytes();
     line.extend_from_slice(crate::quote::join_bytes(argv).as_bytes());
     std::os::unix::ffi::OsStringExt::from_vec(line)
 }
@@ -161,11 +167,14 @@ mod tests {
             if !probe.status.success() {
                 continue;
             }
-            let line = report_pgid_then_exec(&[
-                "sh".into(),
-                "-c".into(),
-                r#"echo "${_rb_s-unset} ${_rb_b-unset}""#.into(),
-            ]);
+            let line = report_pgid_then_exec(
+                &[
+                    "sh".into(),
+                    "-c".into(),
+                    r#"echo "${_rb_s-unset} ${_rb_b-unset}""#.into(),
+                ],
+                true,
+            );
             let out = Command::new(words[0])
                 .args(&words[1..])
                 .arg("-c")
