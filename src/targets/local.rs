@@ -130,10 +130,13 @@ fn own_group(pid: u32) -> Group {
             .map(|b| b.trim().to_string())
     });
     // The child cannot have been reaped yet (nobody waited for it), so its stat is there
-    // even if it already exited.
-    let start_time = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+    // even if it already exited. One read: the line is a few hundred bytes, and
+    // `read_to_string` would read a /proc file (size 0) in several.
+    let mut buf = [0u8; 1024];
+    let start_time = std::fs::File::open(format!("/proc/{pid}/stat"))
+        .and_then(|mut f| std::io::Read::read(&mut f, &mut buf))
         .ok()
-        .and_then(|s| super::start_time_of(&s));
+        .and_then(|n| super::start_time_of(&String::from_utf8_lossy(&buf[..n])));
     Group {
         pgid: pid,
         start_time,
