@@ -21,7 +21,8 @@ sig() {
 }
 
 # live GROUP: true while some process other than a zombie is in GROUP. `kill -0` alone
-# counts zombies, whose group no command lives in any more.
+# counts zombies, whose group no command lives in any more. Scans all of /proc: use it
+# sparingly.
 live() {
   sig 0 "$1" || return 1
   [ -d /proc/self ] || return 0
@@ -62,13 +63,16 @@ if ! live "$g"; then echo gone; exit 0; fi
 if [ -z "$leader" ] || [ "$t" = - ]; then echo unsure; exit 0; fi
 if [ "$mode" != stop ]; then echo running; exit 0; fi
 
+# wait_gone: waits up to 2 s for the group to go. `kill -0` while waiting (the full scan
+# in `live` costs a few hundred reads per process with dash's `read`), one scan at the end
+# so that a zombie left unreaped does not count.
 wait_gone() {
   i=0
-  while live "$g"; do
-    [ "$i" -lt 20 ] || return 1
+  while sig 0 "$g" && [ "$i" -lt 20 ]; do
     sleep 0.1
     i=$((i + 1))
   done
+  ! live "$g"
 }
 sig TERM "$g"
 if wait_gone; then echo stopped; exit 0; fi
