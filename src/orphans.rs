@@ -110,34 +110,53 @@ enum Found {
     Survived,
 }
 
-async fn probe(ctx: &Ctx, o: &Orphan, stop: bool) -> std::result::Result<Found, String> {
-    let target = Target::from_route(&o.via, &ctx.targets)?;
-    let argv: Vec<OsString> = vec![
-        "sh".into(),
-        "-c".into(),
-        SCRIPT.into(),
-        "sh".into(),
-        o.pgid.to_string().into(),
-        o.start_time.map_or("-".into(), |t| t.to_string()).into(),
-        o.boot_id.clone().unwrap_or_else(|| "-".into()).into(),
-        if stop { "stop" } else { "check" }.into(),
-    ];
-    let out = target.run_plain(argv).await?;
-    let said = String::from_utf8_lossy(&out.stdout);
-    match (out.code, said.trim()) {
-        (Some(0), "gone" | "other") => Ok(Found::Gone),
-        (Some(0), "running") => Ok(Found::Running),
-        (Some(0), "stopped" | "killed") => Ok(Found::Stopped),
-        (Some(0), "unsure") => Ok(Found::Unsure),
-        (Some(0), "survived") => Ok(Found::Survived),
-        _ => Err(format!(
-            "the check ended with {} and said {:?} {:?}",
-            out.code
-                .map_or("a signal".to_string(), |c| format!("exit code {c}")),
-            said.trim(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )),
+/// Runs `orphan.sh` for each of `orphans` where it ran, all at once (hosts that do not
+/// answer each take their connect timeout: in turn, a fleet's would add up).
+async fn probe_all(
+    ctx: &Ctx,
+    orphans: &[&Orphan],
+    stop: bool,
+) -> Vec<std::result::Result<Found, String>> {
+    let mut tasks = Vec::with_capacity(orphans.len());
+    for o in orphans {
+        let target = Target::from_route(&o.via, &ctx.targets);
+        let argv: Vec<OsString> = vec![
+            "sh".into(),
+            "-c".into(),
+            SCRIPT.into(),
+            "sh".into(),
+            o.pgid.to_string().into(),
+            o.start_time.map_or("-".into(), |t| t.to_string()).into(),
+            o.boot_id.clone().unwrap_or_else(|| "-".into()).into(),
+            if stop { "stop" } else { "check" }.into(),
+        ];
+        tasks.push(tokio::task::spawn_local(async move {
+            let out = target?.run_plain(argv).await?;
+            let said = String::from_utf8_lossy(&out.stdout);
+            match (out.code, said.trim()) {
+                (Some(0), "gone" | "other") => Ok(Found::Gone),
+                (Some(0), "running") => Ok(Found::Running),
+                (Some(0), "stopped" | "killed") => Ok(Found::Stopped),
+                (Some(0), "unsure") => Ok(Found::Unsure),
+                (Some(0), "survived") => Ok(Found::Survived),
+                _ => Err(format!(
+                    "the check ended with {} and said {:?} {:?}",
+                    out.code
+                        .map_or("a signal".to_string(), |c| format!("exit code {c}")),
+                    said.trim(),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                )),
+            }
+        }));
     }
+    let mut found = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        found.push(
+            task.await
+                .unwrap_or_else(|e| Err(format!("the check failed: {e}"))),
+        );
+    }
+    found
 }
 
 fn refusal(o: &Orphan, found: &std::result::Result<Found, String>) -> Option<String> {
@@ -180,13 +199,13 @@ pub async fn settle(ctx: &Ctx, resuming: &str, orphans: &[Orphan]) -> Result<Vec
             .collect());
     }
     // Every one is checked before any is stopped, so that a refusal changes nothing.
+    let all: Vec<&Orphan> = orphans.iter().collect();
     let mut running = Vec::new();
     let mut problems = Vec::new();
-    for o in orphans {
-        let found = probe(ctx, o, false).await;
+    for (o, found) in all.iter().zip(probe_all(ctx, &all, false).await) {
         match refusal(o, &found) {
             Some(p) => problems.push(p),
-            None if found == Ok(Found::Running) => running.push(o),
+            None if found == Ok(Found::Running) => running.push(*o),
             None => tracing::debug!("{} no longer runs", o.describe()),
         }
     }
@@ -206,27 +225,36 @@ pub async fn settle(ctx: &Ctx, resuming: &str, orphans: &[Orphan]) -> Result<Vec
         Error::invalid(msg)
     };
     if !problems.is_empty() {
+        // A refused run ends here: it leaves no connection behind.
+        ctx.targets.close_all().await;
         return Err(refuse(problems, &[]));
     }
+    if ctx.mode != Mode::Real {
+        return Ok(running
+            .iter()
+            .map(|o| {
+                format!(
+                    "{} is still running; a real resume stops it first",
+                    o.describe()
+                )
+            })
+            .collect());
+    }
     let mut notes = Vec::new();
-    for o in running {
-        if ctx.mode != Mode::Real {
-            notes.push(format!(
-                "{} is still running; a real resume stops it first",
-                o.describe()
-            ));
-            continue;
-        }
-        let found = probe(ctx, o, true).await;
-        if let Some(p) = refusal(o, &found) {
-            return Err(refuse(vec![p], &notes));
-        }
-        if found == Ok(Found::Stopped) {
-            notes.push(format!(
+    let mut problems = Vec::new();
+    for (o, found) in running.iter().zip(probe_all(ctx, &running, true).await) {
+        match refusal(o, &found) {
+            Some(p) => problems.push(p),
+            None if found == Ok(Found::Stopped) => notes.push(format!(
                 "{} was still running; stopped it before resuming",
                 o.describe()
-            ));
+            )),
+            None => {}
         }
+    }
+    if !problems.is_empty() {
+        ctx.targets.close_all().await;
+        return Err(refuse(problems, &notes));
     }
     Ok(notes)
 }
