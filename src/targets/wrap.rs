@@ -80,12 +80,13 @@ pub fn report_pgid_then_exec(argv: &[OsString], boot_id: bool) -> OsString {
     std::os::unix::ffi::OsStringExt::from_vec(line)
 }
 
-/// Stops a whole remote process group: TERM, up to 2 s to go, then KILL. (`kill -s SIG
-/// -- -PGID` is the spelling both dash and bash accept.)
+/// Stops a whole remote process group: TERM, up to 2 s to go, then KILL. dash and bash
+/// want `kill -s SIG -- -PGID`, busybox (Alpine's `sh`) refuses the `--`: both are tried.
 pub fn kill_tree(pgid: u32) -> Vec<OsString> {
-    let script = r#"kill -s TERM -- "-$1" 2>/dev/null || exit 0
-i=0; while [ $i -lt 20 ]; do kill -s 0 -- "-$1" 2>/dev/null || exit 0; sleep 0.1; i=$((i+1)); done
-kill -s KILL -- "-$1" 2>/dev/null; exit 0"#;
+    let script = r#"sig() { kill -s "$1" -- "-$2" 2>/dev/null || kill -s "$1" "-$2" 2>/dev/null; }
+sig TERM "$1" || exit 0
+i=0; while [ $i -lt 20 ]; do sig 0 "$1" || exit 0; sleep 0.1; i=$((i+1)); done
+sig KILL "$1"; exit 0"#;
     vec![
         "sh".into(),
         "-c".into(),
@@ -145,6 +146,33 @@ mod tests {
         assert_eq!(out.stdout, b"hi\n");
         let err = String::from_utf8(out.stderr).unwrap();
         assert!(err.starts_with(PGID_MARKER), "{err:?}");
+    }
+
+    /// `kill_tree` stops a group that ignores TERM, whichever `sh` the target has
+    /// (busybox's `kill` fails on `--` yet signals the rest: the KILL must still come).
+    #[test]
+    fn kill_tree_works_in_dash_bash_and_busybox() {
+        for shell in [&["dash"][..], &["bash"], &["busybox", "sh"]] {
+            if Command::new(shell[0]).arg("--help").output().is_err() {
+                continue;
+            }
+            let mut victim = Command::new("sh")
+                .args(["-c", "trap '' TERM; exec sleep 30"])
+                .process_group(0)
+                .spawn()
+                .unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            let argv = kill_tree(victim.id());
+            let st = Command::new(shell[0])
+                .args(&shell[1..])
+                .args(&argv[1..])
+                .status()
+                .unwrap();
+            assert!(st.success(), "{shell:?}");
+            let gone = victim.wait().unwrap();
+            use std::os::unix::process::ExitStatusExt;
+            assert_eq!(gone.signal(), Some(libc::SIGKILL), "{shell:?}");
+        }
     }
 
     /// The marker names the group with its leader's start time and the boot id, in every
