@@ -5,7 +5,7 @@ use crate::ctx::{Ctx, Mode};
 use crate::events::Event;
 use crate::sandbox;
 use crate::targets::pump::Stop;
-use crate::targets::{ExecIo, ExecOutcome, ExecRequest, Stream, Target};
+use crate::targets::{ExecIo, ExecOutcome, ExecRequest, Group, Stream, Target};
 use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,11 +159,23 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, String>
             line,
         })
     };
+    let on_group = |group: &Group| {
+        ctx.bus.emit(Event::ActionPgid {
+            step,
+            action: id,
+            target: action.target.name(),
+            pgid: group.pgid,
+            start_time: group.start_time,
+            boot_id: group.boot_id.clone(),
+            via: action.target.route(),
+        })
+    };
     let io = ExecIo {
         on_line: &on_line,
         deadline: ctx.deadline.get(),
         cancel: &ctx.cancel,
         abort_at: ctx.abort_at.get(),
+        on_group: Some(&on_group),
     };
     // Queued here, not failed, when the target or this process is at its limit of
     // commands at once (`targets/slots.rs`); `action_started` means it really started.

@@ -191,11 +191,13 @@ pub struct RunRequest {
     pub remote: RemoteSettings,
 }
 
-/// Steps a resumed run skips: index → the run in which it succeeded.
+/// Steps a resumed run skips: index → the run in which it succeeded; and the commands
+/// the earlier run may have left running.
 #[derive(Default)]
 struct ResumePlan {
     from: Option<String>,
     done: HashMap<usize, String>,
+    orphans: Vec<crate::orphans::Orphan>,
 }
 
 #[derive(Default)]
@@ -226,6 +228,8 @@ pub async fn run(req: RunRequest) -> Result<i32> {
         let confirmed = confirm_gate(&req, &resume, &loaded, cancel.clone()).await?;
         *loaded.ctx.enforcer.borrow_mut() = Some(crate::plan::Enforcer::new(confirmed));
     }
+    let which = req.resume.as_deref().unwrap_or_default();
+    let stopped = crate::orphans::settle(&loaded.ctx, which, &resume.orphans).await?;
 
     let run_id = state::new_run_id();
     let (record_path, record_file) = state::create_record(&req.state_dir, &run_id)?;
@@ -259,6 +263,7 @@ pub async fn run(req: RunRequest) -> Result<i32> {
             record_path.display()
         )));
     }
+    crate::orphans::log(&ctx.bus, stopped);
     crate::watchdog::set_record(record_path.clone());
     ctx.locks.set_holder(format!(
         "run {run_id} by {}@{} (pid {})",
@@ -382,6 +387,7 @@ fn resume_plan(req: &RunRequest, loaded: &Loaded, which: &str) -> Result<ResumeP
         }
     }
     Ok(ResumePlan {
+        orphans: crate::orphans::find(&info.id, &events),
         from: Some(info.id),
         done,
     })

@@ -65,6 +65,23 @@ pub enum Event {
         summary: String,
         command: String,
     },
+    /// A started command's process group, once known: what lets a later `--resume` find
+    /// the command if this run dies before it ends (see `orphans.rs`).
+    ActionPgid {
+        step: usize,
+        action: u64,
+        target: String,
+        pgid: u32,
+        /// The group leader's start time (`/proc/PGID/stat` field 22, clock ticks after
+        /// boot) on the target; absent where the target has no /proc.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        start_time: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        boot_id: Option<String>,
+        /// How to reach the target again, outermost hop first; empty: this machine.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        via: Vec<crate::targets::Hop>,
+    },
     Output {
         step: usize,
         action: u64,

@@ -14,6 +14,7 @@ mod inventory;
 mod lint;
 mod locks;
 mod lua_api;
+mod orphans;
 mod params;
 mod plan;
 mod primitives;

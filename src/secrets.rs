@@ -26,6 +26,7 @@ const STRUCTURAL: &[&str] = &[
     "path",
     "user",
     "host",
+    "boot_id",
 ];
 
 /// Secrets shorter than this are likely to be ordinary text too: masking them mangles

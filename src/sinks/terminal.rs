@@ -316,7 +316,7 @@ impl Sink for TerminalSink {
                     pb.set_message(line.chars().take(200).collect::<String>());
                 }
             }
-            Event::ActionFinished { .. } => {}
+            Event::ActionFinished { .. } | Event::ActionPgid { .. } => {}
             Event::Log { level, message, .. } => {
                 let text = match level.as_str() {
                     "warn" => format!("  {} {message}", self.paint("33;1", "warning:")),

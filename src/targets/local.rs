@@ -4,7 +4,7 @@
 //! tree it started (a shell's children included), not just the first process.
 
 use super::pump::{self, Pump, Stop};
-use super::{ExecIo, ExecOutcome, KillFn};
+use super::{ExecIo, ExecOutcome, Group, KillFn};
 use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::process::Stdio;
@@ -108,6 +108,11 @@ pub async fn run(
     })?;
     let pgid = child.id().map(|p| p as i32);
     let _running = pgid.map(Running::new);
+    // A command wrapped for elsewhere (a container) reports its own group through the
+    // pump; a plain local command's group is the one made here.
+    if let (None, Some(report), Some(pid)) = (kill_remote, io.on_group, child.id()) {
+        report(&own_group(pid));
+    }
 
     if let (Some(data), Some(mut stdin)) = (spawn.stdin, child.stdin.take()) {
         // Written concurrently so a command that prints before it reads cannot deadlock.
@@ -157,6 +162,30 @@ pub async fn run(
     }
     out.duration = started.elapsed();
     Ok(out)
+}
+
+/// The group `process_group(0)` made for a child: its pid, with its start time and the
+/// boot id, read here (no process started) so a later run can tell it from a reused pid.
+fn own_group(pid: u32) -> Group {
+    static BOOT_ID: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let boot_id = BOOT_ID.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .ok()
+            .map(|b| b.trim().to_string())
+    });
+    // The child cannot have been reaped yet (nobody waited for it), so its stat is there
+    // even if it already exited. One read: the line is a few hundred bytes, and
+    // `read_to_string` would read a /proc file (size 0) in several.
+    let mut buf = [0u8; 1024];
+    let start_time = std::fs::File::open(format!("/proc/{pid}/stat"))
+        .and_then(|mut f| std::io::Read::read(&mut f, &mut buf))
+        .ok()
+        .and_then(|n| super::start_time_of(&String::from_utf8_lossy(&buf[..n])));
+    Group {
+        pgid: pid,
+        start_time,
+        boot_id: boot_id.clone(),
+    }
 }
 
 fn kill_group(pgid: i32, sig: i32) {

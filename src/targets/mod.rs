@@ -14,6 +14,7 @@ pub mod wrap;
 
 use crate::cancel::Cancel;
 use crate::quote;
+use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
 use std::future::Future;
 use std::pin::Pin;
@@ -78,6 +79,66 @@ pub struct ExecIo<'a> {
     pub cancel: &'a Cancel,
     /// Interrupted once `cancel.count()` exceeds this.
     pub abort_at: u32,
+    /// Told the command's process group as soon as it is known, so that a run killed
+    /// while the command runs leaves a record a later `--resume` can find it by.
+    pub on_group: Option<&'a dyn Fn(&Group)>,
+}
+
+/// A command's process group where it runs, and what tells that very group apart from a
+/// later one that got the same number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group {
+    pub pgid: u32,
+    /// Its leader's start time: field 22 of `/proc/PGID/stat` (clock ticks after boot).
+    pub start_time: Option<u64>,
+    /// `/proc/sys/kernel/random/boot_id`: a start time only means something within a boot.
+    pub boot_id: Option<String>,
+}
+
+impl Group {
+    /// From what a wrapper reports: `PGID BOOT_ID STAT_LINE`, `-` for what it could not
+    /// read (no /proc), or just `PGID`.
+    pub fn parse(text: &str) -> Option<Group> {
+        let text = text.trim();
+        let (pgid, rest) = text.split_once(' ').unwrap_or((text, ""));
+        let (boot, stat) = rest.split_once(' ').unwrap_or((rest, ""));
+        Some(Group {
+            pgid: pgid.parse().ok()?,
+            start_time: start_time_of(stat),
+            boot_id: Some(boot)
+                .filter(|b| !b.is_empty() && *b != "-")
+                .map(str::to_string),
+        })
+    }
+}
+
+/// Field 22 of a `/proc/PID/stat` line. The command name (field 2) may hold spaces and
+/// parentheses, so the fields are counted from the last `)`.
+pub fn start_time_of(stat: &str) -> Option<u64> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// One hop of the way to a target, as a run record keeps it: enough to reach the same
+/// place again from a later run, whatever the runbook called it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Hop {
+    Ssh {
+        host: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        user: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        port: Option<u16>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        identity: Option<std::path::PathBuf>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        jump: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        alias: Option<String>,
+        connect_timeout_ms: u64,
+    },
+    Pct(u32),
 }
 
 /// Stops a remote process group (by its id) on the target that started it.
@@ -128,6 +189,63 @@ impl Target {
                 }
             }
         })
+    }
+
+    /// How to reach this target from this machine, outermost hop first (empty: local).
+    pub fn route(&self) -> Vec<Hop> {
+        match self {
+            Target::Local => Vec::new(),
+            Target::Ssh(h) => {
+                let s = &h.spec;
+                vec![Hop::Ssh {
+                    host: s.host.clone(),
+                    user: s.user.clone(),
+                    port: s.port,
+                    identity: s.identity.clone(),
+                    jump: s.jump.clone(),
+                    alias: s.alias.clone(),
+                    connect_timeout_ms: s.connect_timeout.as_millis() as u64,
+                }]
+            }
+            Target::Pct { parent, ctid, .. } => {
+                let mut route = parent.route();
+                route.push(Hop::Pct(*ctid));
+                route
+            }
+        }
+    }
+
+    /// The target a `route` leads to, on the connections of `registry`.
+    pub fn from_route(route: &[Hop], registry: &registry::Registry) -> Result<Rc<Target>, String> {
+        let mut target = Rc::new(Target::Local);
+        for (i, hop) in route.iter().enumerate() {
+            target = match hop {
+                Hop::Ssh {
+                    host,
+                    user,
+                    port,
+                    identity,
+                    jump,
+                    alias,
+                    connect_timeout_ms,
+                } if i == 0 => registry.ssh(ssh::SshSpec {
+                    host: host.clone(),
+                    user: user.clone(),
+                    port: *port,
+                    identity: identity.clone(),
+                    jump: jump.clone(),
+                    connect_timeout: Duration::from_millis(*connect_timeout_ms),
+                    alias: alias.clone(),
+                }),
+                Hop::Ssh { .. } => return Err("an SSH hop after another hop".into()),
+                Hop::Pct(ctid) => Rc::new(Target::Pct {
+                    parent: target,
+                    ctid: *ctid,
+                    label: None,
+                }),
+            };
+        }
+        Ok(target)
     }
 
     /// The argv that runs `argv` on this target, and the base that runs it.
@@ -183,8 +301,27 @@ impl Target {
             Box::pin(self.kill_tree(pgid))
         };
         if let Target::Ssh(h) = self {
-            let line = wrap::report_pgid_then_exec(&inner);
-            return h.run(line, stdin, req.timeout, io, Some(&kill)).await;
+            let line = wrap::report_pgid_then_exec(&inner, h.boot_id().is_none());
+            // The first command on a connection reads the boot id, the others take it
+            // from there (a container reads its own: it may not be the host's).
+            let report = |g: &Group| {
+                let mut g = g.clone();
+                match &g.boot_id {
+                    Some(b) => h.learn_boot_id(b),
+                    None => g.boot_id = h.boot_id(),
+                }
+                if let Some(on_group) = io.on_group {
+                    on_group(&g);
+                }
+            };
+            let io = ExecIo {
+                on_line: io.on_line,
+                deadline: io.deadline,
+                cancel: io.cancel,
+                abort_at: io.abort_at,
+                on_group: Some(&report),
+            };
+            return h.run(line, stdin, req.timeout, &io, Some(&kill)).await;
         }
         match self.flatten(wrap::killable(inner)) {
             (Base::Local, argv) => {
@@ -213,7 +350,18 @@ impl Target {
     /// Stops a process group that a wrapped command reported, through the same chain of
     /// hops it was started through (inside the container, on the remote host).
     async fn kill_tree(&self, pgid: u32) {
-        let (base, argv) = self.flatten(wrap::kill_tree(pgid));
+        if let Err(e) = self.run_plain(wrap::kill_tree(pgid)).await {
+            tracing::warn!(
+                "could not stop process group {pgid} on {}: {e}",
+                self.name()
+            );
+        }
+    }
+
+    /// Runs a short command of runbook's own (no events, no output shown, no interruption)
+    /// through this target's chain of hops, within 15 s.
+    pub async fn run_plain(&self, argv: Vec<OsString>) -> Result<ExecOutcome, String> {
+        let (base, argv) = self.flatten(argv);
         let quiet = |_: Stream, _: &str, _: bool| {};
         let cancel = Cancel::default();
         let io = ExecIo {
@@ -221,8 +369,9 @@ impl Target {
             deadline: Some(Instant::now() + Duration::from_secs(15)),
             cancel: &cancel,
             abort_at: u32::MAX,
+            on_group: None,
         };
-        let result = match base {
+        match base {
             Base::Local => {
                 let spawn = local::Spawn {
                     argv: &argv,
@@ -234,12 +383,49 @@ impl Target {
                 local::run(spawn, &io, None).await
             }
             Base::Ssh(h) => h.run(quote::join_bytes(&argv), None, None, &io, None).await,
-        };
-        if let Err(e) = result {
-            tracing::warn!(
-                "could not stop process group {pgid} on {}: {e}",
-                self.name()
-            );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reported_group_parses_whatever_the_command_name_holds() {
+        let stat = "77 (a) b (c) R 1 77 77 0 -1 4194304 1 0 0 0 0 0 0 0 20 0 1 0 123456 0 0";
+        let g = Group::parse(&format!("77 f8b7-boot {stat}\n")).unwrap();
+        assert_eq!(
+            g,
+            Group {
+                pgid: 77,
+                start_time: Some(123456),
+                boot_id: Some("f8b7-boot".into())
+            }
+        );
+        // No /proc on the target: only the group.
+        let g = Group::parse("77 - -").unwrap();
+        assert_eq!((g.start_time, g.boot_id), (None, None));
+        assert_eq!(Group::parse("77").unwrap().pgid, 77);
+        assert!(Group::parse("x").is_none());
+    }
+
+    #[test]
+    fn a_route_leads_back_to_the_same_place() {
+        let registry = registry::Registry::new(Default::default());
+        let node = registry.resolve("root@node.example:2222").unwrap();
+        let box_ = Target::Pct {
+            parent: node,
+            ctid: 200,
+            label: None,
+        };
+        let route = box_.route();
+        let again = Target::from_route(&route, &registry).unwrap();
+        assert_eq!(again.route(), route);
+        assert_eq!(again.name(), "root@node.example:2222/ct200");
+        assert!(Target::from_route(&[], &registry)
+            .unwrap()
+            .route()
+            .is_empty());
     }
 }

@@ -4,7 +4,7 @@
 //! keeps draining while the command dies (a command whose pipes are closed under it dies
 //! of SIGPIPE before its cleanup traps run).
 
-use super::{ExecIo, ExecOutcome, Stream, CAPTURE_LIMIT};
+use super::{ExecIo, ExecOutcome, Group, Stream, CAPTURE_LIMIT};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
@@ -20,7 +20,9 @@ pub enum Stop {
 }
 
 /// The first stderr line a remote command's wrapper prints: its process group id, so that
-/// runbook can kill the whole remote tree later (see `wrap.rs`). Never shown to users.
+/// runbook can kill the whole remote tree later, then the boot id and the group leader's
+/// `/proc` stat line, so that a later run can tell that group from one that reuses its
+/// number (see `wrap.rs`, `Group::parse`). Never shown to users.
 pub const PGID_MARKER: &str = "\u{1e}runbook-pgid=";
 
 pub fn effective_deadline(
@@ -112,8 +114,13 @@ impl<O: AsyncRead + Unpin, E: AsyncRead + Unpin> Pump<O, E> {
                 }
                 if !self.err_buf.is_empty() && (self.err_done || line_ready(&self.err_buf)) {
                     if self.pgid.is_none() && self.err_buf.starts_with(PGID_MARKER.as_bytes()) {
-                        let text = String::from_utf8_lossy(&self.err_buf[PGID_MARKER.len()..]).trim().to_string();
-                        self.pgid = text.parse().ok();
+                        let text = String::from_utf8_lossy(&self.err_buf[PGID_MARKER.len()..]);
+                        if let Some(group) = Group::parse(&text) {
+                            self.pgid = Some(group.pgid);
+                            if let Some(report) = io.on_group {
+                                report(&group);
+                            }
+                        }
                         self.err_buf.clear();
                     } else {
                         take_line(&mut self.err_buf, Stream::Stderr, out, io);

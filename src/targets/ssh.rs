@@ -145,6 +145,10 @@ pub struct SshHost {
     pub spec: SshSpec,
     settings: Rc<SshSettings>,
     session: RefCell<Option<Rc<Session>>>,
+    /// The host's boot id as a command on the current connection reported it. A reboot
+    /// ends the connection, so it holds for every later command on the same one, and
+    /// those need not read it again (`wrap::report_pgid_then_exec`).
+    boot_id: RefCell<Option<String>>,
     connecting: Mutex<()>,
     channels: Semaphore,
 }
@@ -161,6 +165,7 @@ impl SshHost {
             spec,
             settings,
             session: RefCell::new(None),
+            boot_id: RefCell::new(None),
             connecting: Mutex::new(()),
             channels: Semaphore::new(CHANNELS),
         }
@@ -260,6 +265,7 @@ impl SshHost {
             deadline: None,
             cancel: &cancel,
             abort_at: u32::MAX,
+            on_group: None,
         };
         self.session(&io).await
     }
@@ -316,6 +322,7 @@ impl SshHost {
             _ = wait_for_abort(io) => return Err("interrupted while connecting".into()),
         };
         let session = Rc::new(session);
+        self.boot_id.borrow_mut().take();
         *self.session.borrow_mut() = Some(session.clone());
         Ok(session)
     }
@@ -356,6 +363,19 @@ impl SshHost {
     /// Forgets a connection that broke, so that a retry opens a fresh one.
     fn drop_session(&self) {
         self.session.borrow_mut().take();
+        self.boot_id.borrow_mut().take();
+    }
+
+    /// The boot id a command on the current connection reported, if one did.
+    pub fn boot_id(&self) -> Option<String> {
+        self.boot_id.borrow().clone()
+    }
+
+    /// Remembers the boot id a command on the current connection reported.
+    pub fn learn_boot_id(&self, boot_id: &str) {
+        if self.session.borrow().is_some() {
+            *self.boot_id.borrow_mut() = Some(boot_id.to_string());
+        }
     }
 
     /// Runs a command line (rendered by `quote`) as a channel on the master connection.
@@ -481,6 +501,7 @@ impl SshHost {
 
     /// Closes the master connection (end of run).
     pub async fn close(&self) {
+        self.boot_id.borrow_mut().take();
         let session = self.session.borrow_mut().take();
         if let Some(s) = session {
             if let Ok(s) = Rc::try_unwrap(s) {

@@ -86,13 +86,29 @@ fn escape_for_printf_b(value: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Runs argv as the leader of a new session (so of a new process group), after printing
-/// that group's id on stderr for `kill_tree`. `setsid -w` keeps the exit status.
-pub fn killable(argv: Vec<OsString>) -> Vec<OsString> {
-    let script = format!(
-        r#"printf '{}%s\n' "$$" >&2; exec "$@""#,
+/// Shell that prints the marker for the shell's own process group (`$$`, a session
+/// leader wherever it is used): the group, the boot id (unless `boot_id` is false: the
+/// caller knows it) and the `/proc/$$/stat` line, so a later run can tell this group
+/// from another that got its number (`Group::parse`). Only builtins, so no process is
+/// started; `-` where there is no /proc. The variables are unset again, so the command's
+/// environment is what it was.
+fn report_group(boot_id: bool) -> String {
+    let read_boot = if boot_id {
+        "read -r _rb_b 2>/dev/null </proc/sys/kernel/random/boot_id; "
+    } else {
+        ""
+    };
+    format!(
+        r#"_rb_b=- _rb_s=-; {read_boot}read -r _rb_s 2>/dev/null </proc/$$/stat; printf '{}%s %s %s\n' "$$" "$_rb_b" "$_rb_s" >&2; unset _rb_b _rb_s; "#,
         PGID_MARKER.replace('\u{1e}', "\\036")
-    );
+    )
+}
+
+/// Runs argv as the leader of a new session (so of a new process group), after printing
+/// that group (`report_group`) on stderr for `kill_tree` and the run record.
+/// `setsid -w` keeps the exit status.
+pub fn killable(argv: Vec<OsString>) -> Vec<OsString> {
+    let script = format!(r#"{}exec "$@""#, report_group(true));
     let mut out: Vec<OsString> = vec![
         "setsid".into(),
         "-w".into(),
@@ -106,24 +122,22 @@ pub fn killable(argv: Vec<OsString>) -> Vec<OsString> {
 }
 
 /// For a command sshd starts directly: sshd already makes the command's shell the leader
-/// of a new session, so the shell reports its own pid (= the group) and `exec`s the
-/// argv in place. No extra process, unlike `killable`.
-pub fn report_pgid_then_exec(argv: &[OsString]) -> OsString {
-    let mut line = format!(
-        r#"printf '{}%s\n' "$$" >&2; exec "#,
-        PGID_MARKER.replace('\u{1e}', "\\036")
-    )
-    .into_bytes();
+/// of a new session, so the shell reports its own group and `exec`s the argv in place.
+/// No extra process, unlike `killable`. The remote login shell reads this line, so it
+/// uses nothing beyond what sh, bash and zsh all read alike. `boot_id`: see `report_group`.
+pub fn report_pgid_then_exec(argv: &[OsString], boot_id: bool) -> OsString {
+    let mut line = format!("{}exec ", report_group(boot_id)).into_bytes();
     line.extend_from_slice(crate::quote::join_bytes(argv).as_bytes());
     std::os::unix::ffi::OsStringExt::from_vec(line)
 }
 
-/// Stops a whole remote process group: TERM, up to 2 s to go, then KILL. (`kill -s SIG
-/// -- -PGID` is the spelling both dash and bash accept.)
+/// Stops a whole remote process group: TERM, up to 2 s to go, then KILL. dash and bash
+/// want `kill -s SIG -- -PGID`, busybox (Alpine's `sh`) refuses the `--`: both are tried.
 pub fn kill_tree(pgid: u32) -> Vec<OsString> {
-    let script = r#"kill -s TERM -- "-$1" 2>/dev/null || exit 0
-i=0; while [ $i -lt 20 ]; do kill -s 0 -- "-$1" 2>/dev/null || exit 0; sleep 0.1; i=$((i+1)); done
-kill -s KILL -- "-$1" 2>/dev/null; exit 0"#;
+    let script = r#"sig() { kill -s "$1" -- "-$2" 2>/dev/null || kill -s "$1" "-$2" 2>/dev/null; }
+sig TERM "$1" || exit 0
+i=0; while [ $i -lt 20 ]; do sig 0 "$1" || exit 0; sleep 0.1; i=$((i+1)); done
+sig KILL "$1"; exit 0"#;
     vec![
         "sh".into(),
         "-c".into(),
@@ -136,6 +150,7 @@ kill -s KILL -- "-$1" 2>/dev/null; exit 0"#;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::process::CommandExt;
     use std::process::Command;
 
     fn req(argv: &[&str], env: &[(&str, &str)], cwd: Option<&str>) -> ExecRequest {
@@ -223,5 +238,78 @@ mod tests {
         assert_eq!(out.stdout, b"hi\n");
         let err = String::from_utf8(out.stderr).unwrap();
         assert!(err.starts_with(PGID_MARKER), "{err:?}");
+    }
+
+    /// `kill_tree` stops a group that ignores TERM, whichever `sh` the target has
+    /// (busybox's `kill` fails on `--` yet signals the rest: the KILL must still come).
+    #[test]
+    fn kill_tree_works_in_dash_bash_and_busybox() {
+        for shell in [&["dash"][..], &["bash"], &["busybox", "sh"]] {
+            if Command::new(shell[0]).arg("--help").output().is_err() {
+                continue;
+            }
+            let mut victim = Command::new("sh")
+                .args(["-c", "trap '' TERM; exec sleep 30"])
+                .process_group(0)
+                .spawn()
+                .unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            let argv = kill_tree(victim.id());
+            let st = Command::new(shell[0])
+                .args(&shell[1..])
+                .args(&argv[1..])
+                .status()
+                .unwrap();
+            assert!(st.success(), "{shell:?}");
+            let gone = victim.wait().unwrap();
+            use std::os::unix::process::ExitStatusExt;
+            assert_eq!(gone.signal(), Some(libc::SIGKILL), "{shell:?}");
+        }
+    }
+
+    /// The marker names the group with its leader's start time and the boot id, in every
+    /// shell a remote login may use, and leaves the command's environment as it was.
+    #[test]
+    fn the_marker_identifies_the_group_in_every_shell() {
+        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+        for shell in ["sh", "dash", "bash", "zsh", "busybox"] {
+            let mut words: Vec<&str> = vec![shell];
+            if shell == "busybox" {
+                words.push("sh");
+            }
+            let Ok(probe) = Command::new(words[0])
+                .args(&words[1..])
+                .args(["-c", "true"])
+                .output()
+            else {
+                continue;
+            };
+            if !probe.status.success() {
+                continue;
+            }
+            let line = report_pgid_then_exec(
+                &[
+                    "sh".into(),
+                    "-c".into(),
+                    r#"echo "${_rb_s-unset} ${_rb_b-unset}""#.into(),
+                ],
+                true,
+            );
+            let out = Command::new(words[0])
+                .args(&words[1..])
+                .arg("-c")
+                .arg(&line)
+                .process_group(0)
+                .output()
+                .unwrap();
+            assert_eq!(out.stdout, b"unset unset\n", "{shell}");
+            let err = String::from_utf8(out.stderr).unwrap();
+            let payload = err
+                .strip_prefix(PGID_MARKER)
+                .unwrap_or_else(|| panic!("{shell}: {err:?}"));
+            let group = super::super::Group::parse(payload).unwrap();
+            assert_eq!(group.boot_id.as_deref(), Some(boot.trim()), "{shell}");
+            assert!(group.start_time.is_some(), "{shell}: {err:?}");
+        }
     }
 }

@@ -79,6 +79,11 @@ impl Running {
         assert_eq!(rc, 0, "kill({}, {sig}) failed", self.pid());
     }
 
+    /// Its exit status, if it has exited (without waiting).
+    pub fn try_status(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().unwrap()
+    }
+
     /// Waits for the process to exit; kills it and fails the test after `limit`.
     pub fn wait(&mut self, limit: Duration) -> ExitStatus {
         let until = Instant::now() + limit;
