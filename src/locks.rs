@@ -39,6 +39,10 @@ pub struct Locks {
     taking: RefCell<std::collections::HashMap<String, std::rc::Rc<tokio::sync::Mutex<()>>>>,
     /// Target name → lock key (its resolved destination).
     keys: RefCell<std::collections::HashMap<String, String>>,
+    /// The last failed attempt per key and when it ended: callers that were already
+    /// waiting for that attempt share its failure (several names for one unreachable
+    /// machine cost one connect timeout, not one each); a later retry tries again.
+    failed: RefCell<std::collections::HashMap<String, (std::time::Instant, String)>>,
 }
 
 impl Locks {
@@ -49,6 +53,7 @@ impl Locks {
             held: RefCell::new(Vec::new()),
             taking: RefCell::new(std::collections::HashMap::new()),
             keys: RefCell::new(std::collections::HashMap::new()),
+            failed: RefCell::new(std::collections::HashMap::new()),
         }
     }
 
@@ -91,10 +96,28 @@ impl Locks {
             .entry(key.clone())
             .or_default()
             .clone();
+        let asked = std::time::Instant::now();
         let _one_at_a_time = gate.lock().await;
         if self.holds(&key) {
             return Ok(());
         }
+        if let Some((at, why)) = self.failed.borrow().get(&key) {
+            if *at >= asked {
+                return Err(why.clone());
+            }
+        }
+        let result = self.take(target, &key).await;
+        if let Err(why) = &result {
+            self.failed
+                .borrow_mut()
+                .insert(key.clone(), (std::time::Instant::now(), why.clone()));
+        }
+        result
+    }
+
+    /// One attempt at the lock on `target` (known as `key`).
+    async fn take(&self, target: &Target, key: &str) -> Result<(), String> {
+        let key = key.to_string();
         let secs = self.wait_secs().to_string();
         let argv: Vec<OsString> = vec![
             "sh".into(),

@@ -206,7 +206,12 @@ end)
         .unwrap();
     let stderr = String::from_utf8_lossy(&busy.stderr);
     assert_eq!(busy.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("node1/ct200 is locked by run "), "{stderr}");
+    // Named as the runbook names it, with where that resolves to.
+    assert!(
+        stderr.contains("node1/ct200 (root@127.0.0.1:")
+            && stderr.contains("/ct200) is locked by run "),
+        "{stderr}"
+    );
     assert!(stderr.contains("--lock-wait"), "{stderr}");
     let waited = env
         .cmd()
