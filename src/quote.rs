@@ -82,7 +82,7 @@ pub fn join(argv: &[OsString]) -> String {
 /// environment and standard input, e.g. `cd /tmp/x && printf %s 'hi' | env A=1 tee f1`.
 pub fn render_with(
     argv: &[OsString],
-    env: &[(String, String)],
+    env: &[(String, OsString)],
     cwd: Option<&str>,
     stdin: Option<&[u8]>,
 ) -> String {
@@ -100,7 +100,9 @@ pub fn render_with(
     if !env.is_empty() {
         out.push_str("env ");
         for (k, v) in env {
-            out.push_str(&quote_word(OsStr::new(&format!("{k}={v}"))));
+            let mut word = OsString::from(format!("{k}="));
+            word.push(v);
+            out.push_str(&quote_word(&word));
             out.push(' ');
         }
     }

@@ -428,3 +428,32 @@ end)
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// Env values are bytes, like argv words and stdin: non-UTF-8 bytes arrive exactly on
+/// every target (before, they became U+FFFD, `ef bf bd`).
+#[test]
+fn env_values_keep_their_bytes_on_every_target() {
+    require_sshd!();
+    let fleet = Fleet::start(1);
+    let _ct = fleet.container(200);
+    let env = Env::new();
+    let rb = env.write(
+        "bytes.lua",
+        r#"runbook { name = "env-bytes" }
+for _, t in ipairs({ target("local"), target("node1"), target("node1"):pct(200) }) do
+  step("on " .. t.name, function()
+    local r = t:exec({ "sh", "-c", 'printf %s "$X" | od -An -tx1 | tr -d " \n"' },
+                     { env = { X = "a\255\254\nb\\" }, read_only = true })
+    if r.stdout ~= "61fffe0a625c" then fail(t.name .. " got " .. r.stdout) end
+  end)
+end
+"#,
+    );
+    let out = run_remote(&env, &fleet, &rb, &[]);
+    assert!(
+        out.status.success(),
+        "stderr: {}\nstdout: {}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

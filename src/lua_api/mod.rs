@@ -241,7 +241,12 @@ pub fn string_value(lua: &Lua, v: Value, what: &str) -> mlua::Result<Option<Stri
 
 /// `{ NAME = "value", … }` (or nil) as sorted pairs, for a command's environment. `what`
 /// names the option in errors, e.g. `exec: env`.
-pub fn env_table(lua: &Lua, v: Value, what: &str) -> mlua::Result<Vec<(String, String)>> {
+/// Values keep their exact bytes (not only UTF-8), as argv words and stdin do.
+pub fn env_table(
+    lua: &Lua,
+    v: Value,
+    what: &str,
+) -> mlua::Result<Vec<(String, std::ffi::OsString)>> {
     let t = match v {
         Value::Nil => return Ok(Vec::new()),
         Value::Table(t) => t,
@@ -259,14 +264,19 @@ pub fn env_table(lua: &Lua, v: Value, what: &str) -> mlua::Result<Vec<(String, S
     for pair in t.pairs::<Value, Value>() {
         let (k, v) = pair?;
         let key = string_value(lua, k, what)?.unwrap_or_default();
-        let val = string_value(lua, v, &format!("{what}.{key}"))?.unwrap_or_default();
-        if key.is_empty() || key.contains('=') || key.contains('\0') || val.contains('\0') {
+        let val: Vec<u8> = match v {
+            Value::String(s) => s.as_bytes().to_vec(),
+            other => string_value(lua, other, &format!("{what}.{key}"))?
+                .unwrap_or_default()
+                .into_bytes(),
+        };
+        if key.is_empty() || key.contains('=') || key.contains('\0') || val.contains(&0) {
             return Err(err_at(
                 lua,
                 format!("{what}: '{key}' is not a valid variable name (or its value holds a NUL)"),
             ));
         }
-        out.push((key, val));
+        out.push((key, std::os::unix::ffi::OsStringExt::from_vec(val)));
     }
     out.sort();
     Ok(out)

@@ -25,7 +25,7 @@ use std::time::Duration;
 #[derive(Debug, Clone, Default)]
 pub struct Cmd {
     pub argv: Vec<OsString>,
-    pub env: Vec<(String, String)>,
+    pub env: Vec<(String, std::ffi::OsString)>,
     pub cwd: Option<String>,
     pub stdin: Option<Vec<u8>>,
     pub timeout: Option<Duration>,
@@ -63,8 +63,8 @@ impl Cmd {
         self
     }
 
-    pub fn env(mut self, k: &str, v: &str) -> Self {
-        self.env.push((k.to_string(), v.to_string()));
+    pub fn env(mut self, k: &str, v: impl AsRef<std::ffi::OsStr>) -> Self {
+        self.env.push((k.to_string(), v.as_ref().to_owned()));
         self
     }
 

@@ -91,7 +91,7 @@ pub struct SpawnSpec {
     pub argv: Vec<OsString>,
     pub log: String,
     pub cwd: Option<String>,
-    pub env: Vec<(String, String)>,
+    pub env: Vec<(String, OsString)>,
     pub name: String,
 }
 

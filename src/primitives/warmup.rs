@@ -23,7 +23,7 @@ pub struct Spec {
     pub script: String,
     pub args: Vec<OsString>,
     /// The caller's variables, sorted; the defaults below are added unless set here.
-    pub env: Vec<(String, String)>,
+    pub env: Vec<(String, std::ffi::OsString)>,
     pub cwd: Option<String>,
     pub timeout: Option<Duration>,
     /// `TORCHINDUCTOR_COMPILE_THREADS=1`: inductor's parallel compile workers are the
@@ -189,7 +189,7 @@ pub async fn run(step: &Step<'_>, spec: &Spec) -> mlua::Result<Outcome> {
 }
 
 /// The caller's environment plus the warm-up defaults it did not set itself.
-fn environment(spec: &Spec) -> Vec<(String, String)> {
+fn environment(spec: &Spec) -> Vec<(String, std::ffi::OsString)> {
     let mut env = spec.env.clone();
     let mut default = |k: &str, v: &str| {
         if !env.iter().any(|(name, _)| name == k) {
@@ -425,8 +425,8 @@ mod tests {
         assert_eq!(
             env,
             vec![
-                ("PYTHONUNBUFFERED".to_string(), "1".to_string()),
-                ("TORCHINDUCTOR_COMPILE_THREADS".to_string(), "1".to_string()),
+                ("PYTHONUNBUFFERED".to_string(), "1".into()),
+                ("TORCHINDUCTOR_COMPILE_THREADS".to_string(), "1".into()),
             ]
         );
         let mine = Spec {

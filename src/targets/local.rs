@@ -54,7 +54,7 @@ pub fn kill_all_running() {
 /// What to start: the argv and how to set up its process.
 pub struct Spawn<'a> {
     pub argv: &'a [OsString],
-    pub env: &'a [(String, String)],
+    pub env: &'a [(String, OsString)],
     pub cwd: Option<&'a str>,
     pub stdin: Option<Vec<u8>>,
     pub timeout: Option<Duration>,

@@ -26,7 +26,8 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Default)]
 pub struct ExecRequest {
     pub argv: Vec<OsString>,
-    pub env: Vec<(String, String)>,
+    /// Values are bytes, not only UTF-8.
+    pub env: Vec<(String, OsString)>,
     pub cwd: Option<String>,
     pub stdin: Option<Vec<u8>>,
     pub timeout: Option<Duration>,

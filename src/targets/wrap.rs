@@ -158,7 +158,7 @@ mod tests {
             argv: argv.iter().map(OsString::from).collect(),
             env: env
                 .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .map(|(k, v)| (k.to_string(), OsString::from(v)))
                 .collect(),
             cwd: cwd.map(str::to_string),
             ..Default::default()
