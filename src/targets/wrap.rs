@@ -106,16 +106,21 @@ fn report_group(boot_id: bool) -> String {
 
 /// Runs argv as the leader of a new session (so of a new process group), after printing
 /// that group (`report_group`) on stderr for `kill_tree` and the run record.
-/// `setsid -w` keeps the exit status.
+///
+/// `setsid` runs in a subshell: a subshell is never a process-group leader, so setsid(2)
+/// succeeds without forking and the subshell's exit status is the command's. That works
+/// with util-linux's `setsid` and with busybox's, which has no `-w` (an Alpine-like
+/// container has only busybox: `setsid -w` failed every command there).
 pub fn killable(argv: Vec<OsString>) -> Vec<OsString> {
-    let script = format!(r#"{}exec "$@""#, report_group(true));
+    let inner = format!(r#"{}exec "$@""#, report_group(true));
+    let outer = r#"command -v setsid >/dev/null 2>&1 || { echo "runbook: needs setsid on this target (util-linux or busybox)" >&2; exit 127; }
+inner=$1; shift; ( exec setsid sh -c "$inner" sh "$@" )"#;
     let mut out: Vec<OsString> = vec![
-        "setsid".into(),
-        "-w".into(),
         "sh".into(),
         "-c".into(),
-        script.into(),
+        outer.into(),
         "sh".into(),
+        inner.into(),
     ];
     out.extend(argv);
     out
@@ -228,6 +233,45 @@ mod tests {
     fn env_names_a_shell_cannot_set_are_refused() {
         let err = env_and_cwd(&req(&["true"], &[("A-B", "x")], None)).unwrap_err();
         assert!(err.contains("'A-B' is not a variable name"), "{err}");
+    }
+
+    /// Under a PATH of busybox applets only (what an Alpine-like container has), the
+    /// wrapper still starts a new group, reports it, and keeps the exit code.
+    #[test]
+    fn killable_works_with_busybox_setsid() {
+        let dir = tempfile::tempdir().unwrap();
+        let list = Command::new("busybox")
+            .arg("--list")
+            .output()
+            .expect("busybox is needed for this test (apt-get install busybox-static)");
+        for applet in String::from_utf8_lossy(&list.stdout).lines() {
+            let _ = std::os::unix::fs::symlink("/bin/busybox", dir.path().join(applet));
+        }
+        let argv = killable(vec![
+            "sh".into(),
+            "-c".into(),
+            "cut -d' ' -f5 /proc/self/stat; exit 9".into(),
+        ]);
+        let out = Command::new(dir.path().join("sh"))
+            .args(&argv[1..])
+            .env_clear()
+            .env("PATH", dir.path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(9), "{err}");
+        let first = err.lines().next().unwrap_or_default();
+        let group = first
+            .strip_prefix(PGID_MARKER)
+            .and_then(crate::targets::Group::parse)
+            .unwrap_or_else(|| panic!("a group marker first: {err:?}"));
+        let pgid = group.pgid;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            stdout.trim(),
+            pgid.to_string(),
+            "the command runs in the reported group"
+        );
     }
 
     #[test]
