@@ -563,7 +563,7 @@ fn keep_prunes_the_kept_copies_beyond_keep_last() {
         .filter_map(|e| e["message"].as_str().map(str::to_string))
         .collect();
     let frees = format!(
-        "cache.clear: {d}: keeping the newest 2 kept copies; deleting 2 older ones frees 3.0 MiB, 3 files"
+        "cache.clear: {d}: keeping the newest 2 kept copies; deleting 2 older ones frees 3.0 MiB (3 files)"
     );
     assert!(said.contains(&frees), "{said:?}");
     let r = &results(&dry)[0];

@@ -52,10 +52,9 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// symlink after the check makes the step fail rather than delete outside the root, and
 /// that never deletes across a mount. The sizes are read during `--dry-run` too, so the
 /// preview says `delete /tmp/torchinductor_root (336.6 MiB, 12,345 files)` (sizes as in
-/// `cache.size`, in binary units). A path that
-/// does not exist is not an error (`changed = false`). The
-/// result has one table per path, in order; in a dry-run `planned = true` and `changed`
-/// says what would change. With `--offline` nothing is looked at: the paths are planned
+/// `cache.size`, in binary units). A path that does not exist is not an error
+/// (`changed = false`, unless kept copies of it were pruned). The result has one table
+/// per path, in order; in a dry-run `planned = true` and `changed` says what would change. With `--offline` nothing is looked at: the paths are planned
 /// as written, `resolved` and `existed` are nil and `bytes`/`files` 0.
 ///
 /// ```lua

@@ -12,7 +12,7 @@
 //! that holds it, and does not delete across a mount. A user who owns a directory on the
 //! way can swap it for a symlink after the probe; the change then fails, inside the root.
 
-use super::{human_size, Cmd, Ran, Step};
+use super::{human_bytes, human_size, thousands, Cmd, Ran, Step};
 use crate::events::Event;
 use serde::Serialize;
 
@@ -506,11 +506,13 @@ async fn prune<'f>(
         step,
         "info",
         format!(
-            "cache.clear: {}: keeping the newest {keep_last} kept {}; deleting {n} older {} frees {}",
+            "cache.clear: {}: keeping the newest {keep_last} kept {}; deleting {n} older {} frees {} ({} {})",
             f.resolved,
             if keep_last == 1 { "copy" } else { "copies" },
             if n == 1 { "one" } else { "ones" },
-            human_size(bytes, files)
+            human_bytes(bytes),
+            thousands(files),
+            if files == 1 { "file" } else { "files" }
         ),
     );
     for k in &doomed {
