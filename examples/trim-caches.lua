@@ -3,7 +3,7 @@
 -- the next run needs them.
 --
 --   runbook run examples/trim-caches.lua --dry-run                # what would happen
---   runbook run examples/trim-caches.lua --set limit_mb=500 --yes
+--   runbook run examples/trim-caches.lua --set limit_mib=500 --yes
 --   runbook run examples/trim-caches.lua --set host=trainer --inventory examples/fleet/inventory.toml
 runbook {
   name = "trim-caches",
@@ -11,7 +11,7 @@ runbook {
   params = {
     host     = { default = "local", help = "where: local, user@host, or an inventory name" },
     user     = { default = "root", help = "whose caches" },
-    limit_mb = { type = "integer", default = 2000, help = "caches bigger than this are set aside" },
+    limit_mib = { type = "integer", default = 2000, help = "caches bigger than this many MiB are set aside" },
   },
 }
 
@@ -31,11 +31,11 @@ step("measure", function()
   local caches = torch.caches(box, { user = params.user })
   -- cache.size is a read: it runs during --dry-run too, so the preview knows the sizes.
   for _, c in ipairs(cache.size(box, caches)) do
-    local mb = c.bytes // 1000000
-    if c.existed then log.info(("%s: %d MB in %d files"):format(c.path, mb, c.files)) end
-    if c.existed and mb > params.limit_mb then table.insert(too_big, c.path) end
+    local mib = c.bytes // (1024 * 1024) -- binary units, as runbook's own messages use
+    if c.existed then log.info(("%s: %d MiB in %d files"):format(c.path, mib, c.files)) end
+    if c.existed and mib > params.limit_mib then table.insert(too_big, c.path) end
   end
-  if #too_big == 0 then log.info("nothing above " .. params.limit_mb .. " MB") end
+  if #too_big == 0 then log.info("nothing above " .. params.limit_mib .. " MiB") end
 end)
 
 -- `when` is evaluated just before the step: it sees what "measure" found.

@@ -9,6 +9,7 @@ runbook {
     user    = { default = "root", help = "whose caches" },
     cache_dirs = { default = "", help = "cache dirs, space-separated (default: torch's own for user, resolved on the target)" },
     keep    = { type = "boolean", default = true, help = "move the caches aside instead of deleting them" },
+    keep_last = { type = "integer", default = 2, help = "with keep: how many kept copies of each cache remain (this one included); older ones are deleted" },
     restore = { type = "boolean", default = false, help = "put the newest kept copies back instead" },
     force   = { type = "boolean", default = false, help = "clear even while a process has files open in them; restore over a non-empty dir" },
   },
@@ -36,7 +37,7 @@ step("measure", function()
 end)
 
 step("clear", { when = function() return not params.restore end }, function()
-  cache.clear(box, caches, { keep = params.keep, force = params.force })
+  cache.clear(box, caches, { keep = params.keep, keep_last = params.keep and params.keep_last or nil, force = params.force })
 end)
 
 step("restore", { when = function() return params.restore end }, function()

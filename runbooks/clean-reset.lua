@@ -78,7 +78,12 @@ end)
 
 step("stop the training job", function()
   local r = proc.stop(box, { name = params.job, timeout = "60s" })
-  if r.was_running then log.info("stopped " .. params.job .. " (pid " .. tostring(r.pid) .. ")") end
+  -- Only a real run stopped anything: a dry-run's planned stop is in the preview already
+  -- (with the pid when the job runs; --offline looks at nothing, so it has none).
+  if r.was_running and not r.planned then
+    local pid = r.pid and (" (pid " .. r.pid .. ")") or ""
+    log.info("stopped " .. params.job .. pid .. (r.killed and ": it ignored SIGTERM, killed" or ""))
+  end
 end)
 
 step("fresh venv", function()

@@ -40,12 +40,13 @@ end)
 
 step("compile caches", function()
   local home = params.user == "root" and "/root" or ("/home/" .. params.user)
-  for _, dir in ipairs({ "/tmp/torchinductor_" .. params.user, home .. "/.cache/torch_extensions", home .. "/.triton/cache" }) do
-    local r = probe({ "du", "-sk", "--", dir })
-    if r.code == 0 then
-      log.info(("%s: %s KiB"):format(dir, text.split(r.stdout)[1]))
+  local dirs = { "/tmp/torchinductor_" .. params.user, home .. "/.cache/torch_extensions", home .. "/.triton/cache" }
+  -- cache.size, not du: the size every primitive reports (apparent bytes of the files).
+  for _, c in ipairs(cache.size(here, dirs)) do
+    if c.existed then
+      log.info(("%s: %d bytes in %d files"):format(c.path, c.bytes, c.files))
     else
-      log.info(dir .. ": absent")
+      log.info(c.path .. ": absent")
     end
   end
 end)

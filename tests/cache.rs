@@ -176,8 +176,8 @@ fn clears_under_tmp_and_a_declared_root_after_a_truthful_preview() {
     assert_eq!(
         summaries,
         vec![
-            format!("delete {} (2 MB, 1,101 files)", inductor.display()),
-            format!("delete {} (3 MB, 3 files)", declared_real.display()),
+            format!("delete {} (1.9 MiB, 1,101 files)", inductor.display()),
+            format!("delete {} (2.9 MiB, 3 files)", declared_real.display()),
         ],
         "{}",
         describe(&dry)
@@ -209,7 +209,10 @@ fn clears_under_tmp_and_a_declared_root_after_a_truthful_preview() {
     assert_eq!(r[0]["changed"], "true");
     assert_eq!(r[0]["planned"], "true");
     assert_eq!(r[0]["files"], "1101");
-    assert!(r[0]["bytes"].parse::<u64>().unwrap() >= 2_000_000);
+    assert_eq!(
+        r[0]["bytes"], "2000000",
+        "the regular files' bytes, exactly"
+    );
     assert_eq!(r[1]["path"], "~/declared/torch");
     assert_eq!(r[1]["resolved"], s(&declared_real));
     assert_eq!(
@@ -231,7 +234,7 @@ fn clears_under_tmp_and_a_declared_root_after_a_truthful_preview() {
     // The script is folded: its first lines, then its last, with the arguments.
     let stderr = String::from_utf8_lossy(&text.stderr);
     let shown = format!(
-        "delete {} (2 MB, 1,101 files)\n      $ sh -c '# delete.sh ROOT PATH: deletes PATH",
+        "delete {} (1.9 MiB, 1,101 files)\n      $ sh -c '# delete.sh ROOT PATH: deletes PATH",
         inductor.display()
     );
     let args = format!(
@@ -410,12 +413,11 @@ fn keep_moves_aside_and_restore_brings_it_back() {
         .as_str()
         .unwrap()
         .to_string();
-    // The size part depends on the filesystem's directory sizes; the rest is exact.
+    // 3 × 1234 + 10 bytes of regular files: directories count for nothing.
     let d = dir.display();
-    assert!(
-        summary.starts_with(&format!("move aside {d} ("))
-            && summary.ends_with(&format!(" KB, 4 files) → {d}.runbook-kept-…")),
-        "{summary}"
+    assert_eq!(
+        summary,
+        format!("move aside {d} (3.6 KiB, 4 files) → {d}.runbook-kept-…")
     );
     assert!(dir.join("a/note").exists(), "a dry-run moves nothing");
 
@@ -484,6 +486,198 @@ fn keep_moves_aside_and_restore_brings_it_back() {
     assert_eq!(
         (r[0]["existed"].as_str(), r[0]["files"].as_str()),
         ("true", "4")
+    );
+}
+
+/// The summaries of the changes a run planned (or started), in order.
+fn change_summaries(out: &Output, kind: &str) -> Vec<String> {
+    events_of(out, kind)
+        .iter()
+        .filter(|e| e["effect"] == "change")
+        .map(|e| e["summary"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// The kept copies beside `dir`, oldest first.
+fn kept_copies(dir: &Path) -> Vec<PathBuf> {
+    let prefix = format!(
+        "{}.runbook-kept-",
+        dir.file_name().unwrap().to_str().unwrap()
+    );
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with(&prefix))
+        })
+        .map(|e| e.path())
+        .collect();
+    found.sort();
+    found
+}
+
+/// Each `keep = true` sets another copy aside (a real inductor cache is hundreds of
+/// MiB), so only the newest `keep_last` stay (default 2, the one just made included):
+/// the older ones are deleted, each planned in the dry-run with its size and the total
+/// logged, and the real run deletes exactly those and nothing else.
+#[test]
+fn keep_prunes_the_kept_copies_beyond_keep_last() {
+    let mut scene = Scene::new();
+    let base = scene.tmp_dir();
+    let dir = base.join("inductor");
+    fill(&dir, 2, 1000);
+    let kept = |stamp: &str| base.join(format!("inductor.runbook-kept-{stamp}"));
+    let (oldest, older, newest) = (
+        kept("20240101T000000Z"),
+        kept("20240102T000000Z"),
+        kept("20240102T000000Z.1"),
+    );
+    fill(&oldest, 1, 1024 * 1024);
+    fill(&older.join("sub"), 2, 1024 * 1024);
+    fill(&newest, 3, 10);
+    let d = dir.display();
+
+    let dry = scene.clear(&[s(&dir)], &[("keep", "true")], &["--dry-run"]);
+    assert!(dry.status.success(), "{}", describe(&dry));
+    let planned = change_summaries(&dry, "action_planned");
+    assert_eq!(
+        planned,
+        vec![
+            format!("move aside {d} (2.0 KiB, 2 files) → {d}.runbook-kept-…"),
+            format!(
+                "delete older kept copy {} (1.0 MiB, 1 file)",
+                oldest.display()
+            ),
+            format!(
+                "delete older kept copy {} (2.0 MiB, 2 files)",
+                older.display()
+            ),
+        ],
+        "{}",
+        describe(&dry)
+    );
+    let said: Vec<String> = events_of(&dry, "log")
+        .iter()
+        .filter_map(|e| e["message"].as_str().map(str::to_string))
+        .collect();
+    let frees = format!(
+        "cache.clear: {d}: keeping the newest 2 kept copies; deleting 2 older ones frees 3.0 MiB (3 files)"
+    );
+    assert!(said.contains(&frees), "{said:?}");
+    let r = &results(&dry)[0];
+    assert_eq!(
+        r["pruned"],
+        format!("{},{}", oldest.display(), older.display())
+    );
+    assert_eq!(r["pruned_bytes"], (3 * 1024 * 1024).to_string());
+    assert!(
+        oldest.exists() && older.exists() && dir.exists(),
+        "a dry-run deletes nothing"
+    );
+
+    // The real run does what the dry-run planned, command for command.
+    let real = scene.clear(&[s(&dir)], &[("keep", "true")], &["--yes"]);
+    assert!(real.status.success(), "{}", describe(&real));
+    let commands = |out: &Output, kind: &str| -> Vec<String> {
+        events_of(out, kind)
+            .iter()
+            .filter(|e| e["effect"] == "change")
+            .map(|e| e["command"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(
+        commands(&dry, "action_planned"),
+        commands(&real, "action_started")
+    );
+    let made = PathBuf::from(&results(&real)[0]["kept_as"]);
+    assert_eq!(kept_copies(&dir), vec![newest.clone(), made.clone()]);
+    assert_eq!(std::fs::read(newest.join("f2")).unwrap().len(), 10);
+
+    // keep_last = 1: only the copy made now stays.
+    fill(&dir, 1, 5);
+    let one = scene.clear(
+        &[s(&dir)],
+        &[("keep", "true"), ("keep_last", "1")],
+        &["--yes"],
+    );
+    assert!(one.status.success(), "{}", describe(&one));
+    let last = PathBuf::from(&results(&one)[0]["kept_as"]);
+    assert_eq!(kept_copies(&dir), vec![last.clone()]);
+
+    // A path that is not there now keeps its newest keep_last copies all the same.
+    let ancient = kept("20230101T000000Z");
+    fill(&ancient, 1, 1);
+    let absent = scene.clear(
+        &[s(&dir)],
+        &[("keep", "true"), ("keep_last", "1")],
+        &["--yes"],
+    );
+    assert!(absent.status.success(), "{}", describe(&absent));
+    let r = &results(&absent)[0];
+    assert_eq!(
+        (r["existed"].as_str(), r["changed"].as_str()),
+        ("false", "true")
+    );
+    assert_eq!(r["pruned"], s(&ancient));
+    assert_eq!(kept_copies(&dir), vec![last.clone()]);
+
+    // keep_last is a count of at least 1, and only means something with keep = true.
+    for (sets, why) in [
+        (
+            vec![("keep", "true"), ("keep_last", "0")],
+            "keep_last: expected a whole number of at least 1, got 0",
+        ),
+        (
+            vec![("keep_last", "3")],
+            "keep_last counts the copies keep = true sets aside",
+        ),
+    ] {
+        let out = scene.clear(&[s(&dir)], &sets, &["--yes"]);
+        assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+        assert!(step_error(&out).contains(why), "{}", step_error(&out));
+    }
+    assert_eq!(kept_copies(&dir), vec![last]);
+}
+
+/// One size for a directory, whichever primitive measures it: the apparent bytes of its
+/// regular files, and how many there are. Directories (4 KiB each in `du -b` on ext4),
+/// a sparse file's blocks, a symlink out, an empty directory count for nothing (they made
+/// `cache.size` say 4,296 B / 2 files where `fingerprint` said 12,288 B / 3 files), and
+/// the preview says it in binary units.
+#[test]
+fn every_primitive_measures_a_directory_the_same_way() {
+    let mut scene = Scene::new();
+    let dir = scene.tmp_dir().join("cache");
+    std::fs::create_dir_all(dir.join("sub/empty")).unwrap();
+    std::fs::write(dir.join("a"), vec![b'a'; 100]).unwrap();
+    std::fs::write(dir.join("sub/b"), vec![b'b'; 100]).unwrap();
+    let sparse = std::fs::File::create(dir.join("sub/sparse")).unwrap();
+    sparse.set_len(3 * 1024 * 1024).unwrap();
+    drop(sparse); // an open file would make the clear refuse: in use
+    std::os::unix::fs::symlink("/etc/passwd", dir.join("link-out")).unwrap();
+    let script = scene.env.write("noop.py", "pass\n");
+    let out = scene.run(
+        "sizes.lua",
+        &[("dir", s(&dir)), ("script", s(&script))],
+        &["--dry-run"],
+    );
+    assert!(out.status.success(), "{}", describe(&out));
+    let want = ((3 * 1024 * 1024 + 200).to_string(), "3".to_string());
+    let sizes = logs(&out, "size");
+    assert_eq!(sizes.len(), 4, "{}", describe(&out));
+    for m in &sizes {
+        assert_eq!(
+            (m["bytes"].clone(), m["files"].clone()),
+            want,
+            "{}",
+            m["by"]
+        );
+    }
+    assert_eq!(
+        change_summaries(&out, "action_planned").last().unwrap(),
+        &format!("delete {} (3.0 MiB, 3 files)", dir.display())
     );
 }
 

@@ -125,6 +125,18 @@ fn clean_reset_on_the_local_machine() {
     let cache = work.join("inductor");
     std::fs::create_dir_all(&cache).unwrap();
     std::fs::write(cache.join("stale.kernel"), "old").unwrap();
+    // Copies earlier resets kept aside: only the newest stays beside the one this run
+    // keeps (keep_last = 2), and the dry-run plans deleting the others.
+    let kept = |stamp: &str| work.join(format!("inductor.runbook-kept-{stamp}"));
+    let earlier = [
+        kept("20240101T000000Z"),
+        kept("20240201T000000Z"),
+        kept("20240301T000000Z"),
+    ];
+    for k in &earlier {
+        std::fs::create_dir_all(k).unwrap();
+        std::fs::write(k.join("old.kernel"), vec![b'k'; 1024 * 1024]).unwrap();
+    }
     let run = |extra: &[&str]| {
         env.cmd()
             .env("TORCHINDUCTOR_CACHE_DIR", &cache)
@@ -141,6 +153,27 @@ fn clean_reset_on_the_local_machine() {
         String::from_utf8_lossy(&dry.stderr)
     );
     assert!(!work.join("venv").exists(), "a dry-run builds nothing");
+    let dry_events = parse_ndjson(&dry.stdout);
+    let prunes: Vec<&str> = dry_events
+        .iter()
+        .filter(|e| e["event"] == "action_planned")
+        .filter_map(|e| e["summary"].as_str())
+        .filter(|s| s.starts_with("delete older kept copy"))
+        .collect();
+    assert_eq!(
+        prunes,
+        vec![
+            format!(
+                "delete older kept copy {} (1.0 MiB, 1 file)",
+                earlier[0].display()
+            ),
+            format!(
+                "delete older kept copy {} (1.0 MiB, 1 file)",
+                earlier[1].display()
+            ),
+        ]
+    );
+    assert!(earlier.iter().all(|k| k.exists()));
     assert_eq!(
         std::fs::read_to_string(repo.join("train.py")).unwrap(),
         "raise SystemExit('hacked')\n"
@@ -175,12 +208,56 @@ fn clean_reset_on_the_local_machine() {
         !cache.join("stale.kernel").exists(),
         "the stale cache was set aside"
     );
+    let mut left: Vec<String> = std::fs::read_dir(&work)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.starts_with("inductor.runbook-kept-"))
+        .collect();
+    left.sort();
+    assert_eq!(left.len(), 2, "{left:?}");
+    assert_eq!(left[0], "inductor.runbook-kept-20240301T000000Z");
+    assert!(
+        std::fs::read_to_string(work.join(&left[1]).join("stale.kernel")).unwrap() == "old",
+        "the cache this run set aside is kept"
+    );
     assert!(
         env.state().join("fingerprints/clean-reset.json").exists(),
         "known-good saved"
     );
     let log = std::fs::read_to_string(work.join("train.log")).unwrap();
     assert!(log.contains("Ktok/s"), "{log}");
+    // With the job running, a dry-run plans its stop (naming its pid) and says nothing
+    // about having stopped it. (Its run may still fail later, at the relaunch: the
+    // planned proc.spawn sees the job that was only planned to stop; that is proc.spawn's
+    // to fix, not this preview's.)
+    let again = run(&["--dry-run"]);
+    let events = parse_ndjson(&again.stdout);
+    assert!(
+        events.iter().any(|e| e["event"] == "step_finished"
+            && e["name"] == "stop the training job"
+            && e["outcome"] == "changed"),
+        "{}",
+        String::from_utf8_lossy(&again.stdout)
+    );
+    let stop = events
+        .iter()
+        .filter(|e| e["event"] == "action_planned")
+        .filter_map(|e| e["summary"].as_str())
+        .find(|s| s.starts_with("stop job "))
+        .unwrap_or_else(|| {
+            panic!(
+                "no planned stop: {}",
+                String::from_utf8_lossy(&again.stdout)
+            )
+        });
+    assert!(stop.contains(" (pid "), "{stop}");
+    let said: Vec<&str> = events
+        .iter()
+        .filter(|e| e["event"] == "log")
+        .filter_map(|e| e["message"].as_str())
+        .collect();
+    assert!(!said.iter().any(|m| m.starts_with("stopped")), "{said:?}");
     // The training job keeps running after the run: stop it.
     stop_job(&env, r#"target("local")"#, "local", &[]);
 }
@@ -274,4 +351,25 @@ fn a_failed_recovery_says_how_to_restore_the_caches() {
         "compiled"
     );
     stop_job(&env, r#"target("local")"#, "failed", &[]);
+}
+
+/// The offline preview names no pid it does not know (it said `stopped train (pid nil)`)
+/// and claims no stop: nothing was looked at, nothing was done.
+#[test]
+fn the_offline_preview_claims_nothing() {
+    let env = Env::new();
+    let work = env.scratch();
+    let out = env
+        .cmd()
+        .args(["run", "clean-reset", "--dry-run", "--offline"])
+        .args(demo_sets(&work.join("dflash"), &work, "offline"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("stop job offline-"), "{stderr}");
+    assert!(
+        !stderr.contains("nil") && !stderr.contains("· stopped"),
+        "{stderr}"
+    );
 }

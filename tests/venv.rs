@@ -336,6 +336,27 @@ fn a_failed_fresh_build_leaves_the_old_venv_working() {
         error.contains("AssertionError: wrong rbdemo") && error.contains("verify failed"),
         "{error}"
     );
+    // The check is shown as a command line that reads back as the code it ran: through
+    // `quote`, not pasted into sh text (which gave `-c 'import rbdemo; … == '3', …''`).
+    let check = error
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("cd / && "))
+        .unwrap_or_else(|| panic!("no check line in: {error}"));
+    let (python, code) = check.split_once(" -c ").unwrap();
+    assert!(
+        python.starts_with(&format!("{}.runbook-new-", case.venv.display()))
+            && python.ends_with("/bin/python"),
+        "{check}"
+    );
+    let read_back = Command::new("sh")
+        .args(["-c", r#"eval "set -- $1"; printf %s "$1""#, "sh", code])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&read_back.stdout),
+        "import rbdemo; assert rbdemo.VERSION == '3', 'wrong rbdemo'",
+        "{check}"
+    );
     assert_eq!(case.rbdemo_version(), Ok("1.0".to_string()));
     case.assert_no_leftovers();
 

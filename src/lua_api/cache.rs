@@ -4,14 +4,14 @@
 //! `~/.cache`, `~/.triton`, and the header's `cache_roots`.
 
 use super::target::target_arg;
-use super::{bool_value, check_keys, err_at, location, require_running};
+use super::{bool_value, check_keys, err_at, location, require_running, whole_number_value};
 use crate::primitives::cache::{self, ClearOpts};
 use crate::primitives::{to_lua, Step};
 use crate::targets::Target;
 use mlua::{Lua, Table, Value};
 use std::rc::Rc;
 
-const CLEAR_KEYS: &[&str] = &["keep", "force"];
+const CLEAR_KEYS: &[&str] = &["keep", "keep_last", "force"];
 const RESTORE_KEYS: &[&str] = &["force"];
 
 pub fn register(lua: &Lua) -> mlua::Result<()> {
@@ -22,7 +22,7 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
     lua.globals().raw_set("cache", t)
 }
 
-/// Lua: cache.clear(t, paths, [opts]) -> { { path, resolved, existed, bytes, files, changed, kept_as, planned }, … }
+/// Lua: cache.clear(t, paths, [opts]) -> { { path, resolved, existed, bytes, files, changed, kept_as, pruned, pruned_bytes, planned }, … }
 ///
 /// Deletes cache directories on `t`. `paths` is a list of paths (or one path): absolute,
 /// or `~/…` for the home of the user commands run as on `t`. Every path is first resolved
@@ -36,6 +36,14 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// processes are seen when commands run as root), unless `force = true`. Options:
 /// - `keep = true`: move the directory aside to `PATH.runbook-kept-<UTC time>` (same
 ///   directory, atomic) instead of deleting it; `cache.restore` puts it back;
+/// - `keep_last` (with `keep = true`; a whole number of at least 1, default 2): how many
+///   kept copies of each path remain afterwards, the one just made included. Older ones
+///   are deleted, oldest first, each as its own destructive change (the same checked
+///   deletion as a clear, shown with its size: `delete older kept copy
+///   /tmp/x.runbook-kept-20250101T000000Z (336.6 MiB, 12,345 files)`), after a log line
+///   with what they free in all. They are listed in `pruned`, their bytes summed in
+///   `pruned_bytes`. A path that does not exist keeps its newest `keep_last` copies;
+///   with `--offline` the copies are not looked at, so none are planned;
 /// - `force = true`: clear even while processes use it.
 ///
 /// Each deletion is one destructive change: a script given the cache root and the
@@ -43,10 +51,10 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// again from the root without following any symlink, so a directory swapped for a
 /// symlink after the check makes the step fail rather than delete outside the root, and
 /// that never deletes across a mount. The sizes are read during `--dry-run` too, so the
-/// preview says `delete /tmp/torchinductor_root (353 MB, 12,345 files)`. A path that
-/// does not exist is not an error (`changed = false`). The
-/// result has one table per path, in order; in a dry-run `planned = true` and `changed`
-/// says what would change. With `--offline` nothing is looked at: the paths are planned
+/// preview says `delete /tmp/torchinductor_root (336.6 MiB, 12,345 files)` (sizes as in
+/// `cache.size`, in binary units). A path that does not exist is not an error
+/// (`changed = false`, unless kept copies of it were pruned). The result has one table
+/// per path, in order; in a dry-run `planned = true` and `changed` says what would change. With `--offline` nothing is looked at: the paths are planned
 /// as written, `resolved` and `existed` are nil and `bytes`/`files` 0.
 ///
 /// ```lua
@@ -64,6 +72,18 @@ async fn clear(lua: Lua, (t, paths, opts): (Value, Value, Option<Table>)) -> mlu
     if let Some(opts) = &opts {
         check_keys(&lua, opts, CLEAR_KEYS, "cache.clear()")?;
         o.keep = bool_value(&lua, opts.get("keep")?, "cache.clear(): keep", false)?;
+        let last = opts.get::<Value>("keep_last")?;
+        let given = !last.is_nil();
+        let last = whole_number_value(&lua, last, "cache.clear(): keep_last", 1, i64::MAX)?;
+        if given && !o.keep {
+            return Err(err_at(
+                &lua,
+                "cache.clear(): keep_last counts the copies keep = true sets aside; add keep = true (without it nothing is kept)",
+            ));
+        }
+        if let Some(n) = last {
+            o.keep_last = usize::try_from(n).unwrap_or(usize::MAX);
+        }
         o.force = bool_value(&lua, opts.get("force")?, "cache.clear(): force", false)?;
     }
     let step = step(&lua, &ctx, &target);
@@ -100,8 +120,12 @@ async fn restore(lua: Lua, (t, paths, opts): (Value, Value, Option<Table>)) -> m
 
 /// Lua: cache.size(t, paths) -> { { path, resolved, existed, bytes, files, planned }, … }
 ///
-/// How big each path is on `t`: `bytes` (apparent size) and `files` (everything but
-/// directories). A read, so it runs during `--dry-run` too; with `--offline`, `resolved`
+/// How big each path is on `t`: `bytes`, the apparent size (what `ls -l` shows) of the
+/// regular files at or under it, and `files`, how many there are; directories, symlinks
+/// (not followed, except the path itself) and special files count for nothing. This is
+/// the one definition of a directory's size: `cache.clear`'s preview, `fingerprint.take`
+/// and `warmup.run` measure the same way, and show sizes in binary units (`4.2 KiB`,
+/// `3.0 MiB`). A read, so it runs during `--dry-run` too; with `--offline`, `resolved`
 /// and `existed` are nil, `bytes` and `files` 0, `planned = true`. A path that does not
 /// exist has `existed = false`.
 ///

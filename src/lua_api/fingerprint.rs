@@ -24,7 +24,8 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// Describes the environment on `t` (a read, so it runs during `--dry-run` too): python,
 /// torch and CUDA versions (of `venv`'s python, else `python`, else `python3`), GPU names
 /// and driver, every installed package (`packages`, with `packages_hash`), the git HEAD
-/// and dirty files of `repo`, and the size of each path in `caches` that exists.
+/// and dirty files of `repo`, and the size of each path in `caches` that exists
+/// (`caches[path] = { bytes, files }`, measured as `cache.size` does).
 ///
 /// ```lua
 /// local now = fingerprint.take(node, { venv = "/opt/venv", repo = "/root/dflash",

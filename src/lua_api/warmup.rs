@@ -40,8 +40,9 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// - `single_threaded` (default true): sets `TORCHINDUCTOR_COMPILE_THREADS=1` (an `env`
 ///   entry of the same name wins); `PYTHONUNBUFFERED=1` is set too, so output is live;
 /// - `expect_cache`: a path or a list of paths (`~/` is the target user's home) measured
-///   (files, bytes) before and after; each must exist afterwards and have more files or
-///   more bytes, else the step fails naming the path with its before → after;
+///   (files, bytes, as `cache.size` does) before and after; each must exist afterwards
+///   and have more files or more bytes, else the step fails naming the path with its
+///   before → after;
 /// - `quiet_warning` (default `"2m"`, at least `"1s"`; `false` or 0 for never): a `warn`
 ///   log line after that long without an output line, and again after each further
 ///   stretch.

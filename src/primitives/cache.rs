@@ -12,7 +12,7 @@
 //! that holds it, and does not delete across a mount. A user who owns a directory on the
 //! way can swap it for a symlink after the probe; the change then fails, inside the root.
 
-use super::{human_bytes, thousands, Cmd, Ran, Step};
+use super::{human_bytes, human_size, thousands, Cmd, Ran, Step};
 use crate::events::Event;
 use serde::Serialize;
 
@@ -25,7 +25,12 @@ const KEPT: &str = ".runbook-kept-";
 
 /// Looks at the roots and paths on the target (a read). Arguments: the mode (`clear`,
 /// `restore`, `size`), the number of roots, the roots, the paths; see `sh/probe.sh`.
-const PROBE: &str = concat!(include_str!("sh/probe.sh"), include_str!("sh/lib.sh"));
+/// Sizes are `size_of`'s (`sh/size.sh`), the one definition every primitive measures with.
+const PROBE: &str = concat!(
+    include_str!("sh/probe.sh"),
+    include_str!("sh/size.sh"),
+    include_str!("sh/lib.sh")
+);
 
 /// The changes. Each reaches its path from the cache root that holds it in the same
 /// command that acts on it (`descend` in `sh/lib.sh`): what the probe checked is checked
@@ -59,7 +64,7 @@ struct Found {
     bytes: u64,
     files: u64,
     empty: bool,
-    kept: Vec<String>,
+    kept: Vec<Kept>,
     mounts: Vec<String>,
     /// pid and command line.
     holders: Vec<(u32, String)>,
@@ -70,15 +75,19 @@ impl Found {
         self.kind != Kind::Absent
     }
 
-    /// `353 MB, 12,345 files`
+    /// `336.6 MiB, 12,345 files`
     fn size(&self) -> String {
-        let noun = if self.files == 1 { "file" } else { "files" };
-        format!(
-            "{}, {} {noun}",
-            human_bytes(self.bytes),
-            thousands(self.files)
-        )
+        human_size(self.bytes, self.files)
     }
+}
+
+/// A copy `keep = true` set aside beside a path, as the probe saw it (sizes measured in
+/// the `clear` and `restore` modes only).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Kept {
+    path: String,
+    bytes: u64,
+    files: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -109,6 +118,11 @@ pub struct Cleared {
     pub files: u64,
     pub changed: bool,
     pub kept_as: Option<String>,
+    /// The older kept copies deleted (planned, in a dry-run) so that no more than
+    /// `keep_last` remain; empty without `keep`, and with `--offline`.
+    pub pruned: Vec<String>,
+    /// What deleting them frees (`size_of`'s bytes, like `bytes`).
+    pub pruned_bytes: u64,
     pub planned: bool,
 }
 
@@ -133,12 +147,29 @@ pub struct Size {
     pub planned: bool,
 }
 
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct ClearOpts {
     /// Move aside (`P.runbook-kept-<time>`) instead of deleting.
     pub keep: bool,
+    /// With `keep`: how many kept copies of a path remain after the clear, the one just
+    /// made included; older ones are deleted. At least 1.
+    pub keep_last: usize,
     /// Clear even while processes use files under the path.
     pub force: bool,
+}
+
+/// Every clean-reset keeps another copy of caches that are hundreds of MiB: two (this
+/// one and the one before) are enough to roll back, and bound the pile.
+pub const KEEP_LAST: usize = 2;
+
+impl Default for ClearOpts {
+    fn default() -> Self {
+        ClearOpts {
+            keep: false,
+            keep_last: KEEP_LAST,
+            force: false,
+        }
+    }
 }
 
 /// `cache.clear`: validates every path, then deletes (or moves aside) each one that exists.
@@ -174,16 +205,24 @@ pub async fn clear(
             files: f.files,
             changed: f.exists(),
             kept_as: None,
+            pruned: Vec::new(),
+            pruned_bytes: 0,
             planned: step.dry_run(),
         };
+        let root = root_of(&probe, f);
         if f.exists() {
-            let root = root_of(&probe, f);
             result.kept_as = if opts.keep {
                 move_aside(step, root, &f.resolved, &f.size()).await?
             } else {
                 delete(step, root, f).await?;
                 None
             };
+        }
+        if opts.keep {
+            let pruned = prune(step, root, f, opts.keep_last).await?;
+            result.changed |= !pruned.is_empty();
+            result.pruned_bytes = pruned.iter().map(|k| k.bytes).sum();
+            result.pruned = pruned.into_iter().map(|k| k.path.clone()).collect();
         }
         out.push(result);
     }
@@ -241,18 +280,23 @@ pub async fn restore(
             delete(step, root, f).await?;
         }
         // restore.sh removes an empty directory in the way itself (only while it is empty).
-        let cmd = Cmd::sh(RESTORE, [root, f.resolved.as_str(), kept.as_str()]);
+        let cmd = Cmd::sh(RESTORE, [root, f.resolved.as_str(), kept.path.as_str()]);
         let what = if f.exists() && empty_dir {
             " (in place of the empty directory there)"
         } else {
             ""
         };
-        let summary = format!("restore {} from {kept}{what}", f.resolved);
+        let summary = format!(
+            "restore {} from {} ({}){what}",
+            f.resolved,
+            kept.path,
+            human_size(kept.bytes, kept.files)
+        );
         let ran = step.change(cmd, summary, false).await?;
         check(step, &ran, &format!("restoring {}", f.resolved))?;
         out.push(Restored {
             path: given.clone(),
-            restored_from: Some(kept.clone()),
+            restored_from: Some(kept.path.clone()),
             changed: true,
             planned: step.dry_run(),
         });
@@ -370,6 +414,15 @@ async fn plan_offline(
         let size = "size unknown with --offline";
         if opts.keep {
             move_aside(step, root, &path, size).await?;
+            // Which copies exist is only known by looking; say what a real run adds.
+            log(
+                step,
+                "info",
+                format!(
+                    "cache.clear: {path}: with --offline the kept copies are not looked at; a real run also deletes those beyond the newest {} (keep_last)",
+                    opts.keep_last
+                ),
+            );
         } else {
             let cmd = Cmd::sh(DELETE, [root, path.as_str()]);
             step.change(cmd, format!("delete {path} ({size})"), true)
@@ -383,6 +436,8 @@ async fn plan_offline(
             files: 0,
             changed: true,
             kept_as: None,
+            pruned: Vec::new(),
+            pruned_bytes: 0,
             planned: true,
         });
     }
@@ -422,6 +477,55 @@ async fn move_aside(
     Ok(ran
         .outcome()
         .map(|_| ran.stdout().trim_end_matches('\n').to_string()))
+}
+
+/// Deletes the kept copies of `f` beyond the newest `keep_last`, counting the one this
+/// clear just set aside (when the path existed), oldest first. The copies are the ones
+/// the probe listed, so a dry-run plans exactly the deletions a real run performs, each
+/// with its size in the preview and the total in a log line. Each is an ordinary
+/// deletion: `delete.sh` from the cache root, which reaches the copy again one name at a
+/// time and never crosses a mount, so a copy swapped for a symlink since the probe fails
+/// the step instead of deleting elsewhere. A copy made since the probe (another run) is
+/// not seen, so never deleted: it is newer than everything pruned.
+async fn prune<'f>(
+    step: &Step<'_>,
+    root: &str,
+    f: &'f Found,
+    keep_last: usize,
+) -> mlua::Result<Vec<&'f Kept>> {
+    let keep_old = keep_last.saturating_sub(usize::from(f.exists()));
+    let mut doomed: Vec<&Kept> = by_age(&f.kept).into_iter().skip(keep_old).collect();
+    if doomed.is_empty() {
+        return Ok(doomed);
+    }
+    doomed.reverse();
+    let bytes: u64 = doomed.iter().map(|k| k.bytes).sum();
+    let files: u64 = doomed.iter().map(|k| k.files).sum();
+    let n = doomed.len();
+    log(
+        step,
+        "info",
+        format!(
+            "cache.clear: {}: keeping the newest {keep_last} kept {}; deleting {n} older {} frees {} ({} {})",
+            f.resolved,
+            if keep_last == 1 { "copy" } else { "copies" },
+            if n == 1 { "one" } else { "ones" },
+            human_bytes(bytes),
+            thousands(files),
+            if files == 1 { "file" } else { "files" }
+        ),
+    );
+    for k in &doomed {
+        let cmd = Cmd::sh(DELETE, [root, k.path.as_str()]);
+        let summary = format!(
+            "delete older kept copy {} ({})",
+            k.path,
+            human_size(k.bytes, k.files)
+        );
+        let ran = step.change(cmd, summary, true).await?;
+        check(step, &ran, &format!("deleting the kept copy {}", k.path))?;
+    }
+    Ok(doomed)
 }
 
 /// Fails the step when a command that ran did not succeed, with its last error lines.
@@ -616,17 +720,24 @@ fn log(step: &Step<'_>, level: &str, message: String) {
     });
 }
 
-/// The most recently kept copy: names sort by their UTC time, then by the `.N` added
-/// within one second (compared as a number, so `.10` comes after `.9`).
-fn newest(kept: &[String]) -> Option<&String> {
-    kept.iter().max_by_key(|k| {
-        let stamp = k.rsplit(KEPT).next().unwrap_or_default();
+/// The most recently kept copy.
+fn newest(kept: &[Kept]) -> Option<&Kept> {
+    by_age(kept).into_iter().next()
+}
+
+/// Kept copies newest first: names sort by their UTC time, then by the `.N` added within
+/// one second (compared as a number, so `.10` comes after `.9`).
+fn by_age(kept: &[Kept]) -> Vec<&Kept> {
+    let mut sorted: Vec<&Kept> = kept.iter().collect();
+    sorted.sort_by_key(|k| {
+        let stamp = k.path.rsplit(KEPT).next().unwrap_or_default();
         let (time, n) = match stamp.split_once('.') {
             Some((t, n)) => (t, n.parse::<u64>().unwrap_or(0)),
             None => (stamp, 0),
         };
-        (time.to_string(), n)
-    })
+        std::cmp::Reverse((time.to_string(), n))
+    });
+    sorted
 }
 
 fn parse(out: &str, roots: &[String], npaths: usize) -> Result<Probe, String> {
@@ -680,7 +791,14 @@ fn parse(out: &str, roots: &[String], npaths: usize) -> Result<Probe, String> {
                 p.files = num(files)?;
                 p.empty = *empty == "1";
             }
-            ["kept", i, name] => probe.paths[index(i, npaths)?].kept.push(name.to_string()),
+            ["kept", i, bytes, files, name] => {
+                let kept = Kept {
+                    path: name.to_string(),
+                    bytes: num(bytes)?,
+                    files: num(files)?,
+                };
+                probe.paths[index(i, npaths)?].kept.push(kept);
+            }
             ["mount", i, m] => probe.paths[index(i, npaths)?].mounts.push(unescape(m)),
             ["holder", i, pid, cmd] => {
                 let pid = num(pid)? as u32;
@@ -858,16 +976,21 @@ mod tests {
 
     #[test]
     fn newest_kept_copy_sorts_by_time_then_counter() {
-        let kept: Vec<String> = [
+        let kept: Vec<Kept> = [
             "/tmp/x.runbook-kept-20250101T000000Z",
             "/tmp/x.runbook-kept-20250101T000000Z.10",
             "/tmp/x.runbook-kept-20250101T000000Z.9",
             "/tmp/x.runbook-kept-20240101T000000Z.99",
         ]
         .iter()
-        .map(|s| s.to_string())
+        .map(|s| Kept {
+            path: s.to_string(),
+            ..Default::default()
+        })
         .collect();
         assert_eq!(newest(&kept).unwrap(), &kept[1]);
+        let order: Vec<&Kept> = by_age(&kept);
+        assert_eq!(order, vec![&kept[1], &kept[2], &kept[0], &kept[3]]);
     }
 
     #[test]
@@ -893,14 +1016,22 @@ mod tests {
 
     #[test]
     fn parses_the_probe_answer() {
-        let out = "home\t/root\t/root\nroot\t1\t/tmp\t/tmp\npath\t1\t/tmp/x\t/tmp/x\tdir\t2048\t 3\t0\nkept\t1\t/tmp/x.runbook-kept-1\nholder\t1\t7\tsleep 30 \nend\n";
+        let out = "home\t/root\t/root\nroot\t1\t/tmp\t/tmp\npath\t1\t/tmp/x\t/tmp/x\tdir\t2048\t 3\t0\nkept\t1\t5120\t2\t/tmp/x.runbook-kept-1\nholder\t1\t7\tsleep 30 \nend\n";
         let p = parse(out, &["/tmp".into()], 1).unwrap();
         assert_eq!(p.home, "/root");
         assert_eq!(p.roots[0].given, "/tmp");
         let f = &p.paths[0];
         assert_eq!((f.kind, f.bytes, f.files), (Kind::Dir, 2048, 3));
         assert_eq!(f.holders, vec![(7, "sleep 30".to_string())]);
-        assert_eq!(f.size(), "2 KB, 3 files");
+        assert_eq!(f.size(), "2.0 KiB, 3 files");
+        assert_eq!(
+            f.kept,
+            vec![Kept {
+                path: "/tmp/x.runbook-kept-1".into(),
+                bytes: 5120,
+                files: 2
+            }]
+        );
         assert!(
             parse("home\t/root\t/root\n", &[], 0).is_err(),
             "no end line"

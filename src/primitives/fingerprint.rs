@@ -47,36 +47,13 @@ pub struct Fingerprint {
     pub planned: bool,
 }
 
-/// Prints one `@key value` line per fact; every probe may fail on its own (no torch, no
-/// GPU, no repo) without hiding the others.
-const SCRIPT: &str = r#"py=$1; repo=$2; shift 2
-echo "@python $("$py" -c 'import sys; print(sys.version.split()[0])' 2>/dev/null)"
-"$py" - <<'PY' 2>/dev/null
-try:
-    import torch
-    print("@torch", torch.__version__)
-    print("@cuda", torch.version.cuda or "")
-except Exception:
-    pass
-import importlib.metadata as m
-for d in m.distributions():
-    name = d.metadata["Name"]
-    if name:
-        print("@pkg %s==%s" % (name.lower(), d.version))
-PY
-if command -v nvidia-smi >/dev/null 2>&1; then
-  # Its failures ("No devices were found", no driver) come on stdout: only a success counts.
-  out=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null) && printf '%s\n' "$out" | sed 's/^/@gpu /'
-fi
-if [ -n "$repo" ]; then
-  echo "@head $(git -C "$repo" rev-parse HEAD 2>/dev/null)"
-  git -C "$repo" status --porcelain 2>/dev/null | sed 's/^/@dirty /'
-fi
-for c in "$@"; do
-  [ -e "$c" ] || continue
-  echo "@cache $(du -sk -- "$c" 2>/dev/null | cut -f1) $(find "$c" 2>/dev/null | wc -l) $c"
-done
-exit 0"#;
+/// Prints one `@key value` line per fact (`sh/fingerprint.sh`); cache sizes are
+/// `size_of`'s (`sh/size.sh`), as `cache.size` measures them.
+pub(crate) const SCRIPT: &str = concat!(
+    include_str!("sh/fingerprint.sh"),
+    include_str!("sh/size.sh"),
+    "main \"$@\"\n"
+);
 
 pub async fn take(step: &Step<'_>, scope: &Scope) -> mlua::Result<Fingerprint> {
     let py = match (&scope.venv, &scope.python) {
@@ -128,11 +105,11 @@ pub fn parse(text: &str) -> Fingerprint {
             "@dirty" => fp.git_dirty.push(value.trim_end().to_string()),
             "@cache" => {
                 let mut parts = value.splitn(3, ' ');
-                if let (Some(k), Some(f), Some(p)) = (parts.next(), parts.next(), parts.next()) {
+                if let (Some(b), Some(f), Some(p)) = (parts.next(), parts.next(), parts.next()) {
                     fp.caches.insert(
                         p.to_string(),
                         CacheSize {
-                            bytes: k.trim().parse::<u64>().unwrap_or(0) * 1024,
+                            bytes: b.trim().parse().unwrap_or(0),
                             files: f.trim().parse().unwrap_or(0),
                         },
                     );
@@ -199,15 +176,7 @@ pub fn diff(a: &Fingerprint, b: &Fingerprint) -> Vec<Change> {
             field(&format!("package {name}"), &None, &Some(w.clone()));
         }
     }
-    let size = |c: Option<&CacheSize>| {
-        c.map(|c| {
-            format!(
-                "{} in {} files",
-                super::human_bytes(c.bytes),
-                super::thousands(c.files)
-            )
-        })
-    };
+    let size = |c: Option<&CacheSize>| c.map(|c| super::human_size(c.bytes, c.files));
     let paths: std::collections::BTreeSet<&String> =
         a.caches.keys().chain(b.caches.keys()).collect();
     for p in paths {
@@ -274,7 +243,14 @@ mod tests {
         assert_eq!(fp.gpus.len(), 2);
         assert_eq!(fp.packages["numpy"], "2.1.0");
         assert_eq!(fp.git_dirty, vec![" M dflash_model.py"]);
-        assert_eq!(fp.caches["/tmp/torchinductor_root"].files, 12345);
+        assert_eq!(
+            fp.caches["/tmp/torchinductor_root"],
+            CacheSize {
+                bytes: 344727,
+                files: 12345
+            },
+            "BYTES FILES PATH, bytes as they are"
+        );
         assert!(fp.packages_hash.is_some());
     }
 
@@ -296,6 +272,10 @@ mod tests {
                 "package sglang",
                 "cache /tmp/torchinductor_root"
             ]
+        );
+        assert_eq!(
+            changes[3].before.as_deref(),
+            Some("336.6 KiB, 12,345 files")
         );
         assert!(diff(&good, &good).is_empty());
     }

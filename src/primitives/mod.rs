@@ -202,20 +202,30 @@ pub fn to_lua<T: serde::Serialize>(lua: &mlua::Lua, value: &T) -> mlua::Result<m
     lua.to_value_with(value, opts)
 }
 
-/// "353 MB" style sizes for previews.
+/// A size for people, in binary units (what `ls -h`, `du -h` and `df -h` mean): bytes
+/// below 1 KiB as `512 B`, then one decimal, `4.2 KiB`, `3.0 MiB`, `1.2 GiB`. The one
+/// formatter for sizes in every preview, log line and message, so the same bytes always
+/// read the same.
 pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
-    let mut v = bytes as f64;
-    let mut unit = 0;
-    while v >= 1000.0 && unit < UNITS.len() - 1 {
-        v /= 1000.0;
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut v = bytes as f64 / 1024.0;
+    let mut unit = 1;
+    // Rounded to one decimal, 1023.96 KiB would read "1024.0 KiB": move up instead.
+    while (v * 10.0).round() >= 10240.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
         unit += 1;
     }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{v:.0} {}", UNITS[unit])
-    }
+    format!("{v:.1} {}", UNITS[unit])
+}
+
+/// `3.0 MiB, 12,345 files`: how big a directory is, as every primitive says it (the
+/// numbers are `size_of`'s in `sh/size.sh`: apparent bytes of the regular files).
+pub fn human_size(bytes: u64, files: u64) -> String {
+    let noun = if files == 1 { "file" } else { "files" };
+    format!("{}, {} {noun}", human_bytes(bytes), thousands(files))
 }
 
 /// "12,345" for counts in previews.
@@ -237,8 +247,20 @@ mod tests {
 
     #[test]
     fn sizes_and_counts_read_well() {
-        assert_eq!(human_bytes(999), "999 B");
-        assert_eq!(human_bytes(353_000_000), "353 MB");
+        assert_eq!(human_bytes(0), "0 B");
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(1023), "1023 B");
+        assert_eq!(human_bytes(1024), "1.0 KiB");
+        assert_eq!(human_bytes(4_296), "4.2 KiB");
+        assert_eq!(human_bytes(3 * 1024 * 1024), "3.0 MiB");
+        assert_eq!(human_bytes(3_000_000), "2.9 MiB", "binary, not decimal");
+        assert_eq!(human_bytes(353_000_000), "336.6 MiB");
+        assert_eq!(human_bytes(1_288_490_189), "1.2 GiB");
+        assert_eq!(human_bytes(1024 * 1024 - 1), "1.0 MiB", "never 1024.0 KiB");
+        assert_eq!(human_bytes(u64::MAX), "16384.0 PiB");
+        assert_eq!(human_size(4_296, 2), "4.2 KiB, 2 files");
+        assert_eq!(human_size(1, 1), "1 B, 1 file");
+        assert_eq!(human_size(0, 12_345), "0 B, 12,345 files");
         assert_eq!(thousands(12345), "12,345");
         assert_eq!(thousands(7), "7");
     }

@@ -311,7 +311,10 @@ async fn install_uv(step: &Step<'_>, spec: &BuildSpec, home: &str) -> mlua::Resu
 /// venv is checked again where it finally lives, and the old one is restored if that
 /// fails; only then is the old one deleted (a venv with torch is gigabytes: keeping every
 /// previous one would fill disks). Any failure, or a kill, removes the half-built dir
-/// (EXIT trap; the signal traps make sh run it) and leaves PATH untouched. SIGPIPE is
+/// (EXIT trap; the signal traps make sh run it) and leaves PATH untouched. A failed verify
+/// exits 4 after naming the venv it ran in (see `VERIFY_FAILED`): `failure` renders the check
+/// as a command line with `quote`, as no text pasted together in sh could (the code is
+/// any Python, quotes included). SIGPIPE is
 /// ignored because runbook stops reading the output when it stops a command: sh's own
 /// notice about the killed child would otherwise kill sh before its trap. Leftovers of a
 /// build killed too hard to clean up are removed by the next fresh build of that PATH.
@@ -338,7 +341,7 @@ else
   mkvenv "$dir" || exit 1
 fi
 if [ "$#" -gt 0 ]; then "$uv" pip install --python "$dir/bin/python" "$@" || exit 1; fi
-check "$dir" || { say "verify failed: $dir/bin/python -c '$verify'"; exit 1; }
+check "$dir" || { say "verify failed in $dir"; exit 4; }
 [ "$mode" = in-place ] && exit 0
 if [ -e "$path" ]; then
   mv -T -- "$path" "$old" || exit 1
@@ -403,10 +406,54 @@ fn summary(spec: &BuildSpec) -> String {
     format!("build venv {} ({python}, {what}, {mode})", spec.path)
 }
 
+/// What `BUILD` writes on stderr before the venv whose check failed (`say "verify
+/// failed in $dir"`, then exit 4).
+const VERIFY_FAILED: &str = "venv.build: verify failed in ";
+
+/// The check that failed, as a command line to paste: `cd / && DIR/bin/python -c CODE`,
+/// DIR being the venv it ran in as the script named it (the new one beside PATH for a
+/// fresh build), rendered by `quote` so any code, quotes and all, reads back as it was.
+fn failed_check(stderr: &str, spec: &BuildSpec) -> String {
+    let dir = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix(VERIFY_FAILED))
+        .find(|d| d.starts_with(spec.path.as_str()))
+        .unwrap_or(&spec.path);
+    let argv: Vec<std::ffi::OsString> = vec![
+        format!("{dir}/bin/python").into(),
+        "-c".into(),
+        spec.verify.clone().unwrap_or_else(|| "pass".into()).into(),
+    ];
+    crate::quote::render_with(&argv, &[], Some("/"), None)
+}
+
 fn failure(ran: &Ran, spec: &BuildSpec) -> String {
     let Some(out) = ran.outcome() else {
         return "not run".to_string();
     };
+    if out.code == Some(4) && !out.timed_out {
+        let stderr = ran.stderr();
+        let (what, kept) = if spec.fresh {
+            (
+                "the new venv",
+                format!("it was removed and {} was left as it was", spec.path),
+            )
+        } else {
+            (
+                spec.path.as_str(),
+                format!("{} may be partly updated (fresh = false)", spec.path),
+            )
+        };
+        let rest: Vec<&str> = stderr
+            .lines()
+            .filter(|l| !l.starts_with(VERIFY_FAILED))
+            .collect();
+        return format!(
+            "verify failed: {what} did not pass its check; {kept}. The check:\n  {}\n{}",
+            failed_check(&stderr, spec),
+            tail(&rest.join("\n"), 20)
+        );
+    }
     let why = if out.timed_out {
         format!(
             "timed out after {}",
@@ -498,6 +545,30 @@ mod tests {
             fresh: true,
             ..Default::default()
         }
+    }
+
+    /// The check is shown as a command line `quote` rendered: the code's own quotes
+    /// survive (pasted into sh text they closed the quoting: `-c 'assert x.V=='9''`), and
+    /// the venv is the one the check ran in, as the script named it.
+    #[test]
+    fn a_failed_check_reads_back_as_the_code_it_ran() {
+        assert!(
+            BUILD.contains(r#"say "verify failed in $dir"; exit 4"#),
+            "VERIFY_FAILED matches what BUILD says"
+        );
+        let mut s = spec();
+        s.verify = Some("import x; assert x.V=='9'".into());
+        let stderr =
+            "AssertionError\nvenv.build: verify failed in /opt/venv.runbook-new-20250101T000000Z\n";
+        assert_eq!(
+            failed_check(stderr, &s),
+            r#"cd / && /opt/venv.runbook-new-20250101T000000Z/bin/python -c 'import x; assert x.V=='\''9'\'''"#
+        );
+        assert_eq!(
+            failed_check("", &s),
+            r#"cd / && /opt/venv/bin/python -c 'import x; assert x.V=='\''9'\'''"#,
+            "no line naming the venv: the path itself"
+        );
     }
 
     #[test]

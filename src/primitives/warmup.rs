@@ -6,7 +6,7 @@
 //! spinner shows the latest); what this adds is a warning when the script stays silent
 //! for long, since a compile that prints nothing for minutes looks exactly like a hang.
 
-use super::{thousands, Cmd, Ran, Step};
+use super::{human_size, Cmd, Ran, Step};
 use crate::duration;
 use crate::events::{Event, Sink, Stamped};
 use crate::targets::ExecRequest;
@@ -58,20 +58,14 @@ pub struct Outcome {
     pub planned: bool,
 }
 
-/// Prints `FILES BYTES` or `missing` for each path, one line each, in order. `~/` means the
-/// target user's home. Symlinked cache dirs are followed (`find -H`, `du -D`); `du -sk` is
-/// the fallback where `du -b` is missing (busybox).
-const MEASURE: &str = r#"for p in "$@"; do
-  case $p in "~/"*) p="$HOME/${p#"~/"}" ;; esac
-  if [ -e "$p" ]; then
-    files=$(find -H "$p" -type f 2>/dev/null | wc -l)
-    bytes=$(du -sbD -- "$p" 2>/dev/null | cut -f1)
-    [ -n "$bytes" ] || bytes=$(( $(du -skL -- "$p" 2>/dev/null | cut -f1) * 1024 ))
-    echo "$((files)) $((bytes))"
-  else
-    echo missing
-  fi
-done"#;
+/// Prints `BYTES FILES` or `missing` for each path, one line each, in order
+/// (`sh/measure.sh`): `size_of` (`sh/size.sh`), the size `cache.size` reports. `~/` means
+/// the target user's home; a symlinked cache dir is followed.
+pub(crate) const MEASURE: &str = concat!(
+    include_str!("sh/measure.sh"),
+    include_str!("sh/size.sh"),
+    "main \"$@\"\n"
+);
 
 pub async fn run(step: &Step<'_>, spec: &Spec) -> mlua::Result<Outcome> {
     let mut caches: Vec<CacheGrowth> = spec
@@ -239,12 +233,7 @@ fn grew(c: &CacheGrowth) -> bool {
 
 fn size(files: Option<u64>, bytes: Option<u64>) -> String {
     match (files, bytes) {
-        (Some(f), Some(b)) => format!(
-            "{} {}, {} bytes",
-            thousands(f),
-            if f == 1 { "file" } else { "files" },
-            thousands(b)
-        ),
+        (Some(f), Some(b)) => human_size(b, f),
         _ => "missing".into(),
     }
 }
@@ -285,8 +274,9 @@ async fn measure(
     Ok(Some(sizes))
 }
 
-fn parse_size(line: &str) -> Option<(u64, u64)> {
-    let (files, bytes) = line.trim().split_once(' ')?;
+/// `BYTES FILES` as (files, bytes); `None` for `missing`.
+pub(crate) fn parse_size(line: &str) -> Option<(u64, u64)> {
+    let (bytes, files) = line.trim().split_once(' ')?;
     Some((files.parse().ok()?, bytes.parse().ok()?))
 }
 
@@ -464,8 +454,8 @@ mod tests {
         assert_eq!(state(&c(Some(14), Some(122), Some(14), Some(122))), "warm");
         assert_eq!(state(&c(Some(14), Some(122), Some(0), Some(0))), "empty");
         assert_eq!(state(&c(None, None, None, None)), "empty");
-        assert_eq!(parse_size("3 4096"), Some((3, 4096)));
+        assert_eq!(parse_size("4096 3"), Some((3, 4096)), "BYTES FILES");
         assert_eq!(parse_size("missing"), None);
-        assert_eq!(size(Some(1200), Some(4096)), "1,200 files, 4,096 bytes");
+        assert_eq!(size(Some(1200), Some(4096)), "4.0 KiB, 1,200 files");
     }
 }

@@ -1,10 +1,11 @@
 # probe.sh MODE NROOTS ROOT... PATH...: looks at the roots and paths, as the user of
-# the target (lib.sh follows this and runs main), for cache.rs to decide on. Mode `clear`
-# measures and scans (mounts, processes) only paths strictly inside a root: a refused `/`
-# or `/usr` must not cost a walk of the disk; `restore` measures those and looks for
-# mounts (a forced restore deletes); `size` measures every path.
+# the target (size.sh and lib.sh follow this; lib.sh runs main), for cache.rs to decide
+# on. Mode `clear` measures and scans (mounts, processes) only paths strictly inside a
+# root: a refused `/` or `/usr` must not cost a walk of the disk; `restore` measures
+# those and looks for mounts (a forced restore deletes); `size` measures every path.
+# Sizes are size_of's (size.sh): apparent bytes of the regular files.
 # Prints tab-separated records (see `parse`) and `end` last, so a cut-off answer shows.
-# shellcheck disable=SC2154 # nl is set in lib.sh
+# shellcheck disable=SC2154 # nl is set in lib.sh; size_of is in size.sh
 
 canon() { # $1 with every symlink followed; a part that does not exist yet is kept as is
   p=$1 rest=
@@ -83,18 +84,20 @@ main() {
     bytes=0 files=0 empty=0 look=
     if [ -e "$r" ] && { [ "$mode" = size ] || inside "$r"; }; then look=1; fi
     if [ -n "$look" ]; then
-      bytes=$(du -sb "$r" 2>/dev/null | cut -f1) # apparent size (GNU); else disk usage
-      if [ -z "$bytes" ]; then
-        kib=$(du -sk "$r" 2>/dev/null | cut -f1)
-        bytes=$((${kib:-0} * 1024))
-      fi
-      files=$(find "$r" ! -type d 2>/dev/null | wc -l)
+      sz=$(size_of "$r")
+      bytes=${sz% *} files=${sz#* }
       if [ -d "$r" ] && [ -z "$(ls -A "$r" 2>/dev/null)" ]; then empty=1; fi
     fi
     printf 'path\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$i" "$e" "$r" "$kind" "$bytes" "$files" "$empty"
-    # Beside the resolved path: where move_aside.sh puts them and restore.sh looks.
+    # Beside the resolved path: where move_aside.sh puts them and restore.sh looks. Their
+    # sizes are what a clear's pruning frees and a restore brings back (measured only
+    # then: a kept copy can be as big as the cache).
     for k in "$r"'.runbook-kept-'*; do
-      if [ -e "$k" ] && [ ! -L "$k" ]; then printf 'kept\t%s\t%s\n' "$i" "$k"; fi
+      if [ -e "$k" ] && [ ! -L "$k" ]; then
+        sz='0 0'
+        if [ "$mode" != size ] && [ -n "$look" ]; then sz=$(size_of "$k"); fi
+        printf 'kept\t%s\t%s\t%s\t%s\n' "$i" "${sz% *}" "${sz#* }" "$k"
+      fi
     done
     if [ "$mode" != size ] && [ -n "$look" ]; then
       # As /proc/self/mounts writes them (no tab or newline in a line); cache.rs decodes.

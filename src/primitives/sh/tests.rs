@@ -3,7 +3,7 @@
 //! refuse, and that a symlink or a mount on the way never takes them outside the root.
 //! Mounts need root (CI runs as root); without it those tests fail and say so.
 
-use super::{parse, Kind, DELETE, MOVE_ASIDE, PROBE, RESTORE};
+use super::{parse, Kept, Kind, DELETE, MOVE_ASIDE, PROBE, RESTORE};
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -521,7 +521,9 @@ fn the_probe_sees_mounts_decoded_and_kept_copies_under_every_shell() {
         let tabbed = cache.join("t\tab");
         std::fs::create_dir_all(&spaced).unwrap();
         std::fs::create_dir_all(&tabbed).unwrap();
-        std::fs::create_dir_all(sc.root.join("a b/cache.runbook-kept-20250101T000000Z")).unwrap();
+        let kept = sc.root.join("a b/cache.runbook-kept-20250101T000000Z");
+        std::fs::create_dir_all(kept.join("d")).unwrap();
+        std::fs::write(kept.join("d/k"), vec![b'k'; 3000]).unwrap();
         symlink(sc.root.join("a b"), sc.root.join("link")).unwrap();
         let _m1 = Mounted::new(&["--bind", s(&sc.outside)], &spaced);
         let _m2 = Mounted::new(&["--bind", s(&sc.outside)], &tabbed);
@@ -552,9 +554,77 @@ fn the_probe_sees_mounts_decoded_and_kept_copies_under_every_shell() {
         );
         assert_eq!(
             f.kept,
-            vec![format!("{}.runbook-kept-20250101T000000Z", s(&cache))],
-            "{}",
+            vec![Kept {
+                path: s(&kept).to_string(),
+                bytes: 3000,
+                files: 1
+            }],
+            "{}: measured like the path itself",
             sh.name
+        );
+    }
+}
+
+/// One size for a directory under every shell, whichever primitive measures it: the
+/// cache probe (`cache.size`, `cache.clear`'s preview), `fingerprint.take` and
+/// `warmup.run` all say the apparent bytes of the regular files and how many there are.
+/// The tree has what used to make them disagree: directories (4 KiB each on ext4 in
+/// `du -b`), a sparse file (its blocks are not its size), a symlink out (not followed),
+/// a fifo and an empty directory (nothing), a name with a newline (one file).
+#[test]
+fn every_measure_says_the_same_size_under_every_shell() {
+    use crate::primitives::{fingerprint, warmup};
+    for sh in shells() {
+        let sc = Scene::new();
+        let cache = sc.root.join("c");
+        std::fs::create_dir_all(cache.join("sub/deeper")).unwrap();
+        std::fs::create_dir_all(cache.join("empty")).unwrap();
+        std::fs::write(cache.join("a"), vec![b'a'; 100]).unwrap();
+        std::fs::write(cache.join("sub/deeper/new\nline"), vec![b'b'; 200]).unwrap();
+        let sparse = std::fs::File::create(cache.join("sub/sparse")).unwrap();
+        sparse.set_len(5 * 1024 * 1024).unwrap();
+        std::fs::write(sc.outside.join("big"), vec![b'x'; 70_000]).unwrap();
+        symlink(sc.outside.join("big"), cache.join("link-out")).unwrap();
+        let fifo = Command::new("mkfifo")
+            .arg(cache.join("fifo"))
+            .status()
+            .unwrap();
+        assert!(fifo.success());
+        let want = (5 * 1024 * 1024 + 300, 3);
+
+        let o = sh.run(PROBE, &["size", "1", s(&sc.root), s(&cache)]);
+        let probe = parse(
+            &String::from_utf8_lossy(&o.stdout),
+            &[s(&sc.root).into()],
+            1,
+        )
+        .unwrap_or_else(|e| panic!("{}: {e}: {}", sh.name, text(&o)));
+        let f = &probe.paths[0];
+        assert_eq!((f.bytes, f.files), want, "{}: cache probe", sh.name);
+
+        let o = sh.run(fingerprint::SCRIPT, &["/nonexistent/python", "", s(&cache)]);
+        let fp = fingerprint::parse(&String::from_utf8_lossy(&o.stdout));
+        let c = &fp.caches[s(&cache)];
+        assert_eq!(
+            (c.bytes, c.files),
+            want,
+            "{}: fingerprint: {}",
+            sh.name,
+            text(&o)
+        );
+
+        // Through a symlink to the cache, as a warm-up's cache dir may be.
+        let link = sc.root.join("c-link");
+        symlink(&cache, &link).unwrap();
+        let o = sh.run(warmup::MEASURE, &[s(&link), s(&cache.join("nothing"))]);
+        let out = String::from_utf8_lossy(&o.stdout);
+        let sizes: Vec<_> = out.lines().map(warmup::parse_size).collect();
+        assert_eq!(
+            sizes,
+            vec![Some((want.1, want.0)), None],
+            "{}: warm-up measure: {}",
+            sh.name,
+            text(&o)
         );
     }
 }

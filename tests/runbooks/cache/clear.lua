@@ -7,6 +7,7 @@ runbook {
     paths = { required = true, help = "paths, separated by |" },
     op = { choices = { "clear", "restore", "size" }, default = "clear" },
     keep = { type = "boolean", default = false },
+    keep_last = { type = "integer", default = -1, help = "passed on when 0 or more" },
     force = { type = "boolean", default = false },
     target = { default = "local" },
     ct = { type = "integer", default = 0 },
@@ -21,7 +22,8 @@ step(params.op, function()
   local paths = text.split(params.paths, "|")
   local results
   if params.op == "clear" then
-    results = cache.clear(t, paths, { keep = params.keep, force = params.force })
+    local keep_last = params.keep_last >= 0 and params.keep_last or nil
+    results = cache.clear(t, paths, { keep = params.keep, keep_last = keep_last, force = params.force })
   elseif params.op == "restore" then
     results = cache.restore(t, paths, { force = params.force })
   else

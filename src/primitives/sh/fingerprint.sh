@@ -1,0 +1,36 @@
+# fingerprint.sh PYTHON REPO CACHE...: what fingerprint.rs records about a target, one
+# `@key value` line per fact. Every probe may fail on its own (no torch, no GPU, no repo)
+# without hiding the others. size.sh follows this, then `main "$@"`.
+
+main() {
+  py=$1 repo=$2
+  shift 2
+  echo "@python $("$py" -c 'import sys; print(sys.version.split()[0])' 2>/dev/null)"
+  "$py" - <<'PY' 2>/dev/null
+try:
+    import torch
+    print("@torch", torch.__version__)
+    print("@cuda", torch.version.cuda or "")
+except Exception:
+    pass
+import importlib.metadata as m
+for d in m.distributions():
+    name = d.metadata["Name"]
+    if name:
+        print("@pkg %s==%s" % (name.lower(), d.version))
+PY
+  if command -v nvidia-smi >/dev/null 2>&1; then
+    # Its failures ("No devices were found", no driver) come on stdout: only a success counts.
+    out=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null) && printf '%s\n' "$out" | sed 's/^/@gpu /'
+  fi
+  if [ -n "$repo" ]; then
+    echo "@head $(git -C "$repo" rev-parse HEAD 2>/dev/null)"
+    git -C "$repo" status --porcelain 2>/dev/null | sed 's/^/@dirty /'
+  fi
+  # BYTES FILES PATH, as size_of measures (the path last: it may hold spaces).
+  for c in "$@"; do
+    [ -e "$c" ] || continue
+    echo "@cache $(size_of "$c") $c"
+  done
+  exit 0
+}

@@ -1,0 +1,15 @@
+# measure.sh PATH...: `BYTES FILES` (size_of's, from size.sh, which follows this, then
+# `main "$@"`) or `missing` for each path, one line each, in order, for warmup.rs to
+# compare before and after. `~/` means the target user's home.
+
+main() {
+  for p in "$@"; do
+    # shellcheck disable=SC2088 # a literal ~ is what is looked for
+    case $p in "~/"*) p="$HOME/${p#"~/"}" ;; esac
+    if [ -e "$p" ]; then
+      size_of "$p"
+    else
+      echo missing
+    fi
+  done
+}
