@@ -104,6 +104,9 @@ pub struct Ctx {
     pub targets: Rc<Registry>,
     /// The confirmation pass records the changes it plans here.
     pub recording: RefCell<Option<Vec<crate::plan::Change>>>,
+    /// Jobs a dry-run planned to stop, by (target, `name:N` or `pid:N`): a later spawn of
+    /// the same job plans its relaunch instead of refusing it as still running.
+    pub planned_stops: RefCell<std::collections::HashSet<(String, String)>>,
     /// Where each job `proc.spawn` started begins in its log, by (target, log path).
     pub job_logs: RefCell<std::collections::HashMap<(String, String), u64>>,
     /// A confirmed real run is held to the changes that were shown.
@@ -153,6 +156,7 @@ impl Ctx {
             targets: targets.unwrap_or_else(|| Rc::new(Registry::new(remote))),
             recording: RefCell::new(None),
             job_logs: RefCell::new(std::collections::HashMap::new()),
+            planned_stops: RefCell::new(std::collections::HashSet::new()),
             enforcer: RefCell::new(None),
             last_location: RefCell::new(String::new()),
         }

@@ -417,11 +417,37 @@ async fn confirm_gate(
     plan.ctx
         .bus
         .add_sink(Box::new(CollectSink(collected.clone())));
-    run_steps(&plan, resume, req.timeout, true).await;
+    let tally = run_steps(&plan, resume, req.timeout, true).await;
     if cancel.count() > 0 {
         return Err(Error::Interrupted(cancel.exit_code()));
     }
     let changes = plan.ctx.recording.borrow_mut().take().unwrap_or_default();
+    // A plan that could not be made whole cannot be confirmed (the real run would be
+    // held to half a plan and stop where it ends): say why, change nothing.
+    // (A failed plan with no change in it yet needs no confirmation: the real run is held
+    // to "no changes" and stops before any.)
+    if tally.failed > 0 && !changes.is_empty() {
+        let events = collected.0.borrow();
+        let why = events.iter().find_map(|ev| match ev {
+            Event::StepFinished {
+                name,
+                outcome,
+                error,
+                ..
+            } if outcome == "failed" => Some(format!(
+                "step \"{name}\" failed: {}",
+                error.as_deref().unwrap_or("(no message)")
+            )),
+            _ => None,
+        });
+        return Err(Error::invalid(plan.ctx.bus.mask(&format!(
+            "{}: the plan to confirm could not be made (its dry-run failed): {}\n\
+             nothing was changed; see it with --dry-run, or run without a confirmation with --yes",
+            req.source.label,
+            why.unwrap_or_else(|| "a step failed".into())
+        ))));
+    }
+
     let steps = plan.steps();
     let mut lines = Vec::new();
     let mut current = None;

@@ -227,12 +227,25 @@ fn clean_reset_on_the_local_machine() {
     );
     let log = std::fs::read_to_string(work.join("train.log")).unwrap();
     assert!(log.contains("Ktok/s"), "{log}");
-    // With the job running, a dry-run plans its stop (naming its pid) and says nothing
-    // about having stopped it. (Its run may still fail later, at the relaunch: the
-    // planned proc.spawn sees the job that was only planned to stop; that is proc.spawn's
-    // to fix, not this preview's.)
+    // With the job running (the usual case for a recovery), a dry-run plans its stop
+    // (naming its pid), says nothing about having stopped it, and plans the relaunch:
+    // the job it planned to stop does not count as still running (before, the dry-run
+    // failed at "relaunch training", and so did every confirmation of a real run).
     let again = run(&["--dry-run"]);
+    assert!(
+        again.status.success(),
+        "the whole dry-run succeeds with the job running: {}",
+        String::from_utf8_lossy(&again.stdout)
+    );
     let events = parse_ndjson(&again.stdout);
+    assert!(
+        events.iter().any(|e| e["event"] == "action_planned"
+            && e["summary"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("start job "))),
+        "the relaunch is planned: {}",
+        String::from_utf8_lossy(&again.stdout)
+    );
     assert!(
         events.iter().any(|e| e["event"] == "step_finished"
             && e["name"] == "stop the training job"

@@ -1855,3 +1855,41 @@ end)
     assert_eq!(fin["failed"], 1, "{fin}");
     assert_eq!(fin["changed"], 1, "the failed step changed 4 files: {fin}");
 }
+
+/// A plan whose dry-run fails cannot be confirmed: exit 2, nothing changed, the reason
+/// shown (before, the partial plan was confirmed and the run went past it).
+#[test]
+fn a_plan_that_cannot_be_made_is_not_confirmed() {
+    let env = Env::new();
+    let dir = env.scratch();
+    let rb = env.write(
+        "half.lua",
+        r#"runbook { name = "half", params = { dir = { type = "path", required = true } } }
+local here = target("local")
+step("make", function() here:exec({ "touch", params.dir .. "/made" }) end)
+step("read it back", function()
+  here:exec({ "cat", params.dir .. "/missing" }, { read_only = true })
+end)
+"#,
+    );
+    let o = run(
+        &env,
+        &[
+            args(&["run", rb.to_str().unwrap()]),
+            set("dir", &dir).to_vec(),
+        ]
+        .concat(),
+    );
+    assert_eq!(code(&o), 2, "{}", describe(&o));
+    assert!(
+        stderr(&o).contains("the plan to confirm could not be made"),
+        "{}",
+        describe(&o)
+    );
+    assert!(
+        stderr(&o).contains("step \"read it back\" failed"),
+        "{}",
+        describe(&o)
+    );
+    assert!(!dir.join("made").exists());
+}

@@ -246,7 +246,15 @@ pub async fn spawn(step: &Step<'_>, spec: &SpawnSpec) -> mlua::Result<Spawned> {
     if spec.log.is_empty() {
         return Err(step.fail("proc.spawn: log is empty"));
     }
-    if let Some((pid, true)) = probe(step, &Which::Name(spec.name.clone()), "proc.spawn").await? {
+    let running = probe(step, &Which::Name(spec.name.clone()), "proc.spawn").await?;
+    let stopped_in_plan = |pid: u32| {
+        let stops = step.ctx.planned_stops.borrow();
+        let target = step.target.name();
+        step.dry_run()
+            && (stops.contains(&(target.clone(), format!("name:{}", spec.name)))
+                || stops.contains(&(target, format!("pid:{pid}"))))
+    };
+    if let Some((pid, true)) = running.filter(|(pid, _)| !stopped_in_plan(*pid)) {
         return Err(step.fail(format!(
             "proc.spawn: a job named '{}' is already running (pid {pid}); stop it first with proc.stop(t, {{ name = \"{}\" }})",
             spec.name, spec.name
@@ -372,6 +380,14 @@ pub async fn stop(
     };
     let ran = step.change(cmd, summary, false).await?;
     if ran.planned() {
+        let key = match which {
+            Which::Name(n) => format!("name:{n}"),
+            Which::Pid(p) => format!("pid:{}", known.unwrap_or(*p)),
+        };
+        step.ctx
+            .planned_stops
+            .borrow_mut()
+            .insert((step.target.name(), key));
         return Ok(Stopped {
             pid: known,
             was_running: true,
