@@ -65,6 +65,9 @@ fn stopped(ctx: &Ctx) -> Result<(), String> {
     Ok(())
 }
 
+/// How the warning about a secret in an argv starts (`check` looks for it).
+pub const SECRET_IN_ARGV: &str = "a secret is in the argv of";
+
 pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, String> {
     crate::quote::validate_argv(&action.req.argv)?;
     let step = ctx.step.get().map(|s| s.index).unwrap_or(0);
@@ -82,7 +85,7 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, String>
             step: Some(step),
             level: "warn".into(),
             message: format!(
-                "a secret is in the argv of `{}` on {target}: every user of that machine can read it (ps, /proc/PID/cmdline) while it runs; pass it with env = {{ … }} or stdin = … instead",
+                "{SECRET_IN_ARGV} `{}` on {target}: every user of that machine can read it (ps, /proc/PID/cmdline) while it runs; pass it with env = {{ … }} or stdin = … instead",
                 action.summary
             ),
         });

@@ -25,6 +25,8 @@ use std::time::{Duration, Instant};
 
 /// How long the top level of a file may run while it declares its steps.
 const LOAD_BUDGET: Duration = Duration::from_secs(10);
+/// How long `check` lets an offline plan of a file's steps run (see `offline_warnings`).
+const CHECK_BUDGET: Duration = Duration::from_secs(5);
 /// What an `always` step gets when the run's `--timeout` has already run out.
 const ALWAYS_GRACE: Duration = Duration::from_secs(60);
 
@@ -129,6 +131,50 @@ fn load_with(
     }
     check_globals(&lua, source)?;
     Ok(Loaded { _lua: lua, ctx })
+}
+
+/// The warnings an offline plan of the runbook raises about itself (a secret placed in
+/// an argv), for `check`: an offline dry-run contacts nothing and changes nothing, so it
+/// can run the steps' code. Empty when no plan can be made (a required param unset, a
+/// step that needs the results of its reads).
+pub async fn offline_warnings(
+    source: &Source,
+    sets: Vec<(String, String)>,
+    remote: RemoteSettings,
+) -> Vec<String> {
+    let Ok(plan) = load(source, Mode::Offline, sets, Cancel::new(), remote) else {
+        return Vec::new();
+    };
+    // Only a secret param with a value can end up in an argv; without one there is
+    // nothing to find and `check` stays as fast as a load.
+    let header = plan.header();
+    let has_secret = header
+        .params
+        .iter()
+        .any(|p| p.secret && matches!(header.values.get(&p.name), Some(Some(_))));
+    if !has_secret {
+        return Vec::new();
+    }
+    let collected = Collected::default();
+    plan.ctx
+        .bus
+        .add_sink(Box::new(CollectSink(collected.clone())));
+    // Bounded: a step that loops in its Lua code must not make `check` hang.
+    run_steps(&plan, &ResumePlan::default(), Some(CHECK_BUDGET), true).await;
+    let events = collected.0.borrow();
+    let mut out: Vec<String> = events
+        .iter()
+        .filter_map(|ev| match ev {
+            Event::Log { level, message, .. }
+                if level == "warn" && message.starts_with(crate::actions::SECRET_IN_ARGV) =>
+            {
+                Some(message.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    out.dedup();
+    out
 }
 
 /// Reads of undefined globals anywhere in the file, step bodies included, stop the run

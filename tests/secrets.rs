@@ -255,3 +255,27 @@ fn a_secret_in_an_argv_is_warned_about() {
     assert_eq!(code, 0, "{stdout}");
     assert!(stdout.contains("a secret is in the argv of"), "{stdout}");
 }
+
+/// `check` warns too: it plans the steps offline (nothing contacted, nothing changed)
+/// and reports a secret placed in an argv, with the file; the check still passes.
+#[test]
+fn check_warns_about_a_secret_in_an_argv() {
+    let env = Env::new();
+    let rb = env.write(
+        "leaky.lua",
+        "runbook { name = \"leaky\", params = { token = { type = \"string\", secret = true, required = true } } }\nlocal here = target(\"local\")\nstep(\"leaky\", function() here:exec({ \"curl\", \"-H\", \"Authorization: \" .. params.token, \"https://api.example\" }) end)\n",
+    );
+    let out = env
+        .cmd()
+        .args(["check", rb.to_str().unwrap()])
+        .env("RUNBOOK_PARAM_TOKEN", SECRET)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("warning: ") && stderr.contains("leaky.lua: a secret is in the argv of"),
+        "{stderr}"
+    );
+    assert_nothing_of_the_secret("check", &stderr);
+}

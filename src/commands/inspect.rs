@@ -17,7 +17,11 @@ fn inspect(
     engine::load(source, Mode::Inspect, sets, Cancel::new(), remote.clone())
 }
 
-pub fn check(files: &[String], sets: Vec<(String, String)>, remote: RemoteSettings) -> Result<i32> {
+pub async fn check(
+    files: &[String],
+    sets: Vec<(String, String)>,
+    remote: RemoteSettings,
+) -> Result<i32> {
     let mut bad = 0;
     for f in files {
         match source::locate(f).and_then(|s| inspect(&s, sets.clone(), &remote).map(|l| (s, l))) {
@@ -30,6 +34,12 @@ pub fn check(files: &[String], sets: Vec<(String, String)>, remote: RemoteSettin
                     h.params.len(),
                     loaded.steps().len()
                 );
+                drop(loaded);
+                // What only running the steps' code shows, planned offline: nothing is
+                // contacted or changed.
+                for w in engine::offline_warnings(&s, sets.clone(), remote.clone()).await {
+                    eprintln!("warning: {}: {w}", s.label);
+                }
             }
             Err(e) => {
                 bad += 1;

@@ -21,7 +21,7 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
             files,
             sets,
             remote,
-        } => inspect::check(&files, sets, remote_settings(&remote)?),
+        } => inspect::check(&files, sets, remote_settings(&remote)?).await,
         Command::List { dir } => inspect::list(dir, remote_settings(&RemoteArgs::default())?),
         Command::Show { file, remote } => inspect::show(&file, remote_settings(&remote)?),
         Command::History { limit, state_dir } => history::history(limit, state_dir),
