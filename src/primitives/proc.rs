@@ -53,15 +53,18 @@ printf '%s\n%s\n%s\n' "$pid" "$f" "$((off))"
 "#;
 
 /// `$1` name (or empty), `$2` pid (or empty), `$3` timeout in ms (-1: none, wait for the
-/// TERM to work): TERM the group, wait, KILL. Prints `term PID`, `kill PID`, `stopped PID` (was not running) or `none`.
+/// TERM to work): TERM the group, wait, KILL. `sig` tries both spellings of a group kill:
+/// busybox's `kill` signals the group for `-- -PID` yet returns 1, which made this fall
+/// back to the leader alone and never KILL the group there. Prints `term PID`, `kill PID`, `stopped PID` (was not running) or `none`.
 const STOP: &str = r#"pid=$2 t= f=
 [ -z "$1" ] || { d=$(runbook_dir) || exit 1; f=$d/proc-$1.pid; [ -r "$f" ] && read -r pid t < "$f"; }
 case $pid in ''|*[!0-9]*) echo none; exit 0 ;; esac
 if ! up "$pid" "$t"; then [ -z "$1" ] || rm -f "$f"; echo "stopped $pid"; exit 0; fi
-g=-$pid; kill -s TERM -- "$g" 2>/dev/null || { g=$pid; kill -s TERM "$g"; }
+sig() { kill -s "$1" -- "$2" 2>/dev/null || kill -s "$1" "$2" 2>/dev/null; }
+g=-$pid; sig TERM "$g" || { g=$pid; sig TERM "$g"; }
 i=0; while up "$pid" "$t" && { [ "$3" -lt 0 ] || [ $i -lt $(($3 / 100)) ]; }; do sleep 0.1; i=$((i+1)); done
 how=term
-if up "$pid" "$t"; then how=kill; kill -s KILL -- "$g"; i=0; while up "$pid" "$t" && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; fi
+if up "$pid" "$t"; then how=kill; sig KILL "$g"; i=0; while up "$pid" "$t" && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; fi
 [ -z "$1" ] || rm -f "$f"
 echo "$how $pid"
 "#;
@@ -641,6 +644,71 @@ async fn timeout_error(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Under a PATH of busybox applets only (an Alpine-like target), `stop` kills a whole
+    /// group that ignores TERM: the KILL reaches the group, not just its leader.
+    #[test]
+    fn stop_kills_a_term_ignoring_group_under_busybox() {
+        use std::process::Command;
+        let dir = tempfile::tempdir().unwrap();
+        let list = Command::new("busybox")
+            .arg("--list")
+            .output()
+            .expect("busybox is needed for this test (apt-get install busybox-static)");
+        for applet in String::from_utf8_lossy(&list.stdout).lines() {
+            let _ = std::os::unix::fs::symlink("/bin/busybox", dir.path().join(applet));
+        }
+        let mut job = Command::new("setsid")
+            .args(["sh", "-c", "trap '' TERM; sleep 60 & sleep 60; wait"])
+            .spawn()
+            .unwrap();
+        let pid = job.id();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let out = Command::new(dir.path().join("sh"))
+            .args(["-c", &with_up(STOP), "sh", "", &pid.to_string(), "300"])
+            .env_clear()
+            .env("PATH", dir.path())
+            .env("HOME", dir.path())
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        let _ = job.wait();
+        // Live members of the group (a zombie waiting for init to reap it is dead).
+        let live = || -> Vec<String> {
+            let mut out = Vec::new();
+            for e in std::fs::read_dir("/proc").unwrap().flatten() {
+                let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+                    continue;
+                };
+                let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+                    continue;
+                };
+                let f: Vec<&str> = rest.split(' ').collect();
+                if f.len() > 2 && f[2] == pid.to_string() && f[0] != "Z" {
+                    out.push(e.file_name().to_string_lossy().into_owned());
+                }
+            }
+            out
+        };
+        let mut left = live();
+        for _ in 0..20 {
+            if left.is_empty() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            left = live();
+        }
+        let left = left.join(" ");
+        // Clean up whatever survived before asserting.
+        let _ = Command::new("kill")
+            .args(["-s", "KILL", "--", &format!("-{pid}")])
+            .status();
+        assert!(
+            said.starts_with("kill "),
+            "TERM was not enough, KILL went out: {said:?}"
+        );
+        assert!(left.is_empty(), "the group survived: {left}");
+    }
 
     #[test]
     fn lines_split_across_chunks_and_carriage_returns() {
