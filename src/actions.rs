@@ -1,9 +1,9 @@
 //! The one place that decides "really do it" or "plan it", for every command any Lua
 //! function or primitive runs. It also turns each action into events.
 
+use crate::abort::{Abort, Why};
 use crate::ctx::{Ctx, Mode};
 use crate::events::Event;
-use crate::sandbox;
 use crate::targets::pump::Stop;
 use crate::targets::{ExecIo, ExecOutcome, ExecRequest, Group, Stream, Target};
 use std::time::Duration;
@@ -54,13 +54,38 @@ fn tail(ctx: &Ctx, bytes: &[u8], secret_output: bool) -> String {
     ctx.bus.masked_tail(bytes, TAIL_BYTES)
 }
 
+/// Why an action did not run (or not to its end).
+#[derive(Debug)]
+pub enum ActionError {
+    /// The step is being stopped (see `abort.rs`).
+    Stop(Why),
+    /// The action itself failed: a bad argv, a lock, a target that cannot be reached.
+    Failed(String),
+}
+
+impl ActionError {
+    /// The Lua error for it, at the runbook line `at`.
+    pub fn raise_at(self, at: &str) -> mlua::Error {
+        match self {
+            ActionError::Stop(why) => Abort::raise(why, at),
+            ActionError::Failed(msg) => mlua::Error::runtime(format!("{at}: {msg}")),
+        }
+    }
+}
+
+impl From<String> for ActionError {
+    fn from(msg: String) -> Self {
+        ActionError::Failed(msg)
+    }
+}
+
 /// Why no new command may start in the running step, if one may not.
-fn stopped(ctx: &Ctx) -> Result<(), String> {
+fn stopped(ctx: &Ctx) -> Result<(), ActionError> {
     if ctx.aborted() {
-        return Err(sandbox::INTERRUPTED.into());
+        return Err(ActionError::Stop(Why::Interrupted));
     }
     if ctx.past_deadline() {
-        return Err(sandbox::TIMED_OUT.into());
+        return Err(ActionError::Stop(Why::TimedOut));
     }
     Ok(())
 }
@@ -68,7 +93,7 @@ fn stopped(ctx: &Ctx) -> Result<(), String> {
 /// How the warning about a secret in an argv starts (`check` looks for it).
 pub const SECRET_IN_ARGV: &str = "a secret is in the argv of";
 
-pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, String> {
+pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionError> {
     crate::quote::validate_argv(&action.req.argv)?;
     let step = ctx.step.get().map(|s| s.index).unwrap_or(0);
     let id = ctx.next_action_id();
@@ -136,7 +161,7 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, String>
     stopped(ctx)?;
     if ctx.mode == Mode::Real && action.effect == Effect::Change {
         if ctx.record_failed.borrow().as_ref().is_some_and(|f| f.get()) {
-            return Err("the run record can no longer be written (see the error above); runbook does not make changes it cannot record".into());
+            return Err(ActionError::Stop(Why::RecordBroken));
         }
         ctx.locks.ensure(action.target).await?;
     }
@@ -183,8 +208,8 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, String>
     // Queued here, not failed, when the target or this process is at its limit of
     // commands at once (`targets/slots.rs`); `action_started` means it really started.
     let _slot = action.target.slot(&io).await.map_err(|stop| match stop {
-        Stop::Interrupted => sandbox::INTERRUPTED.to_string(),
-        Stop::Deadline | Stop::Timeout => sandbox::TIMED_OUT.to_string(),
+        Stop::Interrupted => ActionError::Stop(Why::Interrupted),
+        Stop::Deadline | Stop::Timeout => ActionError::Stop(Why::TimedOut),
     })?;
     ctx.bus.emit(Event::ActionStarted {
         step,
@@ -243,5 +268,5 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, String>
         stdout_tail,
         stderr_tail,
     });
-    result.map(Performed::Ran)
+    result.map(Performed::Ran).map_err(ActionError::Failed)
 }

@@ -103,14 +103,18 @@ fn load_with(
     ctx.deadline.set(None);
     if let Err(e) = result {
         let msg = error_message(&e);
-        if let Some(at) = msg.strip_suffix(&format!(": {}", sandbox::TIMED_OUT)) {
-            return Err(Error::invalid(format!(
-                "{at}: the top level of the file ran for over {}s; put work inside step() functions",
-                LOAD_BUDGET.as_secs()
-            )));
-        }
-        if msg.ends_with(&format!(": {}", sandbox::INTERRUPTED)) {
-            return Err(Error::Interrupted(ctx.cancel.exit_code()));
+        match crate::abort::Abort::of(&e) {
+            Some(a) if a.why == crate::abort::Why::Interrupted => {
+                return Err(Error::Interrupted(ctx.cancel.exit_code()));
+            }
+            Some(a) => {
+                return Err(Error::invalid(format!(
+                    "{}: the top level of the file ran for over {}s; put work inside step() functions",
+                    a.at,
+                    LOAD_BUDGET.as_secs()
+                )));
+            }
+            None => {}
         }
         if matches!(e, mlua::Error::MemoryError(_)) {
             let near = ctx.last_location.borrow().clone();
@@ -719,12 +723,10 @@ async fn run_step(
         let aborted = ctx.aborted();
         let run_over = run_deadline.is_some_and(|d| Instant::now() >= d);
         let raw = crate::lua_api::located(&err, &step.location);
-        // Aborts arrive as `file:line: timed out` / `file:line: interrupted`.
-        let at = raw
-            .strip_suffix(&format!(": {}", sandbox::TIMED_OUT))
-            .or_else(|| raw.strip_suffix(&format!(": {}", sandbox::INTERRUPTED)))
-            .unwrap_or(&step.location)
-            .to_string();
+        // An abort names the line where it was noticed; the words are the engine's.
+        let at = crate::abort::Abort::of(&err)
+            .map(|a| a.at.clone())
+            .unwrap_or_else(|| step.location.clone());
         let msg = if aborted {
             let sig = if ctx.cancel.exit_code() == 143 {
                 "SIGTERM"

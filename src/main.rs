@@ -1,5 +1,6 @@
 //! `runbook`: runs operations runbooks written in Lua.
 
+mod abort;
 mod actions;
 mod cancel;
 mod cli;

@@ -192,6 +192,10 @@ fn install_require(lua: &Lua) -> mlua::Result<()> {
         loading.borrow_mut().pop();
         // Name the line that asked for the module as well as the line inside it that failed.
         let value = value.map_err(|e| {
+            // A timeout or Ctrl-C inside the module is the step's, not the module's failure.
+            if crate::abort::Abort::of(&e).is_some() {
+                return e;
+            }
             mlua::Error::runtime(format!("{loc}: require(\"{name}\") failed: {}", lua_api::error_message(&e)))
         })?;
         let value = if value.is_nil() { Value::Boolean(true) } else { value };
@@ -216,20 +220,18 @@ fn install_hook(lua: &Lua) -> mlua::Result<()> {
     )
 }
 
-/// Errors once the running step is interrupted or out of time. The message is
-/// `file:line: interrupted` or `file:line: timed out`; the engine words the rest.
+/// Errors with an [`Abort`](crate::abort::Abort) once the running step is interrupted or
+/// out of time; the engine words the rest.
 pub fn abort_check(ctx: &crate::ctx::Ctx, loc: &str) -> mlua::Result<()> {
+    use crate::abort::{Abort, Why};
     if ctx.aborted() {
-        return Err(mlua::Error::runtime(format!("{loc}: {INTERRUPTED}")));
+        return Err(Abort::raise(Why::Interrupted, loc));
     }
     if ctx.past_deadline() {
-        return Err(mlua::Error::runtime(format!("{loc}: {TIMED_OUT}")));
+        return Err(Abort::raise(Why::TimedOut, loc));
     }
     Ok(())
 }
-
-pub const INTERRUPTED: &str = "interrupted";
-pub const TIMED_OUT: &str = "timed out";
 
 /// Name of the registry table (weak keys) holding the coroutines a runbook made with
 /// `coroutine.create`/`coroutine.wrap`; see [`in_runbook_coroutine`].

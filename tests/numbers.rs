@@ -195,23 +195,23 @@ fn overflowing_durations_in_declarations_are_refused_at_their_line() {
     let places = [
         (
             "step timeout",
-            "step(\"s\", { timeout = V }, function() end) -- HERE",
+            "step(\"s\", { timeout = @V@ }, function() end) -- HERE",
             "step(\"s\"): timeout:",
         ),
         (
             "retry delay",
-            "step(\"s\", { retries = 1, delay = V }, function() end) -- HERE",
+            "step(\"s\", { retries = 1, delay = @V@ }, function() end) -- HERE",
             "step(\"s\"): delay:",
         ),
         (
             "ssh connect_timeout",
-            "local h = ssh(\"h.example\", { connect_timeout = V }) -- HERE",
+            "local h = ssh(\"h.example\", { connect_timeout = @V@ }) -- HERE",
             "ssh(): connect_timeout:",
         ),
     ];
     for (what, template, msg) in places {
         for v in HOSTILE {
-            let text = runbook(&template.replace('V', v));
+            let text = runbook(&template.replace("@V@", v));
             env.write("n.lua", &text);
             let o = run(&env, "n.lua", &[], None);
             assert_refused(&env, &o, &here("n.lua", &text), msg);
@@ -225,35 +225,35 @@ fn overflowing_durations_in_calls_fail_the_step_at_their_line() {
     let env = Env::new();
     let log = env.scratch().join("wait.log");
     let wait_for = format!(
-        "proc.wait_for(here, {{ file = \"{}\", pattern = \"x\", timeout = V }})",
+        "proc.wait_for(here, {{ file = \"{}\", pattern = \"x\", timeout = @V@ }})",
         log.display()
     );
     let places = [
         (
             "exec",
-            "here:exec({ \"true\" }, { timeout = V })".to_string(),
+            "here:exec({ \"true\" }, { timeout = @V@ })".to_string(),
             "exec: timeout:",
         ),
         (
             "shell",
-            "here:shell(\"true\", { timeout = V })".to_string(),
+            "here:shell(\"true\", { timeout = @V@ })".to_string(),
             "shell: timeout:",
         ),
-        ("sleep", "sleep(V)".to_string(), "sleep():"),
+        ("sleep", "sleep(@V@)".to_string(), "sleep():"),
         ("proc.wait_for", wait_for, "proc.wait_for(): timeout:"),
         (
             "proc.stop",
-            "proc.stop(here, { name = \"nothing-numbers\", timeout = V })".to_string(),
+            "proc.stop(here, { name = \"nothing-numbers\", timeout = @V@ })".to_string(),
             "proc.stop(): timeout:",
         ),
         (
             "warmup.run",
-            "warmup.run(here, { script = \"w.py\", timeout = V })".to_string(),
+            "warmup.run(here, { script = \"w.py\", timeout = @V@ })".to_string(),
             "warmup.run(): timeout:",
         ),
         (
             "venv.build",
-            "venv.build(here, { path = \"/tmp/numbers-venv\", timeout = V })".to_string(),
+            "venv.build(here, { path = \"/tmp/numbers-venv\", timeout = @V@ })".to_string(),
             "venv.build(): timeout:",
         ),
     ];
@@ -261,7 +261,7 @@ fn overflowing_durations_in_calls_fail_the_step_at_their_line() {
         for v in HOSTILE {
             let text = runbook(&format!(
                 "step(\"s\", function()\n  {} -- HERE\nend)",
-                call.replace('V', v)
+                call.replace("@V@", v)
             ));
             env.write("n.lua", &text);
             let o = run(&env, "n.lua", &[], None);

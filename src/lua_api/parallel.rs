@@ -98,7 +98,7 @@ async fn parallel(
                 let msg = super::error_message(&e);
                 // After a timeout or Ctrl-C, every item still queued fails the same way:
                 // one line says so below instead of thousands of identical ones.
-                if (ctx.aborted() || ctx.past_deadline()) && is_abort(&msg) {
+                if (ctx.aborted() || ctx.past_deadline()) && crate::abort::Abort::of(&e).is_some() {
                     stopped += 1;
                     failures.push(format!("  {label}: {msg}"));
                     continue;
@@ -132,13 +132,6 @@ async fn parallel(
             failures.join("\n")
         ),
     ))
-}
-
-/// Whether an item's error is the step being stopped (`file:line: timed out`).
-fn is_abort(msg: &str) -> bool {
-    [crate::sandbox::TIMED_OUT, crate::sandbox::INTERRUPTED]
-        .iter()
-        .any(|w| msg.ends_with(&format!(": {w}")))
 }
 
 /// How an item is named in progress lines: a target's name, a string, or its position.

@@ -397,7 +397,7 @@ async fn run(
     };
     let performed = actions::perform(ctx, action)
         .await
-        .map_err(|e| mlua::Error::runtime(format!("{loc}: {e}")))?;
+        .map_err(|e| e.raise_at(&loc))?;
     let result = lua.create_table()?;
     let out = match performed {
         Performed::Planned => {
@@ -411,17 +411,12 @@ async fn run(
         }
         Performed::Ran(out) => out,
     };
+    use crate::abort::{Abort, Why};
     if out.interrupted {
-        return Err(mlua::Error::runtime(format!(
-            "{loc}: {}",
-            crate::sandbox::INTERRUPTED
-        )));
+        return Err(Abort::raise(Why::Interrupted, &loc));
     }
     if out.deadline_hit {
-        return Err(mlua::Error::runtime(format!(
-            "{loc}: {}",
-            crate::sandbox::TIMED_OUT
-        )));
+        return Err(Abort::raise(Why::TimedOut, &loc));
     }
     let ok = out.code == Some(0) && !out.timed_out;
     result.raw_set("ok", ok)?;

@@ -177,15 +177,16 @@ impl Step<'_> {
         };
         match actions::perform(self.ctx, action)
             .await
-            .map_err(|e| self.fail(e))?
+            .map_err(|e| e.raise_at(&self.at))?
         {
             Performed::Planned => Ok(Ran::Planned),
             Performed::Ran(out) => {
+                use crate::abort::{Abort, Why};
                 if out.interrupted {
-                    return Err(self.fail(crate::sandbox::INTERRUPTED));
+                    return Err(Abort::raise(Why::Interrupted, &self.at));
                 }
                 if out.deadline_hit {
-                    return Err(self.fail(crate::sandbox::TIMED_OUT));
+                    return Err(Abort::raise(Why::TimedOut, &self.at));
                 }
                 Ok(Ran::Done(out))
             }
