@@ -27,6 +27,8 @@ mod source;
 mod state;
 mod suggest;
 mod targets;
+#[cfg(test)]
+mod testing;
 mod watchdog;
 
 use clap::Parser;

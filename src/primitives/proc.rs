@@ -650,14 +650,7 @@ mod tests {
     #[test]
     fn stop_kills_a_term_ignoring_group_under_busybox() {
         use std::process::Command;
-        let dir = tempfile::tempdir().unwrap();
-        let list = Command::new("busybox")
-            .arg("--list")
-            .output()
-            .expect("busybox is needed for this test (apt-get install busybox-static)");
-        for applet in String::from_utf8_lossy(&list.stdout).lines() {
-            let _ = std::os::unix::fs::symlink("/bin/busybox", dir.path().join(applet));
-        }
+        let dir = crate::testing::busybox_applets();
         let mut job = Command::new("setsid")
             .args(["sh", "-c", "trap '' TERM; sleep 60 & sleep 60; wait"])
             .spawn()

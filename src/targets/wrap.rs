@@ -239,14 +239,7 @@ mod tests {
     /// wrapper still starts a new group, reports it, and keeps the exit code.
     #[test]
     fn killable_works_with_busybox_setsid() {
-        let dir = tempfile::tempdir().unwrap();
-        let list = Command::new("busybox")
-            .arg("--list")
-            .output()
-            .expect("busybox is needed for this test (apt-get install busybox-static)");
-        for applet in String::from_utf8_lossy(&list.stdout).lines() {
-            let _ = std::os::unix::fs::symlink("/bin/busybox", dir.path().join(applet));
-        }
+        let dir = crate::testing::busybox_applets();
         let argv = killable(vec![
             "sh".into(),
             "-c".into(),

@@ -22,16 +22,7 @@ struct Shell {
 /// walks the tree itself.
 fn shells() -> Vec<Shell> {
     let system = std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into());
-    let list = Command::new("busybox")
-        .arg("--list")
-        .output()
-        .expect("these tests run the scripts under busybox sh: install busybox (busybox-static)");
-    assert!(list.status.success(), "busybox --list failed");
-    let applets = tempfile::tempdir().unwrap();
-    let busybox = which("busybox");
-    for name in String::from_utf8_lossy(&list.stdout).lines() {
-        symlink(&busybox, applets.path().join(name)).unwrap();
-    }
+    let applets = crate::testing::busybox_applets();
     let mut out = vec![
         Shell {
             name: "dash",
@@ -56,15 +47,6 @@ fn shells() -> Vec<Shell> {
         _applets: Some(applets),
     });
     out
-}
-
-fn which(program: &str) -> PathBuf {
-    std::env::var("PATH")
-        .unwrap_or_default()
-        .split(':')
-        .map(|d| Path::new(d).join(program))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("{program} is not on PATH"))
 }
 
 impl Shell {
