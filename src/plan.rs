@@ -3,9 +3,11 @@
 //!
 //! The confirmation pass (a silent dry-run) records every change it plans. Once the user
 //! confirmed them, the real run compares each change, when it is reached, with the next
-//! confirmed one: same target, same exact command, same standard input. A difference
-//! stops the run before that change, and every later change is refused too. A retried
-//! step starts again from its own first confirmed change, so retries are no difference.
+//! confirmed one: same step, same target, same exact command, same standard input. A
+//! difference stops the run before that change, and every later change is refused too.
+//! Each attempt of a step starts at that step's own first confirmed change: a retry does
+//! its changes again, and the changes of steps the run skipped (after a failure, a false
+//! `when`) are passed over, so an `always` cleanup step keeps its place.
 
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -30,7 +32,8 @@ impl Change {
     }
 
     fn same(&self, other: &Change) -> bool {
-        self.target == other.target
+        self.step == other.step
+            && self.target == other.target
             && self.command == other.command
             && self.stdin_digest == other.stdin_digest
     }
@@ -40,9 +43,10 @@ impl Change {
 #[derive(Debug, Default)]
 pub struct Enforcer {
     confirmed: Vec<Change>,
-    next: usize,
-    /// Where each step's changes start in `confirmed` (set at its first attempt).
-    step_first: HashMap<usize, usize>,
+    /// Which confirmed changes ran (in this attempt of their step).
+    used: Vec<bool>,
+    /// The step whose attempt runs now.
+    step: Option<usize>,
     /// Set at the first difference: nothing changes after that.
     broken: Option<String>,
 }
@@ -50,34 +54,45 @@ pub struct Enforcer {
 impl Enforcer {
     pub fn new(confirmed: Vec<Change>) -> Self {
         Enforcer {
+            used: vec![false; confirmed.len()],
             confirmed,
             ..Default::default()
         }
     }
 
-    /// An attempt of `step` starts: a retry does its changes again, from the step's first.
+    /// An attempt of `step` starts: its confirmed changes are all to run again (a retry
+    /// repeats them). Steps run in order, so the changes of steps the run skipped are
+    /// simply never asked for.
     pub fn step_attempt(&mut self, step: usize) {
-        let first = *self.step_first.entry(step).or_insert(self.next);
-        self.next = first;
+        self.step = Some(step);
+        for (c, used) in self.confirmed.iter().zip(self.used.iter_mut()) {
+            if c.step == step {
+                *used = false;
+            }
+        }
     }
 
-    /// Allows `now` when it is the next confirmed change; otherwise says why not, in
-    /// words that show both versions (`step_name` names the step of `now`).
+    /// Allows `now` when it is one of its step's confirmed changes not run yet (in any
+    /// order within the step: `parallel()` items finish in any order); otherwise says
+    /// why not, showing both versions (`step_name` names the step of `now`).
     pub fn allow(&mut self, now: &Change, step_name: &str) -> Result<(), String> {
         if let Some(why) = &self.broken {
             return Err(format!(
                 "no change runs after the run left the confirmed plan ({why})"
             ));
         }
-        let why = match self.confirmed.get(self.next) {
-            Some(want) if want.same(now) => {
-                self.next += 1;
-                return Ok(());
-            }
+        let open: Vec<usize> = (0..self.confirmed.len())
+            .filter(|&i| !self.used[i] && self.confirmed[i].step == now.step)
+            .collect();
+        if let Some(&i) = open.iter().find(|&&i| self.confirmed[i].same(now)) {
+            self.used[i] = true;
+            return Ok(());
+        }
+        let mut lines = vec![format!(
+            "step \"{step_name}\": this change is not one that was confirmed for this step; stopped before it, and nothing further is changed"
+        )];
+        match open.first().map(|&i| &self.confirmed[i]) {
             Some(want) => {
-                let mut lines = vec![format!(
-                    "step \"{step_name}\": this change is not the one that was confirmed; stopped before it, and nothing further is changed"
-                )];
                 if want.target != now.target {
                     lines.push(format!("  confirmed on: {}", want.target));
                     lines.push(format!("  now on:       {}", now.target));
@@ -87,16 +102,32 @@ impl Enforcer {
                 if want.command == now.command && want.stdin_digest != now.stdin_digest {
                     lines.push("  (the same command, with different standard input)".into());
                 }
-                lines.join("\n")
             }
-            None => format!(
-                "step \"{step_name}\": this change was not in the confirmed plan ({} confirmed changes all ran); stopped before it, and nothing further is changed\n  now: {}",
-                self.confirmed.len(),
-                now.command
-            ),
-        };
+            None => {
+                let elsewhere = self.confirmed.iter().any(|c| c.same_but_step(now));
+                lines.push(format!(
+                    "  confirmed: nothing more in this step{}",
+                    if elsewhere {
+                        " (this command was confirmed for another step)"
+                    } else {
+                        ""
+                    }
+                ));
+                lines.push(format!("  now:       {}", now.command));
+            }
+        }
         self.broken = Some(format!("step \"{step_name}\""));
-        Err(why)
+        Err(lines.join("\n"))
+    }
+}
+
+impl Change {
+    fn same_but_step(&self, other: &Change) -> bool {
+        Change {
+            step: other.step,
+            ..self.clone()
+        }
+        .same(other)
     }
 }
 
@@ -143,7 +174,46 @@ mod tests {
         assert!(e
             .allow(&change(1, "d"), "t")
             .unwrap_err()
-            .contains("not in the confirmed plan"));
+            .contains("nothing more in this step"));
+    }
+
+    /// A change the user saw in a later step does not run in an earlier one (review F2).
+    #[test]
+    fn a_confirmed_change_does_not_run_in_another_step() {
+        let mut e = Enforcer::new(vec![change(2, "rm -f canary")]);
+        e.step_attempt(0);
+        let err = e.allow(&change(0, "rm -f canary"), "early").unwrap_err();
+        assert!(err.contains("confirmed for another step"), "{err}");
+    }
+
+    /// After a failure the run skips steps; an `always` step's confirmed change still
+    /// runs (review F3).
+    #[test]
+    fn skipped_steps_changes_are_passed_over() {
+        let mut e = Enforcer::new(vec![
+            change(0, "touch started"),
+            change(1, "touch more"),
+            change(2, "rm -f started"),
+        ]);
+        e.step_attempt(0);
+        assert!(e.allow(&change(0, "touch started"), "work").is_ok());
+        // step 1 skipped; step 2 (always) runs
+        e.step_attempt(2);
+        assert!(e.allow(&change(2, "rm -f started"), "cleanup").is_ok());
+        // a step with no confirmed change may make none
+        e.step_attempt(3);
+        assert!(e.allow(&change(3, "touch x"), "extra").is_err());
+    }
+
+    /// `parallel()` items finish in any order: within a step, any confirmed change may
+    /// come next, each once.
+    #[test]
+    fn within_a_step_the_order_is_free_but_each_change_runs_once() {
+        let mut e = Enforcer::new(vec![change(0, "touch a"), change(0, "touch b")]);
+        e.step_attempt(0);
+        assert!(e.allow(&change(0, "touch b"), "fan").is_ok());
+        assert!(e.allow(&change(0, "touch a"), "fan").is_ok());
+        assert!(e.allow(&change(0, "touch a"), "fan").is_err());
     }
 
     #[test]

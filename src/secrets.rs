@@ -114,17 +114,43 @@ impl Masker {
         self.mask(&text)
     }
 
-    /// The last `max` bytes of `bytes` as text, masked before it is cut, so the cut never
-    /// leaves part of a secret showing.
+    /// The last `max` bytes of `bytes` as text, with every secret that reaches into them
+    /// masked, also one that starts before the cut (its part after the cut shows as the
+    /// mask). Occurrences are found in a window wide enough to hold any secret that
+    /// crosses the cut, and masked in the window's own coordinates, so masking one copy
+    /// never moves the cut into another.
     pub fn masked_tail(&self, bytes: &[u8], max: usize) -> String {
-        let window = max + self.longest();
-        let start = bytes.len().saturating_sub(window);
-        let masked = self.mask(&String::from_utf8_lossy(&bytes[start..]));
-        let mut cut = masked.len().saturating_sub(max);
-        while !masked.is_char_boundary(cut) {
+        let start = bytes.len().saturating_sub(max + self.longest());
+        let text = String::from_utf8_lossy(&bytes[start..]).into_owned();
+        let mut cut = text.len().saturating_sub(max);
+        while !text.is_char_boundary(cut) {
             cut += 1;
         }
-        masked[cut..].to_string()
+        // Longest first, so a secret that contains another is masked whole.
+        let mut ranges: Vec<(usize, usize)> = Vec::new();
+        for v in &self.values {
+            for (at, _) in text.match_indices(v.as_str()) {
+                let end = at + v.len();
+                if !ranges.iter().any(|&(a, b)| at < b && a < end) {
+                    ranges.push((at, end));
+                }
+            }
+        }
+        ranges.sort_unstable();
+        let mut out = String::new();
+        let mut pos = cut;
+        for (a, b) in ranges {
+            if b <= pos {
+                continue;
+            }
+            if a > pos {
+                out.push_str(&text[pos..a]);
+            }
+            out.push_str(MASK);
+            pos = b;
+        }
+        out.push_str(&text[pos..]);
+        out
     }
 
     pub fn is_empty(&self) -> bool {
@@ -205,6 +231,19 @@ mod tests {
                 !tail.contains("VALUE") && !tail.contains("3456") && !tail.contains("56b"),
                 "{max}: {tail}"
             );
+        }
+        // Two copies: masking the later one must not pull the cut into the earlier one.
+        for gap in 0..80 {
+            let out = format!(
+                "S3CR3T-TOKEN-VALUE-123456{}S3CR3T-TOKEN-VALUE-123456",
+                "x".repeat(gap)
+            );
+            for max in 1..out.len() {
+                let tail = m.masked_tail(out.as_bytes(), max);
+                for piece in ["TOKEN", "VALUE", "3456", "CR3T", "-123"] {
+                    assert!(!tail.contains(piece), "gap {gap}, max {max}: {tail}");
+                }
+            }
         }
     }
 

@@ -1707,7 +1707,7 @@ step("later", function() here:exec({ "touch", params.dir .. "/later" }) end)
         "nothing further is changed:\n{screen}"
     );
     assert!(
-        screen.contains("this change is not the one that was confirmed")
+        screen.contains("this change is not one that was confirmed for this step")
             && screen.contains(&format!("confirmed: rm -rf -- {}/dir1", dir.display()))
             && screen.contains(&format!("now:       rm -rf -- {}/dir2", dir.display())),
         "{screen}"
@@ -1892,4 +1892,60 @@ end)
         describe(&o)
     );
     assert!(!dir.join("made").exists());
+}
+
+/// Found by review: a change confirmed for a later step must not run in an earlier step
+/// whose `when` drifted from false to true (before the gate the user saw); and an
+/// `always` cleanup still runs its confirmed change after an earlier step failed.
+#[test]
+fn confirmed_changes_stay_in_their_steps_and_always_steps_keep_theirs() {
+    let env = Env::new();
+    let dir = env.scratch();
+    std::fs::write(dir.join("canary"), "x").unwrap();
+    let rb = env.write(
+        "swap.lua",
+        r#"runbook { name = "swap", params = { dir = { type = "path", required = true } } }
+local here = target("local")
+local function second_time()
+  local r = here:exec({ "sh", "-c", 'if [ -e "$1/seen" ]; then echo yes; else touch "$1/seen"; echo no; fi', "sh", params.dir }, { read_only = true })
+  return r.stdout == "yes\n"
+end
+step("early", { when = second_time }, function() here:exec({ "rm", "-f", "--", params.dir .. "/canary" }) end)
+step("gate", function() here:exec({ "test", "-e", params.dir .. "/canary" }, { read_only = true }) end)
+step("delete", function() here:exec({ "rm", "-f", "--", params.dir .. "/canary" }) end)
+"#,
+    );
+    let set = format!("dir={}", dir.display());
+    let (code, screen) =
+        run_on_a_terminal(&env, &["run", rb.to_str().unwrap(), "--set", &set], "y\n");
+    assert_eq!(code, 1, "{screen}");
+    assert!(
+        dir.join("canary").exists(),
+        "the rm ran in a step nobody saw it in:\n{screen}"
+    );
+    assert!(screen.contains("confirmed for another step"), "{screen}");
+
+    let env = Env::new();
+    let dir = env.scratch();
+    let rb = env.write(
+        "cleanup.lua",
+        r#"runbook { name = "cleanup", params = { dir = { type = "path", required = true } } }
+local here = target("local")
+step("work", function()
+  here:exec({ "touch", params.dir .. "/started" })
+  here:exec({ "sh", "-c", "exit 3" })
+end)
+step("more", function() here:exec({ "touch", params.dir .. "/more" }) end)
+step("cleanup", { always = true }, function() here:exec({ "rm", "-f", "--", params.dir .. "/started" }) end)
+"#,
+    );
+    let set = format!("dir={}", dir.display());
+    let (code, screen) =
+        run_on_a_terminal(&env, &["run", rb.to_str().unwrap(), "--set", &set], "y\n");
+    assert_eq!(code, 1, "{screen}");
+    assert!(
+        !dir.join("started").exists(),
+        "the always step cleaned up:\n{screen}"
+    );
+    assert!(!dir.join("more").exists(), "{screen}");
 }

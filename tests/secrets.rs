@@ -279,3 +279,21 @@ fn check_warns_about_a_secret_in_an_argv() {
     );
     assert_nothing_of_the_secret("check", &stderr);
 }
+
+/// The secret twice, about a tail's length apart: masking the second copy must not pull
+/// the tail's cut into the first (found by review: 11 characters showed).
+#[test]
+fn two_copies_of_a_secret_around_the_tail_cut_are_masked() {
+    let env = Env::new();
+    for pad in [4096 - 15, 4096 - 10, 4096 - 20, 4096 - 1] {
+        let (code, stdout, _) = run(
+            &env,
+            &format!(
+                r#"step("print", function()
+  here:exec({{ "sh", "-c", 'printf "head\n%s%s%s\n" "$TOKEN" "$Q" "$TOKEN"' }}, {{ env = {{ TOKEN = params.token, Q = string.rep("x", {pad}) }}, read_only = true }})
+end)"#
+            ),
+        );
+        assert_eq!(code, 0, "{stdout}");
+    }
+}
