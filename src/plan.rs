@@ -10,7 +10,6 @@
 //! `when`) are passed over, so an `always` cleanup step keeps its place.
 
 use sha2::{Digest, Sha256};
-use std::collections::HashMap;
 
 /// One change as planned or as about to run.
 #[derive(Debug, Clone, PartialEq, Eq)]
