@@ -101,16 +101,21 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
     let command = action.target.render(&action.req);
     // An argv is readable by every user of the machine (/proc/PID/cmdline) while the
     // command runs, on every hop: say so when a secret is in one. Env and stdin are not.
-    let argv_has_secret = action.req.argv.iter().any(|w| {
-        let w = w.to_string_lossy();
-        ctx.bus.mask(&w) != w
-    });
+    let has_secret = |w: &str| ctx.bus.mask(w) != w;
+    // `cwd` is an argv word too on every remote hop (`sh -c 'cd -- "$1" …' sh DIR`).
+    let cwd_is_argv = !matches!(action.target, Target::Local);
+    let argv_has_secret = action
+        .req
+        .argv
+        .iter()
+        .any(|w| has_secret(&w.to_string_lossy()))
+        || (cwd_is_argv && action.req.cwd.as_deref().is_some_and(has_secret));
     if argv_has_secret {
         ctx.bus.emit(Event::Log {
             step: Some(step),
             level: "warn".into(),
             message: format!(
-                "{SECRET_IN_ARGV} `{}` on {target}: every user of that machine can read it (ps, /proc/PID/cmdline) while it runs; pass it with env = {{ … }} or stdin = … instead",
+                "{SECRET_IN_ARGV} `{}` on {target} (or in its cwd, which is an argv word on remote targets): every user of that machine can read it (ps, /proc/PID/cmdline) while it runs; pass it with env = {{ … }} or stdin = … instead",
                 action.summary
             ),
         });

@@ -88,6 +88,8 @@ pub struct Ctx {
     pub abort_at: Cell<u32>,
     /// When the current step (or the load) must end.
     pub deadline: Cell<Option<Instant>>,
+    /// When everything must have ended, `always` steps included (`check`'s offline pass).
+    pub hard_end: Cell<Option<Instant>>,
     pub step: Cell<Option<StepCursor>>,
     pub action_seq: Cell<u64>,
     pub header: RefCell<Option<Header>>,
@@ -138,6 +140,7 @@ impl Ctx {
             cancel,
             abort_at: Cell::new(0),
             deadline: Cell::new(None),
+            hard_end: Cell::new(None),
             step: Cell::new(None),
             action_seq: Cell::new(0),
             header: RefCell::new(None),

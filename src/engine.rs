@@ -163,7 +163,9 @@ pub async fn offline_warnings(
     plan.ctx
         .bus
         .add_sink(Box::new(CollectSink(collected.clone())));
-    // Bounded: a step that loops in its Lua code must not make `check` hang.
+    // Bounded, `always` steps included: a step that loops in its Lua code must not make
+    // `check` hang.
+    plan.ctx.hard_end.set(Some(Instant::now() + CHECK_BUDGET));
     run_steps(&plan, &ResumePlan::default(), Some(CHECK_BUDGET), true).await;
     let events = collected.0.borrow();
     let mut out: Vec<String> = events
@@ -578,6 +580,16 @@ async fn run_steps(
     let mut tally = Tally::default();
     let mut failed = false;
     for (index, step) in steps.iter().enumerate() {
+        if ctx.hard_end.get().is_some_and(|h| Instant::now() >= h) {
+            skip(
+                ctx,
+                &mut tally,
+                index,
+                step,
+                "check's time for the plan ran out".into(),
+            );
+            continue;
+        }
         let interrupted = ctx.cancel.count() > 0;
         let out_of_time = run_deadline.is_some_and(|d| Instant::now() >= d);
         if !step.opts.always && (failed || interrupted || out_of_time) {
@@ -630,14 +642,22 @@ enum StepOutcome {
     Skipped(String),
 }
 
-fn step_deadline(step: &StepDecl, run_deadline: Option<Instant>) -> Option<Instant> {
+fn step_deadline(
+    step: &StepDecl,
+    run_deadline: Option<Instant>,
+    hard_end: Option<Instant>,
+) -> Option<Instant> {
     let now = Instant::now();
     let own = step.opts.timeout.map(|t| now + t);
-    match run_deadline {
+    let deadline = match run_deadline {
         // An `always` step after the run ran out of time still gets a chance to clean up.
         Some(rd) if rd <= now && step.opts.always => Some(own.unwrap_or(now + ALWAYS_GRACE)),
         Some(rd) => Some(own.map_or(rd, |o| o.min(rd))),
         None => own,
+    };
+    match (deadline, hard_end) {
+        (Some(d), Some(h)) => Some(d.min(h)),
+        (d, h) => d.or(h),
     }
 }
 
@@ -657,7 +677,7 @@ async fn run_step(
             index,
             changed: false,
         }));
-        let deadline = step_deadline(step, run_deadline);
+        let deadline = step_deadline(step, run_deadline, ctx.hard_end.get());
         ctx.deadline.set(deadline);
         crate::watchdog::arm(index, &step.name, deadline, planning);
         let decided = when.call_async::<Value>(()).await;
@@ -688,7 +708,7 @@ async fn run_step(
             name: step.name.clone(),
             attempt,
         });
-        let deadline = step_deadline(step, run_deadline);
+        let deadline = step_deadline(step, run_deadline, ctx.hard_end.get());
         ctx.step.set(Some(StepCursor {
             index,
             changed: false,

@@ -611,3 +611,43 @@ step("stop", function() proc.stop(here, {{ name = "fast" }}) end)
     );
     assert_eq!(logged(&logs, "since"), "READY 12.5 Ktok/s");
 }
+
+/// Found by review: a symlink planted at the lock's holder file (or a pid file) inside
+/// runbook's own directory is refused, not written through.
+#[test]
+fn symlinks_inside_the_private_directory_are_refused() {
+    let s = Setup::new();
+    let dir = s.runtime.join("runbook");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let victim = s.env.scratch().join("victim");
+    std::fs::write(&victim, "VICTIM").unwrap();
+    std::os::unix::fs::symlink(&victim, dir.join("lock.holder")).unwrap();
+    std::os::unix::fs::symlink(&victim, dir.join("proc-quiet.pid")).unwrap();
+    let rb = s.env.write(
+        "planted.lua",
+        r#"runbook { name = "planted" }
+step("change", function() target("local"):exec({ "true" }) end)
+step("job", function() proc.stop(target("local"), { name = "quiet" }) end)
+"#,
+    );
+    let out = s
+        .env
+        .cmd()
+        .args(["run", rb.to_str().unwrap(), "--json", "--yes"])
+        .env("XDG_RUNTIME_DIR", &s.runtime)
+        .env_remove("RUNBOOK_LOCK_FILE")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(
+        step_error(&out).contains("is a symbolic link"),
+        "{}",
+        describe(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "VICTIM",
+        "nothing was written through the link"
+    );
+}

@@ -457,3 +457,32 @@ end
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// A secret in `cwd` is an argv word on remote hops (`sh -c 'cd -- "$1" …' sh DIR`):
+/// warned about like a secret in the argv (found by review).
+#[test]
+fn a_secret_in_a_remote_cwd_is_warned_about() {
+    require_sshd!();
+    let fleet = Fleet::start(1);
+    let env = Env::new();
+    let rb = env.write(
+        "cwd.lua",
+        r#"runbook { name = "cwd", params = { token = { type = "string", secret = true, required = true } } }
+step("in a secret dir", function()
+  target("node1"):exec({ "true" }, { cwd = "/tmp/cwd-" .. params.token, read_only = true, check = false })
+end)
+"#,
+    );
+    let out = env
+        .cmd()
+        .arg("run")
+        .arg(&rb)
+        .args(fleet.args())
+        .args(["--yes", "--json"])
+        .env("RUNBOOK_PARAM_TOKEN", "cwd-s3cr3t-98765")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("a secret is in the argv of"), "{stdout}");
+    assert!(!stdout.contains("cwd-s3cr3t-98765"), "{stdout}");
+}

@@ -297,3 +297,31 @@ end)"#
         assert_eq!(code, 0, "{stdout}");
     }
 }
+
+/// `check` stays bounded (5 s) even with looping `always` steps in its offline plan
+/// (found by review: 5 s + 60 s per `always` step).
+#[test]
+fn check_with_looping_always_steps_stays_bounded() {
+    let env = Env::new();
+    let rb = env.write(
+        "loops.lua",
+        "runbook { name = \"loops\", params = { token = { type = \"string\", secret = true, default = \"s3cr3t-default-xyz\" } } }\nstep(\"loop\", function() while true do end end)\nstep(\"c1\", { always = true }, function() while true do end end)\nstep(\"c2\", { always = true }, function() while true do end end)\n",
+    );
+    let started = std::time::Instant::now();
+    let out = env
+        .cmd()
+        .args(["check", rb.to_str().unwrap()])
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(15),
+        "check took {:?}",
+        started.elapsed()
+    );
+}

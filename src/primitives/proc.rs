@@ -32,7 +32,7 @@ const UP: &str = r#"up() {
 
 /// `$1` name (or empty), `$2` pid (or empty): prints `running PID`, `stopped PID` or `none`.
 const PROBE: &str = r#"pid=$2 t=
-[ -z "$1" ] || { d=$(runbook_dir) || exit 1; f=$d/proc-$1.pid; [ -r "$f" ] && read -r pid t < "$f"; }
+[ -z "$1" ] || { d=$(runbook_dir) || exit 1; f=$d/proc-$1.pid; no_link "$f" || exit 1; [ -r "$f" ] && read -r pid t < "$f"; }
 case $pid in ''|*[!0-9]*) echo none; exit 0 ;; esac
 if up "$pid" "$t"; then echo "running $pid"; else echo "stopped $pid"; fi
 "#;
@@ -40,6 +40,7 @@ if up "$pid" "$t"; then echo "running $pid"; else echo "stopped $pid"; fi
 /// `$1` name, `$2` log, then the job's argv: prints the pid, the pid file, and the size
 /// of the log before the job started (where `wait_for` starts reading).
 const SPAWN: &str = r#"d=$(runbook_dir) || exit 1; f=$d/proc-$1.pid log=$2; shift 2
+no_link "$f" || exit 1
 if [ -r "$f" ] && read -r pid t < "$f" && [ -n "$pid" ] && up "$pid" "$t"; then echo "runbook: already running (pid $pid)" >&2; exit 3; fi
 command -v setsid >/dev/null || { echo "runbook: setsid is not installed" >&2; exit 127; }
 command -v "$1" >/dev/null || { echo "runbook: $1: command not found" >&2; exit 127; }
@@ -57,7 +58,7 @@ printf '%s\n%s\n%s\n' "$pid" "$f" "$((off))"
 /// busybox's `kill` signals the group for `-- -PID` yet returns 1, which made this fall
 /// back to the leader alone and never KILL the group there. Prints `term PID`, `kill PID`, `stopped PID` (was not running) or `none`.
 const STOP: &str = r#"pid=$2 t= f=
-[ -z "$1" ] || { d=$(runbook_dir) || exit 1; f=$d/proc-$1.pid; [ -r "$f" ] && read -r pid t < "$f"; }
+[ -z "$1" ] || { d=$(runbook_dir) || exit 1; f=$d/proc-$1.pid; no_link "$f" || exit 1; [ -r "$f" ] && read -r pid t < "$f"; }
 case $pid in ''|*[!0-9]*) echo none; exit 0 ;; esac
 if ! up "$pid" "$t"; then [ -z "$1" ] || rm -f "$f"; echo "stopped $pid"; exit 0; fi
 sig() { kill -s "$1" -- "$2" 2>/dev/null || kill -s "$1" "$2" 2>/dev/null; }
@@ -83,9 +84,14 @@ echo "$o $e"
 /// Where pid files live: runbook's own directory for the target user (never /tmp).
 const RUNBOOK_DIR: &str = include_str!("../targets/sh/runbook_dir.sh");
 
-/// A script that needs `up` and `runbook_dir`.
+/// `no_link FILE`: fails, saying so, when FILE is a symbolic link (a pid file is never
+/// one; following it would read or replace some other file).
+const NO_LINK: &str = r#"no_link() { [ ! -L "$1" ] || { echo "runbook: $1 is a symbolic link; refusing it" >&2; return 1; }; }
+"#;
+
+/// A script that needs `up`, `runbook_dir` and `no_link`.
 fn with_up(body: &str) -> String {
-    format!("{RUNBOOK_DIR}{UP}{body}")
+    format!("{RUNBOOK_DIR}{NO_LINK}{UP}{body}")
 }
 
 /// What `proc.spawn` starts.
