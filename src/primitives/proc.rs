@@ -17,81 +17,20 @@ use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
-/// `up PID [START]`: the job is alive: some non-zombie process is PID or in its process
-/// group, and PID, if it still exists, started at START (else the pid was reused).
-/// Its variables start with `_`: shell variables are global.
-const UP: &str = r#"up() {
-  if [ ! -d /proc/self ]; then kill -s 0 -- "-$1" 2>/dev/null || kill -s 0 "$1" 2>/dev/null; return; fi
-  if IFS= read -r _l 2>/dev/null < "/proc/$1/stat"; then set -- "$1" "$2" ${_l##*) }; [ -z "$2" ] || [ "${22}" = "$2" ] || return 1; fi
-  for _f in /proc/[0-9]*/stat; do
-    IFS= read -r _l 2>/dev/null < "$_f" || continue; set -- "$1" "$2" ${_l##*) }
-    [ "$3" != Z ] && { [ "$5" = "$1" ] || [ "$_f" = "/proc/$1/stat" ]; } && return 0
-  done; return 1
-}
-"#;
-
-/// `$1` name (or empty), `$2` pid (or empty): prints `running PID`, `stopped PID` or `none`.
-const PROBE: &str = r#"pid=$2 t=
-[ -z "$1" ] || { d=$(runbook_dir) || exit 1; f=$d/proc-$1.pid; no_link "$f" || exit 1; [ -r "$f" ] && read -r pid t < "$f"; }
-case $pid in ''|*[!0-9]*) echo none; exit 0 ;; esac
-if up "$pid" "$t"; then echo "running $pid"; else echo "stopped $pid"; fi
-"#;
-
-/// `$1` name, `$2` log, then the job's argv: prints the pid, the pid file, and the size
-/// of the log before the job started (where `wait_for` starts reading).
-const SPAWN: &str = r#"d=$(runbook_dir) || exit 1; f=$d/proc-$1.pid log=$2; shift 2
-no_link "$f" || exit 1
-if [ -r "$f" ] && read -r pid t < "$f" && [ -n "$pid" ] && up "$pid" "$t"; then echo "runbook: already running (pid $pid)" >&2; exit 3; fi
-command -v setsid >/dev/null || { echo "runbook: setsid is not installed" >&2; exit 127; }
-command -v "$1" >/dev/null || { echo "runbook: $1: command not found" >&2; exit 127; }
-: >> "$log" || exit 1
-off=$(wc -c < "$log") || exit 1
-setsid "$@" < /dev/null >> "$log" 2>&1 &
-pid=$! t=
-IFS= read -r l 2>/dev/null < "/proc/$pid/stat" && set -- ${l##*) } && t=${20}
-{ echo "$pid $t" > "$f.$$" && mv -f "$f.$$" "$f"; } || { kill -s KILL -- "-$pid"; exit 1; }
-printf '%s\n%s\n%s\n' "$pid" "$f" "$((off))"
-"#;
-
-/// `$1` name (or empty), `$2` pid (or empty), `$3` timeout in ms (-1: none, wait for the
-/// TERM to work): TERM the group, wait, KILL. `sig` tries both spellings of a group kill:
-/// busybox's `kill` signals the group for `-- -PID` yet returns 1, which made this fall
-/// back to the leader alone and never KILL the group there. Prints `term PID`, `kill PID`, `stopped PID` (was not running) or `none`.
-const STOP: &str = r#"pid=$2 t= f=
-[ -z "$1" ] || { d=$(runbook_dir) || exit 1; f=$d/proc-$1.pid; no_link "$f" || exit 1; [ -r "$f" ] && read -r pid t < "$f"; }
-case $pid in ''|*[!0-9]*) echo none; exit 0 ;; esac
-if ! up "$pid" "$t"; then [ -z "$1" ] || rm -f "$f"; echo "stopped $pid"; exit 0; fi
-sig() { kill -s "$1" -- "$2" 2>/dev/null || kill -s "$1" "$2" 2>/dev/null; }
-g=-$pid; sig TERM "$g" || { g=$pid; sig TERM "$g"; }
-i=0; while up "$pid" "$t" && { [ "$3" -lt 0 ] || [ $i -lt $(($3 / 100)) ]; }; do sleep 0.1; i=$((i+1)); done
-how=term
-if up "$pid" "$t"; then how=kill; sig KILL "$g"; i=0; while up "$pid" "$t" && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done; fi
-[ -z "$1" ] || rm -f "$f"
-echo "$how $pid"
-"#;
-
-/// `$1` file, `$2` offset (or `end`), `$3` seconds to wait for growth, `$4` max bytes.
-/// Prints `START EXISTS` then the bytes from START (0 again when the file shrank).
-const POLL: &str = r#"f=$1 o=$2 i=0
-sz() { s=0 e=0; [ -e "$f" ] || return 0; e=1; s=$(wc -c < "$f" 2>/dev/null); s=$((s+0)); }
-sz; [ "$o" = end ] && { echo "$s $e"; exit 0; }
-while [ $s -eq $o ] && [ $i -lt $3 ]; do sleep 1; i=$((i+1)); sz; done
-[ $s -lt $o ] && o=0
-echo "$o $e"
-[ $s -le $o ] || tail -c +$((o + 1)) "$f" | head -c "$4"
-"#;
-
+// The scripts, one `.sh` file each in `sh/` (linted by scripts/test, run by the tests);
+// each file's header says its arguments and output.
 /// Where pid files live: runbook's own directory for the target user (never /tmp).
 const RUNBOOK_DIR: &str = include_str!("../targets/sh/runbook_dir.sh");
+/// `up PID [START]` and `no_link FILE`, shared by the scripts below.
+const LIB: &str = include_str!("sh/proc_lib.sh");
+const PROBE: &str = include_str!("sh/proc_probe.sh");
+const SPAWN: &str = include_str!("sh/proc_spawn.sh");
+const STOP: &str = include_str!("sh/proc_stop.sh");
+const POLL: &str = include_str!("sh/proc_poll.sh");
 
-/// `no_link FILE`: fails, saying so, when FILE is a symbolic link (a pid file is never
-/// one; following it would read or replace some other file).
-const NO_LINK: &str = r#"no_link() { [ ! -L "$1" ] || { echo "runbook: $1 is a symbolic link; refusing it" >&2; return 1; }; }
-"#;
-
-/// A script that needs `up`, `runbook_dir` and `no_link`.
+/// A script with what it needs in front: `runbook_dir`, `up`, `no_link`.
 fn with_up(body: &str) -> String {
-    format!("{RUNBOOK_DIR}{NO_LINK}{UP}{body}")
+    format!("{RUNBOOK_DIR}{LIB}{body}")
 }
 
 /// What `proc.spawn` starts.
@@ -650,6 +589,52 @@ async fn timeout_error(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The probe under dash and under busybox sh (busybox applets only), read back by
+    /// `parse_state`: a live job is running, a dead one stopped, a missing name none.
+    #[test]
+    fn probe_answers_what_parse_state_reads_under_dash_and_busybox() {
+        use std::process::Command;
+        let applets = crate::testing::busybox_applets();
+        let home = tempfile::tempdir().unwrap();
+        let system = std::env::var("PATH").unwrap_or_default();
+        let mut job = Command::new("setsid")
+            .args(["sleep", "30"])
+            .spawn()
+            .unwrap();
+        let pid = job.id();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let probe = |shell: &str, path: &str, name: &str, pid: &str| -> String {
+            let out = Command::new(shell)
+                .args(["-c", &with_up(PROBE), "sh", name, pid])
+                .env_clear()
+                .env("PATH", path)
+                .env("HOME", home.path())
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        let busybox_sh = applets.path().join("sh");
+        let shells = [
+            ("dash", system.clone()),
+            (
+                busybox_sh.to_str().unwrap(),
+                applets.path().display().to_string(),
+            ),
+        ];
+        for (shell, path) in &shells {
+            let out = probe(shell, path, "", &pid.to_string());
+            assert_eq!(parse_state(&out), Some((pid, true)), "{shell}: {out:?}");
+            let out = probe(shell, path, "never-started", "");
+            assert_eq!(parse_state(&out), None, "{shell}: {out:?}");
+        }
+        let _ = job.kill();
+        let _ = job.wait();
+        for (shell, path) in &shells {
+            let out = probe(shell, path, "", &pid.to_string());
+            assert_eq!(parse_state(&out), Some((pid, false)), "{shell}: {out:?}");
+        }
+    }
 
     /// Under a PATH of busybox applets only (an Alpine-like target), `stop` kills a whole
     /// group that ignores TERM: the KILL reaches the group, not just its leader.
