@@ -163,22 +163,7 @@ struct Probe {
 /// Finds uv (the given path, else PATH, `~/.local/bin`, `~/.cargo/bin`), and what is at
 /// the venv path. `$1` = uv's given path or empty, `$2` = venv path. Prints `key=value`
 /// lines; always exits 0 so that a missing uv is reported by runbook, not by sh.
-const PROBE: &str = r#"uv=$1
-if [ -z "$uv" ]; then
-  uv=$(command -v uv 2>/dev/null) || uv=
-  for c in "$HOME/.local/bin/uv" "$HOME/.cargo/bin/uv"; do
-    if [ -z "$uv" ] && [ -x "$c" ]; then uv=$c; fi
-  done
-fi
-printf 'home=%s\n' "$HOME"
-if [ -n "$uv" ] && v=$("$uv" --version 2>/dev/null); then printf 'uv=%s\nuv_version=%s\n' "$uv" "$v"; fi
-if [ -f "$2/pyvenv.cfg" ]; then
-  printf 'venv=yes\n'
-  if v=$("$2/bin/python" -c 'import platform; print(platform.python_version())' 2>/dev/null); then printf 'venv_python=%s\n' "$v"; fi
-elif [ -e "$2" ] || [ -L "$2" ]; then printf 'venv=other\n'
-else printf 'venv=none\n'
-fi
-"#;
+const PROBE: &str = include_str!("sh/venv_probe.sh");
 
 /// `None` when the read was only planned (`--dry-run --offline`).
 async fn probe(
@@ -318,48 +303,7 @@ async fn install_uv(step: &Step<'_>, spec: &BuildSpec, home: &str) -> mlua::Resu
 /// ignored because runbook stops reading the output when it stops a command: sh's own
 /// notice about the killed child would otherwise kill sh before its trap. Leftovers of a
 /// build killed too hard to clean up are removed by the next fresh build of that PATH.
-const BUILD: &str = r#"set -u
-uv=$1 path=$2 py=$3 mode=$4 verify=${5:-pass}
-shift 5
-say() { printf 'venv.build: %s\n' "$*" >&2; }
-mkvenv() {
-  if [ -n "$py" ]; then "$uv" venv --relocatable --python "$py" "$1"; else "$uv" venv --relocatable "$1"; fi
-}
-check() { (cd / && "$1/bin/python" -c "$verify"); }
-if [ -e "$path" ] && [ ! -f "$path/pyvenv.cfg" ]; then
-  say "$path exists and is not a virtual environment (no pyvenv.cfg): refusing to replace it"; exit 3
-fi
-if [ "$mode" = in-place ]; then
-  dir=$path
-  if [ ! -e "$dir" ]; then mkvenv "$dir" || { rm -rf -- "$dir"; exit 1; }; fi
-else
-  ts=$(date -u +%Y%m%dT%H%M%SZ)
-  dir=$path.runbook-new-$ts old=$path.runbook-old-$ts
-  rm -rf -- "$path".runbook-new-* "$path".runbook-old-*
-  trap 'rm -rf -- "$dir"' EXIT
-  trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM; trap '' PIPE
-  mkvenv "$dir" || exit 1
-fi
-if [ "$#" -gt 0 ]; then "$uv" pip install --python "$dir/bin/python" "$@" || exit 1; fi
-check "$dir" || { say "verify failed in $dir"; exit 4; }
-[ "$mode" = in-place ] && exit 0
-if [ -e "$path" ]; then
-  mv -T -- "$path" "$old" || exit 1
-  if ! mv -T -- "$dir" "$path"; then
-    mv -T -- "$old" "$path"; say "could not move the new venv into place; the old one is back"; exit 1
-  fi
-else
-  old=
-  mv -T -- "$dir" "$path" || exit 1
-fi
-if ! check "$path"; then
-  mv -T -- "$path" "$dir"
-  if [ -n "$old" ]; then mv -T -- "$old" "$path"; fi
-  say "the new venv failed its check once moved to $path${old:+; the old one is back}"; exit 1
-fi
-if [ -n "$old" ]; then rm -rf -- "$old"; fi
-trap - EXIT
-"#;
+const BUILD: &str = include_str!("sh/venv_build.sh");
 
 fn build_cmd(spec: &BuildSpec, uv: &str) -> Cmd {
     let mode = if spec.fresh { "fresh" } else { "in-place" };
@@ -490,7 +434,7 @@ fn tail(text: &str, n: usize) -> String {
 // Phase 3: what was installed
 
 /// The venv's Python version, then `uv pip list` as JSON on the next line.
-const LIST: &str = r#""$2/bin/python" -c 'import platform; print(platform.python_version())' && "$1" pip list --format json --python "$2/bin/python""#;
+const LIST: &str = include_str!("sh/venv_list.sh");
 
 async fn installed(step: &Step<'_>, path: &str, uv: &str) -> mlua::Result<(String, Vec<Package>)> {
     let ran = step
@@ -536,6 +480,58 @@ pub fn packages_hash(packages: &[Package]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The probe under dash and under busybox sh (busybox applets only), read back by
+    /// `parse_probe`: a venv, something else, nothing; a uv that answers `--version`.
+    #[test]
+    fn probe_answers_what_parse_probe_reads_under_dash_and_busybox() {
+        use std::process::Command;
+        let applets = crate::testing::busybox_applets();
+        let dir = tempfile::tempdir().unwrap();
+        let venv = dir.path().join("venv");
+        std::fs::create_dir_all(&venv).unwrap();
+        std::fs::write(venv.join("pyvenv.cfg"), "home = /usr/bin\n").unwrap();
+        let other = dir.path().join("other");
+        std::fs::create_dir_all(&other).unwrap();
+        let uv = dir.path().join("uv");
+        std::fs::write(&uv, "#!/bin/sh\necho 'uv 0.9.0'\n").unwrap();
+        std::fs::set_permissions(&uv, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let system = std::env::var("PATH").unwrap_or_default();
+        let busybox_sh = applets.path().join("sh");
+        for (shell, path) in [
+            ("dash".to_string(), system),
+            (
+                busybox_sh.display().to_string(),
+                applets.path().display().to_string(),
+            ),
+        ] {
+            let probe = |at: &std::path::Path| {
+                let out = Command::new(&shell)
+                    .args([
+                        "-c",
+                        PROBE,
+                        "sh",
+                        uv.to_str().unwrap(),
+                        at.to_str().unwrap(),
+                    ])
+                    .env_clear()
+                    .env("PATH", &path)
+                    .env("HOME", dir.path())
+                    .output()
+                    .unwrap();
+                parse_probe(&String::from_utf8_lossy(&out.stdout))
+            };
+            let p = probe(&venv);
+            assert!(matches!(p.venv, VenvState::Venv), "{shell}");
+            assert_eq!(p.uv.as_deref(), uv.to_str(), "{shell}");
+            assert_eq!(p.home, dir.path().display().to_string(), "{shell}");
+            assert!(matches!(probe(&other).venv, VenvState::NotVenv), "{shell}");
+            assert!(
+                matches!(probe(&dir.path().join("none")).venv, VenvState::Missing),
+                "{shell}"
+            );
+        }
+    }
 
     fn spec() -> BuildSpec {
         BuildSpec {

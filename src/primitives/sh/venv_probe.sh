@@ -1,0 +1,18 @@
+# Finds uv (the given path, else PATH, `~/.local/bin`, `~/.cargo/bin`), and what is at
+# the venv path. `$1` = uv's given path or empty, `$2` = venv path. Prints `key=value`
+# lines; always exits 0 so that a missing uv is reported by runbook, not by sh.
+uv=$1
+if [ -z "$uv" ]; then
+  uv=$(command -v uv 2>/dev/null) || uv=
+  for c in "$HOME/.local/bin/uv" "$HOME/.cargo/bin/uv"; do
+    if [ -z "$uv" ] && [ -x "$c" ]; then uv=$c; fi
+  done
+fi
+printf 'home=%s\n' "$HOME"
+if [ -n "$uv" ] && v=$("$uv" --version 2>/dev/null); then printf 'uv=%s\nuv_version=%s\n' "$uv" "$v"; fi
+if [ -f "$2/pyvenv.cfg" ]; then
+  printf 'venv=yes\n'
+  if v=$("$2/bin/python" -c 'import platform; print(platform.python_version())' 2>/dev/null); then printf 'venv_python=%s\n' "$v"; fi
+elif [ -e "$2" ] || [ -L "$2" ]; then printf 'venv=other\n'
+else printf 'venv=none\n'
+fi
