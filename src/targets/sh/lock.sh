@@ -7,7 +7,7 @@ wait=$1; who=$2
 if [ -n "${RUNBOOK_LOCK_FILE:-}" ]; then f=$RUNBOOK_LOCK_FILE
 else d=$(runbook_dir 2>&1) || { echo "error: $d"; exit 0; }; f=$d/lock; fi
 for p in "$f" "$f.holder"; do [ ! -L "$p" ] || { echo "error: $p is a symbolic link; refusing to write through it"; exit 0; }; done
-command -v flock >/dev/null 2>&1 || { echo "error: flock is not installed"; exit 0; }
+command -v flock >/dev/null 2>&1 || { echo "error: needs flock for the run lock (util-linux, or busybox built with its flock applet); nothing was changed"; exit 0; }
 umask 077
 ( : >>"$f" ) 2>/dev/null || { echo "error: cannot open $f"; exit 0; }
 exec 9>>"$f"
