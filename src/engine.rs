@@ -771,7 +771,7 @@ async fn run_step(
                     duration::short(step.opts.timeout.unwrap_or_default())
                 ),
             }
-        } else if matches!(strip_callback(&err), mlua::Error::MemoryError(_)) {
+        } else if matches!(crate::lua_api::innermost(&err), mlua::Error::MemoryError(_)) {
             let near = ctx.last_location.borrow().clone();
             let at = if near.is_empty() {
                 step.location.clone()
@@ -865,14 +865,4 @@ fn hostname() -> String {
     }
     let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
     String::from_utf8_lossy(&buf[..end]).into_owned()
-}
-
-/// The error under mlua's callback wrappers.
-fn strip_callback(e: &mlua::Error) -> &mlua::Error {
-    match e {
-        mlua::Error::CallbackError { cause, .. } | mlua::Error::WithContext { cause, .. } => {
-            strip_callback(cause)
-        }
-        other => other,
-    }
 }

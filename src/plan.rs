@@ -31,8 +31,12 @@ impl Change {
     }
 
     fn same(&self, other: &Change) -> bool {
-        self.step == other.step
-            && self.target == other.target
+        self.step == other.step && self.same_but_step(other)
+    }
+
+    /// The same command on the same target with the same input, in whatever step.
+    fn same_but_step(&self, other: &Change) -> bool {
+        self.target == other.target
             && self.command == other.command
             && self.stdin_digest == other.stdin_digest
     }
@@ -117,16 +121,6 @@ impl Enforcer {
         }
         self.broken = Some(format!("step \"{step_name}\""));
         Err(lines.join("\n"))
-    }
-}
-
-impl Change {
-    fn same_but_step(&self, other: &Change) -> bool {
-        Change {
-            step: other.step,
-            ..self.clone()
-        }
-        .same(other)
     }
 }
 

@@ -51,6 +51,18 @@ impl Masker {
     /// Registers `value` (and, for a value of several lines, each line: output is masked
     /// line by line). Returns false when it was known already.
     pub fn add(&mut self, value: &str) -> bool {
+        let added = self.insert(value);
+        if added {
+            GLOBAL
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(value);
+        }
+        added
+    }
+
+    /// `add` without the process-wide copy (which is itself a `Masker`).
+    fn insert(&mut self, value: &str) -> bool {
         if value.is_empty() || self.values.iter().any(|v| v == value) {
             return false;
         }
@@ -63,24 +75,7 @@ impl Masker {
             }
         }
         self.values.sort_by_key(|v| std::cmp::Reverse(v.len()));
-        GLOBAL
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .add_local(value);
         true
-    }
-
-    /// `add` for the process-wide copy (which must not recurse into itself).
-    fn add_local(&mut self, value: &str) {
-        if !self.values.iter().any(|v| v == value) {
-            self.values.push(value.to_string());
-            for line in value.lines().map(str::trim_end).filter(|l| !l.is_empty()) {
-                if !self.values.iter().any(|v| v == line) {
-                    self.values.push(line.to_string());
-                }
-            }
-            self.values.sort_by_key(|v| std::cmp::Reverse(v.len()));
-        }
     }
 
     /// Length in bytes of the longest secret.

@@ -344,7 +344,8 @@ pub fn located(e: &mlua::Error, fallback: &str) -> String {
     format!("{at}: {msg}")
 }
 
-fn innermost(e: &mlua::Error) -> &mlua::Error {
+/// The error under mlua's callback wrappers.
+pub fn innermost(e: &mlua::Error) -> &mlua::Error {
     match e {
         mlua::Error::CallbackError { cause, .. } | mlua::Error::WithContext { cause, .. } => {
             innermost(cause)
