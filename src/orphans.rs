@@ -21,7 +21,13 @@ use crate::targets::{Hop, Target};
 use std::collections::HashMap;
 use std::ffi::OsString;
 
-const SCRIPT: &str = include_str!("targets/sh/orphan.sh");
+static SCRIPT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "{}{}",
+        include_str!("targets/sh/signal.sh"),
+        include_str!("targets/sh/orphan.sh")
+    )
+});
 
 /// A command of an earlier run whose end that run never saw.
 #[derive(Debug, Clone)]
@@ -123,7 +129,7 @@ async fn probe_all(
         let argv: Vec<OsString> = vec![
             "sh".into(),
             "-c".into(),
-            SCRIPT.into(),
+            SCRIPT.as_str().into(),
             "sh".into(),
             o.pgid.to_string().into(),
             o.start_time.map_or("-".into(), |t| t.to_string()).into(),

@@ -28,9 +28,9 @@ const SPAWN: &str = include_str!("sh/proc_spawn.sh");
 const STOP: &str = include_str!("sh/proc_stop.sh");
 const POLL: &str = include_str!("sh/proc_poll.sh");
 
-/// A script with what it needs in front: `runbook_dir`, `up`, `no_link`.
+/// A script with what it needs in front: `runbook_dir`, `sig`, `up`, `no_link`.
 fn with_up(body: &str) -> String {
-    format!("{RUNBOOK_DIR}{LIB}{body}")
+    format!("{RUNBOOK_DIR}{}{LIB}{body}", crate::targets::wrap::SIGNAL)
 }
 
 /// What `proc.spawn` starts.

@@ -136,13 +136,12 @@ pub fn report_pgid_then_exec(argv: &[OsString], boot_id: bool) -> OsString {
     std::os::unix::ffi::OsStringExt::from_vec(line)
 }
 
-/// Stops a whole remote process group: TERM, up to 2 s to go, then KILL. dash and bash
-/// want `kill -s SIG -- -PGID`, busybox (Alpine's `sh`) refuses the `--`: both are tried.
+/// `sig SIGNAL GROUP`, the group kill that works under busybox too.
+pub const SIGNAL: &str = include_str!("sh/signal.sh");
+
+/// Stops a whole remote process group: TERM, up to 2 s to go, then KILL.
 pub fn kill_tree(pgid: u32) -> Vec<OsString> {
-    let script = r#"sig() { kill -s "$1" -- "-$2" 2>/dev/null || kill -s "$1" "-$2" 2>/dev/null; }
-sig TERM "$1" || exit 0
-i=0; while [ $i -lt 20 ]; do sig 0 "$1" || exit 0; sleep 0.1; i=$((i+1)); done
-sig KILL "$1"; exit 0"#;
+    let script = format!("{SIGNAL}{}", include_str!("sh/kill_tree.sh"));
     vec![
         "sh".into(),
         "-c".into(),

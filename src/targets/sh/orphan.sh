@@ -14,12 +14,7 @@
 # Every variable is this script's own: it runs in a fresh `sh`.
 g=$1 t=$2 b=$3 mode=$4
 
-# sig SIGNAL GROUP: signals every process in GROUP. dash and bash want `--` before a
-# negative pid, busybox refuses it: try both spellings.
-sig() {
-  kill -s "$1" -- "-$2" 2>/dev/null || kill -s "$1" "-$2" 2>/dev/null
-}
-
+# sig SIGNAL GROUP comes from signal.sh, which orphans.rs puts in front.
 # live GROUP: true while some process other than a zombie is in GROUP. `kill -0` alone
 # counts zombies, whose group no command lives in any more. Scans all of /proc: use it
 # sparingly.
