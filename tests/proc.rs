@@ -60,6 +60,20 @@ impl Setup {
         Setup { env, runtime }
     }
 
+    /// `run FILE --json --yes` with the run lock where runbook puts it by itself (in its
+    /// own directory under this XDG_RUNTIME_DIR), not in the test's lock file.
+    fn run_with_own_lock(&self, file: &Path) -> std::process::Output {
+        self.env
+            .cmd()
+            .arg("run")
+            .arg(file)
+            .args(["--json", "--yes"])
+            .env("XDG_RUNTIME_DIR", &self.runtime)
+            .env_remove("RUNBOOK_LOCK_FILE")
+            .output()
+            .unwrap()
+    }
+
     fn run(&self, file: &Path, extra: &[&str]) -> (std::process::Output, Vec<String>) {
         let out = self
             .env
@@ -529,14 +543,7 @@ end)
 step("stop", function() proc.stop(here, { name = "quiet" }) end)
 "#,
     );
-    let out = s
-        .env
-        .cmd()
-        .args(["run", rb.to_str().unwrap(), "--json", "--yes"])
-        .env("XDG_RUNTIME_DIR", &s.runtime)
-        .env_remove("RUNBOOK_LOCK_FILE")
-        .output()
-        .unwrap();
+    let out = s.run_with_own_lock(&rb);
     let logs = logs(&out);
     if let Ok(pid) = logged(&logs, "pid").parse() {
         reaper.0.push(pid);
@@ -631,14 +638,7 @@ step("change", function() target("local"):exec({ "true" }) end)
 step("job", function() proc.stop(target("local"), { name = "quiet" }) end)
 "#,
     );
-    let out = s
-        .env
-        .cmd()
-        .args(["run", rb.to_str().unwrap(), "--json", "--yes"])
-        .env("XDG_RUNTIME_DIR", &s.runtime)
-        .env_remove("RUNBOOK_LOCK_FILE")
-        .output()
-        .unwrap();
+    let out = s.run_with_own_lock(&rb);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     assert!(
         step_error(&out).contains("is a symbolic link"),

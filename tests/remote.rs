@@ -4,20 +4,33 @@ mod common;
 use common::sshd::Fleet;
 use common::*;
 
+/// `runbook run FILE` against the fleet, `--yes --json`, to add to before it runs.
+fn remote_cmd(env: &Env, fleet: &Fleet, file: &std::path::Path) -> assert_cmd::Command {
+    let mut cmd = env.cmd();
+    cmd.arg("run")
+        .arg(file)
+        .args(fleet.args())
+        .args(["--yes", "--json"]);
+    cmd
+}
+
 fn run_remote(
     env: &Env,
     fleet: &Fleet,
     file: &std::path::Path,
     extra: &[&str],
 ) -> std::process::Output {
-    env.cmd()
-        .arg("run")
-        .arg(file)
-        .args(fleet.args())
-        .args(["--yes", "--json"])
-        .args(extra)
-        .output()
-        .unwrap()
+    remote_cmd(env, fleet, file).args(extra).output().unwrap()
+}
+
+/// The run succeeded; otherwise fail with what it printed.
+fn assert_ok(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "stderr: {}\nstdout: {}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 #[test]
@@ -369,21 +382,12 @@ for _, t in ipairs({ target("node1"), target("node1"):pct(200) }) do
 end
 "#,
     );
-    let out = env
-        .cmd()
-        .arg("run")
-        .arg(&rb)
-        .args(fleet.args())
-        .args(["--yes", "--json"])
+    let out = remote_cmd(&env, &fleet, &rb)
         .env("RUNBOOK_PARAM_TOKEN", "s3cr3t-env-VALUE-42")
         .output()
         .unwrap();
+    assert_ok(&out);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "stderr: {}\nstdout: {stdout}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert!(!stdout.contains("s3cr3t-env-VALUE-42"), "{stdout}");
 }
 
@@ -411,22 +415,13 @@ end)
 "#
         ),
     );
-    let out = env
-        .cmd()
-        .arg("run")
-        .arg(&rb)
-        .args(fleet.args())
-        .args(["--yes", "--json", "--lock-wait", "0"])
+    let out = remote_cmd(&env, &fleet, &rb)
+        .args(["--lock-wait", "0"])
         .env_remove("RUNBOOK_LOCK_FILE")
         .timeout(std::time::Duration::from_secs(60))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "stderr: {}\nstdout: {}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert_ok(&out);
 }
 
 /// Env values are bytes, like argv words and stdin: non-UTF-8 bytes arrive exactly on
@@ -449,13 +444,7 @@ for _, t in ipairs({ target("local"), target("node1"), target("node1"):pct(200) 
 end
 "#,
     );
-    let out = run_remote(&env, &fleet, &rb, &[]);
-    assert!(
-        out.status.success(),
-        "stderr: {}\nstdout: {}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert_ok(&run_remote(&env, &fleet, &rb, &[]));
 }
 
 /// A secret in `cwd` is an argv word on remote hops (`sh -c 'cd -- "$1" …' sh DIR`):
@@ -473,12 +462,7 @@ step("in a secret dir", function()
 end)
 "#,
     );
-    let out = env
-        .cmd()
-        .arg("run")
-        .arg(&rb)
-        .args(fleet.args())
-        .args(["--yes", "--json"])
+    let out = remote_cmd(&env, &fleet, &rb)
         .env("RUNBOOK_PARAM_TOKEN", "cwd-s3cr3t-98765")
         .output()
         .unwrap();
