@@ -104,12 +104,13 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
     let has_secret = |w: &str| ctx.bus.mask(w) != w;
     // `cwd` is an argv word too on every remote hop (`sh -c 'cd -- "$1" …' sh DIR`).
     let cwd_is_argv = !matches!(action.target, Target::Local);
-    let argv_has_secret = action
-        .req
-        .argv
-        .iter()
-        .any(|w| has_secret(&w.to_string_lossy()))
-        || (cwd_is_argv && action.req.cwd.as_deref().is_some_and(has_secret));
+    let argv_has_secret = ctx.bus.has_secrets()
+        && (action
+            .req
+            .argv
+            .iter()
+            .any(|w| has_secret(&w.to_string_lossy()))
+            || (cwd_is_argv && action.req.cwd.as_deref().is_some_and(has_secret)));
     if argv_has_secret {
         ctx.bus.emit(Event::Log {
             step: Some(step),

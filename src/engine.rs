@@ -91,15 +91,7 @@ fn load_with(
     crate::watchdog::disarm();
     // The top level may have caught its own abort where Lua turns errors into values
     // (a `load` reader, `coroutine.close`): the abort still stands.
-    let result = result.and_then(|()| {
-        let at = ctx.last_location.borrow().clone();
-        let at = if at.is_empty() {
-            source.label.clone()
-        } else {
-            at
-        };
-        sandbox::abort_check(&ctx, &at)
-    });
+    let result = result.and_then(|()| still_standing(&ctx, &source.label));
     ctx.deadline.set(None);
     if let Err(e) = result {
         let msg = error_message(&e);
@@ -143,15 +135,12 @@ fn load_with(
 /// step that needs the results of its reads).
 pub async fn offline_warnings(
     source: &Source,
+    header: &Header,
     sets: Vec<(String, String)>,
     remote: RemoteSettings,
 ) -> Vec<String> {
-    let Ok(plan) = load(source, Mode::Offline, sets, Cancel::new(), remote) else {
-        return Vec::new();
-    };
     // Only a secret param with a value can end up in an argv; without one there is
-    // nothing to find and `check` stays as fast as a load.
-    let header = plan.header();
+    // nothing to find, and `check` stays one load per file (`header` is from that load).
     let has_secret = header
         .params
         .iter()
@@ -159,6 +148,9 @@ pub async fn offline_warnings(
     if !has_secret {
         return Vec::new();
     }
+    let Ok(plan) = load(source, Mode::Offline, sets, Cancel::new(), remote) else {
+        return Vec::new();
+    };
     let collected = Collected::default();
     plan.ctx
         .bus

@@ -184,6 +184,11 @@ impl Bus {
         self.masker.borrow().mask(text)
     }
 
+    /// Whether any secret is registered (most runs have none: nothing to look for).
+    pub fn has_secrets(&self) -> bool {
+        !self.masker.borrow().is_empty()
+    }
+
     /// See [`crate::secrets::Masker::mask_piece`].
     pub fn mask_piece(&self, carry: &mut String, piece: &str, continues: bool) -> String {
         self.masker.borrow().mask_piece(carry, piece, continues)

@@ -37,7 +37,7 @@ pub async fn check(
                 drop(loaded);
                 // What only running the steps' code shows, planned offline: nothing is
                 // contacted or changed.
-                for w in engine::offline_warnings(&s, sets.clone(), remote.clone()).await {
+                for w in engine::offline_warnings(&s, &h, sets.clone(), remote.clone()).await {
                     eprintln!("warning: {}: {w}", s.label);
                 }
             }
