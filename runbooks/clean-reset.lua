@@ -16,7 +16,8 @@ runbook {
     venv           = { type = "path", required = true, help = "the training venv, rebuilt fresh" },
     python         = { default = "python3", help = "python for the venv: a version (3.12) or an interpreter" },
     torch          = { default = "", help = "torch version to install, e.g. 2.11.0 (empty: no torch)" },
-    cuda           = { default = "cu128", help = "torch wheel flavour: cu128, cu126, cpu…" },
+    cuda           = { default = "cu128", help = "torch wheel index: a CUDA build (cu128, cu126…) or cpu from download.pytorch.org, or pypi (the default index, no --index-url)" },
+    index_url      = { default = "", help = "a package index mirror, e.g. https://pypi.mirror.example/simple: every package comes from it (wins over cuda)" },
     packages       = { default = "", help = "more packages, space-separated" },
     requirements   = { default = "", help = "a requirements file on the target" },
     repo           = { type = "path", required = true, help = "the model code checkout" },
@@ -36,6 +37,9 @@ runbook {
 
 local text = require("runbook.text")
 local torch = require("runbook.torch")
+-- Checked here, before any step runs: a typo in the index must not cost a stopped job.
+-- nil is the installer's default index (cuda = "pypi").
+local index_url = torch.index(params.cuda, params.index_url)
 
 local node = target(params.host)
 local box = params.ct and node:pct(params.ct) or node
@@ -91,10 +95,11 @@ step("fresh venv", function()
   local opts = { path = params.venv, python = params.python, fresh = true, install_uv = true }
   if params.torch ~= "" then
     table.insert(packages, 1, "torch==" .. params.torch)
-    opts.index_url = torch.index(params.cuda)
     opts.verify = "import torch; print(torch.__version__, torch.version.cuda)"
   end
   opts.packages = packages
+  -- A mirror serves every install, torch or not; PyTorch's index only one with torch.
+  if params.torch ~= "" or params.index_url ~= "" then opts.index_url = index_url end
   if params.requirements ~= "" then opts.requirements = params.requirements end
   local r = venv.build(box, opts)
   if not r.planned then log.info(("venv %s: python %s, %d packages"):format(r.path, r.python, #r.packages)) end

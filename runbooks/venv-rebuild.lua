@@ -9,7 +9,8 @@ runbook {
     venv         = { type = "path", required = true, help = "the venv to rebuild" },
     python       = { default = "python3", help = "a version (3.12) or an interpreter" },
     torch        = { default = "", help = "torch version, e.g. 2.11.0 (empty: no torch)" },
-    cuda         = { default = "cu128", help = "torch wheel flavour: cu128, cu126, cpu…" },
+    cuda         = { default = "cu128", help = "torch wheel index: a CUDA build (cu128, cu126…) or cpu from download.pytorch.org, or pypi (the default index, no --index-url)" },
+    index_url    = { default = "", help = "a package index mirror, e.g. https://pypi.mirror.example/simple: every package comes from it (wins over cuda)" },
     packages     = { default = "", help = "more packages, space-separated" },
     requirements = { default = "", help = "a requirements file on the target" },
     verify       = { default = "", help = "python code that must run in the new venv (default: import torch when torch is set)" },
@@ -18,6 +19,9 @@ runbook {
 
 local text = require("runbook.text")
 local torch = require("runbook.torch")
+-- Checked here, before any step runs: a typo in the index must not cost a stopped job.
+-- nil is the installer's default index (cuda = "pypi").
+local index_url = torch.index(params.cuda, params.index_url)
 local node = target(params.host)
 local box = params.ct and node:pct(params.ct) or node
 
@@ -26,10 +30,11 @@ step("build and swap", function()
   local opts = { path = params.venv, python = params.python, fresh = true }
   if params.torch ~= "" then
     table.insert(packages, 1, "torch==" .. params.torch)
-    opts.index_url = torch.index(params.cuda)
     opts.verify = "import torch; print(torch.__version__, torch.version.cuda)"
   end
   if params.verify ~= "" then opts.verify = params.verify end
+  -- A mirror serves every install, torch or not; PyTorch's index only one with torch.
+  if params.torch ~= "" or params.index_url ~= "" then opts.index_url = index_url end
   if params.requirements ~= "" then opts.requirements = params.requirements end
   opts.packages = packages
   local r = venv.build(box, opts)

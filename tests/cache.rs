@@ -788,7 +788,7 @@ fn torch_caches_follow_the_targets_environment() {
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     let err = step_error(&out);
     assert!(
-        err.contains("torch.lua:20: torch.index: give a CUDA build like \"cu128\""),
+        err.contains("torch.lua:20: torch.index: cuda: give a CUDA build like \"cu128\""),
         "{err}"
     );
 }

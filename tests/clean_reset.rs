@@ -386,3 +386,92 @@ fn the_offline_preview_claims_nothing() {
         "{stderr}"
     );
 }
+
+/// The preview names the wheel index the venv is built from: PyTorch's for `cuda`
+/// (cu128 by default), none for `cuda=pypi` (uv's default index), the mirror `index_url`
+/// names (for every package, with torch or without). Bad values stop the run before its
+/// first step (exit 2, nothing planned), credentials in the URL without being echoed.
+#[test]
+fn the_preview_names_the_wheel_index() {
+    let env = Env::new();
+    let work = env.scratch();
+    let preview = |sets: &[&str]| {
+        env.cmd()
+            .args(["run", "clean-reset", "--dry-run", "--offline", "--json"])
+            .args(demo_sets(&work.join("dflash"), &work, "index"))
+            .args(sets.iter().flat_map(|s| ["--set", s]))
+            .output()
+            .unwrap()
+    };
+    // The one build command's arguments after the verify code.
+    let install = |out: &std::process::Output| -> String {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let events = parse_ndjson(&out.stdout);
+        let builds: Vec<&str> = events
+            .iter()
+            .filter(|e| e["event"] == "action_planned")
+            .filter_map(|e| e["command"].as_str())
+            .filter(|c| c.contains(" fresh "))
+            .collect();
+        assert_eq!(builds.len(), 1, "{builds:?}");
+        builds[0]
+            .rsplit_once("' ")
+            .map_or("", |(_, tail)| tail)
+            .to_string()
+    };
+    const MIRROR: &str = "https://pypi.mirror.example/simple";
+    for (sets, want) in [
+        (
+            vec!["torch=2.11.0"],
+            "--index-url https://download.pytorch.org/whl/cu128 torch==2.11.0".to_string(),
+        ),
+        (
+            vec!["torch=2.11.0", "cuda=cu130"],
+            "--index-url https://download.pytorch.org/whl/cu130 torch==2.11.0".into(),
+        ),
+        (vec!["torch=2.11.0", "cuda=pypi"], "torch==2.11.0".into()),
+        (
+            vec!["torch=2.11.0", "cuda=cu126", &format!("index_url={MIRROR}")],
+            format!("--index-url {MIRROR} torch==2.11.0"),
+        ),
+        (
+            vec!["packages=numpy", &format!("index_url={MIRROR}")],
+            format!("--index-url {MIRROR} numpy"),
+        ),
+        (vec!["packages=numpy"], "numpy".into()),
+    ] {
+        assert_eq!(install(&preview(&sets)), want, "{sets:?}");
+    }
+    for (set, want) in [
+        (
+            "cuda=cu12",
+            r#"torch.index: cuda: give a CUDA build like "cu128" (cu + 3 digits), "cpu", or "pypi" (the default index, no --index-url), got "cu12""#,
+        ),
+        (
+            "index_url=pypi.mirror.example/simple",
+            r#"torch.index: index_url must be an http://, https:// or file:/// URL of a package index"#,
+        ),
+        (
+            "index_url=https://ci:hunter2@pypi.mirror.example/simple",
+            "torch.index: index_url carries credentials (user:password@host)",
+        ),
+    ] {
+        let out = preview(&["torch=2.11.0", set]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{set}: {stderr}");
+        assert!(
+            stderr.contains("clean-reset.lua:") && stderr.contains(want),
+            "{set}: {stderr}"
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            !stdout.contains("step_started") && !stdout.contains("hunter2"),
+            "{set}: {stdout}"
+        );
+        assert!(!stderr.contains("hunter2"), "{stderr}");
+    }
+}

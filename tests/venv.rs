@@ -596,3 +596,201 @@ fn fresh_build_over_ssh() {
     }
     case.assert_no_leftovers();
 }
+
+/// A PEP 503 "simple" index of the fixture wheels, served on 127.0.0.1 by Python's own
+/// http.server (its directory listings are the HTML pages the simple API is), for as
+/// long as it lives: the stand-in for a company's mirror.
+struct Mirror {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Mirror {
+    fn serve(wheels: &Path, root: &Path) -> Mirror {
+        let project = root.join("simple/rbdemo");
+        std::fs::create_dir_all(&project).unwrap();
+        for e in std::fs::read_dir(wheels).unwrap().flatten() {
+            std::fs::copy(e.path(), project.join(e.file_name())).unwrap();
+        }
+        let mut child = Command::new("python3")
+            .args([
+                "-u",
+                "-m",
+                "http.server",
+                "0",
+                "--bind",
+                "127.0.0.1",
+                "--directory",
+            ])
+            .arg(root)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 -m http.server");
+        // "Serving HTTP on 127.0.0.1 port 40123 (http://127.0.0.1:40123/) ..."
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let port = line
+            .split(" port ")
+            .nth(1)
+            .and_then(|s| s.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no port in {line:?}"));
+        Mirror {
+            url: format!("http://127.0.0.1:{port}/simple"),
+            child,
+        }
+    }
+
+    /// The request lines the server logged, once it is stopped.
+    fn requests(&mut self) -> String {
+        self.child.kill().unwrap();
+        let mut log = String::new();
+        std::io::Read::read_to_string(self.child.stderr.as_mut().unwrap(), &mut log).unwrap();
+        log
+    }
+}
+
+impl Drop for Mirror {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The shipped `venv-rebuild` with `index_url`: uv installs from that mirror (and only
+/// from it), and the build command the preview shows names it.
+#[test]
+fn venv_rebuild_installs_from_the_index_url_mirror() {
+    let _uv = require_uv!();
+    let case = Case::new();
+    let mut mirror = Mirror::serve(&case.wheels, &case.env.tmp.path().join("mirror"));
+    let url = mirror.url.clone();
+    let run = |extra: &[&str]| {
+        case.env
+            .cmd()
+            .env("UV_CACHE_DIR", case.env.tmp.path().join("uv-cache"))
+            .args(["run", "venv-rebuild", "--json"])
+            .args(["--set", &format!("venv={}", case.venv.display())])
+            .args(["--set", &format!("python={}", case.python)])
+            .args([
+                "--set",
+                "packages=rbdemo==2.0",
+                "--set",
+                "verify=import rbdemo",
+            ])
+            .args(["--set", &format!("index_url={url}")])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let dry = run(&["--dry-run"]);
+    assert!(dry.status.success(), "{}", describe(&dry));
+    let planned = of_kind(&dry, "action_planned");
+    let command = planned[0]["command"].as_str().unwrap();
+    assert!(
+        command.ends_with(&format!(" --index-url {url} rbdemo==2.0")),
+        "{command}"
+    );
+    let out = run(&["--yes"]);
+    assert!(out.status.success(), "{}", describe(&out));
+    assert_eq!(case.rbdemo_version(), Ok("2.0".to_string()));
+    let started: Vec<Value> = of_kind(&out, "action_started")
+        .into_iter()
+        .filter(|e| e["effect"] == "change")
+        .collect();
+    assert_eq!(started.len(), 1, "{started:?}");
+    assert_eq!(started[0]["command"], planned[0]["command"]);
+    let requests = mirror.requests();
+    assert!(
+        requests.contains("GET /simple/rbdemo/ HTTP")
+            && requests.contains("GET /simple/rbdemo/rbdemo-2.0-py3-none-any.whl"),
+        "uv asked the mirror for the package: {requests}"
+    );
+}
+
+/// `venv-rebuild --dry-run --offline` with torch: the build command names the wheel
+/// index `cuda` and `index_url` choose, or none for `cuda=pypi`; bad values are refused
+/// before anything runs (exit 2), a URL with credentials without echoing them.
+#[test]
+fn venv_rebuild_previews_the_wheel_index() {
+    let env = Env::new();
+    let preview = |sets: &[&str]| {
+        let mut cmd = env.cmd();
+        cmd.args(["run", "venv-rebuild", "--dry-run", "--offline", "--json"])
+            .args(["--set", "venv=/opt/venv", "--set", "torch=2.11.0"]);
+        for s in sets {
+            cmd.args(["--set", s]);
+        }
+        cmd.output().unwrap()
+    };
+    let build = |out: &Output| -> String {
+        assert!(out.status.success(), "{}", describe(out));
+        of_kind(out, "action_planned")
+            .iter()
+            .filter_map(|e| e["command"].as_str())
+            .find(|c| c.contains("torch==2.11.0"))
+            .unwrap_or_else(|| panic!("no build planned: {}", describe(out)))
+            .to_string()
+    };
+    for (sets, tail) in [
+        (
+            &[][..],
+            " --index-url https://download.pytorch.org/whl/cu128 torch==2.11.0",
+        ),
+        (
+            &["cuda=cpu"][..],
+            " --index-url https://download.pytorch.org/whl/cpu torch==2.11.0",
+        ),
+        (&["cuda=pypi"][..], "' torch==2.11.0"),
+        (
+            &["cuda=pypi", "index_url=https://pypi.mirror.example/simple"][..],
+            " --index-url https://pypi.mirror.example/simple torch==2.11.0",
+        ),
+        (
+            &["index_url=https://pypi.mirror.example/simple"][..],
+            " --index-url https://pypi.mirror.example/simple torch==2.11.0",
+        ),
+    ] {
+        let command = build(&preview(sets));
+        assert!(command.ends_with(tail), "{sets:?}: {command}");
+        assert_eq!(
+            command.matches("--index-url").count(),
+            tail.matches("--index-url").count()
+        );
+    }
+    for (set, want) in [
+        (
+            "cuda=cu12",
+            r#"torch.index: cuda: give a CUDA build like "cu128" (cu + 3 digits), "cpu", or "pypi""#,
+        ),
+        (
+            "index_url=ftp://m.example/simple",
+            r#"torch.index: index_url must be an http://, https:// or file:/// URL of a package index, e.g. "https://pypi.mirror.example/simple", got "ftp://m.example/simple""#,
+        ),
+        (
+            "index_url=https://me:hunter2@m.example/simple",
+            "torch.index: index_url carries credentials",
+        ),
+    ] {
+        let out = preview(&[set]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{set}: {}", describe(&out));
+        assert!(
+            stderr.contains("venv-rebuild.lua:") && stderr.contains(want),
+            "{set}: {stderr}"
+        );
+        assert!(
+            !stderr.contains("hunter2")
+                && !String::from_utf8_lossy(&out.stdout).contains("hunter2"),
+            "{stderr}"
+        );
+        assert!(
+            of_kind(&out, "action_planned").is_empty(),
+            "{set}: nothing is planned"
+        );
+    }
+}

@@ -1,4 +1,4 @@
--- runbook.torch: where PyTorch keeps its compile caches, and its wheel indexes.
+-- runbook.torch: where PyTorch keeps its compile caches, and which wheel index to install it from.
 --   local torch = require("runbook.torch")
 --   step("clear", function() cache.clear(box, torch.caches(box, { user = "root" })) end)
 local torch = {}
@@ -57,13 +57,39 @@ function torch.caches(t, opts)
   return { inductor, extensions, triton, inductor = inductor, extensions = extensions, triton = triton }
 end
 
---- The PyTorch wheel index URL for a CUDA build ("cu128" → https://download.pytorch.org/whl/cu128) or "cpu", e.g. for uv pip install --index-url.
-function torch.index(build)
-  if type(build) ~= "string" or not (build == "cpu" or build:match("^cu%d%d%d$")) then
-    fail("index", ("give a CUDA build like \"cu128\" (cu + 3 digits) or \"cpu\", got %s"):format(
-      type(build) == "string" and ("%q"):format(build) or type(build)))
+-- A CUDA build name as PyTorch's index spells it, "cpu", or "pypi".
+local function build_ok(b)
+  return b == "cpu" or b == "pypi" or b:match("^cu%d%d%d$") ~= nil
+end
+
+--- The wheel index to install torch from, for venv.build's index_url (uv pip install --index-url): index_url when given (a mirror; it wins), else PyTorch's index for the build cuda ("cu128" → https://download.pytorch.org/whl/cu128, "cpu" → …/whl/cpu), or nil for "pypi": no --index-url, the installer's default index (PyPI, unless uv is configured otherwise), whose torch is that release's default CUDA build (2.11.0 is +cu130). index_url must be an http://, https:// or file:// URL without credentials (they would show in every preview and run record: put them in ~/.netrc on the target). Both are checked, cuda too when index_url wins; pure, so a runbook can call it at the top level, before any step runs.
+function torch.index(cuda, index_url)
+  if type(cuda) ~= "string" or not build_ok(cuda) then
+    fail("index", ("cuda: give a CUDA build like \"cu128\" (cu + 3 digits), \"cpu\", or \"pypi\" (the default index, no --index-url), got %s"):format(
+      type(cuda) == "string" and ("%q"):format(cuda) or type(cuda)))
   end
-  return "https://download.pytorch.org/whl/" .. build
+  if index_url == nil or index_url == "" then
+    if cuda == "pypi" then return nil end
+    return "https://download.pytorch.org/whl/" .. cuda
+  end
+  if type(index_url) ~= "string" then
+    fail("index", "index_url must be a URL string, got " .. type(index_url))
+  end
+  -- Before anything echoes the URL: an error message is a sink like any other.
+  local authority = index_url:match("^%a[%w+.-]*://([^/?#]*)") or index_url:match("^[^/?#]*")
+  if authority:find("@", 1, true) then
+    fail("index", "index_url carries credentials (user:password@host): they would show in every "
+      .. "preview, log and run record; give the URL without them and put them in ~/.netrc on the target")
+  end
+  local scheme, rest = index_url:match("^(%a[%w+.-]*)://(.*)$")
+  local web = scheme == "https" or scheme == "http"
+  local ok = web and (authority:match("^[%w.-]+$") or authority:match("^[%w.-]+:%d+$")) ~= nil
+    or scheme == "file" and rest:sub(1, 1) == "/"
+  if not ok or index_url:find("[%s%c]") then
+    fail("index", ("index_url must be an http://, https:// or file:/// URL of a package index, "
+      .. "e.g. \"https://pypi.mirror.example/simple\", got %q"):format(index_url))
+  end
+  return index_url
 end
 
 return torch
