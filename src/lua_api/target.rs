@@ -394,6 +394,7 @@ async fn run(
         effect,
         summary,
         destructive,
+        script: None,
     };
     let performed = actions::perform(ctx, action)
         .await
