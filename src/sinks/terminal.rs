@@ -331,8 +331,9 @@ impl Sink for TerminalSink {
                     self.paint("36", "·"),
                     &sha256[..sha256.len().min(12)]
                 ));
+                // Not `│`, which marks a command's output lines.
                 for l in body.lines() {
-                    self.line(&format!("    {} {l}", self.paint("2", "│")));
+                    self.line(&format!("      {} {l}", self.paint("2", "┊")));
                 }
             }
             Event::ActionFinished { .. } | Event::ActionPgid { .. } => {}
