@@ -4,6 +4,7 @@
 use crate::abort::{Abort, Why};
 use crate::ctx::{Ctx, Mode};
 use crate::events::Event;
+use crate::script::Script;
 use crate::targets::pump::Stop;
 use crate::targets::{ExecIo, ExecOutcome, ExecRequest, Group, Stream, Target};
 use std::time::Duration;
@@ -33,6 +34,31 @@ pub struct Action<'a> {
     pub summary: String,
     /// Deletes, rebuilds or restores something: a real run asks before it starts.
     pub destructive: bool,
+    /// The script the argv runs (`sh -c BODY sh ARG…`), shown by its name.
+    pub script: Option<&'static Script>,
+}
+
+/// A command as people see it (previews, `runbook log`, messages, the `command` of
+/// events): the exact, copy-pastable line the target renders, except where that line
+/// would carry a script: runbook's own (shown as `NAME ARG…`, printed by `runbook
+/// script NAME`) or the wrappers a remote hop needs for env and cwd. Such a command is
+/// shown as it runs on its target (`cd DIR && env K=V NAME ARG…`), which the events name.
+pub fn shown(target: &Target, req: &ExecRequest, script: Option<&Script>) -> String {
+    let named: Vec<std::ffi::OsString>;
+    let argv = match script {
+        Some(s) if req.argv.len() >= 4 && req.argv[2] == s.body => {
+            named = std::iter::once(s.name.into())
+                .chain(req.argv[4..].iter().cloned())
+                .collect();
+            &named
+        }
+        _ => &req.argv,
+    };
+    let wrapped = !matches!(target, Target::Local) && (!req.env.is_empty() || req.cwd.is_some());
+    if script.is_none() && !wrapped {
+        return target.render(req);
+    }
+    crate::quote::render_with(argv, &req.env, req.cwd.as_deref(), req.stdin.as_deref())
 }
 
 pub enum Performed {
@@ -98,7 +124,9 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
     let step = ctx.step.get().map(|s| s.index).unwrap_or(0);
     let id = ctx.next_action_id();
     let target = action.target.name();
+    // The exact line is what a confirmed plan holds the run to; people see `shown`.
     let command = action.target.render(&action.req);
+    let shown = shown(action.target, &action.req, action.script);
     // An argv is readable by every user of the machine (/proc/PID/cmdline) while the
     // command runs, on every hop: say so when a secret is in one. Env and stdin are not.
     let has_secret = |w: &str| ctx.bus.mask(w) != w;
@@ -131,6 +159,7 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
             step,
             target: target.clone(),
             command: command.clone(),
+            shown: shown.clone(),
             stdin_digest: crate::plan::Change::digest(action.req.stdin.as_deref()),
             summary: action.summary.clone(),
             destructive: action.destructive,
@@ -149,14 +178,16 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
         if action.effect == Effect::Change {
             ctx.mark_changed();
         }
+        let script = action.script.map(|s| ctx.bus.script(s));
         ctx.bus.emit(Event::ActionPlanned {
             step,
             action: id,
             target,
             effect: action.effect.as_str().into(),
             summary: action.summary,
-            command,
+            command: shown,
             destructive: action.destructive,
+            script,
         });
         return Ok(Performed::Planned);
     }
@@ -217,13 +248,15 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
         Stop::Interrupted => ActionError::Stop(Why::Interrupted),
         Stop::Deadline | Stop::Timeout => ActionError::Stop(Why::TimedOut),
     })?;
+    let script = action.script.map(|s| ctx.bus.script(s));
     ctx.bus.emit(Event::ActionStarted {
         step,
         action: id,
         target,
         effect: action.effect.as_str().into(),
         summary: action.summary,
-        command,
+        command: shown,
+        script,
     });
     if action.effect == Effect::Change {
         ctx.mark_changed();

@@ -87,6 +87,10 @@ pub enum Command {
         #[arg(long)]
         markdown: bool,
     },
+    /// Print one of the scripts runbook runs on targets (NAME as previews show it, e.g.
+    /// venv-build), or list them: a preview's `NAME.sh ARG…` runs by hand as
+    /// `sh -c "$(runbook script NAME)" sh ARG…`.
+    Script { name: Option<String> },
     /// Print a shell completion script.
     Completions { shell: clap_complete::Shell },
 }

@@ -45,6 +45,13 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
+    /// One of runbook's own scripts, the first time an action of this run uses it: its
+    /// body is here once, and the actions that run it name it by `name` and `sha256`.
+    Script {
+        name: String,
+        sha256: String,
+        body: String,
+    },
     /// A change that a dry-run would make (or, offline, a read it would do).
     ActionPlanned {
         step: usize,
@@ -56,6 +63,8 @@ pub enum Event {
         command: String,
         #[serde(default)]
         destructive: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        script: Option<ScriptRef>,
     },
     ActionStarted {
         step: usize,
@@ -64,6 +73,8 @@ pub enum Event {
         effect: String,
         summary: String,
         command: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        script: Option<ScriptRef>,
     },
     /// A started command's process group, once known: what lets a later `--resume` find
     /// the command if this run dies before it ends (see `orphans.rs`).
@@ -124,6 +135,13 @@ pub enum Event {
     },
 }
 
+/// The script an action's `command` names (its body is in the run's `script` event).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ScriptRef {
+    pub name: String,
+    pub sha256: String,
+}
+
 fn is_false(b: &bool) -> bool {
     !*b
 }
@@ -148,6 +166,8 @@ pub struct Bus {
     sinks: RefCell<Vec<(SinkId, Box<dyn Sink>)>>,
     next_id: std::cell::Cell<u64>,
     masker: RefCell<Masker>,
+    /// The sha256 of each script a `script` event carried already.
+    scripts_sent: RefCell<std::collections::HashSet<String>>,
 }
 
 /// Names a sink so that a short-lived one (a primitive watching its own command's
@@ -197,6 +217,23 @@ impl Bus {
     /// See [`crate::secrets::Masker::masked_tail`].
     pub fn masked_tail(&self, bytes: &[u8], max: usize) -> String {
         self.masker.borrow().masked_tail(bytes, max)
+    }
+
+    /// A `script` event for `script`, unless this bus carried it already; the reference
+    /// an action event gives to it.
+    pub fn script(&self, script: &crate::script::Script) -> ScriptRef {
+        let sha256 = script.sha256().to_string();
+        if self.scripts_sent.borrow_mut().insert(sha256.clone()) {
+            self.emit(Event::Script {
+                name: script.name.into(),
+                sha256: sha256.clone(),
+                body: script.body.into(),
+            });
+        }
+        ScriptRef {
+            name: script.name.into(),
+            sha256,
+        }
     }
 
     pub fn emit(&self, event: Event) {

@@ -21,6 +21,7 @@ mod plan;
 mod primitives;
 mod quote;
 mod sandbox;
+mod script;
 mod secrets;
 mod sinks;
 mod source;

@@ -18,6 +18,8 @@ pub struct Change {
     pub target: String,
     /// The exact command line (the target's own rendering), unmasked.
     pub command: String,
+    /// The command as messages show it (`actions::shown`: scripts by name).
+    pub shown: String,
     /// sha256 of the standard input, when there is one.
     pub stdin_digest: Option<String>,
     /// For showing: the change's one-line summary and whether it deletes.
@@ -100,8 +102,8 @@ impl Enforcer {
                     lines.push(format!("  confirmed on: {}", want.target));
                     lines.push(format!("  now on:       {}", now.target));
                 }
-                lines.push(format!("  confirmed: {}", want.command));
-                lines.push(format!("  now:       {}", now.command));
+                lines.push(format!("  confirmed: {}", want.shown));
+                lines.push(format!("  now:       {}", now.shown));
                 if want.command == now.command && want.stdin_digest != now.stdin_digest {
                     lines.push("  (the same command, with different standard input)".into());
                 }
@@ -116,7 +118,7 @@ impl Enforcer {
                         ""
                     }
                 ));
-                lines.push(format!("  now:       {}", now.command));
+                lines.push(format!("  now:       {}", now.shown));
             }
         }
         self.broken = Some(format!("step \"{step_name}\""));
@@ -133,6 +135,7 @@ mod tests {
             step,
             target: "local".into(),
             command: command.into(),
+            shown: command.into(),
             stdin_digest: None,
             summary: command.into(),
             destructive: false,

@@ -27,6 +27,7 @@ const STRUCTURAL: &[&str] = &[
     "user",
     "host",
     "boot_id",
+    "sha256",
 ];
 
 /// Secrets shorter than this are likely to be ordinary text too: masking them mangles

@@ -286,7 +286,8 @@ fn dry_run_plans_the_build_and_builds_nothing() {
     );
     let command = planned[0]["command"].as_str().unwrap();
     assert!(
-        command.contains("pip install --python") && command.contains("rbdemo==1.0"),
+        command.starts_with("env UV_PYTHON_DOWNLOADS=never venv-build.sh ")
+            && command.ends_with(" rbdemo==1.0"),
         "{command}"
     );
     // The probe for uv is a read, so it ran.

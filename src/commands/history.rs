@@ -38,7 +38,13 @@ pub fn history(limit: usize, state_dir: Option<PathBuf>) -> Result<i32> {
     Ok(0)
 }
 
-pub fn log(which: &str, json: bool, state_dir: Option<PathBuf>, quiet: bool) -> Result<i32> {
+pub fn log(
+    which: &str,
+    json: bool,
+    state_dir: Option<PathBuf>,
+    verbose: bool,
+    quiet: bool,
+) -> Result<i32> {
     let dir = state::state_dir(state_dir);
     let info = state::find_run(&dir, which, |_| true)?;
     if json {
@@ -46,8 +52,10 @@ pub fn log(which: &str, json: bool, state_dir: Option<PathBuf>, quiet: bool) -> 
         print!("{text}");
         return Ok(0);
     }
-    // Replays the record through the same terminal view, with every output line.
+    // Replays the record through the same terminal view, with every output line; the
+    // scripts' bodies with -v.
     let mut opts = TerminalOptions::detect(true, quiet);
+    opts.scripts = verbose;
     opts.fancy = false;
     opts.color = false;
     opts.stdout = true;

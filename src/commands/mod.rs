@@ -4,6 +4,7 @@ mod docs;
 mod history;
 mod inspect;
 mod run;
+mod script;
 
 use crate::cli::{Cli, Command, RemoteArgs};
 use crate::error::{Error, Result};
@@ -29,8 +30,9 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
             run,
             json,
             state_dir,
-        } => history::log(&run, json, state_dir, quiet),
+        } => history::log(&run, json, state_dir, verbose, quiet),
         Command::Docs { topic, markdown } => docs::docs(topic.as_deref(), markdown),
+        Command::Script { name } => script::script(name.as_deref()),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(

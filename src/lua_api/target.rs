@@ -387,13 +387,15 @@ async fn run(
         Effect::Change
     };
     let timeout = o.req.timeout;
-    let command = target.render(&o.req);
+    // As the preview showed it (the env/cwd wrappers of a remote hop not spelt out).
+    let command = actions::shown(target, &o.req, None);
     let action = Action {
         target,
         req: o.req,
         effect,
         summary,
         destructive,
+        script: None,
     };
     let performed = actions::perform(ctx, action)
         .await

@@ -12,7 +12,7 @@
 //! that holds it, and does not delete across a mount. A user who owns a directory on the
 //! way can swap it for a symlink after the probe; the change then fails, inside the root.
 
-use super::{human_bytes, human_size, thousands, Cmd, Ran, Step};
+use super::{human_bytes, human_size, thousands, Cmd, Ran, Script, Step};
 use crate::events::Event;
 use serde::Serialize;
 
@@ -41,6 +41,30 @@ const PROBE: &str = concat!(
 const DELETE: &str = concat!(include_str!("sh/delete.sh"), include_str!("sh/lib.sh"));
 const MOVE_ASIDE: &str = concat!(include_str!("sh/move_aside.sh"), include_str!("sh/lib.sh"));
 const RESTORE: &str = concat!(include_str!("sh/restore.sh"), include_str!("sh/lib.sh"));
+pub(crate) static PROBE_SCRIPT: Script = Script::new(
+    "cache-probe.sh",
+    "cache.clear, cache.restore, cache.size",
+    "src/primitives/sh/probe.sh",
+    PROBE,
+);
+pub(crate) static DELETE_SCRIPT: Script = Script::new(
+    "cache-delete.sh",
+    "cache.clear",
+    "src/primitives/sh/delete.sh",
+    DELETE,
+);
+pub(crate) static MOVE_ASIDE_SCRIPT: Script = Script::new(
+    "cache-move-aside.sh",
+    "cache.clear { keep = true }",
+    "src/primitives/sh/move_aside.sh",
+    MOVE_ASIDE,
+);
+pub(crate) static RESTORE_SCRIPT: Script = Script::new(
+    "cache-restore.sh",
+    "cache.restore",
+    "src/primitives/sh/restore.sh",
+    RESTORE,
+);
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 enum Kind {
@@ -280,7 +304,10 @@ pub async fn restore(
             delete(step, root, f).await?;
         }
         // restore.sh removes an empty directory in the way itself (only while it is empty).
-        let cmd = Cmd::sh(RESTORE, [root, f.resolved.as_str(), kept.path.as_str()]);
+        let cmd = Cmd::script(
+            &RESTORE_SCRIPT,
+            [root, f.resolved.as_str(), kept.path.as_str()],
+        );
         let what = if f.exists() && empty_dir {
             " (in place of the empty directory there)"
         } else {
@@ -362,7 +389,7 @@ async fn look(step: &Step<'_>, paths: &[String], mode: &str) -> mlua::Result<Opt
     args.extend(roots.iter().cloned());
     args.extend(sent.iter().cloned());
     let summary = format!("cache.{mode}: look at {}", sent.join(", "));
-    let ran = step.read(Cmd::sh(PROBE, args), summary).await?;
+    let ran = step.read(Cmd::script(&PROBE_SCRIPT, args), summary).await?;
     if ran.planned() {
         return Ok(None);
     }
@@ -424,7 +451,7 @@ async fn plan_offline(
                 ),
             );
         } else {
-            let cmd = Cmd::sh(DELETE, [root, path.as_str()]);
+            let cmd = Cmd::script(&DELETE_SCRIPT, [root, path.as_str()]);
             step.change(cmd, format!("delete {path} ({size})"), true)
                 .await?;
         }
@@ -456,7 +483,7 @@ fn root_of<'p>(probe: &'p Probe, f: &Found) -> &'p str {
 }
 
 async fn delete(step: &Step<'_>, root: &str, f: &Found) -> mlua::Result<()> {
-    let cmd = Cmd::sh(DELETE, [root, f.resolved.as_str()]);
+    let cmd = Cmd::script(&DELETE_SCRIPT, [root, f.resolved.as_str()]);
     let summary = format!("delete {} ({})", f.resolved, f.size());
     let ran = step.change(cmd, summary, true).await?;
     check(step, &ran, &format!("deleting {}", f.resolved))
@@ -471,7 +498,7 @@ async fn move_aside(
 ) -> mlua::Result<Option<String>> {
     let summary = format!("move aside {path} ({size}) → {path}{KEPT}…");
     let ran = step
-        .change(Cmd::sh(MOVE_ASIDE, [root, path]), summary, true)
+        .change(Cmd::script(&MOVE_ASIDE_SCRIPT, [root, path]), summary, true)
         .await?;
     check(step, &ran, &format!("moving {path} aside"))?;
     Ok(ran
@@ -516,7 +543,7 @@ async fn prune<'f>(
         ),
     );
     for k in &doomed {
-        let cmd = Cmd::sh(DELETE, [root, k.path.as_str()]);
+        let cmd = Cmd::script(&DELETE_SCRIPT, [root, k.path.as_str()]);
         let summary = format!(
             "delete older kept copy {} ({})",
             k.path,

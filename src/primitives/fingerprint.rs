@@ -2,7 +2,7 @@
 //! the next incident starts from "what changed since it last worked" rather than from a
 //! hunch. One read command gathers everything on the target.
 
-use super::{Cmd, Step};
+use super::{Cmd, Script, Step};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -54,6 +54,12 @@ pub(crate) const SCRIPT: &str = concat!(
     include_str!("sh/size.sh"),
     "main \"$@\"\n"
 );
+pub(crate) static FINGERPRINT_SCRIPT: Script = Script::new(
+    "fingerprint.sh",
+    "fingerprint.take",
+    "src/primitives/sh/fingerprint.sh",
+    SCRIPT,
+);
 
 pub async fn take(step: &Step<'_>, scope: &Scope) -> mlua::Result<Fingerprint> {
     let py = match (&scope.venv, &scope.python) {
@@ -65,7 +71,7 @@ pub async fn take(step: &Step<'_>, scope: &Scope) -> mlua::Result<Fingerprint> {
     args.extend(scope.caches.iter().cloned());
     let ran = step
         .read(
-            Cmd::sh(SCRIPT, args).timeout(std::time::Duration::from_secs(120)),
+            Cmd::script(&FINGERPRINT_SCRIPT, args).timeout(std::time::Duration::from_secs(120)),
             "fingerprint: python, torch, packages, GPUs, git, caches",
         )
         .await?;

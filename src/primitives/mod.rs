@@ -2,7 +2,8 @@
 //! on any target because it only runs commands through `Step::read` / `Step::change`,
 //! which go through `actions::perform`: the one place that plans or runs, takes the run
 //! lock before a change, and records every action. Remote logic is small POSIX `sh`
-//! scripts passed as argv (`sh -c SCRIPT sh ARG…`), never values pasted into script text.
+//! scripts passed as argv (`sh -c SCRIPT sh ARG…`), never values pasted into script text;
+//! each is a named [`Script`] (listed in [`SCRIPTS`]), shown by its name in previews.
 //!
 //! The Lua side (`lua_api/<table>.rs`) parses arguments and converts results; the logic
 //! lives here.
@@ -17,6 +18,7 @@ pub mod warmup;
 
 use crate::actions::{self, Action, Effect, Performed};
 use crate::ctx::{Ctx, Mode};
+pub use crate::script::Script;
 use crate::targets::{ExecOutcome, ExecRequest, Target};
 use std::ffi::OsString;
 use std::time::Duration;
@@ -29,7 +31,26 @@ pub struct Cmd {
     pub cwd: Option<String>,
     pub stdin: Option<Vec<u8>>,
     pub timeout: Option<Duration>,
+    /// The script `argv` runs (`sh -c BODY sh ARG…`), so it is shown by name.
+    pub script: Option<&'static Script>,
 }
+
+/// Every script a primitive runs, for `runbook script`.
+pub static SCRIPTS: &[&Script] = &[
+    &cache::PROBE_SCRIPT,
+    &cache::DELETE_SCRIPT,
+    &cache::MOVE_ASIDE_SCRIPT,
+    &cache::RESTORE_SCRIPT,
+    &fingerprint::FINGERPRINT_SCRIPT,
+    &proc::PROBE_SCRIPT,
+    &proc::SPAWN_SCRIPT,
+    &proc::STOP_SCRIPT,
+    &proc::POLL_SCRIPT,
+    &venv::PROBE_SCRIPT,
+    &venv::BUILD_SCRIPT,
+    &venv::LIST_SCRIPT,
+    &warmup::MEASURE_SCRIPT,
+];
 
 impl Cmd {
     pub fn new<I, S>(argv: I) -> Self
@@ -43,17 +64,19 @@ impl Cmd {
         }
     }
 
-    /// `sh -c SCRIPT sh ARGS…`: the script sees the values as `$1`, `$2`, … so they never
-    /// become script text.
-    pub fn sh<I, S>(script: &str, args: I) -> Self
+    /// `sh -c BODY sh ARGS…`: the script sees the values as `$1`, `$2`, … so they never
+    /// become script text. Shown as `NAME ARGS…` (see `script.rs`).
+    pub fn script<I, S>(script: &'static Script, args: I) -> Self
     where
         I: IntoIterator<Item = S>,
         S: Into<OsString>,
     {
-        let mut argv: Vec<OsString> = vec!["sh".into(), "-c".into(), script.into(), "sh".into()];
+        let mut argv: Vec<OsString> =
+            vec!["sh".into(), "-c".into(), script.body.into(), "sh".into()];
         argv.extend(args.into_iter().map(Into::into));
         Cmd {
             argv,
+            script: Some(script),
             ..Default::default()
         }
     }
@@ -174,6 +197,7 @@ impl Step<'_> {
             effect,
             summary,
             destructive,
+            script: cmd.script,
         };
         match actions::perform(self.ctx, action)
             .await

@@ -11,7 +11,7 @@
 //! pid to kill, or a symlink for root to write through.
 //! Liveness reads `/proc` (a zombie is not alive), falling back to `kill -0` elsewhere.
 
-use super::{Cmd, Ran, Step};
+use super::{Cmd, Ran, Script, Step};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -19,19 +19,43 @@ use std::time::{Duration, Instant};
 
 // The scripts, one `.sh` file each in `sh/` (linted by scripts/test, run by the tests);
 // each file's header says its arguments and output.
-/// Where pid files live: runbook's own directory for the target user (never /tmp).
-const RUNBOOK_DIR: &str = include_str!("../targets/sh/runbook_dir.sh");
-/// `up PID [START]` and `no_link FILE`, shared by the scripts below.
-const LIB: &str = include_str!("sh/proc_lib.sh");
-const PROBE: &str = include_str!("sh/proc_probe.sh");
-const SPAWN: &str = include_str!("sh/proc_spawn.sh");
-const STOP: &str = include_str!("sh/proc_stop.sh");
-const POLL: &str = include_str!("sh/proc_poll.sh");
-
-/// A script with what it needs in front: `runbook_dir`, `sig`, `up`, `no_link`.
-fn with_up(body: &str) -> String {
-    format!("{RUNBOOK_DIR}{}{LIB}{body}", crate::targets::wrap::SIGNAL)
+/// A script with what it needs in front: `runbook_dir` (where pid files live: runbook's
+/// own directory for the target user, never /tmp), `sig` (signal.sh), and `up PID
+/// [START]` and `no_link FILE` (proc_lib.sh).
+macro_rules! with_up {
+    ($file:literal) => {
+        concat!(
+            include_str!("../targets/sh/runbook_dir.sh"),
+            include_str!("../targets/sh/signal.sh"),
+            include_str!("sh/proc_lib.sh"),
+            include_str!($file)
+        )
+    };
 }
+pub(crate) static PROBE_SCRIPT: Script = Script::new(
+    "proc-probe.sh",
+    "proc.spawn, proc.stop",
+    "src/primitives/sh/proc_probe.sh",
+    with_up!("sh/proc_probe.sh"),
+);
+pub(crate) static SPAWN_SCRIPT: Script = Script::new(
+    "proc-spawn.sh",
+    "proc.spawn",
+    "src/primitives/sh/proc_spawn.sh",
+    with_up!("sh/proc_spawn.sh"),
+);
+pub(crate) static STOP_SCRIPT: Script = Script::new(
+    "proc-stop.sh",
+    "proc.stop",
+    "src/primitives/sh/proc_stop.sh",
+    with_up!("sh/proc_stop.sh"),
+);
+pub(crate) static POLL_SCRIPT: Script = Script::new(
+    "proc-poll.sh",
+    "proc.wait_for",
+    "src/primitives/sh/proc_poll.sh",
+    include_str!("sh/proc_poll.sh"),
+);
 
 /// What `proc.spawn` starts.
 #[derive(Debug, Clone)]
@@ -158,7 +182,7 @@ async fn probe(step: &Step<'_>, which: &Which, what: &str) -> mlua::Result<Optio
     };
     let ran = step
         .read(
-            Cmd::sh(&with_up(PROBE), [name, pid]),
+            Cmd::script(&PROBE_SCRIPT, [name, pid]),
             format!("is {label} running?"),
         )
         .await?;
@@ -210,15 +234,21 @@ pub async fn spawn(step: &Step<'_>, spec: &SpawnSpec) -> mlua::Result<Spawned> {
     }
     let mut args: Vec<OsString> = vec![spec.name.clone().into(), spec.log.clone().into()];
     args.extend(spec.argv.iter().cloned());
-    let mut cmd = Cmd::sh(&with_up(SPAWN), args).timeout(Duration::from_secs(30));
+    let mut cmd = Cmd::script(&SPAWN_SCRIPT, args).timeout(Duration::from_secs(30));
     for (k, v) in &spec.env {
         cmd = cmd.env(k, v);
     }
     if let Some(dir) = &spec.cwd {
         cmd = cmd.cwd(dir);
     }
+    // The names only: values may be long, and the command line shows them.
+    let env: Vec<&str> = spec.env.iter().map(|(k, _)| k.as_str()).collect();
+    let env = match env.as_slice() {
+        [] => String::new(),
+        names => format!(", env {}", names.join(" ")),
+    };
     let summary = format!(
-        "start job {} in the background: {} (log {})",
+        "start job {} in the background: {} (log {}{env})",
         spec.name,
         crate::quote::join(&spec.argv),
         spec.log
@@ -311,7 +341,7 @@ pub async fn stop(
         Some(t) => t.as_millis().min(u128::from(u32::MAX)).to_string(),
         None => "-1".to_string(),
     };
-    let mut cmd = Cmd::sh(&with_up(STOP), [name, pid, ms]);
+    let mut cmd = Cmd::script(&STOP_SCRIPT, [name, pid, ms]);
     // Room for the KILL and its own wait after the TERM's; with no timeout the step's
     // deadline and Ctrl-C are what bound the wait.
     cmd.timeout = timeout.map(|t| t + Duration::from_secs(30));
@@ -446,8 +476,8 @@ struct Polled {
 
 async fn poll(step: &Step<'_>, file: &str, offset: Option<u64>, wait: u64) -> mlua::Result<Polled> {
     let off = offset.map_or_else(|| "end".to_string(), |o| o.to_string());
-    let cmd = Cmd::sh(
-        POLL,
+    let cmd = Cmd::script(
+        &POLL_SCRIPT,
         [file.to_string(), off, wait.to_string(), CHUNK.to_string()],
     )
     .timeout(Duration::from_secs(wait + 30));
@@ -606,7 +636,7 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(200));
         let probe = |shell: &str, path: &str, name: &str, pid: &str| -> String {
             let out = Command::new(shell)
-                .args(["-c", &with_up(PROBE), "sh", name, pid])
+                .args(["-c", PROBE_SCRIPT.body, "sh", name, pid])
                 .env_clear()
                 .env("PATH", path)
                 .env("HOME", home.path())
@@ -649,7 +679,7 @@ mod tests {
         let pid = job.id();
         std::thread::sleep(std::time::Duration::from_millis(300));
         let out = Command::new(dir.path().join("sh"))
-            .args(["-c", &with_up(STOP), "sh", "", &pid.to_string(), "300"])
+            .args(["-c", STOP_SCRIPT.body, "sh", "", &pid.to_string(), "300"])
             .env_clear()
             .env("PATH", dir.path())
             .env("HOME", dir.path())

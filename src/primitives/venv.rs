@@ -11,7 +11,7 @@
 //!    the real run: the `<ts>` of the build directory is therefore taken on the target;
 //! 3. a read lists what ended up installed.
 
-use super::{Cmd, Ran, Step};
+use super::{Cmd, Ran, Script, Step};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::time::Duration;
@@ -164,6 +164,12 @@ struct Probe {
 /// the venv path. `$1` = uv's given path or empty, `$2` = venv path. Prints `key=value`
 /// lines; always exits 0 so that a missing uv is reported by runbook, not by sh.
 const PROBE: &str = include_str!("sh/venv_probe.sh");
+pub(crate) static PROBE_SCRIPT: Script = Script::new(
+    "venv-probe.sh",
+    "venv.build",
+    "src/primitives/sh/venv_probe.sh",
+    PROBE,
+);
 
 /// `None` when the read was only planned (`--dry-run --offline`).
 async fn probe(
@@ -172,7 +178,7 @@ async fn probe(
     path: &str,
     timeout: Option<Duration>,
 ) -> mlua::Result<Option<Probe>> {
-    let mut cmd = Cmd::sh(PROBE, [uv.unwrap_or(""), path]);
+    let mut cmd = Cmd::script(&PROBE_SCRIPT, [uv.unwrap_or(""), path]);
     cmd.timeout = timeout;
     let ran = step
         .read(cmd, format!("look for uv and the venv at {path}"))
@@ -304,6 +310,12 @@ async fn install_uv(step: &Step<'_>, spec: &BuildSpec, home: &str) -> mlua::Resu
 /// notice about the killed child would otherwise kill sh before its trap. Leftovers of a
 /// build killed too hard to clean up are removed by the next fresh build of that PATH.
 const BUILD: &str = include_str!("sh/venv_build.sh");
+pub(crate) static BUILD_SCRIPT: Script = Script::new(
+    "venv-build.sh",
+    "venv.build",
+    "src/primitives/sh/venv_build.sh",
+    BUILD,
+);
 
 fn build_cmd(spec: &BuildSpec, uv: &str) -> Cmd {
     let mode = if spec.fresh { "fresh" } else { "in-place" };
@@ -322,7 +334,7 @@ fn build_cmd(spec: &BuildSpec, uv: &str) -> Cmd {
         args.extend(spec.packages.iter().cloned());
     }
     // A missing python must be an error, not a download of one.
-    let mut cmd = Cmd::sh(BUILD, args).env("UV_PYTHON_DOWNLOADS", "never");
+    let mut cmd = Cmd::script(&BUILD_SCRIPT, args).env("UV_PYTHON_DOWNLOADS", "never");
     cmd.timeout = spec.timeout;
     cmd
 }
@@ -435,11 +447,17 @@ fn tail(text: &str, n: usize) -> String {
 
 /// The venv's Python version, then `uv pip list` as JSON on the next line.
 const LIST: &str = include_str!("sh/venv_list.sh");
+pub(crate) static LIST_SCRIPT: Script = Script::new(
+    "venv-list.sh",
+    "venv.build",
+    "src/primitives/sh/venv_list.sh",
+    LIST,
+);
 
 async fn installed(step: &Step<'_>, path: &str, uv: &str) -> mlua::Result<(String, Vec<Package>)> {
     let ran = step
         .read(
-            Cmd::sh(LIST, [uv, path]),
+            Cmd::script(&LIST_SCRIPT, [uv, path]),
             format!("list the packages in {path}"),
         )
         .await?;

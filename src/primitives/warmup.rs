@@ -6,7 +6,7 @@
 //! spinner shows the latest); what this adds is a warning when the script stays silent
 //! for long, since a compile that prints nothing for minutes looks exactly like a hang.
 
-use super::{human_size, Cmd, Ran, Step};
+use super::{human_size, Cmd, Ran, Script, Step};
 use crate::duration;
 use crate::events::{Event, Sink, Stamped};
 use crate::targets::ExecRequest;
@@ -65,6 +65,12 @@ pub(crate) const MEASURE: &str = concat!(
     include_str!("sh/measure.sh"),
     include_str!("sh/size.sh"),
     "main \"$@\"\n"
+);
+pub(crate) static MEASURE_SCRIPT: Script = Script::new(
+    "warmup-measure.sh",
+    "warmup.run",
+    "src/primitives/sh/measure.sh",
+    MEASURE,
 );
 
 pub async fn run(step: &Step<'_>, spec: &Spec) -> mlua::Result<Outcome> {
@@ -250,7 +256,7 @@ async fn measure(
     }
     let ran = step
         .read(
-            Cmd::sh(MEASURE, paths).timeout(Duration::from_secs(300)),
+            Cmd::script(&MEASURE_SCRIPT, paths).timeout(Duration::from_secs(300)),
             format!("warm-up: measure caches {when}"),
         )
         .await?;
@@ -347,7 +353,9 @@ async fn run_watched(
     let silence = Rc::new(Silence {
         step: ctx.step.get().map(|s| s.index).unwrap_or(0),
         target: step.target.name(),
-        command: ctx.bus.mask(&step.target.render(&req)),
+        command: ctx
+            .bus
+            .mask(&crate::actions::shown(step.target, &req, None)),
         after_action: ctx.action_seq.get(),
         action: Cell::new(None),
         last_output: Cell::new(Instant::now()),

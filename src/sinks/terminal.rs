@@ -44,6 +44,9 @@ pub struct TerminalOptions {
     /// Lines go to stdout instead of stderr: `runbook log` replays a run as its output,
     /// so that `runbook log last | less` shows it.
     pub stdout: bool,
+    /// Print the body of each of runbook's scripts the first time the run uses it
+    /// (`-v`); otherwise commands name them only.
+    pub scripts: bool,
 }
 
 impl TerminalOptions {
@@ -58,6 +61,7 @@ impl TerminalOptions {
             verbose,
             quiet,
             stdout: false,
+            scripts: verbose,
         }
     }
 }
@@ -117,9 +121,10 @@ impl TerminalSink {
         self.spinner = Some(pb);
     }
 
-    /// A command of more than a few lines (a primitive's script) is shown folded: its
-    /// first lines and its last one, which ends with the arguments (`sh -c '…' sh ARG…`:
-    /// what the script acts on); `-v`, `--json` and the run record always have it whole.
+    /// A command of more than a few lines (a runbook's own `t:shell` script; runbook's
+    /// scripts are shown by name) is shown folded: its first lines and its last one,
+    /// which ends with the arguments (`sh -c '…' sh ARG…`: what the script acts on);
+    /// `-v`, `--json` and the run record always have it whole.
     fn fold(&self, command: &str) -> String {
         const SHOWN: usize = 4;
         let lines: Vec<&str> = command.lines().collect();
@@ -314,6 +319,21 @@ impl Sink for TerminalSink {
                     self.line(&format!("    {tag} {line}"));
                 } else if let Some(pb) = &self.spinner {
                     pb.set_message(line.chars().take(200).collect::<String>());
+                }
+            }
+            Event::Script { name, sha256, body } => {
+                if !self.opts.scripts || quiet {
+                    return;
+                }
+                let short = name.strip_suffix(".sh").unwrap_or(name);
+                self.line(&format!(
+                    "  {} script {name} (sha256 {}…, `runbook script {short}` prints it):",
+                    self.paint("36", "·"),
+                    &sha256[..sha256.len().min(12)]
+                ));
+                // Not `│`, which marks a command's output lines.
+                for l in body.lines() {
+                    self.line(&format!("      {} {l}", self.paint("2", "┊")));
                 }
             }
             Event::ActionFinished { .. } | Event::ActionPgid { .. } => {}

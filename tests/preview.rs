@@ -1,0 +1,480 @@
+//! What previews show: runbook's scripts by name with every argument (`venv-build.sh
+//! UV VENV … torch==2.11.0`), never a script's text; `runbook script NAME` prints the
+//! text, so a preview line runs by hand as `sh -c "$(runbook script NAME)" sh ARG…`;
+//! `--json` and the record carry each body once per run, by sha256.
+//!
+//! The clean-reset previews (on this machine, and in a container on a Proxmox node
+//! behind SSH: a real sshd and the pct double, see common/sshd.rs) are snapshots.
+mod common;
+use common::sshd::Fleet;
+use common::*;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+fn uv_present() -> bool {
+    std::process::Command::new("uv")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Without uv the venv step plans installing it first: another preview.
+macro_rules! require_uv {
+    () => {
+        if !uv_present() {
+            if std::env::var_os("CI").is_some() {
+                panic!("uv is required (scripts/test installs it)");
+            }
+            eprintln!("skipped: uv is not installed (scripts/test installs it)");
+            return;
+        }
+    };
+}
+
+fn bin() -> PathBuf {
+    assert_cmd::cargo::cargo_bin!("runbook").to_path_buf()
+}
+
+/// A git checkout of the demo project with `train.py` changed since its commit.
+fn hacked_repo(dir: &Path) -> PathBuf {
+    let repo = dir.join("dflash");
+    std::fs::create_dir_all(&repo).unwrap();
+    for f in ["kernels.py", "warmup.py", "train.py"] {
+        std::fs::copy(common::repo().join("examples/train").join(f), repo.join(f)).unwrap();
+    }
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&repo)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["init", "-q"]);
+    git(&["add", "."]);
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@example.invalid",
+        "commit",
+        "-qm",
+        "known good",
+    ]);
+    std::fs::write(repo.join("train.py"), "raise SystemExit('hacked')\n").unwrap();
+    repo
+}
+
+/// A cache dir holding `bytes` in one file.
+fn cache_of(dir: &Path, bytes: usize) {
+    std::fs::create_dir_all(dir.join("fx")).unwrap();
+    std::fs::write(dir.join("fx/a.kernel"), vec![b'k'; bytes]).unwrap();
+}
+
+fn sets(pairs: &[(&str, String)]) -> Vec<String> {
+    pairs
+        .iter()
+        .flat_map(|(k, v)| ["--set".to_string(), format!("{k}={v}")])
+        .collect()
+}
+
+/// The preview with what differs between machines and runs replaced: `replace` (paths
+/// of this test), run ids, durations, git revisions, where uv is.
+fn stable(text: &str, replace: &[(&Path, &str)]) -> String {
+    let mut text = text.to_string();
+    for (from, to) in replace {
+        text = text.replace(&from.display().to_string(), to);
+    }
+    for (re, to) in [
+        (r"\b\d{8}-\d{6}-[0-9a-f]{4}\b", "[RUN]"),
+        (r"\b\d+(\.\d+)?(ms|s)\b", "[DUR]"),
+        (r"\b[0-9a-f]{40}\b", "[REV]"),
+        (r"\b[0-9a-f]{7}\b", "[REV]"),
+        (r"(venv-build\.sh )\S+", "${1}[UV]"),
+    ] {
+        text = regex::Regex::new(re)
+            .unwrap()
+            .replace_all(&text, to)
+            .into_owned();
+    }
+    text
+}
+
+/// What item 3 of issue 11 asks of the clean-reset preview, whatever the target.
+fn reads_in_one_screen(preview: &str, venv: &str, log: &str) {
+    let lines = preview.lines().count();
+    assert!(lines <= 80, "{lines} lines:\n{preview}");
+    for want in [
+        "venv-build.sh ".to_string(),
+        format!(" {venv} python3 fresh 'import torch; print(torch.__version__, torch.version.cuda)' --index-url https://download.pytorch.org/whl/cu128 torch==2.11.0\n"),
+        "move aside [CACHE1] (293.0 KiB, 1 file)".into(),
+        "move aside [CACHE2] (1.5 KiB, 1 file)".into(),
+        "restore 1 file in [REPO] to [REV]: train.py".into(),
+        format!("start job preview-train in the background: {venv}/bin/python [REPO]/train.py 400 (log {log}, env TORCHINDUCTOR_CACHE_DIR)"),
+        format!("$ cd [REPO] && env TORCHINDUCTOR_CACHE_DIR=[CACHE1] proc-spawn.sh preview-train {log} {venv}/bin/python [REPO]/train.py 400\n"),
+        "env PYTHONUNBUFFERED=1 TORCHINDUCTOR_CACHE_DIR=[CACHE1] TORCHINDUCTOR_COMPILE_THREADS=1 ".into(),
+    ] {
+        assert!(preview.contains(&want), "no {want:?} in:\n{preview}");
+    }
+    for never in ["sh -c", "more lines of the script", "#"] {
+        assert!(!preview.contains(never), "{never:?} in:\n{preview}");
+    }
+}
+
+#[test]
+fn clean_reset_preview_on_this_machine() {
+    require_uv!();
+    let env = Env::new();
+    let work = env.scratch();
+    let repo = hacked_repo(&work);
+    let (inductor, triton) = (work.join("inductor"), work.join("triton"));
+    cache_of(&inductor, 300_000);
+    cache_of(&triton, 1_500);
+    let out = env
+        .cmd()
+        .args(["run", "clean-reset", "--dry-run"])
+        .args(sets(&[
+            ("venv", work.join("venv").display().to_string()),
+            ("repo", repo.display().to_string()),
+            ("torch", "2.11.0".into()),
+            ("warmup", "warmup.py".into()),
+            ("train", "train.py 400".into()),
+            ("log", work.join("train.log").display().to_string()),
+            ("job", "preview-train".into()),
+            (
+                "cache_dirs",
+                format!("{} {}", inductor.display(), triton.display()),
+            ),
+        ]))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let preview = stable(
+        &stderr,
+        &[
+            (&repo, "[REPO]"),
+            (&inductor, "[CACHE1]"),
+            (&triton, "[CACHE2]"),
+            (&work, "[WORK]"),
+        ],
+    );
+    reads_in_one_screen(&preview, "[WORK]/venv", "[WORK]/train.log");
+    insta::assert_snapshot!("clean_reset_local", preview);
+}
+
+#[test]
+fn clean_reset_preview_in_a_container_behind_ssh() {
+    require_sshd!();
+    require_uv!();
+    let fleet = Fleet::start(1);
+    let ct = fleet.container(200);
+    cache_of(&ct.join("tmp/torchinductor_root"), 300_000);
+    cache_of(&ct.join("root/.triton/cache"), 1_500);
+    let env = Env::new();
+    // The container sees the node's files except /tmp and /root.
+    let work = tempfile::Builder::new()
+        .prefix("runbook-preview-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let repo = hacked_repo(work.path());
+    let out = env
+        .cmd()
+        .args(["run", "clean-reset", "--dry-run"])
+        .args(sets(&[
+            ("host", "node1".into()),
+            ("ct", "200".into()),
+            ("venv", "/root/venv".into()),
+            ("repo", repo.display().to_string()),
+            ("torch", "2.11.0".into()),
+            ("warmup", "warmup.py".into()),
+            ("train", "train.py 400".into()),
+            ("log", "/root/train.log".into()),
+            ("job", "preview-train".into()),
+            (
+                "cache_dirs",
+                "/tmp/torchinductor_root /root/.triton/cache".into(),
+            ),
+        ]))
+        .args(fleet.args())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let preview = stable(
+        &stderr,
+        &[
+            (&repo, "[REPO]"),
+            (&fleet.ssh_config(), "[SSH_CONFIG]"),
+            (Path::new("/tmp/torchinductor_root"), "[CACHE1]"),
+            (Path::new("/root/.triton/cache"), "[CACHE2]"),
+        ],
+    );
+    reads_in_one_screen(&preview, "/root/venv", "/root/train.log");
+    // Commands without a script of runbook's stay the exact line to paste here.
+    assert!(
+        preview.contains("$ ssh -F [SSH_CONFIG] node1 -- 'pct exec 200 -- git -C [REPO] --literal-pathspecs checkout [REV] -- train.py'"),
+        "{preview}"
+    );
+    insta::assert_snapshot!("clean_reset_pct_over_ssh", preview);
+}
+
+/// A runbook that runs one script twice (a read), and plans a deletion with another.
+const TWICE: &str = r#"
+runbook { name = "twice", params = { a = { required = true }, b = { required = true } } }
+local here = target("local")
+step("look", function()
+  cache.size(here, { params.a, params.b })
+  cache.size(here, { params.a })
+end)
+step("clear", function() cache.clear(here, { params.b }) end)
+"#;
+
+fn twice_args(a: &Path, b: &Path) -> Vec<String> {
+    sets(&[
+        ("a", a.display().to_string()),
+        ("b", b.display().to_string()),
+    ])
+}
+
+/// The command line of an action, as `-v` or the preview printed it after `$ ` or
+/// `target: `, with the script's name replaced by `sh -c "$(runbook script NAME)" sh`:
+/// what a user pastes.
+fn by_hand(line: &str, name: &str) -> String {
+    let short = name.strip_suffix(".sh").unwrap();
+    let at = line
+        .find(name)
+        .unwrap_or_else(|| panic!("no {name} in {line}"));
+    format!(
+        "{}sh -c \"$(\"$RUNBOOK\" script {short})\" sh{}",
+        &line[..at],
+        &line[at + name.len()..]
+    )
+}
+
+fn sh(line: &str, cwd: &Path) -> std::process::Output {
+    std::process::Command::new("sh")
+        .arg("-c")
+        .arg(line)
+        .env("RUNBOOK", bin())
+        .current_dir(cwd)
+        .output()
+        .unwrap()
+}
+
+/// The line `-v` prints for a read, run by hand through `runbook script`, prints what
+/// runbook's own run of it printed, byte for byte; the line a dry-run previews for a
+/// deletion, run by hand, deletes what runbook deletes, saying the same.
+#[test]
+fn a_preview_line_runs_by_hand_through_runbook_script() {
+    let env = Env::new();
+    let work = env.scratch();
+    let (a, b) = (work.join("a"), work.join("b"));
+    cache_of(&a, 4_000);
+    cache_of(&b, 10);
+    let rb = env.write("twice.lua", TWICE);
+
+    // The read, for real with -v: the terminal line, the record's command, its output.
+    let out = env
+        .cmd()
+        .arg("run")
+        .arg(&rb)
+        .args(twice_args(&a, &b))
+        .args(["-v", "--dry-run"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let record = env.last_record();
+    let started: Vec<&serde_json::Value> = record
+        .iter()
+        .filter(|e| e["event"] == "action_started" && e["script"]["name"] == "cache-probe.sh")
+        .collect();
+    assert_eq!(started.len(), 3, "two sizes and the clear's look");
+    let command = started[0]["command"].as_str().unwrap();
+    assert!(
+        stderr.contains(&format!("      $ {command}\n")),
+        "-v shows the record's command line:\n{stderr}"
+    );
+    assert!(command.starts_with("cache-probe.sh size "), "{command}");
+    let id = &started[0]["action"];
+    let printed: Vec<&str> = record
+        .iter()
+        .filter(|e| e["event"] == "output" && e["action"] == *id && e["stream"] == "stdout")
+        .map(|e| e["line"].as_str().unwrap())
+        .collect();
+    assert!(!printed.is_empty());
+    let ran = sh(&by_hand(command, "cache-probe.sh"), env.tmp.path());
+    assert!(ran.status.success(), "{ran:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&ran.stdout)
+            .lines()
+            .collect::<Vec<_>>(),
+        printed
+    );
+
+    // The planned deletion, from the terminal preview.
+    let planned = stderr
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix("$ cache-delete.sh "))
+        .unwrap_or_else(|| panic!("no planned deletion in:\n{stderr}"));
+    assert!(b.exists(), "a dry-run deletes nothing");
+    let line = format!("cache-delete.sh {planned}");
+    let ran = sh(&by_hand(&line, "cache-delete.sh"), env.tmp.path());
+    assert!(ran.status.success(), "{ran:?}");
+    assert!(!b.exists() && a.exists(), "the line deleted b, and only b");
+
+    // runbook's own run deletes the same way, with the same command and output.
+    cache_of(&b, 10);
+    let real = env
+        .cmd()
+        .arg("run")
+        .arg(&rb)
+        .args(twice_args(&a, &b))
+        .args(["--yes", "--json"])
+        .output()
+        .unwrap();
+    assert!(real.status.success(), "{real:?}");
+    assert!(!b.exists());
+    let events = parse_ndjson(&real.stdout);
+    let delete = events
+        .iter()
+        .find(|e| e["event"] == "action_started" && e["script"]["name"] == "cache-delete.sh")
+        .expect("the deletion ran");
+    assert_eq!(delete["command"], line.as_str());
+    let said: Vec<&str> = events
+        .iter()
+        .filter(|e| e["event"] == "output" && e["action"] == delete["action"])
+        .filter(|e| e["stream"] == "stdout")
+        .map(|e| e["line"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        String::from_utf8_lossy(&ran.stdout)
+            .lines()
+            .collect::<Vec<_>>(),
+        said
+    );
+}
+
+/// `--json` and the record carry each script's body once, in a `script` event before
+/// the first action that runs it, keyed by the sha256 `runbook script NAME | sha256sum`
+/// gives; actions name it and never hold it. `runbook log` names scripts too; with -v
+/// it shows each body once.
+#[test]
+fn the_record_and_json_carry_each_body_once() {
+    let env = Env::new();
+    let work = env.scratch();
+    let (a, b) = (work.join("a"), work.join("b"));
+    cache_of(&a, 4_000);
+    cache_of(&b, 10);
+    let rb = env.write("twice.lua", TWICE);
+    let out = env
+        .cmd()
+        .arg("run")
+        .arg(&rb)
+        .args(twice_args(&a, &b))
+        .args(["--yes", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    for (what, events) in [
+        ("--json", parse_ndjson(&out.stdout)),
+        ("record", env.last_record()),
+    ] {
+        let scripts: Vec<&serde_json::Value> =
+            events.iter().filter(|e| e["event"] == "script").collect();
+        let names: Vec<&str> = scripts
+            .iter()
+            .map(|e| e["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["cache-probe.sh", "cache-delete.sh"], "{what}");
+        for s in &scripts {
+            let name = s["name"].as_str().unwrap();
+            let body = s["body"].as_str().unwrap();
+            let printed = std::process::Command::new(bin())
+                .args(["script", name])
+                .output()
+                .unwrap();
+            assert!(printed.status.success());
+            assert_eq!(printed.stdout, body.as_bytes(), "{what}: {name}");
+            let sha = format!("{:x}", Sha256::digest(&printed.stdout));
+            assert_eq!(s["sha256"], sha.as_str(), "{what}: {name}");
+            let pos = |e: &serde_json::Value| events.iter().position(|x| x == e).unwrap();
+            let users: Vec<&serde_json::Value> = events
+                .iter()
+                .filter(|e| e["script"]["name"] == name)
+                .collect();
+            assert!(!users.is_empty(), "{what}: nothing runs {name}");
+            for u in &users {
+                assert_eq!(u["script"]["sha256"], sha.as_str());
+                assert!(pos(u) > pos(s), "{what}: {name} used before its body came");
+                let command = u["command"].as_str().unwrap();
+                assert!(command.starts_with(&format!("{name} ")), "{command}");
+            }
+        }
+        let cache_probes = events
+            .iter()
+            .filter(|e| e["event"] == "action_started" && e["script"]["name"] == "cache-probe.sh")
+            .count();
+        assert!(
+            cache_probes >= 3,
+            "{what}: one body for {cache_probes} runs"
+        );
+        let text = serde_json::to_string(&events).unwrap();
+        let probe_body = scripts[0]["body"].as_str().unwrap();
+        let line = probe_body.lines().find(|l| l.len() > 40).unwrap();
+        let escaped = serde_json::to_string(line).unwrap();
+        let copies = text.matches(&escaped[1..escaped.len() - 1]).count();
+        assert_eq!(copies, 1, "{what}: the body once, in its script event");
+    }
+
+    let log = env.cmd().args(["log", "last"]).output().unwrap();
+    let text = String::from_utf8_lossy(&log.stdout);
+    assert!(log.status.success(), "{log:?}");
+    assert!(
+        text.contains(&format!("local: cache-delete.sh /tmp {}", b.display())),
+        "{text}"
+    );
+    assert!(!text.contains("script cache-probe.sh (sha256"), "{text}");
+    let log = env.cmd().args(["log", "last", "-v"]).output().unwrap();
+    let text = String::from_utf8_lossy(&log.stdout);
+    assert_eq!(
+        text.matches("script cache-probe.sh (sha256").count(),
+        1,
+        "{text}"
+    );
+    assert!(text.contains("      ┊ # probe.sh MODE NROOTS ROOT"), "{text}");
+}
+
+/// `runbook script` lists the scripts; an unknown name is a usage error naming the
+/// closest one.
+#[test]
+fn runbook_script_lists_prints_and_refuses() {
+    let list = std::process::Command::new(bin())
+        .arg("script")
+        .output()
+        .unwrap();
+    assert!(list.status.success());
+    let text = String::from_utf8_lossy(&list.stdout);
+    for name in [
+        "venv-build.sh",
+        "cache-delete.sh",
+        "proc-spawn.sh",
+        "fingerprint.sh",
+    ] {
+        assert!(text.contains(name), "{text}");
+    }
+    let bad = std::process::Command::new(bin())
+        .args(["script", "venv-biuld"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("no script 'venv-biuld'; did you mean 'venv-build'?")
+            && err.contains("cache-delete"),
+        "{err}"
+    );
+    assert!(bad.stdout.is_empty());
+}
