@@ -351,6 +351,10 @@ impl Container {
                         format!("no pod '{pod}' in {ns} (from {parent})"),
                     ),
                     (
+                        "(NotFound): namespaces".into(),
+                        format!("{ns} does not exist (from {parent})"),
+                    ),
+                    (
                         "is not valid for pod".into(),
                         format!("{this} has no container '{c}'"),
                     ),
