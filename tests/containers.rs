@@ -337,7 +337,7 @@ fn containers_that_refuse_fail_the_step_saying_why() {
         &env,
         r#"local here = target("local")
 local cases = {
-  { here:docker("nosuch"), "Docker container 'nosuch' on local does not exist (docker: Error response from daemon: No such container: nosuch)" },
+  { here:docker("nosuch"), "cannot run a command on local/docker:nosuch: Docker container 'nosuch' on local does not exist (docker: Error response from daemon: No such container: nosuch)" },
   { here:docker("stopped"), "Docker container 'stopped' on local is not running (docker: Error response from daemon: container " },
   { here:docker("paused"), "Docker container 'paused' on local is paused (docker: " },
   { here:docker("trainer", { user = "nosuchuser" }), "Docker container 'trainer' on local has no user 'nosuchuser' (docker: " },

@@ -362,7 +362,7 @@ impl Target {
         let stopped = out.timed_out || out.deadline_hit || out.interrupted;
         if !started.get() && !stopped && out.code != Some(0) {
             if let Some(why) = self.refused(&String::from_utf8_lossy(&out.stderr)) {
-                return Err(why);
+                return Err(format!("cannot run a command on {}: {why}", self.name()));
             }
         }
         Ok(out)
