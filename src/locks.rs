@@ -146,6 +146,10 @@ impl Locks {
             }
             Err(stderr) => {
                 holder.release().await;
+                // A container that would not let the lock command in says why itself.
+                if let Some(why) = target.refused(stderr) {
+                    return Err(format!("cannot take the run lock on {shown}: {why}"));
+                }
                 let why = if stderr.is_empty() {
                     "the lock command ended without an answer".to_string()
                 } else {

@@ -6,11 +6,11 @@
 //! (common/sshd.rs) and the `pct` test double (tests/bin/pct). sshd runs on this machine,
 //! so a test can see the files and processes a remote command makes.
 mod common;
+use common::argv::lua_str;
 use common::running::{alive, Reap, Running};
 use common::sshd::Fleet;
 use common::*;
 
-use proptest::prelude::*;
 use serde_json::Value;
 use std::ffi::OsStr;
 use std::net::TcpListener;
@@ -20,17 +20,6 @@ use std::time::{Duration, Instant};
 
 // ---------------------------------------------------------------------------------------
 // helpers
-
-/// A Lua string literal holding exactly `bytes`: every byte as a `\ddd` escape.
-fn lua_str(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(bytes.len() * 4 + 2);
-    s.push('"');
-    for b in bytes {
-        s.push_str(&format!("\\{b:03}"));
-    }
-    s.push('"');
-    s
-}
 
 fn lua_path(p: &Path) -> String {
     lua_str(p.as_os_str().as_encoded_bytes())
@@ -652,134 +641,45 @@ step("never", function() box:exec({ "true" }) end)
 // ---------------------------------------------------------------------------------------
 // 9, 10: argv words reach the program byte for byte, whatever they hold
 
-/// Fragments that break naive quoting, mixed with random bytes into words.
-const NASTY: &[&str] = &[
-    "'", "\"", "$", "$HOME", "${IFS}", "`id`", "$(id)", "\\", "\\n", "\n", "\r", "\t", " ", "*",
-    "?", "[a-z]", "{a,b}", "~", "-", "--", "-n", "-e", "--help", ";", "&", "|", "!", "#", "%s",
-    "%", "<", ">", "é", "日本", "🦀", "\u{1e}", "\x7f", "\x01",
-];
-
-/// A word: non-NUL bytes (invalid UTF-8 included unless `utf8`), often with nasty
-/// fragments.
-fn word(utf8: bool) -> impl Strategy<Value = Vec<u8>> {
-    let random = if utf8 {
-        any::<char>()
-            .prop_filter("no NUL", |c| *c != '\0')
-            .prop_map(|c| c.to_string().into_bytes())
-            .boxed()
-    } else {
-        (1u8..=255).prop_map(|b| vec![b]).boxed()
-    };
-    let piece = prop_oneof![
-        3 => random,
-        2 => prop::sample::select(NASTY).prop_map(|s| s.as_bytes().to_vec()),
-    ];
-    prop::collection::vec(piece, 0..8).prop_map(|pieces| pieces.concat())
-}
-
-fn argv_list(utf8: bool) -> impl Strategy<Value = Vec<Vec<u8>>> {
-    prop::collection::vec(word(utf8), 1..8)
-}
-
-/// A runbook that runs `printf '%s\0' WORDS…` for each case on `target` and fails on
-/// the first output that is not exactly the words, each followed by a NUL.
-fn roundtrip_runbook(target: &str, cases: &[Vec<Vec<u8>>]) -> String {
-    let mut lua =
-        format!("runbook {{ name = \"argv-roundtrip\" }}\nlocal t = {target}\nlocal cases = {{\n");
-    for case in cases {
-        let words: Vec<String> = case.iter().map(|w| lua_str(w)).collect();
-        lua.push_str(&format!("  {{ {} }},\n", words.join(", ")));
-    }
-    lua.push_str(
-        r#"}
-local function hex(s)
-  return (s:gsub(".", function(c) return string.format("%02x", c:byte()) end))
-end
-step("round trip", function()
-  for i, words in ipairs(cases) do
-    local argv = { "printf", "%s\\0" }
-    local want = {}
-    for _, w in ipairs(words) do
-      argv[#argv + 1] = w
-      want[#want + 1] = w .. "\0"
-    end
-    want = table.concat(want)
-    local r = t:exec(argv, { read_only = true })
-    if r.stdout ~= want then
-      fail(string.format("case %d: sent %s, got %s", i, hex(want), hex(r.stdout)))
-    end
-  end
-end)
-"#,
-    );
-    lua
-}
-
-/// Runs 24 random argvs (plus fixed nasty ones) on local, ssh and ssh+pct: one batch,
-/// so one runbook run per target (a run per case would be far too slow); proptest
-/// shrinks the batch when one fails.
+/// Runs 24 random argvs (plus fixed nasty ones) on local, ssh, and each container kind
+/// behind ssh: pct and the docker, podman and kubectl doubles (which turn bytes that are
+/// not UTF-8 into U+FFFD, as the real engines do: runbook must armour them).
 fn argv_round_trips(utf8: bool) {
-    use proptest::test_runner::{Config, TestCaseError, TestRunner};
     let fleet = Fleet::start(1);
     fleet.container(200);
+    // The doubles keep their containers under the pct double's root (tests/bin/docker).
+    for dir in [
+        "docker/trainer",
+        "podman/trainer",
+        "kube/default/ml/train-0/main",
+    ] {
+        std::fs::create_dir_all(fleet.dir.path().join("pct").join(dir)).unwrap();
+    }
     let env = Env::new();
     let targets = [
         ("local", r#"target("local")"#),
         ("ssh", r#"target("node1")"#),
         ("ssh+pct", r#"target("node1"):pct(200)"#),
+        ("ssh+docker", r#"target("node1"):docker("trainer")"#),
+        ("ssh+podman", r#"target("node1"):podman("trainer")"#),
+        (
+            "ssh+kube",
+            r#"target("node1"):kube("train-0", { namespace = "ml", container = "main" })"#,
+        ),
     ];
-    let mut fixed: Vec<Vec<Vec<u8>>> = vec![[
-        "", "-n", "--", "'", "\"", "$HOME", "`id`", "\\", "a\nb", "*", "é🦀", "-e", " ", "\r\n",
-    ]
-    .iter()
-    .map(|w| w.as_bytes().to_vec())
-    .collect()];
-    if !utf8 {
-        fixed.push(vec![
-            vec![0xff, 0xfe],
-            (1u8..=255).collect(),
-            b"\xe9t\xe9".to_vec(),
-        ]);
-    }
-    let mut runner = TestRunner::new(Config {
-        cases: 1,
-        max_shrink_iters: 24,
-        failure_persistence: None,
-        ..Config::default()
+    common::argv::round_trips(&env, utf8, &targets, |rb| {
+        run(&env, Some(&fleet.ssh_config()), rb, &[])
     });
-    let batch = prop::collection::vec(argv_list(utf8), 24);
-    let result = runner.run(&batch, |mut cases| {
-        cases.extend(fixed.iter().cloned());
-        for (name, target) in targets {
-            let rb = env.write(
-                &format!("roundtrip_{}.lua", name.replace('+', "_")),
-                &roundtrip_runbook(target, &cases),
-            );
-            let out = run(&env, Some(&fleet.ssh_config()), &rb, &[]);
-            if out.status.code() != Some(0) {
-                let ev = events(&out);
-                let err = of_kind(&ev, "step_finished")
-                    .last()
-                    .map(|e| e["error"].to_string())
-                    .unwrap_or_else(|| show(&out));
-                return Err(TestCaseError::fail(format!("on {name}: {err}")));
-            }
-        }
-        Ok(())
-    });
-    if let Err(e) = result {
-        panic!("{e}");
-    }
 }
 
 #[test]
-fn random_utf8_argv_round_trips_through_local_ssh_and_pct() {
+fn random_utf8_argv_round_trips_through_local_ssh_and_containers() {
     require_sshd!();
     argv_round_trips(true);
 }
 
 #[test]
-fn random_byte_argv_round_trips_through_local_ssh_and_pct() {
+fn random_byte_argv_round_trips_through_local_ssh_and_containers() {
     require_sshd!();
     argv_round_trips(false);
 }

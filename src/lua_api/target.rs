@@ -8,7 +8,7 @@ use crate::actions::{self, Action, Effect, Performed};
 use crate::duration;
 use crate::targets::registry::expand_home;
 use crate::targets::ssh::SshSpec;
-use crate::targets::{ExecOutcome, ExecRequest, Target};
+use crate::targets::{Container, ExecOutcome, ExecRequest, Target};
 use mlua::{Lua, Table, UserData, UserDataMethods, UserDataRef, Value};
 use std::ffi::OsString;
 use std::rc::Rc;
@@ -43,6 +43,20 @@ impl UserData for TargetHandle {
             Ok(format!("target({})", this.0.name()))
         });
         methods.add_method("pct", |lua, this, ctid: Value| pct(lua, this, ctid));
+        methods.add_method("lxc", |lua, this, (name, opts): (Value, Option<Table>)| {
+            lxc(lua, this, name, opts)
+        });
+        methods.add_method(
+            "docker",
+            |lua, this, (name, opts): (Value, Option<Table>)| docker(lua, this, name, opts),
+        );
+        methods.add_method(
+            "podman",
+            |lua, this, (name, opts): (Value, Option<Table>)| podman(lua, this, name, opts),
+        );
+        methods.add_method("kube", |lua, this, (pod, opts): (Value, Option<Table>)| {
+            kube(lua, this, pod, opts)
+        });
         methods.add_async_method(
             "exec",
             |lua, this: UserDataRef<Self>, (argv, opts): (Value, Option<Table>)| async move {
@@ -192,11 +206,170 @@ fn pct(lua: &Lua, this: &TargetHandle, ctid: Value) -> mlua::Result<TargetHandle
             "pct(): a container id is a number from 100 to 999999999",
         ));
     };
-    Ok(TargetHandle(Rc::new(Target::Pct {
+    Ok(inside(this, Container::Pct(ctid)))
+}
+
+fn inside(this: &TargetHandle, ct: Container) -> TargetHandle {
+    TargetHandle(Rc::new(Target::In {
         parent: this.0.clone(),
-        ctid,
+        ct,
         label: None,
-    })))
+    }))
+}
+
+/// The name a container method was given: a string, or a clear error at the line.
+fn container_name(lua: &Lua, v: Value, what: &str, example: &str) -> mlua::Result<String> {
+    match v {
+        Value::String(s) => Ok(s.to_string_lossy()),
+        other => Err(err_at(
+            lua,
+            format!(
+                "{what}: give the name as a string, e.g. {example}; got {}",
+                other.type_name()
+            ),
+        )),
+    }
+}
+
+/// Lua: t:lxc(name, [opts]) -> target
+///
+/// The LXC container `name` on `t` (LXC without Proxmox): every command becomes
+/// `lxc-attach -n NAME --clear-env -- argv…` on `t`, with the argv kept word for word.
+/// `--clear-env`: a command sees the container's own environment (`PATH` and
+/// `container=lxc`) plus its `env`, never that of whoever ran runbook. `keep_env = true`
+/// uses `--keep-env` instead (the old LXC default, and Proxmox VE 8's).
+///
+/// ```lua
+/// local web = target("root@host.example"):lxc("web")
+/// web:exec({ "nginx", "-t" }, { read_only = true })
+/// ```
+fn lxc(
+    lua: &Lua,
+    this: &TargetHandle,
+    name: Value,
+    opts: Option<Table>,
+) -> mlua::Result<TargetHandle> {
+    let name = container_name(lua, name, "lxc()", "t:lxc(\"web\")")?;
+    let mut keep_env = false;
+    if let Some(t) = opts {
+        check_keys(lua, &t, &["keep_env"], "lxc()")?;
+        keep_env = bool_value(lua, t.get("keep_env")?, "lxc(): keep_env", false)?;
+    }
+    let ct = Container::lxc(&name, keep_env).map_err(|e| err_at(lua, format!("lxc(): {e}")))?;
+    Ok(inside(this, ct))
+}
+
+/// Lua: t:docker(name, [opts]) -> target
+///
+/// The Docker container `name` (or id) on `t`: every command becomes
+/// `docker exec -i [-u USER] NAME argv…` on `t`, so `target("root@h.example"):docker("trainer")`
+/// runs `ssh … docker exec -i trainer …`. Option: `user` (`-u`: a name, uid,
+/// `name:group` or `uid:gid`; default: the image's user).
+///
+/// The container needs `sh` and `setsid` (every command runs through them, so that a
+/// timeout or Ctrl-C stops its whole tree inside the container). `env` values travel on
+/// standard input, never as `-e` (an argv, and `-e NAME` would read the value on the
+/// host running docker); `cwd` is a `cd` inside the container. Docker carries a command's
+/// words as JSON, which holds only UTF-8: words that are not UTF-8 are armoured and
+/// decoded inside the container, so they still arrive byte for byte. A missing, stopped
+/// or paused container fails the step saying so, even with `check = false`.
+///
+/// ```lua
+/// local trainer = target("root@gpu-node-1.example"):docker("trainer", { user = "app" })
+/// trainer:exec({ "python3", "-c", "import torch; print(torch.__version__)" }, { read_only = true })
+/// ```
+fn docker(
+    lua: &Lua,
+    this: &TargetHandle,
+    name: Value,
+    opts: Option<Table>,
+) -> mlua::Result<TargetHandle> {
+    engine(lua, this, false, name, opts)
+}
+
+/// Lua: t:podman(name, [opts]) -> target
+///
+/// The Podman container `name` (or id) on `t`: `podman exec -i [-u USER] NAME argv…`,
+/// otherwise exactly as `t:docker`. Podman's containers are per user: root's are not
+/// another user's on the same host.
+///
+/// ```lua
+/// local db = target("local"):podman("db")
+/// db:exec({ "pg_isready" }, { read_only = true })
+/// ```
+fn podman(
+    lua: &Lua,
+    this: &TargetHandle,
+    name: Value,
+    opts: Option<Table>,
+) -> mlua::Result<TargetHandle> {
+    engine(lua, this, true, name, opts)
+}
+
+fn engine(
+    lua: &Lua,
+    this: &TargetHandle,
+    podman: bool,
+    name: Value,
+    opts: Option<Table>,
+) -> mlua::Result<TargetHandle> {
+    let what = if podman { "podman()" } else { "docker()" };
+    let example = if podman {
+        "t:podman(\"trainer\")"
+    } else {
+        "t:docker(\"trainer\")"
+    };
+    let name = container_name(lua, name, what, example)?;
+    let mut user = None;
+    if let Some(t) = opts {
+        check_keys(lua, &t, &["user"], what)?;
+        user = string_value(lua, t.get("user")?, &format!("{what}: user"))?;
+    }
+    let ct = Container::engine(podman, &name, user.as_deref())
+        .map_err(|e| err_at(lua, format!("{what}: {e}")))?;
+    Ok(inside(this, ct))
+}
+
+/// Lua: t:kube(pod, [opts]) -> target
+///
+/// The pod `pod` as reached from `t` with `kubectl exec`: every command becomes
+/// `kubectl exec -i [--context=CONTEXT] [--namespace=NS] [--container=C] POD -- argv…` on
+/// `t`. Options: `container` (default: the pod's default container, which kubectl names
+/// on stderr when the pod has several), `namespace` (default: the context's),
+/// `context` (a kubeconfig context; default: the current one).
+///
+/// As with `t:docker`: the container needs `sh` and `setsid`, `env` values travel on
+/// standard input, words that are not UTF-8 arrive intact. The command's exit code is
+/// its own (kubectl adds `command terminated with exit code N` to stderr when it is not
+/// 0). A missing pod or container, or one that is not running, fails the step saying
+/// so.
+///
+/// ```lua
+/// local worker = target("local"):kube("trainer-0", { namespace = "ml", container = "main" })
+/// worker:exec({ "nvidia-smi", "-L" }, { read_only = true })
+/// ```
+fn kube(
+    lua: &Lua,
+    this: &TargetHandle,
+    pod: Value,
+    opts: Option<Table>,
+) -> mlua::Result<TargetHandle> {
+    let pod = container_name(lua, pod, "kube()", "t:kube(\"trainer-0\")")?;
+    let (mut container, mut namespace, mut context) = (None, None, None);
+    if let Some(t) = opts {
+        check_keys(lua, &t, &["container", "namespace", "context"], "kube()")?;
+        container = string_value(lua, t.get("container")?, "kube(): container")?;
+        namespace = string_value(lua, t.get("namespace")?, "kube(): namespace")?;
+        context = string_value(lua, t.get("context")?, "kube(): context")?;
+    }
+    let ct = Container::kube(
+        &pod,
+        container.as_deref(),
+        namespace.as_deref(),
+        context.as_deref(),
+    )
+    .map_err(|e| err_at(lua, format!("kube(): {e}")))?;
+    Ok(inside(this, ct))
 }
 
 struct ExecOptions {

@@ -1,9 +1,11 @@
 //! Where commands run. A target only knows how to run an argv and how to render it; it
 //! never knows which Lua function or primitive asked.
 //!
-//! Targets nest: `Pct` wraps any target (its argv becomes `pct exec ID -- argv` there),
-//! so every chain ends at a *base*: this machine or an SSH connection.
+//! Targets nest: a container wraps any target (its argv becomes `pct exec ID -- argv`,
+//! `docker exec -i NAME argv`, … there; see `container.rs`), so every chain ends at a
+//! *base*: this machine or an SSH connection.
 
+pub mod container;
 pub mod hold;
 pub mod local;
 pub mod pump;
@@ -14,6 +16,7 @@ pub mod wrap;
 
 use crate::cancel::Cancel;
 use crate::quote;
+pub use container::Container;
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
 use std::future::Future;
@@ -139,7 +142,9 @@ pub enum Hop {
         alias: Option<String>,
         connect_timeout_ms: u64,
     },
-    Pct(u32),
+    /// `{"pct":200}`, `{"docker":{"name":"trainer"}}`, … (see `Container`).
+    #[serde(untagged)]
+    In(Container),
 }
 
 /// Stops a remote process group (by its id) on the target that started it.
@@ -152,10 +157,10 @@ pub const CAPTURE_LIMIT: usize = 8 * 1024 * 1024;
 pub enum Target {
     Local,
     Ssh(Rc<ssh::SshHost>),
-    /// A Proxmox LXC container on `parent`, reached with `pct exec`.
-    Pct {
+    /// A container on `parent`, entered with its tool there (`pct exec`, `docker exec`, …).
+    In {
         parent: Rc<Target>,
-        ctid: u32,
+        ct: Container,
         /// Its inventory name, if it came from there.
         label: Option<String>,
     },
@@ -173,8 +178,8 @@ impl Target {
         match self {
             Target::Local => "local".into(),
             Target::Ssh(h) => h.name(),
-            Target::Pct { label: Some(l), .. } => l.clone(),
-            Target::Pct { parent, ctid, .. } => format!("{}/ct{ctid}", parent.name()),
+            Target::In { label: Some(l), .. } => l.clone(),
+            Target::In { parent, ct, .. } => format!("{}/{}", parent.name(), ct.label()),
         }
     }
 
@@ -185,8 +190,8 @@ impl Target {
             match self {
                 Target::Local => "local".to_string(),
                 Target::Ssh(h) => h.destination().await,
-                Target::Pct { parent, ctid, .. } => {
-                    format!("{}/ct{ctid}", parent.destination().await)
+                Target::In { parent, ct, .. } => {
+                    format!("{}/{}", parent.destination().await, ct.label())
                 }
             }
         })
@@ -208,9 +213,9 @@ impl Target {
                     connect_timeout_ms: s.connect_timeout.as_millis() as u64,
                 }]
             }
-            Target::Pct { parent, ctid, .. } => {
+            Target::In { parent, ct, .. } => {
                 let mut route = parent.route();
-                route.push(Hop::Pct(*ctid));
+                route.push(Hop::In(ct.clone()));
                 route
             }
         }
@@ -239,9 +244,9 @@ impl Target {
                     alias: alias.clone(),
                 }),
                 Hop::Ssh { .. } => return Err("an SSH hop after another hop".into()),
-                Hop::Pct(ctid) => Rc::new(Target::Pct {
+                Hop::In(ct) => Rc::new(Target::In {
                     parent: target,
-                    ctid: *ctid,
+                    ct: ct.clone().validated()?,
                     label: None,
                 }),
             };
@@ -254,16 +259,7 @@ impl Target {
         match self {
             Target::Local => (Base::Local, argv),
             Target::Ssh(h) => (Base::Ssh(h.clone()), argv),
-            Target::Pct { parent, ctid, .. } => {
-                let mut outer: Vec<OsString> = vec![
-                    "pct".into(),
-                    "exec".into(),
-                    ctid.to_string().into(),
-                    "--".into(),
-                ];
-                outer.extend(argv);
-                parent.flatten(outer)
-            }
+            Target::In { parent, ct, .. } => parent.flatten(ct.wrap(argv)),
         }
     }
 
@@ -324,7 +320,24 @@ impl Target {
             };
             return h.run(line, stdin, req.timeout, &io, Some(&kill)).await;
         }
-        match self.flatten(wrap::killable(inner)) {
+        // The wrapper's first act inside the container is to report its group: a command
+        // that ends without one never started there, and what the tools on the way said
+        // is why (the container is missing, stopped, …).
+        let started = std::cell::Cell::new(false);
+        let report = |g: &Group| {
+            started.set(true);
+            if let Some(on_group) = io.on_group {
+                on_group(g);
+            }
+        };
+        let io = ExecIo {
+            on_line: io.on_line,
+            deadline: io.deadline,
+            cancel: io.cancel,
+            abort_at: io.abort_at,
+            on_group: Some(&report),
+        };
+        let out = match self.flatten(wrap::killable(inner)) {
             (Base::Local, argv) => {
                 let spawn = local::Spawn {
                     argv: &argv,
@@ -333,18 +346,36 @@ impl Target {
                     stdin,
                     timeout: req.timeout,
                 };
-                local::run(spawn, io, Some(&kill)).await
+                local::run(spawn, &io, Some(&kill)).await?
             }
             (Base::Ssh(h), argv) => {
                 h.run(
                     quote::join_bytes(&argv),
                     stdin,
                     req.timeout,
-                    io,
+                    &io,
                     Some(&kill),
                 )
-                .await
+                .await?
             }
+        };
+        let stopped = out.timed_out || out.deadline_hit || out.interrupted;
+        if !started.get() && !stopped && out.code != Some(0) {
+            if let Some(why) = self.refused(&String::from_utf8_lossy(&out.stderr)) {
+                return Err(format!("cannot run a command on {}: {why}", self.name()));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Why a container on the way to this target would not let a command in, from what
+    /// the tools said (outermost container first: its refusal is the cause of the rest).
+    pub fn refused(&self, stderr: &str) -> Option<String> {
+        match self {
+            Target::In { parent, ct, .. } => parent
+                .refused(stderr)
+                .or_else(|| ct.refused(&parent.name(), stderr)),
+            _ => None,
         }
     }
 
@@ -415,9 +446,9 @@ mod tests {
     fn a_route_leads_back_to_the_same_place() {
         let registry = registry::Registry::new(Default::default());
         let node = registry.resolve("root@node.example:2222").unwrap();
-        let box_ = Target::Pct {
+        let box_ = Target::In {
             parent: node,
-            ctid: 200,
+            ct: Container::Pct(200),
             label: None,
         };
         let route = box_.route();
@@ -428,5 +459,34 @@ mod tests {
             .unwrap()
             .route()
             .is_empty());
+    }
+
+    /// Records written before other containers existed (`{"pct":200}`) still read, and
+    /// a container inside a container comes back as it was, named by each hop.
+    #[test]
+    fn recorded_routes_of_every_container_read_back() {
+        let registry = registry::Registry::new(Default::default());
+        let old: Vec<Hop> = serde_json::from_str(
+            r#"[{"ssh":{"host":"node.example","user":"root","connect_timeout_ms":10000}},{"pct":200}]"#,
+        )
+        .unwrap();
+        let ct = Target::from_route(&old, &registry).unwrap();
+        assert_eq!(ct.name(), "root@node.example/ct200");
+        let nested = Target::In {
+            parent: ct,
+            ct: Container::engine(false, "trainer", Some("app")).unwrap(),
+            label: None,
+        };
+        let json = serde_json::to_string(&nested.route()).unwrap();
+        assert!(
+            json.ends_with(r#"{"pct":200},{"docker":{"name":"trainer","user":"app"}}]"#),
+            "{json}"
+        );
+        let back: Vec<Hop> = serde_json::from_str(&json).unwrap();
+        let again = Target::from_route(&back, &registry).unwrap();
+        assert_eq!(again.name(), "root@node.example/ct200/docker:app@trainer");
+        // A record is checked like a runbook: no name a tool would read as a flag.
+        let bad: Vec<Hop> = serde_json::from_str(r#"[{"lxc":{"name":"-n"}}]"#).unwrap();
+        assert!(Target::from_route(&bad, &registry).is_err());
     }
 }

@@ -78,9 +78,9 @@ impl Registry {
         let h = inv.host(name).expect("checked by the caller");
         if let (Some(via), Some(ctid)) = (&h.via, h.pct) {
             let parent = self.inventory_target(inv, via)?;
-            return Ok(Rc::new(Target::Pct {
+            return Ok(Rc::new(Target::In {
                 parent,
-                ctid,
+                ct: super::Container::Pct(ctid),
                 label: Some(name.to_string()),
             }));
         }

@@ -140,7 +140,7 @@ impl Target {
         match self {
             Target::Local => None,
             Target::Ssh(h) => Some(h),
-            Target::Pct { parent, .. } => parent.ssh_base(),
+            Target::In { parent, .. } => parent.ssh_base(),
         }
     }
 }

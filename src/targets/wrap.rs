@@ -14,7 +14,7 @@ static WITH_ENV: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(|| script_body(include_str!("sh/with_env.sh")));
 
 /// A script as it is sent: without its comment lines, which every preview would show.
-fn script_body(text: &str) -> String {
+pub(crate) fn script_body(text: &str) -> String {
     let mut body: String = text
         .lines()
         .filter(|l| !l.trim_start().starts_with('#') && !l.trim().is_empty())

@@ -2,6 +2,7 @@
 //! with its own temporary state dir and scratch dir, so tests never share records.
 #![allow(dead_code)]
 
+pub mod argv;
 pub mod running;
 pub mod sshd;
 
