@@ -5,7 +5,7 @@ use crate::cancel::{self, Cancel};
 use crate::ctx::{Ctx, Header, Mode, Phase, StepCursor, StepDecl};
 use crate::duration;
 use crate::error::{Error, Result};
-use crate::events::Event;
+use crate::events::{Event, RunOutcome, StepOutcome as StepResult};
 use crate::lua_api::error_message;
 use crate::sandbox;
 use crate::sinks::{
@@ -164,7 +164,8 @@ pub async fn offline_warnings(
         .iter()
         .filter_map(|ev| match ev {
             Event::Log { level, message, .. }
-                if level == "warn" && message.starts_with(crate::actions::SECRET_IN_ARGV) =>
+                if *level == crate::events::Level::Warn
+                    && message.starts_with(crate::actions::SECRET_IN_ARGV) =>
             {
                 Some(message.clone())
             }
@@ -321,15 +322,15 @@ pub async fn run(req: RunRequest) -> Result<i32> {
     ctx.targets.close_all().await;
     let interrupted = cancel.count() > 0;
     let (outcome, code) = if interrupted {
-        ("interrupted", cancel.exit_code())
+        (RunOutcome::Interrupted, cancel.exit_code())
     } else if tally.failed > 0 || record_failed.get() {
         // A run whose record broke off is not a success: nobody can tell what it did.
-        ("failed", 1)
+        (RunOutcome::Failed, 1)
     } else {
-        ("ok", 0)
+        (RunOutcome::Ok, 0)
     };
     ctx.bus.emit(Event::RunFinished {
-        outcome: outcome.into(),
+        outcome,
         ok: tally.ok,
         changed: tally.changed,
         failed: tally.failed,
@@ -417,7 +418,7 @@ fn resume_plan(req: &RunRequest, loaded: &Loaded, which: &str) -> Result<ResumeP
         } = &ev.event
         {
             let same_step = steps.get(*index).is_some_and(|s| &s.name == name);
-            if same_step && (outcome == "ok" || outcome == "changed") {
+            if same_step && matches!(outcome, StepResult::Ok | StepResult::Changed) {
                 done.insert(*index, info.id.clone());
             } else {
                 done.remove(index);
@@ -478,7 +479,7 @@ async fn confirm_gate(
                 outcome,
                 error,
                 ..
-            } if outcome == "failed" => Some(format!(
+            } if *outcome == StepResult::Failed => Some(format!(
                 "step \"{name}\" failed: {}",
                 error.as_deref().unwrap_or("(no message)")
             )),
@@ -687,7 +688,14 @@ async fn run_step(
                     "evaluating `when`: {}",
                     crate::lua_api::located(&e, &step.location)
                 );
-                finish(ctx, index, step, "failed", Duration::ZERO, Some(msg));
+                finish(
+                    ctx,
+                    index,
+                    step,
+                    StepResult::Failed,
+                    Duration::ZERO,
+                    Some(msg),
+                );
                 return StepOutcome::Failed { changed: false };
             }
         }
@@ -722,7 +730,11 @@ async fn run_step(
         let took = started.elapsed();
         let err = match result {
             Ok(()) => {
-                let outcome = if changed { "changed" } else { "ok" };
+                let outcome = if changed {
+                    StepResult::Changed
+                } else {
+                    StepResult::Ok
+                };
                 finish(ctx, index, step, outcome, took, None);
                 return if changed {
                     StepOutcome::Changed
@@ -777,7 +789,7 @@ async fn run_step(
         if attempt < attempts && !aborted && !run_over {
             ctx.bus.emit(Event::Log {
                 step: Some(index),
-                level: "warn".into(),
+                level: crate::events::Level::Warn,
                 message: format!(
                     "step \"{}\" failed (attempt {attempt} of {attempts}), retrying in {}: {msg}",
                     step.name,
@@ -785,14 +797,21 @@ async fn run_step(
                 ),
             });
             if !cancellable_sleep(ctx, step.opts.delay).await {
-                finish(ctx, index, step, "failed", took, Some("interrupted".into()));
+                finish(
+                    ctx,
+                    index,
+                    step,
+                    StepResult::Failed,
+                    took,
+                    Some("interrupted".into()),
+                );
                 return StepOutcome::Failed {
                     changed: changed_any,
                 };
             }
             continue;
         }
-        finish(ctx, index, step, "failed", took, Some(msg));
+        finish(ctx, index, step, StepResult::Failed, took, Some(msg));
         return StepOutcome::Failed {
             changed: changed_any,
         };
@@ -827,14 +846,14 @@ fn finish(
     ctx: &Ctx,
     index: usize,
     step: &StepDecl,
-    outcome: &str,
+    outcome: StepResult,
     took: Duration,
     error: Option<String>,
 ) {
     ctx.bus.emit(Event::StepFinished {
         index,
         name: step.name.clone(),
-        outcome: outcome.into(),
+        outcome,
         duration_ms: took.as_millis() as u64,
         error,
     });

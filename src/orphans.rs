@@ -270,7 +270,7 @@ pub fn log(bus: &Bus, notes: Vec<String>) {
     for message in notes {
         bus.emit(Event::Log {
             step: None,
-            level: "warn".into(),
+            level: crate::events::Level::Warn,
             message,
         });
     }

@@ -112,7 +112,7 @@ fn info_from(path: &Path, events: &[Stamped]) -> Option<RunInfo> {
             outcome,
             duration_ms,
             ..
-        }) => (outcome.clone(), Some(*duration_ms)),
+        }) => (outcome.as_str().to_string(), Some(*duration_ms)),
         _ => ("incomplete".to_string(), None),
     };
     Some(RunInfo {

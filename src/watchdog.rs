@@ -11,6 +11,7 @@
 //! should have ended it, it kills the local commands still running, closes the run
 //! record with what it knows (once one exists), and ends the process.
 
+use crate::events::{RunOutcome, StepOutcome};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -196,19 +197,19 @@ impl Watchdog {
                 let (why, outcome, code) = if ignored_signal {
                     (
                         format!("{at}: interrupted, but the step did not stop {stuck}"),
-                        "interrupted",
+                        RunOutcome::Interrupted,
                         signal_code,
                     )
                 } else if planning {
                     (
                         format!("{at}: step timed out while planning the run, but did not stop {stuck}; nothing was changed"),
-                        "failed",
+                        RunOutcome::Failed,
                         2,
                     )
                 } else {
                     (
                         format!("{at}: step timed out, but did not stop {stuck}"),
-                        "failed",
+                        RunOutcome::Failed,
                         1,
                     )
                 };
@@ -221,13 +222,13 @@ impl Watchdog {
         }
     }
 
-    fn close_record(&self, index: usize, name: &str, error: &str, outcome: &str, code: i32) {
+    fn close_record(&self, index: usize, name: &str, error: &str, outcome: RunOutcome, code: i32) {
         let Some(record) = lock(&self.record).clone() else {
             return;
         };
         let ts = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
         let lines = [
-            serde_json::json!({"ts": ts, "event": "step_finished", "index": index, "name": name, "outcome": "failed", "duration_ms": 0, "error": error}),
+            serde_json::json!({"ts": ts, "event": "step_finished", "index": index, "name": name, "outcome": StepOutcome::Failed, "duration_ms": 0, "error": error}),
             serde_json::json!({"ts": ts, "event": "run_finished", "outcome": outcome, "ok": 0, "changed": 0, "failed": 1, "skipped": 0, "duration_ms": 0, "exit_code": code}),
         ];
         if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(&record) {

@@ -102,7 +102,7 @@ fn save(lua: &Lua, (name, fp): (Value, Value)) -> mlua::Result<()> {
     if ctx.mode != Mode::Real {
         ctx.bus.emit(Event::Log {
             step: ctx.step.get().map(|s| s.index),
-            level: "info".into(),
+            level: crate::events::Level::Info,
             message: format!("dry-run: would save fingerprint '{name}'"),
         });
         return Ok(());
@@ -111,7 +111,7 @@ fn save(lua: &Lua, (name, fp): (Value, Value)) -> mlua::Result<()> {
         .map_err(|e| err_at(lua, format!("fingerprint.save(): {e}")))?;
     ctx.bus.emit(Event::Log {
         step: ctx.step.get().map(|s| s.index),
-        level: "info".into(),
+        level: crate::events::Level::Info,
         message: format!("saved fingerprint '{name}' ({})", path.display()),
     });
     Ok(())

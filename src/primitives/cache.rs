@@ -265,7 +265,7 @@ pub async fn restore(
             } else {
                 format!("cache.restore: {given} has no kept copy: nothing to restore")
             };
-            log(step, "info", message);
+            log(step, crate::events::Level::Info, message);
             out.push(Restored {
                 path: given.clone(),
                 restored_from: None,
@@ -417,7 +417,7 @@ async fn plan_offline(
             // Which copies exist is only known by looking; say what a real run adds.
             log(
                 step,
-                "info",
+                crate::events::Level::Info,
                 format!(
                     "cache.clear: {path}: with --offline the kept copies are not looked at; a real run also deletes those beyond the newest {} (keep_last)",
                     opts.keep_last
@@ -504,7 +504,7 @@ async fn prune<'f>(
     let n = doomed.len();
     log(
         step,
-        "info",
+        crate::events::Level::Info,
         format!(
             "cache.clear: {}: keeping the newest {keep_last} kept {}; deleting {n} older {} frees {} ({} {})",
             f.resolved,
@@ -712,10 +712,10 @@ fn blocks_restore(f: &Found, force: bool) -> Option<String> {
     })
 }
 
-fn log(step: &Step<'_>, level: &str, message: String) {
+fn log(step: &Step<'_>, level: crate::events::Level, message: String) {
     step.ctx.bus.emit(Event::Log {
         step: step.ctx.step.get().map(|s| s.index),
-        level: level.into(),
+        level,
         message,
     });
 }

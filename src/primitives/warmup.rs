@@ -216,7 +216,7 @@ fn state(c: &CacheGrowth) -> &'static str {
 fn log(step: &Step<'_>, message: String) {
     step.ctx.bus.emit(crate::events::Event::Log {
         step: step.ctx.step.get().map(|s| s.index),
-        level: "info".into(),
+        level: crate::events::Level::Info,
         message,
     });
 }
@@ -371,7 +371,7 @@ async fn run_watched(
             silence.last_warned.set(Some(Instant::now()));
             ctx.bus.emit(Event::Log {
                 step: ctx.step.get().map(|s| s.index),
-                level: "warn".into(),
+                level: crate::events::Level::Warn,
                 message: format!(
                     "warm-up on {}: no output for {} (running for {}); a long compile is \
                      often silent, but check it is not stuck",

@@ -37,19 +37,12 @@ pub struct ExecRequest {
     pub secret_output: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// `stdout` or `stderr` in `output` events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Stream {
     Stdout,
     Stderr,
-}
-
-impl Stream {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Stream::Stdout => "stdout",
-            Stream::Stderr => "stderr",
-        }
-    }
 }
 
 #[derive(Debug, Default)]
