@@ -228,7 +228,7 @@ pub async fn settle(ctx: &Ctx, resuming: &str, orphans: &[Orphan]) -> Result<Vec
                 done.join("\n  - ")
             ));
         }
-        Error::invalid(msg)
+        Error::Resume(msg)
     };
     if !problems.is_empty() {
         // A refused run ends here: it leaves no connection behind.

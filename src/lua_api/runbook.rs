@@ -114,8 +114,10 @@ fn declare(lua: &Lua, decl: Value) -> mlua::Result<()> {
         }
     };
     let env = |k: &str| std::env::var(k).ok();
-    let values =
-        params::resolve(&specs, &ctx.sets, &env, ctx.missing).map_err(|e| err_at(lua, e))?;
+    let values = params::resolve(&specs, &ctx.sets, &env, ctx.missing).map_err(|e| {
+        let at = super::location(lua);
+        mlua::Error::external(params::Rejected(format!("{at}: {e}")))
+    })?;
     for spec in specs.iter().filter(|s| s.secret) {
         if let Some(Some(v)) = values.get(&spec.name) {
             ctx.bus
