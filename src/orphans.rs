@@ -146,9 +146,8 @@ async fn probe_all(
                 (Some(0), "unsure") => Ok(Found::Unsure),
                 (Some(0), "survived") => Ok(Found::Survived),
                 _ => Err(format!(
-                    "the check ended with {} and said {:?} {:?}",
-                    out.code
-                        .map_or("a signal".to_string(), |c| format!("exit code {c}")),
+                    "the check ended ({}) and said {:?} {:?}",
+                    out.why(None),
                     said.trim(),
                     String::from_utf8_lossy(&out.stderr).trim()
                 )),

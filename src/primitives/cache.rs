@@ -533,18 +533,8 @@ fn check(step: &Step<'_>, ran: &Ran, what: &str) -> mlua::Result<()> {
     if ran.ok() {
         return Ok(());
     }
-    let stderr = ran.stderr();
-    let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
-    let code = ran.outcome().and_then(|o| o.code).unwrap_or(-1);
-    let mut msg = format!(
-        "cache: {what} failed on {} (exit code {code})",
-        step.target.name()
-    );
-    for line in tail.iter().rev() {
-        msg.push_str("\n  ");
-        msg.push_str(line);
-    }
-    Err(step.fail(msg))
+    let target = step.target.name();
+    Err(step.fail(ran.failure(format!("cache: {what}"), Some(&target), None)))
 }
 
 /// One error for every refused path, so a call is fixed in one go.

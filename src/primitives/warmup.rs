@@ -113,24 +113,9 @@ pub async fn run(step: &Step<'_>, spec: &Spec) -> mlua::Result<Outcome> {
     };
     let target = step.target.name();
     if !ran.ok() {
-        let why = if out.timed_out {
-            format!(
-                "timed out after {}",
-                spec.timeout.map(duration::short).unwrap_or_default()
-            )
-        } else if let Some(sig) = out.signal {
-            format!("killed by signal {sig}")
-        } else {
-            format!("exit code {}", out.code.unwrap_or(-1))
-        };
-        let mut msg = format!("warm-up failed ({why}) on {target}: {shown}");
-        let stderr = ran.stderr();
-        let lines: Vec<&str> = stderr.lines().collect();
-        for line in &lines[lines.len().saturating_sub(5)..] {
-            msg.push_str("\n  ");
-            msg.push_str(line);
-        }
-        return Err(step.fail(msg));
+        let head = out.failed("warm-up", Some(&target), spec.timeout);
+        let tail = out.stderr_tail(crate::targets::failure::TAIL_LINES);
+        return Err(step.fail(format!("{head}: {shown}{tail}")));
     }
 
     if let Some(after) = measure(step, &spec.expect_cache, "after").await? {
@@ -259,10 +244,8 @@ async fn measure(
     }
     let target = step.target.name();
     if !ran.ok() {
-        return Err(step.fail(format!(
-            "warm-up: could not measure the caches on {target}: {}",
-            ran.stderr().trim()
-        )));
+        let what = "warm-up: measuring the caches";
+        return Err(step.fail(ran.failure(what, Some(&target), None)));
     }
     let stdout = ran.stdout();
     let sizes: Vec<Option<(u64, u64)>> = stdout.lines().map(parse_size).collect();

@@ -4,6 +4,7 @@
 //! Targets nest: `Pct` wraps any target (its argv becomes `pct exec ID -- argv` there),
 //! so every chain ends at a *base*: this machine or an SSH connection.
 
+pub mod failure;
 pub mod hold;
 pub mod local;
 pub mod pump;
@@ -38,7 +39,7 @@ pub struct ExecRequest {
 }
 
 /// `stdout` or `stderr` in `output` events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Stream {
     Stdout,
