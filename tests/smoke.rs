@@ -214,3 +214,79 @@ fn a_signal_before_the_run_starts_ends_with_its_code_and_no_record() {
         assert!(!scratch.join("changed").exists());
     }
 }
+
+/// Every option that takes paths reads them the same way (lua_api::path_list): one path
+/// or a list of strings whose entries may also be named, nothing else.
+#[test]
+fn every_option_that_takes_paths_reads_them_the_same_way() {
+    let env = Env::new();
+    env.write(
+        "paths.lua",
+        r#"runbook { name = "paths" }
+local here = target("local")
+local calls = {
+  ["cache.size(): paths"] = function(p) return cache.size(here, p) end,
+  ["git.restore(): paths"] = function(p) return git.restore(here, { repo = "/nonexistent/repo", paths = p }) end,
+  ["warmup.run(): expect_cache"] = function(p) return warmup.run(here, { script = "w.py", expect_cache = p }) end,
+  ["fingerprint.take(): caches"] = function(p) return fingerprint.take(here, { caches = p }) end,
+}
+local bad = { { 1 }, { "/tmp/a", keep = true }, true }
+step("try", function()
+  for what, call in pairs(calls) do
+    for i, p in ipairs(bad) do
+      local ok, e = pcall(call, p)
+      log.info(what .. " #" .. i .. " " .. (ok and "accepted" or tostring(e)))
+    end
+    local ok, e = pcall(call, { "/tmp/a", "/tmp/b", named = "/tmp/b" })
+    log.info(what .. " good " .. (ok and "accepted" or tostring(e)))
+  end
+end)
+"#,
+    );
+    let o = env
+        .cmd()
+        .args(["run", "paths.lua", "--dry-run", "--offline", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let logs: Vec<String> = parse_ndjson(&o.stdout)
+        .into_iter()
+        .filter(|e| e["event"] == "log")
+        .map(|e| e["message"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(logs.len(), 16, "{logs:#?}");
+    for what in [
+        "cache.size(): paths",
+        "git.restore(): paths",
+        "warmup.run(): expect_cache",
+        "fingerprint.take(): caches",
+    ] {
+        let of = |tag: &str| {
+            logs.iter()
+                .find(|l| l.starts_with(&format!("{what} {tag} ")))
+                .unwrap_or_else(|| panic!("{what} {tag}: {logs:#?}"))
+                .clone()
+        };
+        let rule = format!(
+            "{what} is a path or a list of paths, e.g. {{ \"/tmp/torchinductor_root\" }}; got"
+        );
+        for (tag, got) in [
+            ("#1", "integer at [1]"),
+            (
+                "#2",
+                "a table with the entry 'keep' that is not in its list",
+            ),
+            ("#3", "boolean"),
+        ] {
+            let line = of(tag);
+            assert!(line.contains("paths.lua:"), "names the line: {line}");
+            assert!(line.contains(&format!("{rule} {got}")), "{line}");
+        }
+        assert!(!of("good").contains("list of paths"), "{}", of("good"));
+    }
+}
