@@ -3,28 +3,13 @@
 
 use crate::abort::{Abort, Why};
 use crate::ctx::{Ctx, Mode};
-use crate::events::Event;
+use crate::events::{Event, Level};
 use crate::script::Script;
 use crate::targets::pump::Stop;
 use crate::targets::{ExecIo, ExecOutcome, ExecRequest, Group, Stream, Target};
 use std::time::Duration;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Effect {
-    /// Only looks: runs for real during a dry-run.
-    Read,
-    /// Changes something: planned, not run, during a dry-run.
-    Change,
-}
-
-impl Effect {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Effect::Read => "read",
-            Effect::Change => "change",
-        }
-    }
-}
+pub use crate::events::Effect;
 
 pub struct Action<'a> {
     pub target: &'a Target,
@@ -142,7 +127,7 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
     if argv_has_secret {
         ctx.bus.emit(Event::Log {
             step: Some(step),
-            level: "warn".into(),
+            level: Level::Warn,
             message: format!(
                 "{SECRET_IN_ARGV} `{}` on {target} (or in its cwd, which is an argv word on remote targets): every user of that machine can read it (ps, /proc/PID/cmdline) while it runs; pass it with env = {{ … }} or stdin = … instead",
                 action.summary
@@ -183,7 +168,7 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
             step,
             action: id,
             target,
-            effect: action.effect.as_str().into(),
+            effect: action.effect,
             summary: action.summary,
             command: shown,
             destructive: action.destructive,
@@ -220,7 +205,7 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
         ctx.bus.emit(Event::Output {
             step,
             action: id,
-            stream: stream.as_str().into(),
+            stream,
             line,
         })
     };
@@ -253,7 +238,7 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
         step,
         action: id,
         target,
-        effect: action.effect.as_str().into(),
+        effect: action.effect,
         summary: action.summary,
         command: shown,
         script,

@@ -15,11 +15,36 @@ use std::sync::Once;
 use tokio::sync::Notify;
 
 static SIGNALS: AtomicU32 = AtomicU32::new(0);
-static FIRST_EXIT_CODE: AtomicI32 = AtomicI32::new(0);
+static FIRST_SIGNAL: AtomicI32 = AtomicI32::new(0);
 
-fn record(exit_code: i32) {
+/// The signals that interrupt a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// SIGINT (Ctrl-C).
+    Int,
+    /// SIGTERM.
+    Term,
+}
+
+impl Signal {
+    pub fn number(self) -> i32 {
+        match self {
+            Signal::Int => libc::SIGINT,
+            Signal::Term => libc::SIGTERM,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Signal::Int => "SIGINT",
+            Signal::Term => "SIGTERM",
+        }
+    }
+}
+
+fn record(signal: i32) {
     // Only async-signal-safe work here: two atomic operations.
-    let _ = FIRST_EXIT_CODE.compare_exchange(0, exit_code, Ordering::SeqCst, Ordering::SeqCst);
+    let _ = FIRST_SIGNAL.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
     SIGNALS.fetch_add(1, Ordering::SeqCst);
 }
 
@@ -28,9 +53,13 @@ pub fn signal_count() -> u32 {
     SIGNALS.load(Ordering::SeqCst)
 }
 
-/// The exit code the first signal asks for (130 or 143), 0 when none came.
-pub fn first_exit_code() -> i32 {
-    FIRST_EXIT_CODE.load(Ordering::SeqCst)
+/// The first signal that came, if one did.
+pub fn first_signal() -> Option<Signal> {
+    match FIRST_SIGNAL.load(Ordering::SeqCst) {
+        0 => None,
+        n if n == libc::SIGTERM => Some(Signal::Term),
+        _ => Some(Signal::Int),
+    }
 }
 
 #[derive(Default)]
@@ -47,9 +76,9 @@ impl Cancel {
         SIGNALS.load(Ordering::SeqCst)
     }
 
-    /// 130 for SIGINT, 143 for SIGTERM; 0 when no signal came.
-    pub fn exit_code(&self) -> i32 {
-        FIRST_EXIT_CODE.load(Ordering::SeqCst)
+    /// The first signal, once one came (the count is raised after it is stored).
+    pub fn interrupted(&self) -> Option<Signal> {
+        (self.count() > 0).then(|| first_signal().unwrap_or(Signal::Int))
     }
 
     /// Resolves when the next signal arrives.
@@ -65,8 +94,8 @@ pub fn watch_signals(cancel: Rc<Cancel>) -> tokio::task::JoinHandle<()> {
     HANDLERS.call_once(|| {
         // SAFETY: the actions only touch atomics, which is async-signal-safe.
         unsafe {
-            let _ = signal_hook_registry::register(libc::SIGINT, || record(130));
-            let _ = signal_hook_registry::register(libc::SIGTERM, || record(143));
+            let _ = signal_hook_registry::register(libc::SIGINT, || record(libc::SIGINT));
+            let _ = signal_hook_registry::register(libc::SIGTERM, || record(libc::SIGTERM));
         }
     });
     tokio::task::spawn_local(async move {

@@ -8,8 +8,9 @@ use std::time::Duration;
 const EXIT_CODES: &str = "\
 Exit codes:
   0    success
-  1    a step failed
-  2    invalid runbook, params or usage (nothing was changed)
+  1    the run ran and a step failed (or its record broke off)
+  2    refused before anything was changed: usage, the runbook, its params,
+       a resume or a plan that cannot go ahead, no confirmation
   130  interrupted (SIGINT / Ctrl-C); 143 for SIGTERM
 
 Environment:

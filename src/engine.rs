@@ -1,11 +1,11 @@
 //! Loads a runbook into a sandboxed VM, runs its steps in order, and owns the decisions
 //! around a run: dry-run, confirmation, resume, timeouts, interruption, the record.
 
-use crate::cancel::{self, Cancel};
+use crate::cancel::{self, Cancel, Signal};
 use crate::ctx::{Ctx, Header, Mode, Phase, StepCursor, StepDecl};
 use crate::duration;
-use crate::error::{Error, Result};
-use crate::events::Event;
+use crate::error::{Error, Exit, Result};
+use crate::events::{Event, RunOutcome, StepOutcome as StepResult};
 use crate::lua_api::error_message;
 use crate::sandbox;
 use crate::sinks::{
@@ -81,9 +81,9 @@ fn load_with(
         targets,
     ));
     let lua = sandbox::new_vm(ctx.clone())
-        .map_err(|e| Error::invalid(format!("cannot start Lua: {e}")))?;
+        .map_err(|e| Error::Startup(format!("cannot start Lua: {e}")))?;
     let chunk = sandbox::compile(&lua, &source.bytes, &source.label)
-        .map_err(|e| Error::invalid(error_message(&e)))?;
+        .map_err(|e| Error::Runbook(error_message(&e)))?;
     let deadline = Instant::now() + LOAD_BUDGET;
     ctx.deadline.set(Some(deadline));
     crate::watchdog::arm_load(&source.label, deadline);
@@ -97,10 +97,11 @@ fn load_with(
         let msg = error_message(&e);
         match crate::abort::Abort::of(&e) {
             Some(a) if a.why == crate::abort::Why::Interrupted => {
-                return Err(Error::Interrupted(ctx.cancel.exit_code()));
+                let signal = ctx.cancel.interrupted().unwrap_or(Signal::Int);
+                return Err(Error::Interrupted(signal));
             }
             Some(a) => {
-                return Err(Error::invalid(format!(
+                return Err(Error::Runbook(format!(
                     "{}: the top level of the file ran for over {}s; put work inside step() functions",
                     a.at,
                     LOAD_BUDGET.as_secs()
@@ -115,12 +116,15 @@ fn load_with(
             } else {
                 near
             };
-            return Err(Error::invalid(format!("{at}: {msg}")));
+            return Err(Error::Runbook(format!("{at}: {msg}")));
         }
-        return Err(Error::invalid(crate::lua_api::located(&e, &source.label)));
+        if let Some(rejected) = e.downcast_ref::<crate::params::Rejected>() {
+            return Err(Error::Params(rejected.to_string()));
+        }
+        return Err(Error::Runbook(crate::lua_api::located(&e, &source.label)));
     }
     if ctx.header.borrow().is_none() {
-        return Err(Error::invalid(format!(
+        return Err(Error::Runbook(format!(
             "{}: missing header: a runbook starts with runbook {{ name = \"…\", description = \"…\" }}",
             source.label
         )));
@@ -164,7 +168,8 @@ pub async fn offline_warnings(
         .iter()
         .filter_map(|ev| match ev {
             Event::Log { level, message, .. }
-                if level == "warn" && message.starts_with(crate::actions::SECRET_IN_ARGV) =>
+                if *level == crate::events::Level::Warn
+                    && message.starts_with(crate::actions::SECRET_IN_ARGV) =>
             {
                 Some(message.clone())
             }
@@ -218,7 +223,7 @@ fn check_globals(lua: &Lua, source: &Source) -> Result<()> {
     if problems.is_empty() {
         Ok(())
     } else {
-        Err(Error::invalid(problems.join("\n")))
+        Err(Error::Runbook(problems.join("\n")))
     }
 }
 
@@ -252,8 +257,8 @@ struct Tally {
     skipped: usize,
 }
 
-/// `runbook run`: returns the exit code.
-pub async fn run(req: RunRequest) -> Result<i32> {
+/// `runbook run`: `Ok` when every step passed (or, in a dry-run, planned).
+pub async fn run(req: RunRequest) -> Result<()> {
     let cancel = Cancel::new();
     let _signals = cancel::watch_signals(cancel.clone());
     let loaded = load(
@@ -302,7 +307,7 @@ pub async fn run(req: RunRequest) -> Result<i32> {
     });
     if record_failed.get() {
         ctx.bus.finish();
-        return Err(Error::invalid(format!(
+        return Err(Error::Record(format!(
             "cannot write the run record {}; runbook will not run without a record (see --state-dir)",
             record_path.display()
         )));
@@ -319,17 +324,20 @@ pub async fn run(req: RunRequest) -> Result<i32> {
     let tally = run_steps(&loaded, &resume, req.timeout, false).await;
     ctx.locks.release_all().await;
     ctx.targets.close_all().await;
-    let interrupted = cancel.count() > 0;
-    let (outcome, code) = if interrupted {
-        ("interrupted", cancel.exit_code())
+    let (outcome, ended) = if let Some(signal) = cancel.interrupted() {
+        (RunOutcome::Interrupted, Err(Error::RunInterrupted(signal)))
     } else if tally.failed > 0 || record_failed.get() {
         // A run whose record broke off is not a success: nobody can tell what it did.
-        ("failed", 1)
+        (RunOutcome::Failed, Err(Error::RunFailed))
     } else {
-        ("ok", 0)
+        (RunOutcome::Ok, Ok(()))
+    };
+    let code = match &ended {
+        Ok(()) => Exit::Success.code(),
+        Err(e) => e.exit_code(),
     };
     ctx.bus.emit(Event::RunFinished {
-        outcome: outcome.into(),
+        outcome,
         ok: tally.ok,
         changed: tally.changed,
         failed: tally.failed,
@@ -345,7 +353,7 @@ pub async fn run(req: RunRequest) -> Result<i32> {
             record_path.display()
         );
     }
-    Ok(code)
+    ended
 }
 
 fn params_for_record(header: &Header) -> BTreeMap<String, serde_json::Value> {
@@ -370,21 +378,21 @@ fn resume_plan(req: &RunRequest, loaded: &Loaded, which: &str) -> Result<ResumeP
     let info = state::find_run(&req.state_dir, which, |r| {
         r.runbook == header.name && r.mode == "real"
     })
-    .map_err(|e| Error::invalid(format!("--resume {which}: {e}")))?;
+    .map_err(|e| Error::Resume(format!("--resume {which}: {e}")))?;
     if info.mode != "real" {
-        return Err(Error::invalid(format!(
+        return Err(Error::Resume(format!(
             "--resume {which}: run {} was a {}; only real runs can be resumed",
             info.id, info.mode
         )));
     }
     if info.runbook != header.name {
-        return Err(Error::invalid(format!(
+        return Err(Error::Resume(format!(
             "--resume {which}: run {} ran runbook '{}', not '{}'",
             info.id, info.runbook, header.name
         )));
     }
     if info.content_hash != req.source.content_hash() {
-        return Err(Error::invalid(format!(
+        return Err(Error::Resume(format!(
             "--resume {which}: {} changed since run {} (its content hash differs); resuming could skip steps that are not the ones that ran. Run it afresh without --resume",
             req.source.label, info.id
         )));
@@ -398,7 +406,7 @@ fn resume_plan(req: &RunRequest, loaded: &Loaded, which: &str) -> Result<ResumeP
             .filter(|k| now.get(*k) != params.get(*k))
             .collect();
         if let Some(k) = differ.first() {
-            return Err(Error::invalid(format!(
+            return Err(Error::Resume(format!(
                 "--resume {which}: param '{k}' differs from run {} ({} then, {} now); resume with the same --set values",
                 info.id,
                 params.get(*k).map(|v| v.to_string()).unwrap_or("unset".into()),
@@ -417,7 +425,7 @@ fn resume_plan(req: &RunRequest, loaded: &Loaded, which: &str) -> Result<ResumeP
         } = &ev.event
         {
             let same_step = steps.get(*index).is_some_and(|s| &s.name == name);
-            if same_step && (outcome == "ok" || outcome == "changed") {
+            if same_step && matches!(outcome, StepResult::Ok | StepResult::Changed) {
                 done.insert(*index, info.id.clone());
             } else {
                 done.remove(index);
@@ -462,8 +470,8 @@ async fn confirm_gate(
         .bus
         .add_sink(Box::new(CollectSink(collected.clone())));
     let tally = run_steps(&plan, resume, req.timeout, true).await;
-    if cancel.count() > 0 {
-        return Err(Error::Interrupted(cancel.exit_code()));
+    if let Some(signal) = cancel.interrupted() {
+        return Err(Error::Interrupted(signal));
     }
     let changes = plan.ctx.recording.borrow_mut().take().unwrap_or_default();
     // A plan that could not be made whole cannot be confirmed (the real run would be
@@ -478,13 +486,13 @@ async fn confirm_gate(
                 outcome,
                 error,
                 ..
-            } if outcome == "failed" => Some(format!(
+            } if *outcome == StepResult::Failed => Some(format!(
                 "step \"{name}\" failed: {}",
                 error.as_deref().unwrap_or("(no message)")
             )),
             _ => None,
         });
-        return Err(Error::invalid(plan.ctx.bus.mask(&format!(
+        return Err(Error::PlanFailed(plan.ctx.bus.mask(&format!(
             "{}: the plan to confirm could not be made (its dry-run failed): {}\n\
              nothing was changed; see it with --dry-run, or run without a confirmation with --yes",
             req.source.label,
@@ -530,7 +538,7 @@ async fn confirm_gate(
         n => format!("{n} changes"),
     };
     if !interactive {
-        return Err(Error::invalid(format!(
+        return Err(Error::NeedsConfirmation(format!(
             "{} makes {count} and needs confirmation:\n{list}\n\
              nothing was changed; preview with --dry-run, then re-run with --yes",
             req.source.label
@@ -548,13 +556,13 @@ async fn confirm_gate(
         a = read => a.unwrap_or_default(),
         _ = cancel.notified() => {
             eprintln!();
-            return Err(Error::Interrupted(cancel.exit_code()));
+            return Err(Error::Interrupted(cancel.interrupted().unwrap_or(Signal::Int)));
         }
     };
     if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
         Ok(changes)
     } else {
-        Err(Error::invalid("not confirmed; nothing was changed"))
+        Err(Error::NotConfirmed)
     }
 }
 
@@ -687,7 +695,14 @@ async fn run_step(
                     "evaluating `when`: {}",
                     crate::lua_api::located(&e, &step.location)
                 );
-                finish(ctx, index, step, "failed", Duration::ZERO, Some(msg));
+                finish(
+                    ctx,
+                    index,
+                    step,
+                    StepResult::Failed,
+                    Duration::ZERO,
+                    Some(msg),
+                );
                 return StepOutcome::Failed { changed: false };
             }
         }
@@ -722,7 +737,11 @@ async fn run_step(
         let took = started.elapsed();
         let err = match result {
             Ok(()) => {
-                let outcome = if changed { "changed" } else { "ok" };
+                let outcome = if changed {
+                    StepResult::Changed
+                } else {
+                    StepResult::Ok
+                };
                 finish(ctx, index, step, outcome, took, None);
                 return if changed {
                     StepOutcome::Changed
@@ -740,11 +759,7 @@ async fn run_step(
             .map(|a| a.at.clone())
             .unwrap_or_else(|| step.location.clone());
         let msg = if aborted {
-            let sig = if ctx.cancel.exit_code() == 143 {
-                "SIGTERM"
-            } else {
-                "SIGINT"
-            };
+            let sig = ctx.cancel.interrupted().unwrap_or(Signal::Int).name();
             format!("{at}: interrupted ({sig})")
         } else if deadline.is_some_and(|d| Instant::now() >= d) {
             let own_first = step
@@ -777,7 +792,7 @@ async fn run_step(
         if attempt < attempts && !aborted && !run_over {
             ctx.bus.emit(Event::Log {
                 step: Some(index),
-                level: "warn".into(),
+                level: crate::events::Level::Warn,
                 message: format!(
                     "step \"{}\" failed (attempt {attempt} of {attempts}), retrying in {}: {msg}",
                     step.name,
@@ -785,14 +800,21 @@ async fn run_step(
                 ),
             });
             if !cancellable_sleep(ctx, step.opts.delay).await {
-                finish(ctx, index, step, "failed", took, Some("interrupted".into()));
+                finish(
+                    ctx,
+                    index,
+                    step,
+                    StepResult::Failed,
+                    took,
+                    Some("interrupted".into()),
+                );
                 return StepOutcome::Failed {
                     changed: changed_any,
                 };
             }
             continue;
         }
-        finish(ctx, index, step, "failed", took, Some(msg));
+        finish(ctx, index, step, StepResult::Failed, took, Some(msg));
         return StepOutcome::Failed {
             changed: changed_any,
         };
@@ -827,14 +849,14 @@ fn finish(
     ctx: &Ctx,
     index: usize,
     step: &StepDecl,
-    outcome: &str,
+    outcome: StepResult,
     took: Duration,
     error: Option<String>,
 ) {
     ctx.bus.emit(Event::StepFinished {
         index,
         name: step.name.clone(),
-        outcome: outcome.into(),
+        outcome,
         duration_ms: took.as_millis() as u64,
         error,
     });

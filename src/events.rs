@@ -6,6 +6,7 @@
 //! documented in `docs/EVENTS.md`.
 
 use crate::secrets::Masker;
+pub use crate::targets::Stream;
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -39,8 +40,7 @@ pub enum Event {
     StepFinished {
         index: usize,
         name: String,
-        /// "ok", "changed" or "failed".
-        outcome: String,
+        outcome: StepOutcome,
         duration_ms: u64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
@@ -57,8 +57,7 @@ pub enum Event {
         step: usize,
         action: u64,
         target: String,
-        /// "read" or "change".
-        effect: String,
+        effect: Effect,
         summary: String,
         command: String,
         #[serde(default)]
@@ -70,7 +69,7 @@ pub enum Event {
         step: usize,
         action: u64,
         target: String,
-        effect: String,
+        effect: Effect,
         summary: String,
         command: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -96,8 +95,7 @@ pub enum Event {
     Output {
         step: usize,
         action: u64,
-        /// "stdout" or "stderr".
-        stream: String,
+        stream: Stream,
         line: String,
     },
     ActionFinished {
@@ -120,12 +118,11 @@ pub enum Event {
     Log {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         step: Option<usize>,
-        level: String,
+        level: Level,
         message: String,
     },
     RunFinished {
-        /// "ok", "failed", "interrupted".
-        outcome: String,
+        outcome: RunOutcome,
         ok: usize,
         changed: usize,
         failed: usize,
@@ -140,6 +137,55 @@ pub enum Event {
 pub struct ScriptRef {
     pub name: String,
     pub sha256: String,
+}
+
+/// What an action does to its target; `read` or `change` in events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Effect {
+    /// Only looks: runs for real during a dry-run.
+    Read,
+    /// Changes something: planned, not run, during a dry-run.
+    Change,
+}
+
+/// How a step ended: `ok`, `changed` or `failed` in events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StepOutcome {
+    Ok,
+    Changed,
+    Failed,
+}
+
+/// How a run ended: `ok`, `failed` or `interrupted` in events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunOutcome {
+    Ok,
+    Failed,
+    Interrupted,
+}
+
+impl RunOutcome {
+    /// The word in events, for `history`'s table.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunOutcome::Ok => "ok",
+            RunOutcome::Failed => "failed",
+            RunOutcome::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// A `log` event's level: `debug`, `info`, `warn` or `error`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Debug,
+    Info,
+    Warn,
+    Error,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -251,5 +297,42 @@ impl Bus {
         for (_, sink) in self.sinks.borrow_mut().iter_mut() {
             sink.finish();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The enum fields keep the words docs/EVENTS.md lists, so records written before
+    /// they were enums read back, and re-serialize, byte for byte.
+    #[test]
+    fn enum_fields_are_the_documented_words() {
+        let lines = [
+            r#"{"event":"step_finished","index":0,"name":"a","outcome":"ok","duration_ms":1}"#,
+            r#"{"event":"step_finished","index":0,"name":"a","outcome":"changed","duration_ms":1}"#,
+            r#"{"event":"step_finished","index":0,"name":"a","outcome":"failed","duration_ms":1,"error":"x"}"#,
+            r#"{"event":"action_planned","step":0,"action":1,"target":"local","effect":"read","summary":"s","command":"c","destructive":false}"#,
+            r#"{"event":"action_started","step":0,"action":1,"target":"local","effect":"change","summary":"s","command":"c"}"#,
+            r#"{"event":"output","step":0,"action":1,"stream":"stdout","line":"l"}"#,
+            r#"{"event":"output","step":0,"action":1,"stream":"stderr","line":"l"}"#,
+            r#"{"event":"log","level":"debug","message":"m"}"#,
+            r#"{"event":"log","step":2,"level":"info","message":"m"}"#,
+            r#"{"event":"log","level":"warn","message":"m"}"#,
+            r#"{"event":"log","level":"error","message":"m"}"#,
+            r#"{"event":"run_finished","outcome":"ok","ok":1,"changed":0,"failed":0,"skipped":0,"duration_ms":3,"exit_code":0}"#,
+            r#"{"event":"run_finished","outcome":"failed","ok":0,"changed":0,"failed":1,"skipped":0,"duration_ms":3,"exit_code":1}"#,
+            r#"{"event":"run_finished","outcome":"interrupted","ok":0,"changed":0,"failed":1,"skipped":0,"duration_ms":3,"exit_code":130}"#,
+        ];
+        for line in lines {
+            let ev: Event = serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+            assert_eq!(serde_json::to_string(&ev).unwrap(), line);
+        }
+        for word in ["ok", "failed", "interrupted"] {
+            let o: RunOutcome = serde_json::from_value(word.into()).unwrap();
+            assert_eq!(o.as_str(), word);
+        }
+        let unknown = r#"{"event":"log","level":"loud","message":"m"}"#;
+        assert!(serde_json::from_str::<Event>(unknown).is_err());
     }
 }

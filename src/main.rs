@@ -37,7 +37,10 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     install_panic_hook();
-    let cli = cli::Cli::parse();
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return exit(Err(e.into()), false),
+    };
     // Before any Lua runs: every phase of every command has a deadline it must keep.
     watchdog::start();
     init_logging(cli.verbose, cli.quiet);
@@ -50,8 +53,8 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
-            return ExitCode::from(2);
+            let e = error::Error::Startup(format!("cannot start the runtime: {e}"));
+            return exit(Err(e), false);
         }
     };
     // Lua runs on this one thread; commands and timers are futures on the same task set.
@@ -62,24 +65,31 @@ fn main() -> ExitCode {
     drop(local);
     // Do not wait for a blocking stdin read (an abandoned confirmation prompt).
     runtime.shutdown_background();
-    let code = match result {
-        Ok(code) => code,
-        Err(e) => {
-            let message = secrets::mask_global(&e.to_string());
-            if !matches!(e, error::Error::Interrupted(_)) {
-                eprintln!("error: {message}");
-            }
-            if json_run {
-                let ts = humantime::format_rfc3339_millis(std::time::SystemTime::now());
-                let event = serde_json::json!({
-                    "ts": ts.to_string(), "event": "error", "message": message, "exit_code": e.exit_code(),
-                });
-                println!("{event}");
-            }
-            e.exit_code()
-        }
+    exit(result, json_run)
+}
+
+/// Says what went wrong (unless the terminal shows it already) and ends with its code.
+fn exit(result: error::Result<()>, json_run: bool) -> ExitCode {
+    let Err(e) = result else {
+        return ExitCode::from(error::Exit::Success.code() as u8);
     };
-    ExitCode::from(code.clamp(0, 255) as u8)
+    let message = secrets::mask_global(&e.to_string());
+    match &e {
+        // clap words its own answers (and puts --help on stdout).
+        error::Error::Flags(clap) => {
+            let _ = clap.print();
+        }
+        e if e.shown() => {}
+        _ => eprintln!("error: {message}"),
+    }
+    if json_run && !e.after_run() {
+        let ts = humantime::format_rfc3339_millis(std::time::SystemTime::now());
+        let event = serde_json::json!({
+            "ts": ts.to_string(), "event": "error", "message": message, "exit_code": e.exit_code(),
+        });
+        println!("{event}");
+    }
+    ExitCode::from(e.exit_code().clamp(0, 255) as u8)
 }
 
 /// Panics are bugs, but their text must not show a secret either; and a reader that

@@ -146,9 +146,8 @@ async fn probe_all(
                 (Some(0), "unsure") => Ok(Found::Unsure),
                 (Some(0), "survived") => Ok(Found::Survived),
                 _ => Err(format!(
-                    "the check ended with {} and said {:?} {:?}",
-                    out.code
-                        .map_or("a signal".to_string(), |c| format!("exit code {c}")),
+                    "the check ended ({}) and said {:?} {:?}",
+                    out.why(None),
                     said.trim(),
                     String::from_utf8_lossy(&out.stderr).trim()
                 )),
@@ -228,7 +227,7 @@ pub async fn settle(ctx: &Ctx, resuming: &str, orphans: &[Orphan]) -> Result<Vec
                 done.join("\n  - ")
             ));
         }
-        Error::invalid(msg)
+        Error::Resume(msg)
     };
     if !problems.is_empty() {
         // A refused run ends here: it leaves no connection behind.
@@ -270,7 +269,7 @@ pub fn log(bus: &Bus, notes: Vec<String>) {
     for message in notes {
         bus.emit(Event::Log {
             step: None,
-            level: "warn".into(),
+            level: crate::events::Level::Warn,
             message,
         });
     }

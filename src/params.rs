@@ -161,6 +161,13 @@ pub enum Missing {
     Placeholder,
 }
 
+/// Values the header rejects (`resolve`'s message, at the header's `file:line`): raised
+/// from `runbook{}` as an external Lua error, so the engine tells a param error from a
+/// mistake in the file by its type (`error::Error::Params`), not by its words.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Rejected(pub String);
+
 /// Resolves every declared param from `--set` pairs and the environment. Collects all
 /// problems into one message so a user fixes them in one go.
 pub fn resolve(

@@ -259,7 +259,7 @@ mod tests {
         assert_eq!(m.mask("x abcdef y abc"), "x *** y ***");
         let ev = Event::Log {
             step: None,
-            level: "info".into(),
+            level: crate::events::Level::Info,
             message: "token=abcdef".into(),
         };
         match m.mask_event(ev) {

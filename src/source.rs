@@ -17,8 +17,9 @@ pub struct Source {
 
 impl Source {
     fn from_file(path: &Path) -> Result<Source> {
-        let bytes = std::fs::read(path)
-            .map_err(|e| Error::invalid(format!("cannot read runbook {}: {e}", path.display())))?;
+        let bytes = std::fs::read(path).map_err(|e| {
+            Error::NoRunbook(format!("cannot read runbook {}: {e}", path.display()))
+        })?;
         let dir = path
             .parent()
             .map(|p| {
@@ -60,11 +61,11 @@ pub fn locate(arg: &str) -> Result<Source> {
             return Source::from_file(path);
         }
         if path.is_dir() {
-            return Err(Error::invalid(format!(
+            return Err(Error::NoRunbook(format!(
                 "{arg} is a directory; give a runbook file (see `runbook list {arg}`)"
             )));
         }
-        return Err(Error::invalid(format!("no such runbook file: {arg}")));
+        return Err(Error::NoRunbook(format!("no such runbook file: {arg}")));
     }
     for candidate in [format!("{arg}.lua"), format!("runbooks/{arg}.lua")] {
         let p = Path::new(&candidate);
@@ -76,7 +77,7 @@ pub fn locate(arg: &str) -> Result<Source> {
         return Ok(src);
     }
     let shipped: Vec<&str> = embedded::SHIPPED.iter().map(|(n, _)| *n).collect();
-    Err(Error::invalid(format!(
+    Err(Error::NoRunbook(format!(
         "no runbook '{arg}': looked for ./{arg}.lua, ./runbooks/{arg}.lua and the shipped runbooks ({}){}",
         if shipped.is_empty() { "none".to_string() } else { shipped.join(", ") },
         suggest::hint(arg, shipped.iter().copied())

@@ -46,7 +46,7 @@ pub fn new_run_id() -> String {
 pub fn create_record(state: &Path, run_id: &str) -> Result<(PathBuf, File)> {
     let dir = runs_dir(state);
     let explain = |e: std::io::Error, what: &Path| {
-        Error::invalid(format!(
+        Error::Record(format!(
             "cannot keep the run record in {}: {e}\nrunbook records every run and will not start without a record; \
              free space there or choose another place with --state-dir DIR (or RUNBOOK_STATE_DIR)",
             what.display()
@@ -112,7 +112,7 @@ fn info_from(path: &Path, events: &[Stamped]) -> Option<RunInfo> {
             outcome,
             duration_ms,
             ..
-        }) => (outcome.clone(), Some(*duration_ms)),
+        }) => (outcome.as_str().to_string(), Some(*duration_ms)),
         _ => ("incomplete".to_string(), None),
     };
     Some(RunInfo {
@@ -179,11 +179,9 @@ pub fn list_runs(state: &Path) -> Result<Vec<RunInfo>> {
 pub fn find_run(state: &Path, which: &str, filter: impl Fn(&RunInfo) -> bool) -> Result<RunInfo> {
     let runs = list_runs(state)?;
     if which == "last" {
-        return runs
-            .into_iter()
-            .rev()
-            .find(|r| filter(r))
-            .ok_or_else(|| Error::invalid(format!("no earlier run found in {}", state.display())));
+        return runs.into_iter().rev().find(|r| filter(r)).ok_or_else(|| {
+            Error::NoSuchRun(format!("no earlier run found in {}", state.display()))
+        });
     }
     let matches: Vec<RunInfo> = runs
         .into_iter()
@@ -191,11 +189,11 @@ pub fn find_run(state: &Path, which: &str, filter: impl Fn(&RunInfo) -> bool) ->
         .collect();
     match matches.len() {
         1 => Ok(matches.into_iter().next().unwrap()),
-        0 => Err(Error::invalid(format!(
+        0 => Err(Error::NoSuchRun(format!(
             "no run '{which}' in {} (see `runbook history`)",
             state.display()
         ))),
-        n => Err(Error::invalid(format!(
+        n => Err(Error::NoSuchRun(format!(
             "'{which}' matches {n} runs; give more of the run id"
         ))),
     }

@@ -11,6 +11,9 @@
 //! should have ended it, it kills the local commands still running, closes the run
 //! record with what it knows (once one exists), and ends the process.
 
+use crate::cancel::Signal;
+use crate::error::Exit;
+use crate::events::{RunOutcome, StepOutcome};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -151,7 +154,7 @@ impl Watchdog {
         if !(late || ignored_signal) {
             return;
         }
-        let signal_code = crate::cancel::first_exit_code();
+        let signal = Exit::Signal(crate::cancel::first_signal().unwrap_or(Signal::Int));
         let at = |fallback: &str| {
             if a.location.is_empty() {
                 fallback.to_string()
@@ -170,7 +173,12 @@ impl Watchdog {
         match a.watch.clone() {
             Watch::Idle => {
                 eprintln!("error: runbook {how} {stuck}");
-                std::process::exit(if ignored_signal { signal_code } else { 1 });
+                let exit = if ignored_signal {
+                    signal
+                } else {
+                    Exit::RunFailed
+                };
+                std::process::exit(exit.code());
             }
             Watch::Closing { code } => {
                 // The record is complete; the exit code is the run's.
@@ -185,7 +193,12 @@ impl Watchdog {
                 eprintln!(
                     "error: {at}: the top level of the file {how} {stuck}; nothing was changed"
                 );
-                std::process::exit(if ignored_signal { signal_code } else { 2 });
+                let exit = if ignored_signal {
+                    signal
+                } else {
+                    Exit::NothingChanged
+                };
+                std::process::exit(exit.code());
             }
             Watch::Step {
                 index,
@@ -193,41 +206,41 @@ impl Watchdog {
                 planning,
             } => {
                 let at = at("the step");
-                let (why, outcome, code) = if ignored_signal {
+                let (why, outcome, exit) = if ignored_signal {
                     (
                         format!("{at}: interrupted, but the step did not stop {stuck}"),
-                        "interrupted",
-                        signal_code,
+                        RunOutcome::Interrupted,
+                        signal,
                     )
                 } else if planning {
                     (
                         format!("{at}: step timed out while planning the run, but did not stop {stuck}; nothing was changed"),
-                        "failed",
-                        2,
+                        RunOutcome::Failed,
+                        Exit::NothingChanged,
                     )
                 } else {
                     (
                         format!("{at}: step timed out, but did not stop {stuck}"),
-                        "failed",
-                        1,
+                        RunOutcome::Failed,
+                        Exit::RunFailed,
                     )
                 };
                 if !planning {
-                    self.close_record(index, &name, &why, outcome, code);
+                    self.close_record(index, &name, &why, outcome, exit.code());
                 }
                 eprintln!("✗ {name}\n    {why}");
-                std::process::exit(code);
+                std::process::exit(exit.code());
             }
         }
     }
 
-    fn close_record(&self, index: usize, name: &str, error: &str, outcome: &str, code: i32) {
+    fn close_record(&self, index: usize, name: &str, error: &str, outcome: RunOutcome, code: i32) {
         let Some(record) = lock(&self.record).clone() else {
             return;
         };
         let ts = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
         let lines = [
-            serde_json::json!({"ts": ts, "event": "step_finished", "index": index, "name": name, "outcome": "failed", "duration_ms": 0, "error": error}),
+            serde_json::json!({"ts": ts, "event": "step_finished", "index": index, "name": name, "outcome": StepOutcome::Failed, "duration_ms": 0, "error": error}),
             serde_json::json!({"ts": ts, "event": "run_finished", "outcome": outcome, "ok": 0, "changed": 0, "failed": 1, "skipped": 0, "duration_ms": 0, "exit_code": code}),
         ];
         if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(&record) {

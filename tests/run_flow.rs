@@ -1748,6 +1748,31 @@ end)
     );
 }
 
+/// Any answer but yes at the prompt: exit 2, "not confirmed", nothing changed, no record.
+#[test]
+fn a_run_the_user_does_not_confirm_changes_nothing() {
+    let env = Env::new();
+    let dir = env.scratch();
+    let rb = env.write(
+        "ask.lua",
+        r#"runbook { name = "ask", params = { dir = { type = "path", required = true } } }
+local here = target("local")
+step("make", function() here:exec({ "touch", params.dir .. "/made" }) end)
+"#,
+    );
+    let set = format!("dir={}", dir.display());
+    let (code, screen) =
+        run_on_a_terminal(&env, &["run", rb.to_str().unwrap(), "--set", &set], "n\n");
+    assert!(screen.contains("will make 1 change"), "{screen}");
+    assert_eq!(code, 2, "{screen}");
+    assert!(
+        screen.contains("error: not confirmed; nothing was changed"),
+        "{screen}"
+    );
+    assert!(!dir.join("made").exists(), "{screen}");
+    assert_eq!(env.record_count(), 0, "{screen}");
+}
+
 // ---------------------------------------------------------------------------------------
 // 5c. smaller promises: stdout ends quietly on a closed pipe, `log` writes to stdout,
 //     `--json` errors are events, a failed step still counts what it changed

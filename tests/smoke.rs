@@ -16,3 +16,277 @@ fn quickstart_runs_for_real() {
         .success();
     assert!(!dir.exists(), "clean up removed the dir");
 }
+
+/// Every class of error ends with the exit code README documents, with its message on
+/// stderr; a run that ran and failed adds no `error:` line to its own summary.
+#[test]
+fn each_error_class_ends_with_its_documented_code() {
+    let env = Env::new();
+    let ok = env.write(
+        "ok.lua",
+        "runbook { name = \"ok\" }\nstep(\"s\", function() end)\n",
+    );
+    env.write("broken.lua", "runbook { name = \"broken\" \nstep(\n");
+    env.write("noheader.lua", "local x = 1\n");
+    env.write(
+        "typo.lua",
+        "runbook { name = \"typo\" }\nstep(\"s\", function() lgo.info(1) end)\n",
+    );
+    env.write(
+        "params.lua",
+        "runbook { name = \"p\", params = { n = { type = \"integer\" } } }\n",
+    );
+    env.write("bad.toml", "[hosts.a]\nno_such_key = 1\n");
+    let scratch = env.scratch();
+    env.write(
+        "change.lua",
+        &format!(
+            "runbook {{ name = \"change\" }}\nlocal here = target(\"local\")\n\
+             step(\"s\", function() here:exec({{ \"touch\", \"{}/changed\" }}) end)\n",
+            scratch.display()
+        ),
+    );
+    env.write(
+        "fail.lua",
+        "runbook { name = \"fail\" }\nstep(\"s\", function() fail(\"no good\") end)\n",
+    );
+    let not_a_dir = env.write("file-not-dir", "");
+    let ok = ok.to_str().unwrap();
+    let state_in_file = format!("{}/state", not_a_dir.display());
+    let cases: &[(&[&str], i32, &str)] = &[
+        (
+            &["--no-such-flag"],
+            2,
+            "unexpected argument '--no-such-flag'",
+        ),
+        (
+            &["run", "nosuch.lua"],
+            2,
+            "error: no such runbook file: nosuch.lua",
+        ),
+        (
+            &["run", "nosuchname"],
+            2,
+            "error: no runbook 'nosuchname': looked for",
+        ),
+        (&["run", "broken.lua"], 2, "error: broken.lua:2: "),
+        (
+            &["run", "noheader.lua"],
+            2,
+            "error: noheader.lua: missing header",
+        ),
+        (
+            &["run", "typo.lua"],
+            2,
+            "error: typo.lua:2: unknown global 'lgo'",
+        ),
+        (
+            &["run", "params.lua", "--set", "n=x"],
+            2,
+            "error: params.lua:1: --set n: param 'n': expected an integer",
+        ),
+        (
+            &["run", ok, "--inventory", "bad.toml"],
+            2,
+            "error: inventory bad.toml",
+        ),
+        (
+            &["run", ok, "--ssh-config", "nosuch"],
+            2,
+            "error: --ssh-config nosuch: no such file",
+        ),
+        (
+            &["check", ok, "broken.lua"],
+            2,
+            "error: 1 of 2 runbook(s) failed the check",
+        ),
+        (
+            &["docs", "nosuchtopic"],
+            2,
+            "error: no docs for 'nosuchtopic'",
+        ),
+        (&["list", "nosuchdir"], 2, "error: cannot list nosuchdir: "),
+        (&["log", "nosuchrun"], 2, "error: no run 'nosuchrun' in "),
+        (
+            &["run", ok, "--resume", "last"],
+            2,
+            "error: --resume last: no earlier run found in ",
+        ),
+        (&["run", "change.lua"], 2, "needs confirmation:\n"),
+        (
+            &["run", ok, "--yes", "--state-dir", &state_in_file],
+            2,
+            "error: cannot keep the run record in ",
+        ),
+        (&["run", "fail.lua", "--yes"], 1, "no good"),
+        (&["run", ok, "--yes"], 0, ""),
+    ];
+    for (argv, want, needle) in cases {
+        let o = env.cmd().args(*argv).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        let what = format!("runbook {}: {:?}\n{err}", argv.join(" "), o.status);
+        assert_eq!(o.status.code(), Some(*want), "{what}");
+        assert!(err.contains(needle), "wants {needle:?}: {what}");
+        if *want < 2 {
+            assert!(!err.lines().any(|l| l.starts_with("error:")), "{what}");
+        }
+    }
+    assert!(!scratch.join("changed").exists(), "nothing was changed");
+    for argv in [&["--help"][..], &["--version"], &["run", "--help"]] {
+        let o = env.cmd().args(argv).output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{argv:?}");
+        assert!(!o.stdout.is_empty() && o.stderr.is_empty(), "{argv:?}");
+    }
+}
+
+/// `--json`: an error before the run is one `error` event with the exit code; a run that
+/// ran and failed ends with its `run_finished` (exit code 1), and no `error` event.
+#[test]
+fn json_ends_with_the_exit_code_of_the_error_or_the_run() {
+    let env = Env::new();
+    env.write(
+        "fail.lua",
+        "runbook { name = \"fail\" }\nstep(\"s\", function() fail(\"no good\") end)\n",
+    );
+    let o = env
+        .cmd()
+        .args(["run", "fail.lua", "--yes", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let events = parse_ndjson(&o.stdout);
+    let last = events.last().unwrap();
+    assert_eq!(last["event"], "run_finished", "{last}");
+    assert_eq!(last["outcome"], "failed", "{last}");
+    assert_eq!(last["exit_code"], 1, "{last}");
+    assert!(events.iter().all(|e| e["event"] != "error"));
+    assert!(String::from_utf8_lossy(&o.stderr).is_empty());
+
+    let o = env
+        .cmd()
+        .args(["run", "nosuch.lua", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let events = parse_ndjson(&o.stdout);
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["event"], "error");
+    assert_eq!(events[0]["exit_code"], 2);
+    assert_eq!(events[0]["message"], "no such runbook file: nosuch.lua");
+}
+
+/// A signal before the run started (here: while the confirmation pass plans it) ends
+/// with 128 + its number, writes no record, and, with `--json`, says so as an `error`.
+#[test]
+fn a_signal_before_the_run_starts_ends_with_its_code_and_no_record() {
+    for (sig, want) in [(libc::SIGINT, 130), (libc::SIGTERM, 143)] {
+        let env = Env::new();
+        let scratch = env.scratch();
+        env.write(
+            "slow_plan.lua",
+            &format!(
+                "runbook {{ name = \"slow-plan\" }}\nlocal here = target(\"local\")\n\
+                 step(\"s\", function()\n\
+                   here:exec({{ \"sh\", \"-c\", 'touch \"$1\"; sleep 30', \"sh\", \"{0}/planning\" }}, {{ read_only = true }})\n\
+                   here:exec({{ \"touch\", \"{0}/changed\" }})\n\
+                 end)\n",
+                scratch.display()
+            ),
+        );
+        let mut run = common::running::Running::spawn(&env, ["run", "slow_plan.lua", "--json"]);
+        run.wait_file(
+            &scratch.join("planning"),
+            std::time::Duration::from_secs(10),
+        );
+        run.signal(sig);
+        assert_eq!(
+            run.code(std::time::Duration::from_secs(10)),
+            want,
+            "{}",
+            run.output()
+        );
+        let events = run.events();
+        assert_eq!(events.len(), 1, "{}", run.output());
+        assert_eq!(events[0]["event"], "error");
+        assert_eq!(events[0]["exit_code"], want);
+        assert_eq!(events[0]["message"], "interrupted");
+        assert_eq!(env.record_count(), 0, "no record");
+        assert!(!scratch.join("changed").exists());
+    }
+}
+
+/// Every option that takes paths reads them the same way (lua_api::path_list): one path
+/// or a list of strings whose entries may also be named, nothing else.
+#[test]
+fn every_option_that_takes_paths_reads_them_the_same_way() {
+    let env = Env::new();
+    env.write(
+        "paths.lua",
+        r#"runbook { name = "paths" }
+local here = target("local")
+local calls = {
+  ["cache.size(): paths"] = function(p) return cache.size(here, p) end,
+  ["git.restore(): paths"] = function(p) return git.restore(here, { repo = "/nonexistent/repo", paths = p }) end,
+  ["warmup.run(): expect_cache"] = function(p) return warmup.run(here, { script = "w.py", expect_cache = p }) end,
+  ["fingerprint.take(): caches"] = function(p) return fingerprint.take(here, { caches = p }) end,
+}
+local bad = { { 1 }, { "/tmp/a", keep = true }, true }
+step("try", function()
+  for what, call in pairs(calls) do
+    for i, p in ipairs(bad) do
+      local ok, e = pcall(call, p)
+      log.info(what .. " #" .. i .. " " .. (ok and "accepted" or tostring(e)))
+    end
+    local ok, e = pcall(call, { "/tmp/a", "/tmp/b", named = "/tmp/b" })
+    log.info(what .. " good " .. (ok and "accepted" or tostring(e)))
+  end
+end)
+"#,
+    );
+    let o = env
+        .cmd()
+        .args(["run", "paths.lua", "--dry-run", "--offline", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let logs: Vec<String> = parse_ndjson(&o.stdout)
+        .into_iter()
+        .filter(|e| e["event"] == "log")
+        .map(|e| e["message"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(logs.len(), 16, "{logs:#?}");
+    for what in [
+        "cache.size(): paths",
+        "git.restore(): paths",
+        "warmup.run(): expect_cache",
+        "fingerprint.take(): caches",
+    ] {
+        let of = |tag: &str| {
+            logs.iter()
+                .find(|l| l.starts_with(&format!("{what} {tag} ")))
+                .unwrap_or_else(|| panic!("{what} {tag}: {logs:#?}"))
+                .clone()
+        };
+        let rule = format!(
+            "{what} is a path or a list of paths, e.g. {{ \"/tmp/torchinductor_root\" }}; got"
+        );
+        for (tag, got) in [
+            ("#1", "integer at [1]"),
+            (
+                "#2",
+                "a table with the entry 'keep' that is not in its list",
+            ),
+            ("#3", "boolean"),
+        ] {
+            let line = of(tag);
+            assert!(line.contains("paths.lua:"), "names the line: {line}");
+            assert!(line.contains(&format!("{rule} {got}")), "{line}");
+        }
+        assert!(!of("good").contains("list of paths"), "{}", of("good"));
+    }
+}

@@ -3,10 +3,10 @@
 use crate::embedded::LUA_API;
 use crate::error::{Error, Result};
 
-pub fn docs(topic: Option<&str>, markdown: bool) -> Result<i32> {
+pub fn docs(topic: Option<&str>, markdown: bool) -> Result<()> {
     let Some(topic) = topic.filter(|_| !markdown) else {
         print!("{LUA_API}");
-        return Ok(0);
+        return Ok(());
     };
     let wanted = topic.trim().trim_end_matches("()").to_lowercase();
     let mut out = String::new();
@@ -38,12 +38,12 @@ pub fn docs(topic: Option<&str>, markdown: bool) -> Result<i32> {
         }
     }
     if out.is_empty() {
-        return Err(Error::invalid(format!(
+        return Err(Error::Usage(format!(
             "no docs for '{topic}'{}; topics: {}",
             crate::suggest::hint(&wanted, topics.iter().map(|s| s.as_str())),
             topics.join(", ")
         )));
     }
     print!("{out}");
-    Ok(0)
+    Ok(())
 }

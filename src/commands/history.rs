@@ -7,12 +7,12 @@ use crate::state;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub fn history(limit: usize, state_dir: Option<PathBuf>) -> Result<i32> {
+pub fn history(limit: usize, state_dir: Option<PathBuf>) -> Result<()> {
     let dir = state::state_dir(state_dir);
     let runs = state::list_runs(&dir)?;
     if runs.is_empty() {
         println!("no runs recorded in {}", dir.display());
-        return Ok(0);
+        return Ok(());
     }
     println!(
         "{:<22} {:<24} {:<18} {:<16} {:<11} {:>8}  FILE",
@@ -35,7 +35,7 @@ pub fn history(limit: usize, state_dir: Option<PathBuf>) -> Result<i32> {
             r.id, r.started, r.runbook, r.mode, r.outcome, took, r.file
         );
     }
-    Ok(0)
+    Ok(())
 }
 
 pub fn log(
@@ -44,13 +44,13 @@ pub fn log(
     state_dir: Option<PathBuf>,
     verbose: bool,
     quiet: bool,
-) -> Result<i32> {
+) -> Result<()> {
     let dir = state::state_dir(state_dir);
     let info = state::find_run(&dir, which, |_| true)?;
     if json {
         let text = std::fs::read_to_string(&info.path).map_err(|e| Error::io(&info.path, e))?;
         print!("{text}");
-        return Ok(0);
+        return Ok(());
     }
     // Replays the record through the same terminal view, with every output line; the
     // scripts' bodies with -v.
@@ -67,5 +67,5 @@ pub fn log(
         println!("(the record ends here: the run was killed or is still running)");
     }
     println!("record: {}", info.path.display());
-    Ok(0)
+    Ok(())
 }

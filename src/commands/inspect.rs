@@ -21,7 +21,7 @@ pub async fn check(
     files: &[String],
     sets: Vec<(String, String)>,
     remote: RemoteSettings,
-) -> Result<i32> {
+) -> Result<()> {
     let mut bad = 0;
     for f in files {
         match source::locate(f).and_then(|s| inspect(&s, sets.clone(), &remote).map(|l| (s, l))) {
@@ -48,12 +48,12 @@ pub async fn check(
         }
     }
     if bad > 0 {
-        Err(Error::invalid(format!(
-            "{bad} of {} runbook(s) failed the check",
-            files.len()
-        )))
+        Err(Error::CheckFailed {
+            bad,
+            of: files.len(),
+        })
     } else {
-        Ok(0)
+        Ok(())
     }
 }
 
@@ -65,7 +65,7 @@ macro_rules! outln {
     }};
 }
 
-pub fn show(file: &str, remote: RemoteSettings) -> Result<i32> {
+pub fn show(file: &str, remote: RemoteSettings) -> Result<()> {
     let source = source::locate(file)?;
     let loaded = inspect(&source, Vec::new(), &remote)?;
     let h = loaded.header();
@@ -129,7 +129,7 @@ pub fn show(file: &str, remote: RemoteSettings) -> Result<i32> {
         outln!(out, "  {}. {}{opts}  ({})", i + 1, s.name, s.location);
     }
     print!("{}", crate::secrets::mask_global(&out));
-    Ok(0)
+    Ok(())
 }
 
 fn describe(source: &Source, remote: &RemoteSettings) -> (String, String) {
@@ -145,7 +145,7 @@ fn describe(source: &Source, remote: &RemoteSettings) -> (String, String) {
     }
 }
 
-pub fn list(dir: Option<PathBuf>, remote: RemoteSettings) -> Result<i32> {
+pub fn list(dir: Option<PathBuf>, remote: RemoteSettings) -> Result<()> {
     let dir = dir.unwrap_or_else(|| {
         if Path::new("runbooks").is_dir() {
             "runbooks".into()
@@ -154,7 +154,7 @@ pub fn list(dir: Option<PathBuf>, remote: RemoteSettings) -> Result<i32> {
         }
     });
     let entries = std::fs::read_dir(&dir)
-        .map_err(|e| Error::invalid(format!("cannot list {}: {e}", dir.display())))?;
+        .map_err(|e| Error::Usage(format!("cannot list {}: {e}", dir.display())))?;
     let mut files: Vec<PathBuf> = entries
         .flatten()
         .map(|e| e.path())
@@ -180,5 +180,5 @@ pub fn list(dir: Option<PathBuf>, remote: RemoteSettings) -> Result<i32> {
             println!("  {name:<28} {desc}");
         }
     }
-    Ok(0)
+    Ok(())
 }

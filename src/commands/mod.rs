@@ -14,7 +14,7 @@ use crate::targets::ssh::SshSettings;
 use std::path::Path;
 use std::rc::Rc;
 
-pub async fn dispatch(cli: Cli) -> Result<i32> {
+pub async fn dispatch(cli: Cli) -> Result<()> {
     let (verbose, quiet) = (cli.verbose, cli.quiet);
     match cli.command {
         Command::Run(args) => run::run(args, verbose, quiet).await,
@@ -41,7 +41,7 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
                 "runbook",
                 &mut std::io::stdout(),
             );
-            Ok(0)
+            Ok(())
         }
     }
 }
@@ -53,12 +53,12 @@ pub fn remote_settings(args: &RemoteArgs) -> Result<RemoteSettings> {
         None => Some(Path::new("inventory.toml").to_path_buf()).filter(|p| p.is_file()),
     };
     let inventory = match path {
-        Some(p) => Some(Rc::new(Inventory::load(&p).map_err(Error::invalid)?)),
+        Some(p) => Some(Rc::new(Inventory::load(&p).map_err(Error::Inventory)?)),
         None => None,
     };
     if let Some(cfg) = &args.ssh_config {
         if !cfg.is_file() {
-            return Err(Error::invalid(format!(
+            return Err(Error::Usage(format!(
                 "--ssh-config {}: no such file",
                 cfg.display()
             )));

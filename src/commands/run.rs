@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::sinks::terminal::TerminalOptions;
 use crate::{source, state};
 
-pub async fn run(args: RunArgs, verbose: bool, quiet: bool) -> Result<i32> {
+pub async fn run(args: RunArgs, verbose: bool, quiet: bool) -> Result<()> {
     let source = source::locate(&args.file)?;
     let mode = match (args.dry_run, args.offline) {
         (false, _) => Mode::Real,

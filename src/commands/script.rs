@@ -6,14 +6,14 @@ use crate::error::{Error, Result};
 use crate::primitives::{Script, SCRIPTS};
 use std::io::Write;
 
-pub fn script(name: Option<&str>) -> Result<i32> {
+pub fn script(name: Option<&str>) -> Result<()> {
     let Some(name) = name else {
         print!("{}", listing());
-        return Ok(0);
+        return Ok(());
     };
     let Some(found) = find(name) else {
         let names: Vec<&str> = SCRIPTS.iter().map(|s| s.short_name()).collect();
-        return Err(Error::invalid(format!(
+        return Err(Error::Usage(format!(
             "no script '{name}'{}; scripts: {}",
             suggestion(name),
             names.join(", ")
@@ -24,7 +24,7 @@ pub fn script(name: Option<&str>) -> Result<i32> {
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(found.body.as_bytes());
     let _ = out.flush();
-    Ok(0)
+    Ok(())
 }
 
 /// `venv-build`, `venv-build.sh` and the file's own spelling `venv_build` alike.

@@ -4,7 +4,9 @@
 //! `~/.cache`, `~/.triton`, and the header's `cache_roots`.
 
 use super::target::target_arg;
-use super::{bool_value, check_keys, err_at, location, require_running, whole_number_value};
+use super::{
+    bool_value, check_keys, err_at, location, path_list, require_running, whole_number_value,
+};
 use crate::primitives::cache::{self, ClearOpts};
 use crate::primitives::{to_lua, Step};
 use crate::targets::Target;
@@ -24,10 +26,13 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 
 /// Lua: cache.clear(t, paths, [opts]) -> { { path, resolved, existed, bytes, files, changed, kept_as, pruned, pruned_bytes, planned }, … }
 ///
-/// Deletes cache directories on `t`. `paths` is a list of paths (or one path): absolute,
-/// or `~/…` for the home of the user commands run as on `t`. Every path is first resolved
-/// on the target (symlinks followed) and checked; if any path breaks a rule, the step
-/// fails naming each such path and its rule, and nothing is deleted for any path. Refused:
+/// Deletes cache directories on `t`. `paths` is one path or a non-empty list of them:
+/// strings (a number is never a path), absolute, or `~/…` for the home of the user
+/// commands run as on `t`; a list's entries may also be named (as `torch.caches()` names
+/// them), any other key is an error. Every option that takes paths reads them this way.
+/// Every path is first resolved on the target (symlinks followed) and checked; if any path
+/// breaks a rule, the step fails naming each such path and its rule, and nothing is
+/// deleted for any path. Refused:
 /// relative paths, `..`, `/`, top-level directories, the home directory, a cache root
 /// itself, anything not strictly inside a cache root (`/tmp`, `/var/tmp`, `~/.cache`,
 /// `~/.triton`, plus `cache_roots` from the header), a symlink (clear its target instead),
@@ -147,7 +152,18 @@ type Prepared = (Rc<crate::ctx::Ctx>, Rc<Target>, Vec<String>);
 fn prepare(lua: &Lua, what: &str, t: Value, paths: Value) -> mlua::Result<Prepared> {
     let ctx = require_running(lua, &format!("{what}()"))?;
     let target = target_arg(lua, &t, what)?;
-    let paths = path_list(lua, what, paths)?;
+    let what_paths = format!("{what}(): paths");
+    let paths = match path_list(lua, &what_paths, paths)? {
+        Some(p) if !p.is_empty() => p,
+        // Nothing to act on is a mistake (a list built empty), not a no-op.
+        Some(_) => return Err(err_at(lua, format!("{what_paths}: got an empty list"))),
+        None => {
+            return Err(err_at(
+                lua,
+                format!("{what_paths} is required: a path or a list of paths"),
+            ))
+        }
+    };
     Ok((ctx, target, paths))
 }
 
@@ -157,46 +173,4 @@ fn step<'a>(lua: &Lua, ctx: &'a crate::ctx::Ctx, target: &'a Target) -> Step<'a>
         target,
         at: location(lua),
     }
-}
-
-/// One path or a list of them (as strings: numbers are never paths). Named entries are
-/// allowed only as aliases of list entries, so `torch.caches(…)` (a list whose paths are
-/// also named `inductor`, …) passes as is, while a misplaced option (`{ "/tmp/x", keep =
-/// true }`) is an error rather than silently ignored.
-fn path_list(lua: &Lua, what: &str, v: Value) -> mlua::Result<Vec<String>> {
-    let wrong = |got: &str| {
-        err_at(
-            lua,
-            format!("{what}(): paths is a path or a list of paths, e.g. {{ \"/tmp/torchinductor_root\" }}; got {got}"),
-        )
-    };
-    let list = match v {
-        Value::String(s) => return Ok(vec![s.to_string_lossy()]),
-        Value::Table(list) => list,
-        other => return Err(wrong(other.type_name())),
-    };
-    let len = list.raw_len();
-    let mut out = Vec::with_capacity(len);
-    for i in 1..=len {
-        match list.raw_get::<Value>(i)? {
-            Value::String(s) => out.push(s.to_string_lossy()),
-            other => return Err(wrong(&format!("{} at [{i}]", other.type_name()))),
-        }
-    }
-    for pair in list.pairs::<Value, Value>() {
-        let (k, v) = pair?;
-        let alias = matches!((&k, &v), (Value::String(_), Value::String(s)) if out.contains(&s.to_string_lossy()));
-        let listed = matches!(k, Value::Integer(i) if i >= 1 && i as usize <= len);
-        if !alias && !listed {
-            let key = match &k {
-                Value::String(s) => s.to_string_lossy(),
-                other => format!("{other:?}"),
-            };
-            return Err(wrong(&format!("a table with the entry '{key}' that is not in its list (options go in the third argument)")));
-        }
-    }
-    if out.is_empty() {
-        return Err(wrong("an empty list"));
-    }
-    Ok(out)
 }

@@ -1,7 +1,7 @@
 //! `fingerprint.*`: describe an environment, keep the known-good one, say what changed.
 
 use super::target::target_arg;
-use super::{check_keys, ctx, err_at, location, require_running, string_value};
+use super::{check_keys, ctx, err_at, location, path_list, require_running, string_value};
 use crate::ctx::Mode;
 use crate::events::Event;
 use crate::primitives::fingerprint::{self, Fingerprint, Scope};
@@ -24,7 +24,8 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// Describes the environment on `t` (a read, so it runs during `--dry-run` too): python,
 /// torch and CUDA versions (of `venv`'s python, else `python`, else `python3`), GPU names
 /// and driver, every installed package (`packages`, with `packages_hash`), the git HEAD
-/// and dirty files of `repo`, and the size of each path in `caches` that exists
+/// and dirty files of `repo`, and the size of each path in `caches` (a path or a list of
+/// paths, as `cache.clear` takes them) that exists
 /// (`caches[path] = { bytes, files }`, measured as `cache.size` does).
 ///
 /// ```lua
@@ -40,25 +41,8 @@ async fn take(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Value
         scope.venv = string_value(&lua, o.get("venv")?, "fingerprint.take(): venv")?;
         scope.python = string_value(&lua, o.get("python")?, "fingerprint.take(): python")?;
         scope.repo = string_value(&lua, o.get("repo")?, "fingerprint.take(): repo")?;
-        match o.get::<Value>("caches")? {
-            Value::Nil => {}
-            Value::Table(list) => {
-                for v in list.sequence_values::<Value>() {
-                    if let Some(p) = string_value(&lua, v?, "fingerprint.take(): caches")? {
-                        scope.caches.push(p);
-                    }
-                }
-            }
-            other => {
-                return Err(err_at(
-                    &lua,
-                    format!(
-                        "fingerprint.take(): caches must be a list of paths, got {}",
-                        other.type_name()
-                    ),
-                ))
-            }
-        }
+        scope.caches =
+            path_list(&lua, "fingerprint.take(): caches", o.get("caches")?)?.unwrap_or_default();
     }
     let step = Step {
         ctx: &ctx,
@@ -102,7 +86,7 @@ fn save(lua: &Lua, (name, fp): (Value, Value)) -> mlua::Result<()> {
     if ctx.mode != Mode::Real {
         ctx.bus.emit(Event::Log {
             step: ctx.step.get().map(|s| s.index),
-            level: "info".into(),
+            level: crate::events::Level::Info,
             message: format!("dry-run: would save fingerprint '{name}'"),
         });
         return Ok(());
@@ -111,7 +95,7 @@ fn save(lua: &Lua, (name, fp): (Value, Value)) -> mlua::Result<()> {
         .map_err(|e| err_at(lua, format!("fingerprint.save(): {e}")))?;
     ctx.bus.emit(Event::Log {
         step: ctx.step.get().map(|s| s.index),
-        level: "info".into(),
+        level: crate::events::Level::Info,
         message: format!("saved fingerprint '{name}' ({})", path.display()),
     });
     Ok(())

@@ -3,7 +3,7 @@
 //! over SSH and inside containers; the target needs `git` 2.11 or newer.
 
 use super::target::target_arg;
-use super::{check_keys, err_at, location, require_running, string_value};
+use super::{check_keys, err_at, location, path_list, require_running, string_value};
 use crate::primitives::git::{self, RestoreSpec};
 use crate::primitives::{to_lua, Step};
 use mlua::{Lua, Table, Value};
@@ -33,7 +33,8 @@ fn repo_arg(lua: &Lua, v: Value, what: &str) -> mlua::Result<String> {
 /// Puts tracked files of the repository `repo` on `t` back to commit `rev` (default
 /// `"HEAD"`), in the index and the working tree: local edits are discarded, deleted
 /// files come back, files added since `rev` are removed (a commit still holds them).
-/// `paths` is a list of files or directories, relative to `repo` or absolute under it;
+/// `paths` is one path or a list of them, as `cache.clear` takes them: files or
+/// directories, relative to `repo` or absolute under it;
 /// without it, every tracked file under `repo` is restored (`repo` may be a folder inside
 /// a repository: then only that folder). Untracked files (never
 /// `git add`ed) are always kept, and a new file that is only staged is unstaged and kept
@@ -75,34 +76,7 @@ async fn restore(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Va
     };
     let rev = string_value(&lua, opts.get("rev")?, "git.restore(): rev")?
         .unwrap_or_else(|| "HEAD".to_string());
-    let paths = match opts.get::<Value>("paths")? {
-        Value::Nil => None,
-        Value::Table(list) => {
-            let mut out = Vec::new();
-            for (i, v) in list.sequence_values::<Value>().enumerate() {
-                match string_value(&lua, v?, "git.restore(): paths")? {
-                    Some(p) => out.push(p),
-                    None => {
-                        return Err(err_at(
-                            &lua,
-                            format!("git.restore(): paths[{}] is not a string", i + 1),
-                        ))
-                    }
-                }
-            }
-            Some(out)
-        }
-        Value::String(s) => Some(vec![s.to_string_lossy()]),
-        other => {
-            return Err(err_at(
-                &lua,
-                format!(
-                    "git.restore(): paths must be a list of paths, got {}",
-                    other.type_name()
-                ),
-            ))
-        }
-    };
+    let paths = path_list(&lua, "git.restore(): paths", opts.get("paths")?)?;
     let step = Step {
         ctx: &ctx,
         target: &target,

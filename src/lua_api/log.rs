@@ -1,21 +1,26 @@
 //! `log.*` and `print`: messages from the runbook, as events (never printed directly).
 
 use super::ctx;
-use crate::events::Event;
+use crate::events::{Event, Level};
 use mlua::{Lua, Value, Variadic};
 
 pub fn register(lua: &Lua) -> mlua::Result<()> {
     let log = lua.create_table()?;
-    for level in ["debug", "info", "warn", "error"] {
+    for (name, level) in [
+        ("debug", Level::Debug),
+        ("info", Level::Info),
+        ("warn", Level::Warn),
+        ("error", Level::Error),
+    ] {
         log.raw_set(
-            level,
+            name,
             lua.create_function(move |lua, args: Variadic<Value>| emit(lua, level, args))?,
         )?;
     }
     lua.globals().raw_set("log", log)?;
     lua.globals().raw_set(
         "print",
-        lua.create_function(|lua, args: Variadic<Value>| emit(lua, "info", args))?,
+        lua.create_function(|lua, args: Variadic<Value>| emit(lua, Level::Info, args))?,
     )
 }
 
@@ -29,19 +34,19 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// local r = here:exec({ "ls", params.dir }, { read_only = true })
 /// log.info("files:", r.stdout)
 /// ```
-fn emit(lua: &Lua, level: &'static str, args: Variadic<Value>) -> mlua::Result<()> {
+fn emit(lua: &Lua, level: Level, args: Variadic<Value>) -> mlua::Result<()> {
     let ctx = ctx(lua);
     let mut parts = Vec::with_capacity(args.len());
     for v in args.iter() {
         parts.push(lua_display(lua, v)?);
     }
     let message = parts.join(" ");
-    if level == "debug" {
+    if level == Level::Debug {
         tracing::debug!("{}", ctx.bus.mask(&message));
     }
     ctx.bus.emit(Event::Log {
         step: ctx.step.get().map(|s| s.index),
-        level: level.to_string(),
+        level,
         message,
     });
     Ok(())

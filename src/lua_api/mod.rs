@@ -239,6 +239,51 @@ pub fn string_value(lua: &Lua, v: Value, what: &str) -> mlua::Result<Option<Stri
     }
 }
 
+/// Every option that takes paths (`cache.*`'s `paths`, `git.restore`'s `paths`,
+/// `warmup.run`'s `expect_cache`, `fingerprint.take`'s `caches`) reads them here, the same
+/// way: nil is `None`; a string is one path; a list holds strings only (a number is never
+/// a path) and no holes, and may also name its entries (`torch.caches()` names them
+/// `inductor`, …), but any other key is an error rather than silently ignored (an option
+/// in the wrong table, `{ "/tmp/x", keep = true }`). An empty list is `Some([])`: whether
+/// that is allowed is the caller's rule. `what` names the option, e.g. `cache.clear(): paths`.
+pub fn path_list(lua: &Lua, what: &str, v: Value) -> mlua::Result<Option<Vec<String>>> {
+    let wrong = |got: &str| {
+        err_at(
+            lua,
+            format!("{what} is a path or a list of paths, e.g. {{ \"/tmp/torchinductor_root\" }}; got {got}"),
+        )
+    };
+    let list = match v {
+        Value::Nil => return Ok(None),
+        Value::String(s) => return Ok(Some(vec![s.to_string_lossy()])),
+        Value::Table(list) => list,
+        other => return Err(wrong(other.type_name())),
+    };
+    let len = list.raw_len();
+    let mut out = Vec::with_capacity(len);
+    for i in 1..=len {
+        match list.raw_get::<Value>(i)? {
+            Value::String(s) => out.push(s.to_string_lossy()),
+            other => return Err(wrong(&format!("{} at [{i}]", other.type_name()))),
+        }
+    }
+    for pair in list.pairs::<Value, Value>() {
+        let (k, v) = pair?;
+        let alias = matches!((&k, &v), (Value::String(_), Value::String(s)) if out.contains(&s.to_string_lossy()));
+        let listed = matches!(k, Value::Integer(i) if i >= 1 && i as usize <= len);
+        if !alias && !listed {
+            let key = match &k {
+                Value::String(s) => s.to_string_lossy(),
+                other => format!("{other:?}"),
+            };
+            return Err(wrong(&format!(
+                "a table with the entry '{key}' that is not in its list (an option in the wrong table?)"
+            )));
+        }
+    }
+    Ok(Some(out))
+}
+
 /// `{ NAME = "value", … }` (or nil) as sorted pairs, for a command's environment. `what`
 /// names the option in errors, e.g. `exec: env`.
 /// Values keep their exact bytes (not only UTF-8), as argv words and stdin do.

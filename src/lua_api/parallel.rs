@@ -90,7 +90,7 @@ async fn parallel(
                 results.raw_set(i + 1, v)?;
                 ctx.bus.emit(Event::Log {
                     step,
-                    level: "info".into(),
+                    level: crate::events::Level::Info,
                     message: format!("[{}/{total}] {label}: ok", i + 1),
                 });
             }
@@ -105,7 +105,7 @@ async fn parallel(
                 }
                 ctx.bus.emit(Event::Log {
                     step,
-                    level: "error".into(),
+                    level: crate::events::Level::Error,
                     message: format!("[{}/{total}] {label}: {msg}", i + 1),
                 });
                 failures.push(format!("  {label}: {msg}"));
@@ -115,7 +115,7 @@ async fn parallel(
     if stopped > 0 {
         ctx.bus.emit(Event::Log {
             step: ctx.step.get().map(|s| s.index),
-            level: "error".into(),
+            level: crate::events::Level::Error,
             message: format!("{stopped} of {total} did not finish: the step was stopped"),
         });
     }

@@ -1,6 +1,6 @@
 //! `runbook{}`, the header every runbook starts with, and the read-only `params` table.
 
-use super::{bool_value, check_keys, ctx, err_at, string_value};
+use super::{bool_value, check_keys, ctx, err_at, path_list, string_value};
 use crate::ctx::{Header, Phase};
 use crate::params::{self, ParamSpec, ParamType, ParamValue};
 use mlua::{Lua, Table, Value};
@@ -21,7 +21,8 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// value stops the run before anything happens (exit 2). A `secret` param's value is
 /// masked as `***` everywhere runbook writes. After the header, `params.NAME` reads a
 /// value; `params` is read-only and reading an undeclared name is an error.
-/// `cache_roots` adds directories under which `cache.clear` may delete (absolute or `~/…`).
+/// `cache_roots` adds directories under which `cache.clear` may delete (a path or a list
+/// of paths, as `cache.clear` takes them; absolute or `~/…`).
 ///
 /// ```lua
 /// runbook {
@@ -85,37 +86,22 @@ fn declare(lua: &Lua, decl: Value) -> mlua::Result<()> {
         }
     };
 
-    let cache_roots = match decl.get::<Value>("cache_roots")? {
-        Value::Nil => Vec::new(),
-        Value::Table(list) => {
-            let mut roots = Vec::new();
-            for item in list.sequence_values::<Value>() {
-                let root = string_value(lua, item?, "runbook{}: cache_roots")?.unwrap_or_default();
-                if !(root.starts_with('/') || root.starts_with("~/"))
-                    || root.split('/').any(|p| p == "..")
-                {
-                    return Err(err_at(
-                        lua,
-                        format!("runbook{{}}: cache_roots: '{root}' must be an absolute path (or ~/…) without '..'"),
-                    ));
-                }
-                roots.push(root);
-            }
-            roots
-        }
-        other => {
+    let cache_roots =
+        path_list(lua, "runbook{}: cache_roots", decl.get("cache_roots")?)?.unwrap_or_default();
+    for root in &cache_roots {
+        if !(root.starts_with('/') || root.starts_with("~/")) || root.split('/').any(|p| p == "..")
+        {
             return Err(err_at(
                 lua,
-                format!(
-                    "runbook{{}}: cache_roots must be a list of directories, got {}",
-                    other.type_name()
-                ),
-            ))
+                format!("runbook{{}}: cache_roots: '{root}' must be an absolute path (or ~/…) without '..'"),
+            ));
         }
-    };
+    }
     let env = |k: &str| std::env::var(k).ok();
-    let values =
-        params::resolve(&specs, &ctx.sets, &env, ctx.missing).map_err(|e| err_at(lua, e))?;
+    let values = params::resolve(&specs, &ctx.sets, &env, ctx.missing).map_err(|e| {
+        let at = super::location(lua);
+        mlua::Error::external(params::Rejected(format!("{at}: {e}")))
+    })?;
     for spec in specs.iter().filter(|s| s.secret) {
         if let Some(Some(v)) = values.get(&spec.name) {
             ctx.bus

@@ -5,7 +5,6 @@ use super::{
     string_value, timeout_value, whole_number_value, word_list,
 };
 use crate::actions::{self, Action, Effect, Performed};
-use crate::duration;
 use crate::targets::registry::expand_home;
 use crate::targets::ssh::SshSpec;
 use crate::targets::{Container, ExecOutcome, ExecRequest, Target};
@@ -623,24 +622,9 @@ fn failure_message(
     out: &ExecOutcome,
     timeout: Option<std::time::Duration>,
 ) -> String {
-    let why = if out.timed_out {
-        format!(
-            "timed out after {}",
-            timeout.map(duration::short).unwrap_or_default()
-        )
-    } else if let Some(sig) = out.signal {
-        format!("killed by signal {sig}")
-    } else {
-        format!("exit code {}", out.code.unwrap_or(-1))
-    };
-    let mut msg = format!("{loc}: command failed ({why}) on {target}: {command}");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let lines: Vec<&str> = stderr.lines().collect();
-    for line in &lines[lines.len().saturating_sub(5)..] {
-        msg.push_str("\n  ");
-        msg.push_str(line);
-    }
-    msg
+    let head = out.failed("command", Some(target), timeout);
+    let tail = out.stderr_tail(crate::targets::failure::TAIL_LINES);
+    format!("{loc}: {head}: {command}{tail}")
 }
 
 /// The target a primitive was given as its first argument (`cache.clear(t, …)`).

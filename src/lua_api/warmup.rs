@@ -2,7 +2,8 @@
 
 use super::target::target_arg;
 use super::{
-    bool_value, check_keys, err_at, location, require_running, string_value, timeout_value,
+    bool_value, check_keys, err_at, location, path_list, require_running, string_value,
+    timeout_value,
 };
 use crate::primitives::warmup::{self, Spec};
 use crate::primitives::{to_lua, Step};
@@ -39,7 +40,8 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// `"python3"`). `env`, `cwd` and `timeout` work as in `t:exec`. Options:
 /// - `single_threaded` (default true): sets `TORCHINDUCTOR_COMPILE_THREADS=1` (an `env`
 ///   entry of the same name wins); `PYTHONUNBUFFERED=1` is set too, so output is live;
-/// - `expect_cache`: a path or a list of paths (`~/` is the target user's home) measured
+/// - `expect_cache`: a path or a list of paths, as `cache.clear` takes them (`~/` is the
+///   target user's home), measured
 ///   (files, bytes, as `cache.size` does) before and after; each must exist afterwards
 ///   and have more files or more bytes, else the step fails naming the path with its
 ///   before → after;
@@ -132,7 +134,8 @@ fn parse_spec(lua: &Lua, o: &Table) -> mlua::Result<Spec> {
             "warmup.run(): single_threaded",
             true,
         )?,
-        expect_cache: paths(lua, o.get("expect_cache")?)?,
+        expect_cache: path_list(lua, "warmup.run(): expect_cache", o.get("expect_cache")?)?
+            .unwrap_or_default(),
         quiet_warning,
     })
 }
@@ -177,35 +180,4 @@ fn args(lua: &Lua, v: Value) -> mlua::Result<Vec<OsString>> {
         ));
     }
     Ok(out)
-}
-
-/// One path or a list of them.
-fn paths(lua: &Lua, v: Value) -> mlua::Result<Vec<String>> {
-    const WHAT: &str = "warmup.run(): expect_cache";
-    match v {
-        Value::Nil => Ok(Vec::new()),
-        Value::String(_) => Ok(string_value(lua, v, WHAT)?.into_iter().collect()),
-        Value::Table(t) => {
-            let mut out = Vec::new();
-            for v in t.sequence_values::<Value>() {
-                match v? {
-                    s @ Value::String(_) => out.extend(string_value(lua, s, WHAT)?),
-                    other => {
-                        return Err(err_at(
-                            lua,
-                            format!("{WHAT}: each entry is a path, got {}", other.type_name()),
-                        ))
-                    }
-                }
-            }
-            Ok(out)
-        }
-        other => Err(err_at(
-            lua,
-            format!(
-                "{WHAT}: expected a path or a list of paths, got {}",
-                other.type_name()
-            ),
-        )),
-    }
 }

@@ -289,7 +289,7 @@ pub async fn restore(
             } else {
                 format!("cache.restore: {given} has no kept copy: nothing to restore")
             };
-            log(step, "info", message);
+            log(step, crate::events::Level::Info, message);
             out.push(Restored {
                 path: given.clone(),
                 restored_from: None,
@@ -444,7 +444,7 @@ async fn plan_offline(
             // Which copies exist is only known by looking; say what a real run adds.
             log(
                 step,
-                "info",
+                crate::events::Level::Info,
                 format!(
                     "cache.clear: {path}: with --offline the kept copies are not looked at; a real run also deletes those beyond the newest {} (keep_last)",
                     opts.keep_last
@@ -531,7 +531,7 @@ async fn prune<'f>(
     let n = doomed.len();
     log(
         step,
-        "info",
+        crate::events::Level::Info,
         format!(
             "cache.clear: {}: keeping the newest {keep_last} kept {}; deleting {n} older {} frees {} ({} {})",
             f.resolved,
@@ -560,18 +560,8 @@ fn check(step: &Step<'_>, ran: &Ran, what: &str) -> mlua::Result<()> {
     if ran.ok() {
         return Ok(());
     }
-    let stderr = ran.stderr();
-    let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
-    let code = ran.outcome().and_then(|o| o.code).unwrap_or(-1);
-    let mut msg = format!(
-        "cache: {what} failed on {} (exit code {code})",
-        step.target.name()
-    );
-    for line in tail.iter().rev() {
-        msg.push_str("\n  ");
-        msg.push_str(line);
-    }
-    Err(step.fail(msg))
+    let target = step.target.name();
+    Err(step.fail(ran.failure(format!("cache: {what}"), Some(&target), None)))
 }
 
 /// One error for every refused path, so a call is fixed in one go.
@@ -739,10 +729,10 @@ fn blocks_restore(f: &Found, force: bool) -> Option<String> {
     })
 }
 
-fn log(step: &Step<'_>, level: &str, message: String) {
+fn log(step: &Step<'_>, level: crate::events::Level, message: String) {
     step.ctx.bus.emit(Event::Log {
         step: step.ctx.step.get().map(|s| s.index),
-        level: level.into(),
+        level,
         message,
     });
 }

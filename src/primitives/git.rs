@@ -5,6 +5,7 @@
 //! `*` or `:` literal.
 
 use super::{Cmd, Ran, Step};
+use crate::targets::failure::TAIL_LINES;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -70,19 +71,9 @@ where
     Cmd::new(argv)
 }
 
-/// The last lines of a failed git command's stderr, for an error message.
-fn git_error(ran: &Ran) -> String {
-    let err = ran.stderr();
-    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
-    let tail = lines[lines.len().saturating_sub(3)..].join("; ");
-    if tail.is_empty() {
-        match ran.outcome().and_then(|o| o.code) {
-            Some(code) => format!("git exited with code {code}"),
-            None => "git was killed".to_string(),
-        }
-    } else {
-        tail
-    }
+/// A failed git command's message: `WHAT failed (WHY) on TARGET` and git's last lines.
+fn git_error(step: &Step<'_>, ran: &Ran, what: impl std::fmt::Display) -> mlua::Error {
+    step.fail(ran.failure(what, Some(&step.target.name()), None))
 }
 
 /// Splits `-z` output into its NUL-terminated fields.
@@ -112,7 +103,7 @@ pub async fn head(step: &Step<'_>, repo: &str) -> mlua::Result<Head> {
         cmd,
         repo,
         format!("git HEAD of {repo}"),
-        "git.head: cannot read HEAD of",
+        "git.head: reading HEAD of",
     )
     .await?
     else {
@@ -137,10 +128,8 @@ pub async fn head(step: &Step<'_>, repo: &str) -> mlua::Result<Head> {
         // 1: HEAD is detached.
         Some(1) => None,
         _ => {
-            return Err(step.fail(format!(
-                "git.head: cannot read the branch of {repo}: {}",
-                git_error(&branch)
-            )))
+            let what = format!("git.head: reading the branch of {repo}");
+            return Err(git_error(step, &branch, what));
         }
     };
     Ok(Head {
@@ -153,7 +142,7 @@ pub async fn head(step: &Step<'_>, repo: &str) -> mlua::Result<Head> {
 }
 
 /// A git read: `None` when only planned (offline), an error naming the repo when git
-/// fails (`failing` + " REPO: git's message").
+/// fails (`failing` + " REPO failed (…)", then git's message).
 async fn read_or_fail(
     step: &Step<'_>,
     cmd: Cmd,
@@ -166,7 +155,7 @@ async fn read_or_fail(
         return Ok(None);
     }
     if !ran.ok() {
-        return Err(step.fail(format!("{failing} {repo}: {}", git_error(&ran))));
+        return Err(git_error(step, &ran, format!("{failing} {repo}")));
     }
     Ok(Some(ran))
 }
@@ -180,7 +169,7 @@ pub async fn status(step: &Step<'_>, repo: &str) -> mlua::Result<Status> {
         cmd,
         repo,
         format!("git status of {repo}"),
-        "git.status: cannot read the status of",
+        "git.status: reading the status of",
     )
     .await?
     else {
@@ -355,12 +344,8 @@ async fn diff(
         return Ok(BTreeMap::new());
     }
     if !ran.ok() {
-        return Err(step.fail(format!(
-            "git.restore: cannot compare {} with {}: {}",
-            spec.repo,
-            spec.rev,
-            git_error(&ran)
-        )));
+        let what = format!("git.restore: comparing {} with {}", spec.repo, spec.rev);
+        return Err(git_error(step, &ran, what));
     }
     let fields = split_z(&ran.outcome().map(|o| o.stdout.clone()).unwrap_or_default());
     let mut out = BTreeMap::new();
@@ -453,14 +438,14 @@ pub async fn restore(step: &Step<'_>, spec: &RestoreSpec) -> mlua::Result<Restor
     }
     let sha = verify.stdout().trim().to_string();
     if !verify.ok() || sha.is_empty() {
-        let why = git_error(&verify);
-        let hint = if verify.stderr().trim().is_empty() {
-            "no such commit".to_string()
+        let said = crate::targets::failure::tail(&verify.stderr(), TAIL_LINES);
+        let hint = if said.is_empty() {
+            " (no such commit)".to_string()
         } else {
-            why
+            format!(":{said}")
         };
         return Err(step.fail(format!(
-            "git.restore: '{}' is not a commit in {} ({hint})",
+            "git.restore: '{}' is not a commit in {}{hint}",
             spec.rev, spec.repo
         )));
     }
@@ -605,12 +590,8 @@ async fn run_change(
         return Ok(true);
     }
     if !ran.ok() {
-        return Err(step.fail(format!(
-            "git.restore: restoring {} to {} failed: {}",
-            spec.repo,
-            spec.rev,
-            git_error(&ran)
-        )));
+        let what = format!("git.restore: restoring {} to {}", spec.repo, spec.rev);
+        return Err(git_error(step, &ran, what));
     }
     Ok(false)
 }

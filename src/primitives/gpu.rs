@@ -162,11 +162,8 @@ async fn query(
     } else if out.code == Some(127) {
         "nvidia-smi is not installed (or not on PATH): no NVIDIA driver here?".to_string()
     } else {
-        let code = match (out.code, out.signal) {
-            (Some(c), _) => format!("exit code {c}"),
-            (None, Some(s)) => format!("killed by signal {s}"),
-            (None, None) => "no exit status".to_string(),
-        };
+        // nvidia-smi's own words are on stdout (`said`), not in a stderr tail.
+        let code = out.why(None);
         if said.is_empty() {
             format!("nvidia-smi failed ({code})")
         } else {

@@ -19,6 +19,7 @@ pub mod warmup;
 use crate::actions::{self, Action, Effect, Performed};
 use crate::ctx::{Ctx, Mode};
 pub use crate::script::Script;
+use crate::targets::failure::TAIL_LINES;
 use crate::targets::{ExecOutcome, ExecRequest, Target};
 use std::ffi::OsString;
 use std::time::Duration;
@@ -142,6 +143,35 @@ impl Ran {
         self.outcome()
             .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
             .unwrap_or_default()
+    }
+
+    /// Why a command that ran did not succeed, in the one shape (`targets/failure.rs`):
+    /// `WHAT failed (WHY) on TARGET` and the last lines of its stderr.
+    pub fn failure(
+        &self,
+        what: impl std::fmt::Display,
+        target: Option<&str>,
+        timeout: Option<Duration>,
+    ) -> String {
+        self.failed(what, target, timeout) + &self.stderr_tail(TAIL_LINES)
+    }
+
+    /// The head of [`Self::failure`], for a message that puts more before the tail.
+    pub fn failed(
+        &self,
+        what: impl std::fmt::Display,
+        target: Option<&str>,
+        timeout: Option<Duration>,
+    ) -> String {
+        match self {
+            Ran::Done(o) => o.failed(what, target, timeout),
+            Ran::Planned => format!("{what} was only planned"),
+        }
+    }
+
+    /// The end of [`Self::failure`]: the last `n` non-blank lines of stderr, indented.
+    pub fn stderr_tail(&self, n: usize) -> String {
+        self.outcome().map(|o| o.stderr_tail(n)).unwrap_or_default()
     }
 }
 

@@ -162,16 +162,9 @@ pub fn default_name(argv: &[OsString]) -> String {
     }
 }
 
-fn last_stderr_line(ran: &Ran) -> String {
-    let err = ran.stderr();
-    err.lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .map(|l| l.trim().trim_start_matches("runbook: ").to_string())
-        .unwrap_or_else(|| match ran.outcome().and_then(|o| o.code) {
-            Some(c) => format!("exit code {c}"),
-            None => "killed".into(),
-        })
+/// A failed command's message: `WHAT failed (WHY) on TARGET` and the script's last lines.
+fn proc_error(step: &Step<'_>, ran: &Ran, what: impl std::fmt::Display) -> mlua::Error {
+    step.fail(ran.failure(what, Some(&step.target.name()), None))
 }
 
 /// Whether the job is alive now: `Some(pid)` with true/false, `None` without a pid file.
@@ -190,10 +183,7 @@ async fn probe(step: &Step<'_>, which: &Which, what: &str) -> mlua::Result<Optio
         return Ok(None);
     }
     if !ran.ok() {
-        return Err(step.fail(format!(
-            "{what}: cannot check {label}: {}",
-            last_stderr_line(&ran)
-        )));
+        return Err(proc_error(step, &ran, format!("{what}: checking {label}")));
     }
     Ok(parse_state(&ran.stdout()))
 }
@@ -265,11 +255,8 @@ pub async fn spawn(step: &Step<'_>, spec: &SpawnSpec) -> mlua::Result<Spawned> {
         });
     }
     if !ran.ok() {
-        return Err(step.fail(format!(
-            "proc.spawn: could not start job '{}': {}",
-            spec.name,
-            last_stderr_line(&ran)
-        )));
+        let what = format!("proc.spawn: starting job '{}'", spec.name);
+        return Err(proc_error(step, &ran, what));
     }
     let out = ran.stdout();
     let mut lines = out.lines();
@@ -374,10 +361,11 @@ pub async fn stop(
         });
     }
     if !ran.ok() {
-        return Err(step.fail(format!(
-            "proc.stop: could not stop {label}: {}",
-            last_stderr_line(&ran)
-        )));
+        return Err(proc_error(
+            step,
+            &ran,
+            format!("proc.stop: stopping {label}"),
+        ));
     }
     let out = ran.stdout();
     let mut words = out.split_whitespace();
@@ -488,10 +476,11 @@ async fn poll(step: &Step<'_>, file: &str, offset: Option<u64>, wait: u64) -> ml
     };
     let ran = step.read(cmd, summary).await?;
     if !ran.ok() {
-        return Err(step.fail(format!(
-            "proc.wait_for: cannot read {file}: {}",
-            last_stderr_line(&ran)
-        )));
+        return Err(proc_error(
+            step,
+            &ran,
+            format!("proc.wait_for: reading {file}"),
+        ));
     }
     let out = ran.outcome().map(|o| o.stdout.clone()).unwrap_or_default();
     let (head, bytes) = match out.iter().position(|b| *b == b'\n') {

@@ -187,10 +187,7 @@ async fn probe(
         return Ok(None);
     }
     if !ran.ok() {
-        return Err(fail(
-            step,
-            format!("could not look for uv: {}", tail(&ran.stderr(), 5)),
-        ));
+        return Err(fail(step, ran.failure("looking for uv", None, timeout)));
     }
     Ok(Some(parse_probe(&ran.stdout())))
 }
@@ -267,12 +264,14 @@ async fn install_uv(step: &Step<'_>, spec: &BuildSpec, home: &str) -> mlua::Resu
         return Ok(uv);
     }
     if !ran.ok() {
+        let what = "installing uv with `python3 -m pip install --user uv`";
         return Err(fail(
             step,
             format!(
-                "installing uv with `python3 -m pip install --user uv` failed (install_uv needs \
-                 network access to PyPI, or index_url/find_links that hold a uv wheel):\n{}",
-                tail(&ran.stderr(), 10)
+                "{}; install_uv needs network access to PyPI, or index_url/find_links that \
+                 hold a uv wheel:{}",
+                ran.failed(what, None, spec.timeout),
+                ran.stderr_tail(10)
             ),
         ));
     }
@@ -405,41 +404,19 @@ fn failure(ran: &Ran, spec: &BuildSpec) -> String {
             .filter(|l| !l.starts_with(VERIFY_FAILED))
             .collect();
         return format!(
-            "verify failed: {what} did not pass its check; {kept}. The check:\n  {}\n{}",
+            "verify failed: {what} did not pass its check; {kept}. The check:\n  {}{}",
             failed_check(&stderr, spec),
-            tail(&rest.join("\n"), 20)
+            crate::targets::failure::tail(&rest.join("\n"), 20)
         );
     }
-    let why = if out.timed_out {
-        format!(
-            "timed out after {}",
-            spec.timeout.map(crate::duration::short).unwrap_or_default()
-        )
-    } else if let Some(sig) = out.signal {
-        format!("killed by signal {sig}")
-    } else {
-        format!("exit code {}", out.code.unwrap_or(-1))
-    };
     let kept = if spec.fresh {
         format!("{} was left as it was", spec.path)
     } else {
         format!("{} may be partly updated (fresh = false)", spec.path)
     };
-    format!(
-        "building {} failed ({why}); {kept}:\n{}",
-        spec.path,
-        tail(&ran.stderr(), 20)
-    )
-}
-
-/// The last `n` non-empty lines, indented, for error messages.
-fn tail(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    lines[lines.len().saturating_sub(n)..]
-        .iter()
-        .map(|l| format!("  {l}"))
-        .collect::<Vec<_>>()
-        .join("\n")
+    let building = format!("building {}", spec.path);
+    let head = out.failed(building, None, spec.timeout);
+    format!("{head}; {kept}:{}", out.stderr_tail(20))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -462,13 +439,8 @@ async fn installed(step: &Step<'_>, path: &str, uv: &str) -> mlua::Result<(Strin
         )
         .await?;
     if !ran.ok() {
-        return Err(fail(
-            step,
-            format!(
-                "built {path}, but could not list its packages:\n{}",
-                tail(&ran.stderr(), 5)
-            ),
-        ));
+        let what = format!("built {path}, but listing its packages");
+        return Err(fail(step, ran.failure(what, None, None)));
     }
     parse_list(&ran.stdout()).map_err(|e| fail(step, e))
 }

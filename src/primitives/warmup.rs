@@ -119,24 +119,9 @@ pub async fn run(step: &Step<'_>, spec: &Spec) -> mlua::Result<Outcome> {
     };
     let target = step.target.name();
     if !ran.ok() {
-        let why = if out.timed_out {
-            format!(
-                "timed out after {}",
-                spec.timeout.map(duration::short).unwrap_or_default()
-            )
-        } else if let Some(sig) = out.signal {
-            format!("killed by signal {sig}")
-        } else {
-            format!("exit code {}", out.code.unwrap_or(-1))
-        };
-        let mut msg = format!("warm-up failed ({why}) on {target}: {shown}");
-        let stderr = ran.stderr();
-        let lines: Vec<&str> = stderr.lines().collect();
-        for line in &lines[lines.len().saturating_sub(5)..] {
-            msg.push_str("\n  ");
-            msg.push_str(line);
-        }
-        return Err(step.fail(msg));
+        let head = out.failed("warm-up", Some(&target), spec.timeout);
+        let tail = out.stderr_tail(crate::targets::failure::TAIL_LINES);
+        return Err(step.fail(format!("{head}: {shown}{tail}")));
     }
 
     if let Some(after) = measure(step, &spec.expect_cache, "after").await? {
@@ -222,7 +207,7 @@ fn state(c: &CacheGrowth) -> &'static str {
 fn log(step: &Step<'_>, message: String) {
     step.ctx.bus.emit(crate::events::Event::Log {
         step: step.ctx.step.get().map(|s| s.index),
-        level: "info".into(),
+        level: crate::events::Level::Info,
         message,
     });
 }
@@ -265,10 +250,8 @@ async fn measure(
     }
     let target = step.target.name();
     if !ran.ok() {
-        return Err(step.fail(format!(
-            "warm-up: could not measure the caches on {target}: {}",
-            ran.stderr().trim()
-        )));
+        let what = "warm-up: measuring the caches";
+        return Err(step.fail(ran.failure(what, Some(&target), None)));
     }
     let stdout = ran.stdout();
     let sizes: Vec<Option<(u64, u64)>> = stdout.lines().map(parse_size).collect();
@@ -379,7 +362,7 @@ async fn run_watched(
             silence.last_warned.set(Some(Instant::now()));
             ctx.bus.emit(Event::Log {
                 step: ctx.step.get().map(|s| s.index),
-                level: "warn".into(),
+                level: crate::events::Level::Warn,
                 message: format!(
                     "warm-up on {}: no output for {} (running for {}); a long compile is \
                      often silent, but check it is not stuck",

@@ -5,7 +5,7 @@
 //! or colour; `NO_COLOR` turns colour off on a terminal too.
 
 use crate::duration;
-use crate::events::{Event, Sink, Stamped};
+use crate::events::{Effect, Event, Level, RunOutcome, Sink, Stamped, StepOutcome, Stream};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::Write;
 use std::sync::OnceLock;
@@ -226,8 +226,8 @@ impl Sink for TerminalSink {
             } => {
                 self.stop_spinner();
                 let took = duration::short(Duration::from_millis(*duration_ms));
-                match outcome.as_str() {
-                    "failed" => {
+                match outcome {
+                    StepOutcome::Failed => {
                         self.line(&format!(
                             "{} {name}  {}",
                             self.paint("31;1", "✗"),
@@ -240,7 +240,7 @@ impl Sink for TerminalSink {
                         }
                     }
                     other if !quiet => {
-                        let tag = if other == "changed" {
+                        let tag = if *other == StepOutcome::Changed {
                             if self.dry_run {
                                 self.paint("33", " (would change)")
                             } else {
@@ -269,10 +269,10 @@ impl Sink for TerminalSink {
                 if quiet {
                     return;
                 }
-                if effect == "change" {
+                if *effect == Effect::Change {
                     self.planned_changes += 1;
                 }
-                let mark = if effect == "change" {
+                let mark = if *effect == Effect::Change {
                     self.paint("33", "~")
                 } else {
                     self.paint("36", "?")
@@ -305,13 +305,13 @@ impl Sink for TerminalSink {
                 } else if self.opts.verbose {
                     self.line(&format!(
                         "  {} {target}: {command}",
-                        if effect == "change" { "$" } else { "=" }
+                        if *effect == Effect::Change { "$" } else { "=" }
                     ));
                 }
             }
             Event::Output { stream, line, .. } => {
                 if self.opts.verbose {
-                    let tag = if stream == "stderr" {
+                    let tag = if *stream == Stream::Stderr {
                         self.paint("31", "│")
                     } else {
                         self.paint("2", "│")
@@ -338,9 +338,9 @@ impl Sink for TerminalSink {
             }
             Event::ActionFinished { .. } | Event::ActionPgid { .. } => {}
             Event::Log { level, message, .. } => {
-                let text = match level.as_str() {
-                    "warn" => format!("  {} {message}", self.paint("33;1", "warning:")),
-                    "error" => format!("  {} {message}", self.paint("31;1", "error:")),
+                let text = match level {
+                    Level::Warn => format!("  {} {message}", self.paint("33;1", "warning:")),
+                    Level::Error => format!("  {} {message}", self.paint("31;1", "error:")),
                     _ if quiet => return,
                     _ => format!("  {} {message}", self.paint("36", "·")),
                 };
@@ -357,10 +357,10 @@ impl Sink for TerminalSink {
             } => {
                 self.stop_spinner();
                 let took = duration::short(Duration::from_millis(*duration_ms));
-                let head = match outcome.as_str() {
-                    "ok" => self.paint("32;1", "ok"),
-                    "interrupted" => self.paint("31;1", "interrupted"),
-                    _ => self.paint("31;1", "failed"),
+                let head = match outcome {
+                    RunOutcome::Ok => self.paint("32;1", "ok"),
+                    RunOutcome::Interrupted => self.paint("31;1", "interrupted"),
+                    RunOutcome::Failed => self.paint("31;1", "failed"),
                 };
                 if self.dry_run {
                     self.line(&format!(

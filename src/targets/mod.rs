@@ -6,6 +6,7 @@
 //! *base*: this machine or an SSH connection.
 
 pub mod container;
+pub mod failure;
 pub mod hold;
 pub mod local;
 pub mod pump;
@@ -40,19 +41,12 @@ pub struct ExecRequest {
     pub secret_output: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// `stdout` or `stderr` in `output` events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Stream {
     Stdout,
     Stderr,
-}
-
-impl Stream {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Stream::Stdout => "stdout",
-            Stream::Stderr => "stderr",
-        }
-    }
 }
 
 #[derive(Debug, Default)]
