@@ -198,7 +198,9 @@ fn missing_nvidia_smi_in_a_container_fails_naming_it() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let err = step_error(&out);
     assert!(
-        err.contains("gpu.probe on local/ct200: nvidia-smi is not installed (or not on PATH)"),
+        err.contains(
+            "gpu.probe: needs nvidia-smi on local/ct200 (gpu.probe asks the NVIDIA driver"
+        ),
         "{err}"
     );
 }

@@ -265,10 +265,11 @@ pub async fn spawn(step: &Step<'_>, spec: &SpawnSpec) -> mlua::Result<Spawned> {
         });
     }
     if !ran.ok() {
+        let why = super::needs_from(&ran.stderr(), &step.target.name())
+            .unwrap_or_else(|| last_stderr_line(&ran));
         return Err(step.fail(format!(
-            "proc.spawn: could not start job '{}': {}",
-            spec.name,
-            last_stderr_line(&ran)
+            "proc.spawn: could not start job '{}': {why}",
+            spec.name
         )));
     }
     let out = ran.stdout();
