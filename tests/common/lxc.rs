@@ -650,35 +650,84 @@ impl Drop for CtDir<'_> {
 /// file in the test's directory (runbook's environment reaches the container); in clear
 /// mode it is the container's own default, shared by the tests, so the run waits for it.
 pub fn run(env: &super::Env, dir: &CtDir<'_>, mode: EnvMode, body: &str, extra: &[&str]) -> Output {
-    run_with(env, dir, mode, body, extra, &[])
+    Run::new(env, dir, mode).go(body, extra)
 }
 
-/// `run`, with more directories in front of PATH (they exist in the container only:
-/// PATH reaches it in keep mode).
-pub fn run_with(
-    env: &super::Env,
-    dir: &CtDir<'_>,
+/// A run with more to it than `run`: fields of the `runbook {}` header, directories in
+/// front of PATH (they exist in the container only: PATH reaches it in keep mode), more
+/// environment.
+pub struct Run<'a> {
+    env: &'a super::Env,
+    dir: &'a CtDir<'a>,
     mode: EnvMode,
-    body: &str,
-    extra: &[&str],
-    path_first: &[&str],
-) -> Output {
-    let rb = env.write(
-        "ct.lua",
-        &format!(
-            "runbook {{ name = \"real-ct\" }}\nlocal box = {}\n{body}",
-            dir.ct.lua()
-        ),
-    );
-    let mut cmd = command(env, dir, mode, path_first);
-    cmd.arg("run").arg(rb).args(["--yes", "--json"]).args(extra);
+    pub header: String,
+    pub path_first: Vec<String>,
+    pub vars: Vec<(String, String)>,
+}
+
+impl<'a> Run<'a> {
+    pub fn new(env: &'a super::Env, dir: &'a CtDir<'a>, mode: EnvMode) -> Self {
+        Run {
+            env,
+            dir,
+            mode,
+            header: String::new(),
+            path_first: Vec::new(),
+            vars: Vec::new(),
+        }
+    }
+
+    pub fn header(mut self, fields: &str) -> Self {
+        self.header = fields.to_string();
+        self
+    }
+
+    pub fn path_first(mut self, dir: &str) -> Self {
+        self.path_first.push(dir.to_string());
+        self
+    }
+
+    pub fn var(mut self, k: &str, v: &str) -> Self {
+        self.vars.push((k.into(), v.into()));
+        self
+    }
+
+    pub fn go(&self, body: &str, extra: &[&str]) -> Output {
+        let header = if self.header.is_empty() {
+            String::new()
+        } else {
+            format!(", {}", self.header)
+        };
+        let rb = self.env.write(
+            "ct.lua",
+            &format!(
+                "runbook {{ name = \"real-ct\"{header} }}\nlocal box = {}\n{body}",
+                self.dir.ct.lua()
+            ),
+        );
+        let path_first: Vec<&str> = self.path_first.iter().map(String::as_str).collect();
+        let mut cmd = command(self.env, self.dir, self.mode, &path_first);
+        for (k, v) in &self.vars {
+            cmd.env(k, v);
+        }
+        cmd.arg("run").arg(rb).args(["--yes", "--json"]).args(extra);
+        if self.mode == EnvMode::Clear {
+            // The container's own lock, which the other tests in it take too.
+            cmd.args(["--lock-wait", "2m"]);
+        }
+        finish(cmd)
+    }
+}
+
+/// Runs `cmd` to its end, reading both pipes while waiting, with a limit, so a hung run
+/// fails the test.
+fn finish(mut cmd: Command) -> Output {
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Read both pipes while waiting, with a limit, so a hung run fails the test.
     let deadline = Instant::now() + Duration::from_secs(180);
     let out_pipe = child.stdout.take().unwrap();
     let err_pipe = child.stderr.take().unwrap();
@@ -726,12 +775,30 @@ pub fn command(env: &super::Env, dir: &CtDir<'_>, mode: EnvMode, path_first: &[&
     cmd
 }
 
+/// A run's exit, stderr, failed steps' errors and the end of its stdout, for a failure.
 pub fn describe(out: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let mut start = stdout.len().saturating_sub(3000);
+    while !stdout.is_char_boundary(start) {
+        start += 1;
+    }
+    let errors: Vec<String> = super::parse_ndjson(&out.stdout)
+        .into_iter()
+        .filter(|e| e["event"] == "step_finished" && e["outcome"] == "failed")
+        .map(|e| {
+            format!(
+                "step {}: {}",
+                e["index"],
+                e["error"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
     format!(
-        "exit {:?}\nstderr: {}\nstdout: {}",
+        "exit {:?}\nstderr: {}\nfailed steps:\n{}\nstdout (the end): {}",
         out.status.code(),
         String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
+        errors.join("\n"),
+        &stdout[start..]
     )
 }
 

@@ -3,6 +3,9 @@
 # (for install_uv) and what is at the venv path. `$1` = uv's given path or empty, `$2` =
 # venv path. Prints `key=value` lines; always exits 0 so that what is missing is reported
 # by runbook, not by sh.
+# lxc-attach --clear-env (PVE 9's `pct exec`) gives no HOME: `~` is then the user's home
+# from the passwd file, as a login would set it (else `~/.cache` read as `/.cache`).
+[ -n "${HOME:-}" ] || HOME=$(awk -F: -v u="$(id -u)" '$3 == u { print $6; exit }' /etc/passwd 2>/dev/null)
 uv=$1
 if [ -z "$uv" ]; then
   uv=$(command -v uv 2>/dev/null) || uv=
