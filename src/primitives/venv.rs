@@ -211,8 +211,11 @@ async fn probe(
     path: &str,
     timeout: Option<Duration>,
 ) -> mlua::Result<Option<Probe>> {
-    let mut cmd = Cmd::script(&PROBE_SCRIPT, [uv.unwrap_or(""), path, python.unwrap_or("")])
-        .env("UV_PYTHON_DOWNLOADS", "never");
+    let mut cmd = Cmd::script(
+        &PROBE_SCRIPT,
+        [uv.unwrap_or(""), path, python.unwrap_or("")],
+    )
+    .env("UV_PYTHON_DOWNLOADS", "never");
     cmd.timeout = timeout;
     let ran = step
         .read(cmd, format!("look for uv and the venv at {path}"))
