@@ -341,11 +341,14 @@ fn make(kind: Kind) -> Result<(), String> {
                 &rootfs.display().to_string(),
             ])?;
             if kind == Kind::Debian {
-                let uv = which("uv")
-                    .ok()
-                    .filter(|p| p.starts_with("/usr/local/bin"))
-                    .or_else(|| Some(PathBuf::from("/usr/local/bin/uv")).filter(|p| p.exists()))
-                    .ok_or("no uv binary in /usr/local/bin (scripts/test puts one there)")?;
+                // Not a pyenv shim (a script that needs pyenv): the binary scripts/test
+                // puts there.
+                let uv = PathBuf::from("/usr/local/bin/uv");
+                if !uv.exists() {
+                    return Err(
+                        "no uv binary in /usr/local/bin (scripts/test puts one there)".into(),
+                    );
+                }
                 std::fs::copy(&uv, rootfs.join("usr/local/bin/uv"))
                     .map_err(|e| format!("copy {}: {e}", uv.display()))?;
             }
@@ -423,9 +426,19 @@ fn rootfs_tarball(packages: &[&str]) -> Result<PathBuf, String> {
     if sh(&["sh", "-c", "command -v debootstrap"]).is_err() {
         return Err("debootstrap is not installed (scripts/test installs it)".into());
     }
+    // What a build killed half-way left (we hold the lock: no build runs now).
     let build = cache.join(format!("build-{key}"));
     if build.exists() {
         remove_tree(&build)?;
+    }
+    let part_prefix = format!("{key}.tar.gz.part-");
+    for e in std::fs::read_dir(&cache)
+        .map_err(|e| e.to_string())?
+        .flatten()
+    {
+        if e.file_name().to_string_lossy().starts_with(&part_prefix) {
+            let _ = std::fs::remove_file(e.path());
+        }
     }
     let mirror = std::env::var("RUNBOOK_TEST_MIRROR")
         .unwrap_or_else(|_| "http://deb.debian.org/debian".into());
