@@ -109,6 +109,7 @@ in_containers!(
         let env = Env::new();
         let dir = ct.dir();
         let n = unique_sleep();
+        dir.kill_on_drop(&format!("sleep {n}"));
         let started = Instant::now();
         let out = lxc::run(
         &env,
@@ -139,6 +140,7 @@ in_containers!(ctrl_c_kills_the_tree_inside_the_container, |ct: &Ct| {
     let env = Env::new();
     let dir = ct.dir();
     let n = unique_sleep();
+    dir.kill_on_drop(&format!("sleep {n}"));
     let rb = env.write(
         "ct.lua",
         &format!(
@@ -220,6 +222,7 @@ fn a_real_container_behind_ssh() {
     let env = Env::new();
     let dir = ct.dir();
     let n = unique_sleep();
+    dir.kill_on_drop(&format!("sleep {n}"));
     let rb = env.write(
         "ct.lua",
         &format!(

@@ -205,6 +205,7 @@ in_containers!(proc_spawn_wait_for_stop, |ct: &Ct| {
     let env = Env::new();
     let dir = ct.dir();
     let n = unique();
+    dir.kill_on_drop(&format!("sleep {n}"));
     let job = format!("rbt-{n}");
     let log = dir.at("job.log");
     let out = lxc::run(

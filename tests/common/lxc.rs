@@ -605,6 +605,7 @@ done"#,
             ct: self,
             path,
             host,
+            needles: Default::default(),
         }
     }
 }
@@ -616,9 +617,18 @@ pub struct CtDir<'a> {
     pub ct: &'a Ct,
     pub path: String,
     pub host: PathBuf,
+    /// More command-line needles whose processes are killed on drop (`kill_on_drop`).
+    needles: std::cell::RefCell<Vec<String>>,
 }
 
 impl CtDir<'_> {
+    /// Processes whose command line holds `needle` are killed when this is dropped too
+    /// (a test's processes that do not name its directory), so a failing test leaves
+    /// nothing running in the container.
+    pub fn kill_on_drop(&self, needle: &str) {
+        self.needles.borrow_mut().push(needle.to_string());
+    }
+
     /// `PATH/NAME` inside the container.
     pub fn at(&self, name: &str) -> String {
         format!("{}/{name}", self.path)
@@ -649,7 +659,9 @@ impl CtDir<'_> {
 
 impl Drop for CtDir<'_> {
     fn drop(&mut self) {
-        for line in self.ct.processes(&self.path) {
+        let mut needles = self.needles.take();
+        needles.push(self.path.clone());
+        for line in needles.iter().flat_map(|n| self.ct.processes(n)) {
             if let Some(pid) = line.split_whitespace().next() {
                 let _ = self.ct.attach(&format!("kill -9 {pid}"));
             }
