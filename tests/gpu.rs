@@ -172,37 +172,6 @@ fn missing_nvidia_smi_fails_naming_the_target() {
     );
 }
 
-/// In a container without nvidia-smi the shell's "not found" (exit 127) is named as such.
-#[test]
-fn missing_nvidia_smi_in_a_container_fails_naming_it() {
-    let env = Env::new();
-    let pct_root = env.tmp.path().join("pct");
-    std::fs::create_dir_all(pct_root.join("ct/200/tmp")).unwrap();
-    std::fs::create_dir_all(pct_root.join("ct/200/root")).unwrap();
-    // A PATH with the pct double but not the nvidia-smi double.
-    let bin = env.scratch().join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::os::unix::fs::symlink(repo().join("tests/bin/pct"), bin.join("pct")).unwrap();
-    let rb = runbook(
-        &env,
-        "step(\"probe\", function() gpu.probe(here:pct(200)) end)\n",
-    );
-    let path = format!("{}:/usr/sbin:/usr/bin:/sbin:/bin", bin.display());
-    let out = run_json(
-        env.cmd()
-            .env("PATH", path)
-            .env("PCT_DOUBLE_ROOT", &pct_root),
-        &rb,
-        &[],
-    );
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    let err = step_error(&out);
-    assert!(
-        err.contains("gpu.probe on local/ct200: nvidia-smi is not installed (or not on PATH)"),
-        "{err}"
-    );
-}
-
 #[test]
 fn require_names_what_is_short() {
     let cases: &[(&str, &str, &str)] = &[

@@ -1,233 +1,268 @@
-//! Containers that are real: a busybox-only LXC container (what an Alpine CT looks like),
-//! created and started by this harness, reached through `tests/bin/lxc/pct`, which does
-//! what Proxmox's `pct exec` does (`lxc-attach --keep-env`, or `--clear-env` as PVE 9).
-//! The unshare double in `tests/bin/pct` stays for the SSH tests, where a container
-//! behind a test sshd needs no LXC; this file is where runbook meets a real container's
-//! PID namespace and busybox userland.
-//!
-//! Without LXC (`lxc-create` missing, or a container that cannot start) the tests skip
-//! with a message, unless `RUNBOOK_REQUIRE_LXC=1` (scripts/test sets it): then they fail.
+//! Commands in real LXC containers (common/lxc.rs makes them): busybox only (931),
+//! busybox with util-linux's flock and setsid (932), Debian minbase (933) and Debian with
+//! python3 and git (934), reached through `tests/bin/lxc/pct`, which does what Proxmox's
+//! `pct exec` does (`lxc-attach --keep-env`, or `--clear-env` as PVE 9). Each test runs in
+//! every container (`NAME::busybox`, `NAME::busybox_util`, `NAME::minbase`,
+//! `NAME::debian`): argv, env, cwd, stdin and exit codes under both env modes; a timeout
+//! and Ctrl-C killing the whole tree inside the container's PID namespace, a part that
+//! ignores SIGTERM included; the run lock where flock is missing; and a real container
+//! behind the test sshd. The primitives are in lxc_primitives.rs.
 
 mod common;
+use common::lxc::{self, describe, step_error, Ct, EnvMode, Kind};
 use common::*;
-use std::path::PathBuf;
-use std::process::Command;
-use std::sync::OnceLock;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-/// The container's name, which is its VMID, as on Proxmox.
-const VMID: &str = "931";
-
-/// Runs a command of the harness's own, its stdout on success.
-fn sh(args: &[&str]) -> Result<String, String> {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .map_err(|e| format!("{}: {e}", args[0]))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-    } else {
-        Err(format!(
-            "{}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
+/// A number no other test's `sleep` uses, so a process scan finds this test's own.
+fn unique_sleep() -> u32 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    100_000 + (nanos / 7 + std::process::id() * 131) % 800_000
 }
 
-/// Makes the container if it is not there, starts it if it is not running, and waits
-/// until a command runs in it.
-fn make_and_start() -> Result<(), String> {
-    if sh(&["lxc-info", "-n", VMID, "-s", "-H"]).is_err() {
-        sh(&["lxc-create", "-n", VMID, "-t", "busybox"])?;
-        // No network: the tests need none, and this machine has no bridge.
-        let config = PathBuf::from(format!("/var/lib/lxc/{VMID}/config"));
-        let text = std::fs::read_to_string(&config).map_err(|e| e.to_string())?;
-        let text: String = text
-            .lines()
-            .filter(|l| !l.starts_with("lxc.net.0."))
-            .map(|l| format!("{l}\n"))
-            .collect::<String>()
-            + "lxc.net.0.type = empty\n";
-        std::fs::write(&config, text).map_err(|e| e.to_string())?;
+// Every command works in every container (before: `setsid -w`, which busybox lacks,
+// failed every one in a busybox container), with argv, env, cwd, stdin and exit codes
+// intact, under both of Proxmox's env modes; runbook's own environment reaches the
+// command in keep mode only.
+in_containers!(commands_run_under_both_env_modes, |ct: &Ct| {
+    for mode in [EnvMode::Keep, EnvMode::Clear] {
+        let env = Env::new();
+        let dir = ct.dir();
+        let body = format!(
+            r#"step("in the container", function()
+  local r = box:exec({{ "sh", "-c", 'cat /proc/sys/kernel/hostname; pwd; printf "%s|%s|%s|" "$X" "$1" "${{RBT_OUTER-unset}}"; cat', "sh", "a b" }},
+                     {{ env = {{ X = "x y\nz" }}, cwd = "{cwd}", stdin = "in", read_only = true }})
+  local want = "{vmid}\n{cwd}\nx y\nz|a b|{outer}|in"
+  if r.stdout ~= want then fail("got " .. r.stdout .. " want " .. want) end
+  local bad = box:exec({{ "sh", "-c", "exit 7" }}, {{ check = false, read_only = true }})
+  if bad.code ~= 7 then fail("exit code " .. tostring(bad.code)) end
+  local sh = box:shell("echo $((6 * 7)) | tr 4 x", {{ read_only = true }})
+  if sh.stdout ~= "x2\n" then fail("shell: " .. sh.stdout) end
+end)
+"#,
+            cwd = dir.path,
+            vmid = ct.vmid,
+            outer = if mode == EnvMode::Keep {
+                "outer"
+            } else {
+                "unset"
+            },
+        );
+        let rb = env.write(
+            "ct.lua",
+            &format!(
+                "runbook {{ name = \"real-ct\" }}\nlocal box = {}\n{body}",
+                ct.lua()
+            ),
+        );
+        let out = lxc::command(&env, &dir, mode, &[])
+            .env("RBT_OUTER", "outer")
+            .args(["run", rb.to_str().unwrap(), "--yes", "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{mode:?}: {}", describe(&out));
     }
-    if sh(&["lxc-info", "-n", VMID, "-s", "-H"])? != "RUNNING" {
-        sh(&["lxc-start", "-n", VMID, "-d"])?;
-    }
+});
+
+/// `sh -c` whose whole tree ignores SIGTERM (the trap is inherited), both of its
+/// `sleep`s named by `n`.
+fn stubborn_tree(n: u32) -> String {
+    format!(r#"{{ "sh", "-c", "trap '' TERM; sleep {n} & sleep {n}" }}"#)
+}
+
+/// Waits until `count` processes inside the container have `needle` in their command
+/// line.
+fn wait_processes(ct: &Ct, needle: &str, count: usize, limit: Duration) {
     let t0 = Instant::now();
-    while sh(&["lxc-attach", "-n", VMID, "--", "true"]).is_err() {
-        if t0.elapsed() > Duration::from_secs(20) {
-            return Err(format!("container {VMID} did not come up"));
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    Ok(())
-}
-
-/// Creates (once per machine) and starts the busybox container; `None` when LXC is not
-/// there and not required.
-fn container() -> Option<&'static str> {
-    static READY: OnceLock<Result<(), String>> = OnceLock::new();
-    let ready = READY.get_or_init(|| {
-        make_and_start().or_else(|first| {
-            // A container left half-stopped by an earlier run (its processes killed with
-            // the session that started them) is made again, once.
-            let _ = sh(&["lxc-stop", "-n", VMID, "-k"]);
-            let _ = sh(&["lxc-destroy", "-n", VMID, "-f"]);
-            make_and_start().map_err(|again| format!("{first}; made again: {again}"))
-        })
-    });
-    match ready {
-        Ok(()) => Some(VMID),
-        Err(why) if std::env::var("RUNBOOK_REQUIRE_LXC").as_deref() == Ok("1") => {
-            panic!("LXC is required here (RUNBOOK_REQUIRE_LXC=1) but: {why}")
-        }
-        Err(why) => {
-            eprintln!("skipped: no LXC container ({why})");
-            None
-        }
+    while ct.processes(needle).len() < count {
+        assert!(
+            t0.elapsed() < limit,
+            "{needle}: only {:?} after {limit:?}",
+            ct.processes(needle)
+        );
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
-/// Runs `body` (steps using `box`, the container as a target) with the real-LXC `pct`
-/// first on PATH; `env_mode` is `keep` (PVE 8) or `clear` (PVE 9).
-fn run(env: &Env, body: &str, env_mode: &str) -> std::process::Output {
+/// Waits until nothing inside the container has `needle` in its command line.
+fn gone_inside(ct: &Ct, needle: &str, limit: Duration) -> Vec<String> {
+    let t0 = Instant::now();
+    loop {
+        let left = ct.processes(needle);
+        if left.is_empty() || t0.elapsed() > limit {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+// A step timeout kills the command's whole tree inside the container, seen from the
+// container's own PID namespace: TERM first, and KILL after the 2 s grace for the parts
+// that ignore TERM (the issue saw such a tree survive in a busybox container with
+// util-linux's setsid: 932 is that container, and it is killed there too).
+in_containers!(
+    a_timeout_kills_the_tree_term_ignorers_after_the_grace,
+    |ct: &Ct| {
+        let env = Env::new();
+        let dir = ct.dir();
+        let n = unique_sleep();
+        dir.kill_on_drop(&format!("sleep {n}"));
+        let started = Instant::now();
+        let out = lxc::run(
+        &env,
+        &dir,
+        EnvMode::Keep,
+        &format!(
+            "step(\"stuck\", {{ timeout = \"2s\" }}, function()\n  box:exec({}, {{ read_only = true }})\nend)\n",
+            stubborn_tree(n)
+        ),
+        &[],
+    );
+        let took = started.elapsed();
+        assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+        assert!(step_error(&out).contains("timed out"), "{}", describe(&out));
+        // The KILL comes after the grace: before it the TERM-ignoring tree still stood.
+        assert!(
+            took >= Duration::from_secs(4) && took < Duration::from_secs(20),
+            "took {took:?}"
+        );
+        let left = gone_inside(ct, &format!("sleep {n}"), Duration::from_secs(3));
+        assert!(left.is_empty(), "left running in the container: {left:?}");
+    }
+);
+
+// Ctrl-C (SIGINT to runbook) stops the tree inside the container the same way, and the
+// run exits 130.
+in_containers!(ctrl_c_kills_the_tree_inside_the_container, |ct: &Ct| {
+    let env = Env::new();
+    let dir = ct.dir();
+    let n = unique_sleep();
+    dir.kill_on_drop(&format!("sleep {n}"));
     let rb = env.write(
         "ct.lua",
         &format!(
-            "runbook {{ name = \"real-ct\" }}\nlocal box = target(\"local\"):pct({VMID})\n{body}"
+            "runbook {{ name = \"real-ct\" }}\nlocal box = {}\nstep(\"stuck\", function()\n  box:exec({}, {{ read_only = true }})\nend)\n",
+            ct.lua(),
+            stubborn_tree(n)
         ),
     );
-    let path = format!(
-        "{}:{}",
-        repo().join("tests/bin/lxc").display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    env.cmd()
-        .args(["run", rb.to_str().unwrap(), "--yes", "--json"])
-        .env("PATH", path)
-        .env("PCT_ENV", env_mode)
-        .timeout(Duration::from_secs(90))
-        .output()
-        .unwrap()
-}
-
-fn describe(out: &std::process::Output) -> String {
-    format!(
-        "exit {:?}\nstderr: {}\nstdout: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    )
-}
-
-/// Inside the container, as root, with nothing but busybox.
-fn inside(script: &str) -> String {
-    let out = Command::new("lxc-attach")
-        .args(["-n", VMID, "--", "sh", "-c", script])
-        .output()
+    let mut child = lxc::command(&env, &dir, EnvMode::Clear, &[])
+        .args(["run", rb.to_str().unwrap(), "--yes"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
         .unwrap();
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-/// Every command works in a busybox-only container (before: `setsid -w`, which busybox
-/// lacks, failed every one), with argv, env, cwd, stdin and exit codes intact, under both
-/// of Proxmox's env modes.
-#[test]
-fn commands_run_in_a_busybox_container_under_both_env_modes() {
-    let Some(_) = container() else { return };
-    for mode in ["keep", "clear"] {
-        let env = Env::new();
-        let out = run(
-            &env,
-            r#"step("in the container", function()
-  local r = box:exec({ "sh", "-c", 'cat /proc/1/comm; pwd; printf "%s|%s|" "$X" "$1"; cat', "sh", "a b" },
-                     { env = { X = "x y\nz" }, cwd = "/tmp", stdin = "in", read_only = true })
-  if r.stdout ~= "init\n/tmp\nx y\nz|a b|in" then fail("got " .. r.stdout) end
-  local bad = box:exec({ "sh", "-c", "exit 7" }, { check = false, read_only = true })
-  if bad.code ~= 7 then fail("exit code " .. tostring(bad.code)) end
-end)
-"#,
-            mode,
+    let _reap = running::Reap(vec![child.id() as i32]);
+    wait_processes(ct, &format!("sleep {n}"), 2, Duration::from_secs(20));
+    let signalled = Instant::now();
+    // SAFETY: signals the runbook process this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            signalled.elapsed() < Duration::from_secs(20),
+            "runbook still runs 20 s after SIGINT"
         );
-        assert!(out.status.success(), "{mode}: {}", describe(&out));
-    }
-}
-
-/// A step timeout kills the command's whole tree inside the container, a part that
-/// ignores TERM included, within the kill grace; seen from the container's own PID
-/// namespace.
-#[test]
-fn a_timeout_kills_the_tree_inside_the_container() {
-    let Some(_) = container() else { return };
-    let env = Env::new();
-    let started = Instant::now();
-    let out = run(
-        &env,
-        r#"step("stuck", { timeout = "2s" }, function()
-  box:exec({ "sh", "-c", "trap '' TERM; sleep 311 & sleep 311" }, { read_only = true })
-end)
-"#,
-        "keep",
-    );
-    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
-    assert!(
-        started.elapsed() < Duration::from_secs(20),
-        "took {:?}",
-        started.elapsed()
-    );
-    std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(
-        inside("ps | grep -c '[s]leep 311'"),
-        "0",
-        "the tree is gone inside the container"
-    );
-}
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    let left = gone_inside(ct, &format!("sleep {n}"), Duration::from_secs(3));
+    assert!(left.is_empty(), "left running in the container: {left:?}");
+});
 
 /// Debian's busybox has no `flock` applet (Alpine's has one): in such a container
 /// runbook cannot take its run lock, so a change fails before anything changed, saying
-/// what it needs. (Jobs, cache clears and the other changing primitives are tested in
-/// containers that have flock: the SSH tests' double, and a Debian container to come.)
+/// what it needs.
 #[test]
 fn a_change_where_flock_is_missing_fails_before_changing_anything() {
-    let Some(_) = container() else { return };
-    inside("rm -f /tmp/made-by-runbook");
+    let Some(ct) = lxc::container(Kind::Busybox) else {
+        return;
+    };
+    let dir = ct.dir();
     let env = Env::new();
-    let out = run(
-        &env,
-        r#"step("change", function() box:exec({ "touch", "/tmp/made-by-runbook" }) end)
-"#,
-        "keep",
-    );
-    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        stdout.contains("cannot take the run lock on local/ct931: needs flock for the run lock"),
-        "{}",
-        describe(&out)
-    );
-    assert_eq!(
-        inside("ls /tmp/made-by-runbook 2>/dev/null | wc -l"),
-        "0",
-        "nothing changed"
-    );
+    let made = dir.at("made-by-runbook");
+    for mode in [EnvMode::Keep, EnvMode::Clear] {
+        let out = lxc::run(
+            &env,
+            &dir,
+            mode,
+            &format!("step(\"change\", function() box:exec({{ \"touch\", \"{made}\" }}) end)\n"),
+            &[],
+        );
+        assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+        assert!(
+            step_error(&out)
+                .contains("cannot take the run lock on local/ct931: needs flock for the run lock"),
+            "{}",
+            describe(&out)
+        );
+        assert!(
+            !dir.host.join("made-by-runbook").exists(),
+            "nothing changed"
+        );
+    }
 }
 
-/// Reads need no lock: `cache.size` measures inside the container with busybox's find
-/// and stat (no GNU `-printf`).
+/// A Proxmox node as it is used: runbook reaches it over SSH (the test sshd), and `pct`
+/// there enters a real container (minbase). A command, a change under the run lock and a
+/// timeout that kills a TERM-ignoring tree inside the container, through both hops.
 #[test]
-fn reads_work_with_busybox_inside_the_container() {
-    let Some(_) = container() else { return };
-    inside("rm -rf /tmp/torchinductor_root; mkdir -p /tmp/torchinductor_root/a; printf 12345 > /tmp/torchinductor_root/a/k; printf 123 > /tmp/torchinductor_root/j");
+fn a_real_container_behind_ssh() {
+    require_sshd!();
+    let Some(ct) = lxc::container(Kind::Minbase) else {
+        return;
+    };
+    let fleet = sshd::Fleet::start_with_real_lxc(1);
     let env = Env::new();
-    let out = run(
-        &env,
-        r#"step("measure", function()
-  local s = cache.size(box, { "/tmp/torchinductor_root" })
-  if s[1].bytes ~= 8 or s[1].files ~= 2 then fail(("got %s bytes, %s files"):format(s[1].bytes, s[1].files)) end
+    let dir = ct.dir();
+    let n = unique_sleep();
+    dir.kill_on_drop(&format!("sleep {n}"));
+    let rb = env.write(
+        "ct.lua",
+        &format!(
+            r#"runbook {{ name = "real-ct-over-ssh" }}
+local box = target("node1"):pct({vmid})
+step("run and change", function()
+  local r = box:exec({{ "cat", "/proc/sys/kernel/hostname" }}, {{ read_only = true }})
+  if r.stdout ~= "{vmid}\n" then fail("got " .. r.stdout) end
+  box:exec({{ "touch", "{made}" }})
+end)
+step("stuck", {{ timeout = "2s" }}, function()
+  box:exec({tree}, {{ read_only = true }})
 end)
 "#,
-        "keep",
+            vmid = ct.vmid,
+            made = dir.at("made"),
+            tree = stubborn_tree(n),
+        ),
     );
-    assert!(out.status.success(), "{}", describe(&out));
+    let out = env
+        .cmd()
+        .args(["run", rb.to_str().unwrap(), "--yes", "--json"])
+        .args(fleet.args())
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let events = parse_ndjson(&out.stdout);
+    let outcome = |i: u64| {
+        events
+            .iter()
+            .find(|e| e["event"] == "step_finished" && e["index"] == i)
+            .map(|e| e["outcome"].as_str().unwrap_or_default().to_string())
+    };
+    assert_eq!(outcome(0).as_deref(), Some("changed"), "{}", describe(&out));
+    assert_eq!(outcome(1).as_deref(), Some("failed"), "{}", describe(&out));
+    assert!(
+        dir.host.join("made").exists(),
+        "the change happened in the container"
+    );
+    let left = gone_inside(&ct, &format!("sleep {n}"), Duration::from_secs(3));
+    assert!(left.is_empty(), "left running in the container: {left:?}");
 }

@@ -296,57 +296,6 @@ fn fleet_example_runs_against_an_inventory() {
     );
 }
 
-/// `target("local"):pct(200)`: runbook running on the Proxmox node itself.
-#[test]
-fn a_container_on_the_local_machine() {
-    let env = Env::new();
-    let pct_root = env.tmp.path().join("pct");
-    std::fs::create_dir_all(pct_root.join("ct/200/tmp")).unwrap();
-    std::fs::create_dir_all(pct_root.join("ct/200/root")).unwrap();
-    let rb = env.write(
-        "local_ct.lua",
-        r#"
-runbook { name = "local-ct" }
-local box = target("local"):pct(200)
-step("inside", function()
-  box:exec({ "sh", "-c", 'echo "$1" > /root/note', "sh", "it's $here" }, { cwd = "/tmp" })
-  local r = box:exec({ "cat", "/root/note" }, { read_only = true })
-  if r.stdout ~= "it's $here\n" then fail("got " .. r.stdout) end
-  local t = box:exec({ "sleep", "30" }, { timeout = "300ms", check = false })
-  if not t.timed_out then fail("expected a timeout") end
-end)
-"#,
-    );
-    let path = format!(
-        "{}:{}",
-        repo().join("tests/bin").display(),
-        std::env::var("PATH").unwrap()
-    );
-    let out = env
-        .cmd()
-        .env("PATH", path)
-        .env("PCT_DOUBLE_ROOT", &pct_root)
-        // Inherited inside the container, whose /tmp is its own: a path directly in /tmp.
-        .env(
-            "RUNBOOK_LOCK_FILE",
-            format!("/tmp/runbook-test-{}.lock", std::process::id()),
-        )
-        .arg("run")
-        .arg(&rb)
-        .arg("--yes")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(
-        std::fs::read_to_string(pct_root.join("ct/200/root/note")).unwrap(),
-        "it's $here\n"
-    );
-}
-
 /// Env values reach the command on every hop (SSH, SSH + pct) without passing through an
 /// argv: while the command runs, no process on the machine has the secret in
 /// `/proc/PID/cmdline` (before, `env TOKEN=…` was an argv word on the host and in the

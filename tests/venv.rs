@@ -480,7 +480,7 @@ fn missing_uv_is_a_clear_error() {
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
     let error = step_error(&out);
     for want in [
-        "venv.build on local: uv not found",
+        "venv.build: needs uv on local (",
         "~/.local/bin/uv",
         "install_uv = true",
         "uv = \"/path/to/uv\"",
@@ -492,7 +492,7 @@ fn missing_uv_is_a_clear_error() {
     // A dry-run says so too, before anything is planned.
     let out = run(&["--dry-run"], None);
     assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
-    assert!(step_error(&out).contains("uv not found"));
+    assert!(step_error(&out).contains("needs uv on local"));
 
     // With install_uv, the dry-run plans installing uv, then the build with that uv.
     let out = run(

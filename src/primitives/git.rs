@@ -76,6 +76,21 @@ fn git_error(step: &Step<'_>, ran: &Ran, what: impl std::fmt::Display) -> mlua::
     step.fail(ran.failure(what, Some(&step.target.name()), None))
 }
 
+/// `needs git on TARGET` where the shell found no git (exit 127). Every git primitive
+/// reads before it changes anything, so this comes before any change.
+fn missing_git(step: &Step<'_>, what: &str, ran: &Ran) -> Option<mlua::Error> {
+    ran.outcome().filter(|o| o.code == Some(127)).map(|_| {
+        step.fail(format!(
+            "{what}: {}",
+            super::needs(
+                "git",
+                &step.target.name(),
+                "git.* runs git -C REPO there; install git in it"
+            )
+        ))
+    })
+}
+
 /// Splits `-z` output into its NUL-terminated fields.
 fn split_z(out: &[u8]) -> Vec<String> {
     out.split(|b| *b == 0)
@@ -153,6 +168,9 @@ async fn read_or_fail(
     let ran = step.read(cmd, summary).await?;
     if ran.planned() {
         return Ok(None);
+    }
+    if let Some(e) = missing_git(step, failing.split(':').next().unwrap_or("git"), &ran) {
+        return Err(e);
     }
     if !ran.ok() {
         return Err(git_error(step, &ran, format!("{failing} {repo}")));
@@ -435,6 +453,9 @@ pub async fn restore(step: &Step<'_>, spec: &RestoreSpec) -> mlua::Result<Restor
             changed: true,
             planned: true,
         });
+    }
+    if let Some(e) = missing_git(step, "git.restore", &verify) {
+        return Err(e);
     }
     let sha = verify.stdout().trim().to_string();
     if !verify.ok() || sha.is_empty() {

@@ -160,7 +160,15 @@ async fn query(
             QUERY_TIMEOUT.as_secs()
         )
     } else if out.code == Some(127) {
-        "nvidia-smi is not installed (or not on PATH): no NVIDIA driver here?".to_string()
+        return Err(step.fail(format!(
+            "gpu.probe: {}",
+            super::needs(
+                "nvidia-smi",
+                &target,
+                "gpu.probe asks the NVIDIA driver through it; not found on PATH: no NVIDIA \
+                 driver here, or a container without the host's driver tools?"
+            )
+        )));
     } else {
         // nvidia-smi's own words are on stdout (`said`), not in a stderr tail.
         let code = out.why(None);

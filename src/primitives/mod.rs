@@ -51,6 +51,7 @@ pub static SCRIPTS: &[&Script] = &[
     &venv::BUILD_SCRIPT,
     &venv::LIST_SCRIPT,
     &warmup::MEASURE_SCRIPT,
+    &NEED_SCRIPT,
 ];
 
 impl Cmd {
@@ -96,6 +97,33 @@ impl Cmd {
         self.cwd = Some(dir.to_string());
         self
     }
+}
+
+/// Whether a program runs on the target; see `Step::need`.
+pub(crate) static NEED_SCRIPT: Script = Script::new(
+    "need.sh",
+    "warmup.run",
+    "src/primitives/sh/need.sh",
+    include_str!("sh/need.sh"),
+);
+
+/// `needs PROGRAM on TARGET (WHY)`: the one wording for a program a primitive needs and
+/// the target lacks.
+pub fn needs(program: &str, target: &str, why: &str) -> String {
+    format!("needs {program} on {target} ({why})")
+}
+
+/// A script's own `needs PROGRAM (WHY)` line on stderr (after an optional `runbook: `),
+/// worded by `needs` with the target put in.
+pub fn needs_from(stderr: &str, target: &str) -> Option<String> {
+    stderr.lines().find_map(|l| {
+        let rest = l
+            .trim()
+            .trim_start_matches("runbook: ")
+            .strip_prefix("needs ")?;
+        let (program, why) = rest.split_once(" (")?;
+        Some(needs(program, target, why.strip_suffix(')').unwrap_or(why)))
+    })
 }
 
 /// A primitive's view of the running step: where it runs, and the Lua line that called
@@ -199,6 +227,39 @@ impl Step<'_> {
 
     pub fn offline(&self) -> bool {
         matches!(self.ctx.mode, Mode::Offline | Mode::Inspect)
+    }
+
+    /// Fails the step with `WHAT: needs PROGRAM on TARGET (WHY)` unless `program` runs on
+    /// the target: one read, before the primitive's first change, so that a missing
+    /// program is reported before anything changed. Real runs only: in a dry-run the
+    /// program may come from an earlier step of the same run (a venv's python). `env`
+    /// and `cwd` are the command's own, which can change where `program` is found.
+    pub async fn need(
+        &self,
+        what: &str,
+        program: &str,
+        why: &str,
+        env: &[(String, OsString)],
+        cwd: Option<&str>,
+    ) -> mlua::Result<()> {
+        if self.dry_run() {
+            return Ok(());
+        }
+        let mut cmd = Cmd::script(&NEED_SCRIPT, [program, why]);
+        cmd.env = env.to_vec();
+        cmd.cwd = cwd.map(str::to_string);
+        let ran = self.read(cmd, format!("is {program} there?")).await?;
+        if ran.ok() {
+            return Ok(());
+        }
+        let target = self.target.name();
+        let msg = needs_from(&ran.stderr(), &target).unwrap_or_else(|| {
+            format!(
+                "cannot tell whether {program} is on {target}: {}",
+                ran.stderr().trim()
+            )
+        });
+        Err(self.fail(format!("{what}: {msg}")))
     }
 
     /// An error that names the Lua line and the target.
@@ -318,5 +379,70 @@ mod tests {
         assert_eq!(human_size(0, 12_345), "0 B, 12,345 files");
         assert_eq!(thousands(12345), "12,345");
         assert_eq!(thousands(7), "7");
+    }
+
+    #[test]
+    fn a_scripts_needs_line_gets_the_target() {
+        assert_eq!(
+            needs_from(
+                "x\nrunbook: needs setsid (a job runs in its own session)\n",
+                "local/ct931"
+            ),
+            Some("needs setsid on local/ct931 (a job runs in its own session)".into())
+        );
+        assert_eq!(
+            needs_from("needs python3 (why (nested))", "h"),
+            Some("needs python3 on h (why (nested))".into())
+        );
+        assert_eq!(needs_from("sh: git: not found", "h"), None);
+    }
+
+    /// need.sh under dash and under busybox sh (busybox applets only): a program on PATH,
+    /// an executable by path and a builtin pass (printing what was found); a missing
+    /// name, a missing path, a file that is not executable and a directory fail with the
+    /// line `needs_from` reads.
+    #[test]
+    fn need_finds_programs_under_dash_and_busybox() {
+        let applets = crate::testing::busybox_applets();
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("plain");
+        std::fs::write(&plain, "").unwrap();
+        let system = std::env::var("PATH").unwrap_or_default();
+        let busybox_sh = applets.path().join("sh");
+        for (shell, path) in [
+            ("dash".to_string(), system),
+            (
+                busybox_sh.display().to_string(),
+                applets.path().display().to_string(),
+            ),
+        ] {
+            let run = |program: &str| {
+                std::process::Command::new(&shell)
+                    .args(["-c", NEED_SCRIPT.body, "sh", program, "for a test"])
+                    .env_clear()
+                    .env("PATH", &path)
+                    .output()
+                    .unwrap()
+            };
+            for found in ["sh", "cat", "command", shell.as_str()] {
+                let out = run(found);
+                assert!(out.status.success(), "{shell}: {found}: {out:?}");
+                assert!(!out.stdout.is_empty(), "{shell}: {found}");
+            }
+            for missing in [
+                "no-such-program",
+                "/no/such/path",
+                plain.to_str().unwrap(),
+                dir.path().to_str().unwrap(),
+            ] {
+                let out = run(missing);
+                assert_eq!(out.status.code(), Some(127), "{shell}: {missing}: {out:?}");
+                assert_eq!(
+                    needs_from(&String::from_utf8_lossy(&out.stderr), "t"),
+                    Some(format!("needs {missing} on t (for a test)")),
+                    "{shell}"
+                );
+            }
+        }
     }
 }

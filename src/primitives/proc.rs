@@ -255,6 +255,12 @@ pub async fn spawn(step: &Step<'_>, spec: &SpawnSpec) -> mlua::Result<Spawned> {
         });
     }
     if !ran.ok() {
+        if let Some(why) = super::needs_from(&ran.stderr(), &step.target.name()) {
+            return Err(step.fail(format!(
+                "proc.spawn: could not start job '{}': {why}",
+                spec.name
+            )));
+        }
         let what = format!("proc.spawn: starting job '{}'", spec.name);
         return Err(proc_error(step, &ran, what));
     }

@@ -93,7 +93,14 @@ pub struct Built {
 
 /// Builds (or, in a dry-run, plans) the venv described by `spec` on the step's target.
 pub async fn build(step: &Step<'_>, spec: &BuildSpec) -> mlua::Result<Built> {
-    let probe = probe(step, spec.uv.as_deref(), &spec.path, spec.timeout).await?;
+    let probe = probe(
+        step,
+        spec.uv.as_deref(),
+        spec.python.as_deref(),
+        &spec.path,
+        spec.timeout,
+    )
+    .await?;
     if let Some(p) = &probe {
         if p.venv == VenvState::NotVenv {
             return Err(fail(
@@ -106,6 +113,27 @@ pub async fn build(step: &Step<'_>, spec: &BuildSpec) -> mlua::Result<Built> {
         }
     }
     let uv = find_or_install_uv(step, spec, probe.as_ref()).await?;
+    if let Some(p) = &probe {
+        // A venv is made (fresh, or in place where none is yet): uv needs a Python.
+        let makes = spec.fresh || p.venv == VenvState::Missing;
+        if let (true, Some(_), Some(why)) = (makes, &p.uv, &p.no_python) {
+            let wanted = match &spec.python {
+                None => "python3".to_string(),
+                Some(v) if v.contains('/') => v.clone(),
+                Some(v) => format!("python {v}"),
+            };
+            return Err(step.fail(format!(
+                "venv.build: {}",
+                super::needs(
+                    &wanted,
+                    &step.target.name(),
+                    &format!(
+                        "uv makes the venv with an installed Python and never downloads one: {why}"
+                    )
+                )
+            )));
+        }
+    }
     // Replacing an existing venv deletes it; unknown (offline plan) counts as existing.
     let replaces = probe.as_ref().is_none_or(|p| p.venv != VenvState::Missing);
     let destructive = spec.fresh && replaces;
@@ -157,6 +185,10 @@ struct Probe {
     home: String,
     /// uv's path, when it ran (`uv --version` succeeded).
     uv: Option<String>,
+    /// uv's words when it found no Python to make a venv with (`uv python find`).
+    no_python: Option<String>,
+    /// `python3` on PATH (what `install_uv` runs pip with).
+    python3: bool,
     venv: VenvState,
 }
 
@@ -175,10 +207,15 @@ pub(crate) static PROBE_SCRIPT: Script = Script::new(
 async fn probe(
     step: &Step<'_>,
     uv: Option<&str>,
+    python: Option<&str>,
     path: &str,
     timeout: Option<Duration>,
 ) -> mlua::Result<Option<Probe>> {
-    let mut cmd = Cmd::script(&PROBE_SCRIPT, [uv.unwrap_or(""), path]);
+    let mut cmd = Cmd::script(
+        &PROBE_SCRIPT,
+        [uv.unwrap_or(""), path, python.unwrap_or("")],
+    )
+    .env("UV_PYTHON_DOWNLOADS", "never");
     cmd.timeout = timeout;
     let ran = step
         .read(cmd, format!("look for uv and the venv at {path}"))
@@ -196,12 +233,16 @@ fn parse_probe(text: &str) -> Probe {
     let mut p = Probe {
         home: String::new(),
         uv: None,
+        no_python: None,
+        python3: false,
         venv: VenvState::Missing,
     };
     for line in text.lines() {
         match line.split_once('=') {
             Some(("home", v)) => p.home = v.to_string(),
             Some(("uv", v)) => p.uv = Some(v.to_string()),
+            Some(("no_python", v)) => p.no_python = Some(v.trim().to_string()),
+            Some(("python3", _)) => p.python3 = true,
             Some(("venv", "yes")) => p.venv = VenvState::Venv,
             Some(("venv", "other")) => p.venv = VenvState::NotVenv,
             _ => {}
@@ -230,15 +271,31 @@ async fn find_or_install_uv(
             format!("uv = \"{given}\" does not run there (`{given} --version` failed)"),
         ));
     }
+    let target = step.target.name();
     if !spec.install_uv {
-        return Err(fail(
-            step,
-            "uv not found (looked on PATH, at ~/.local/bin/uv and ~/.cargo/bin/uv). Install it \
-             there (`python3 -m pip install --user uv`, or see \
-             https://docs.astral.sh/uv/getting-started/installation/), give its path with \
-             `uv = \"/path/to/uv\"`, or pass `install_uv = true` to install it with pip \
-             (needs a reachable package index)",
-        ));
+        return Err(step.fail(format!(
+            "venv.build: {}",
+            super::needs(
+                "uv",
+                &target,
+                "venv.build builds with it; looked on PATH, at ~/.local/bin/uv and \
+                 ~/.cargo/bin/uv. Install it there (`python3 -m pip install --user uv`, or see \
+                 https://docs.astral.sh/uv/getting-started/installation/), give its path with \
+                 `uv = \"/path/to/uv\"`, or pass `install_uv = true` to install it with pip \
+                 (needs a reachable package index)"
+            )
+        )));
+    }
+    if !probe.python3 {
+        return Err(step.fail(format!(
+            "venv.build: {}",
+            super::needs(
+                "python3",
+                &target,
+                "install_uv = true installs uv with `python3 -m pip install --user uv`, and \
+                 there is no uv there either"
+            )
+        )));
     }
     install_uv(step, spec, &probe.home).await
 }
@@ -275,7 +332,15 @@ async fn install_uv(step: &Step<'_>, spec: &BuildSpec, home: &str) -> mlua::Resu
             ),
         ));
     }
-    match probe(step, Some(&uv), &spec.path, spec.timeout).await? {
+    match probe(
+        step,
+        Some(&uv),
+        spec.python.as_deref(),
+        &spec.path,
+        spec.timeout,
+    )
+    .await?
+    {
         Some(Probe {
             uv: Some(found), ..
         }) => Ok(found),

@@ -82,6 +82,14 @@ pub async fn run(step: &Step<'_>, spec: &Spec) -> mlua::Result<Outcome> {
             ..Default::default()
         })
         .collect();
+    step.need(
+        "warmup.run",
+        &spec.python,
+        "it runs the warm-up script",
+        &environment(spec),
+        spec.cwd.as_deref(),
+    )
+    .await?;
     if let Some(before) = measure(step, &spec.expect_cache, "before").await? {
         for (c, m) in caches.iter_mut().zip(before) {
             (c.files_before, c.bytes_before) = m.unzip();

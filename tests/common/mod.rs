@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod argv;
+pub mod lxc;
 pub mod running;
 pub mod sshd;
 

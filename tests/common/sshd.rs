@@ -66,6 +66,9 @@ pub struct Fleet {
     /// too: the pct double gives containers their own /tmp and /root, and a checkout may
     /// live under either.
     doubles: tempfile::TempDir,
+    /// `pct` on the nodes is `tests/bin/lxc/pct` over this machine's real LXC containers
+    /// (`start_with_real_lxc`), not the double.
+    real_lxc: bool,
 }
 
 fn copy_tree(from: &Path, to: &Path) {
@@ -83,6 +86,16 @@ fn copy_tree(from: &Path, to: &Path) {
 impl Fleet {
     /// Starts `n` sshd instances, aliases `node1`…`nodeN`.
     pub fn start(n: usize) -> Fleet {
+        Fleet::start_as(n, false)
+    }
+
+    /// `start`, with `pct` on the nodes going to this machine's real LXC containers
+    /// (common/lxc.rs), as on a Proxmox node.
+    pub fn start_with_real_lxc(n: usize) -> Fleet {
+        Fleet::start_as(n, true)
+    }
+
+    fn start_as(n: usize, real_lxc: bool) -> Fleet {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         std::fs::create_dir_all("/run/sshd").ok();
@@ -106,6 +119,7 @@ impl Fleet {
             dir,
             nodes: Vec::new(),
             doubles,
+            real_lxc,
         };
         for i in 1..=n {
             fleet.add_node(&format!("node{i}"));
@@ -120,7 +134,10 @@ impl Fleet {
     fn add_node(&mut self, alias: &str) {
         let d = self.dir.path();
         let port = free_port();
-        let bin = self.doubles.path().join("tests/bin");
+        let mut bin = self.doubles.path().join("tests/bin").display().to_string();
+        if self.real_lxc {
+            bin = format!("{bin}/lxc:{bin}");
+        }
         let config = d.join(format!("sshd_{alias}.conf"));
         let text = format!(
             "Port {port}\nListenAddress 127.0.0.1\nHostKey {host}\nAuthorizedKeysFile {auth}\nPidFile {d}/sshd_{alias}.pid\n\
@@ -130,7 +147,6 @@ impl Fleet {
             host = d.join("host_ed25519").display(),
             auth = d.join("authorized_keys").display(),
             d = d.display(),
-            bin = bin.display(),
         );
         std::fs::write(&config, text).unwrap();
         self.nodes.push(Node {

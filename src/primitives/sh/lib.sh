@@ -113,4 +113,7 @@ device() {
   stat -c %d -- "$1" 2>/dev/null || fail "cannot tell which filesystem $here/$1 is on (no stat?)"
 }
 
+# lxc-attach --clear-env (PVE 9's `pct exec`) gives no HOME: `~` is then the user's home
+# from the passwd file, as a login would set it (else `~/.cache` read as `/.cache`).
+[ -n "${HOME:-}" ] || HOME=$(awk -F: -v u="$(id -u)" '$3 == u { print $6; exit }' /etc/passwd 2>/dev/null)
 main "$@"

@@ -3,6 +3,9 @@
 # compare before and after. `~/` means the target user's home.
 
 main() {
+  # lxc-attach --clear-env (PVE 9's `pct exec`) gives no HOME: `~` is then the user's home
+  # from the passwd file, as a login would set it (else `~/.cache` read as `/.cache`).
+  [ -n "${HOME:-}" ] || HOME=$(awk -F: -v u="$(id -u)" '$3 == u { print $6; exit }' /etc/passwd 2>/dev/null)
   for p in "$@"; do
     # shellcheck disable=SC2088 # a literal ~ is what is looked for
     case $p in "~/"*) p="$HOME/${p#"~/"}" ;; esac

@@ -4,7 +4,7 @@
 d=$(runbook_dir) || exit 1; f=$d/proc-$1.pid log=$2; shift 2
 no_link "$f" || exit 1
 if [ -r "$f" ] && read -r pid t < "$f" && [ -n "$pid" ] && up "$pid" "$t"; then echo "runbook: already running (pid $pid)" >&2; exit 3; fi
-command -v setsid >/dev/null || { echo "runbook: setsid is not installed" >&2; exit 127; }
+command -v setsid >/dev/null || { echo "runbook: needs setsid (util-linux or busybox: a job runs in a session of its own)" >&2; exit 127; }
 command -v "$1" >/dev/null || { echo "runbook: $1: command not found" >&2; exit 127; }
 : >> "$log" || exit 1
 off=$(wc -c < "$log") || exit 1
