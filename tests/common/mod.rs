@@ -4,8 +4,12 @@
 
 pub mod argv;
 pub mod lxc;
+pub mod run;
 pub mod running;
 pub mod sshd;
+
+#[allow(unused_imports)]
+pub use run::{logs, of_kind, step_error, step_errors, Output, Run, Step, FAILED};
 
 use assert_cmd::Command;
 use std::path::{Path, PathBuf};
@@ -62,14 +66,12 @@ impl Env {
 
     /// The events of the only (or latest) run record.
     pub fn last_record(&self) -> Vec<serde_json::Value> {
-        let dir = self.state().join("runs");
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .unwrap()
-            .flatten()
-            .map(|e| e.path())
-            .collect();
-        files.sort_by_key(|p| std::fs::metadata(p).unwrap().modified().unwrap());
-        read_jsonl(files.last().expect("a record"))
+        run::latest_record(&self.state())
+    }
+
+    /// The run record files, oldest first.
+    pub fn record_files(&self) -> Vec<PathBuf> {
+        run::record_files(&self.state())
     }
 
     pub fn record_count(&self) -> usize {
