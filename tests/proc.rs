@@ -62,57 +62,16 @@ impl Setup {
 
     /// `run FILE --json --yes` with the run lock where runbook puts it by itself (in its
     /// own directory under this XDG_RUNTIME_DIR), not in the test's lock file.
-    fn run_with_own_lock(&self, file: &Path) -> std::process::Output {
-        self.env
-            .cmd()
-            .arg("run")
-            .arg(file)
-            .args(["--json", "--yes"])
-            .env("XDG_RUNTIME_DIR", &self.runtime)
-            .env_remove("RUNBOOK_LOCK_FILE")
-            .output()
-            .unwrap()
+    fn run_with_own_lock(&self, file: &Path) -> Output {
+        self.run(file).yes().env_remove("RUNBOOK_LOCK_FILE").run()
     }
 
-    fn run(&self, file: &Path, extra: &[&str]) -> (std::process::Output, Vec<String>) {
-        let out = self
-            .env
-            .cmd()
-            .arg("run")
-            .arg(file)
-            .arg("--json")
-            .args(extra)
+    /// `run FILE --json` with this XDG_RUNTIME_DIR.
+    fn run(&self, file: &Path) -> Run<'_> {
+        Run::new(&self.env, file)
+            .json()
             .env("XDG_RUNTIME_DIR", &self.runtime)
-            .output()
-            .unwrap();
-        let logs = logs(&out);
-        (out, logs)
     }
-}
-
-fn logs(out: &std::process::Output) -> Vec<String> {
-    parse_ndjson(&out.stdout)
-        .into_iter()
-        .filter(|e| e["event"] == "log")
-        .map(|e| e["message"].as_str().unwrap_or_default().to_string())
-        .collect()
-}
-
-fn step_error(out: &std::process::Output) -> String {
-    parse_ndjson(&out.stdout)
-        .into_iter()
-        .find(|e| e["event"] == "step_finished" && e["outcome"] == "failed")
-        .map(|e| e["error"].as_str().unwrap_or_default().to_string())
-        .unwrap_or_default()
-}
-
-fn describe(out: &std::process::Output) -> String {
-    format!(
-        "status {:?}\nstderr: {}\nstdout: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    )
 }
 
 /// The value of `key=` in the first log line that has it.
@@ -147,8 +106,9 @@ end)
         ),
     );
     let t0 = Instant::now();
-    let (out, logs) = s.run(&rb, &["--yes"]);
-    assert!(out.status.success(), "{}", describe(&out));
+    let out = s.run(&rb).yes().run();
+    let logs = out.logs();
+    out.assert_exit(0);
     assert!(
         t0.elapsed() < Duration::from_secs(10),
         "the run returned promptly"
@@ -187,8 +147,9 @@ step("stop", function()
 end)
 "#,
     );
-    let (out, logs) = s.run(&stop, &["--yes"]);
-    assert!(out.status.success(), "{}", describe(&out));
+    let out = s.run(&stop).yes().run();
+    let logs = out.logs();
+    out.assert_exit(0);
     assert_eq!(logged(&logs, "first"), format!("{pid} true false"));
     assert_eq!(
         logged(&logs, "again"),
@@ -221,10 +182,11 @@ end)
             log = log.display()
         ),
     );
-    let (out, logs) = s.run(&rb, &["--yes"]);
+    let out = s.run(&rb).yes().run();
+    let logs = out.logs();
     let pid: u32 = logged(&logs, "pid").parse().unwrap();
     let _reaper = Reaper(vec![pid]);
-    assert!(out.status.success(), "{}", describe(&out));
+    out.assert_exit(0);
     assert_eq!(logged(&logs, "stop"), format!("{pid} true true"));
     assert!(wait_dead(pid), "KILL ended it");
 }
@@ -254,17 +216,18 @@ step("clean up", {{ always = true }}, function() proc.stop(here, {{ name = "load
         ),
     );
     let t0 = Instant::now();
-    let (out, logs) = s.run(&rb, &["--yes"]);
+    let out = s.run(&rb).yes().run();
+    let logs = out.logs();
     let pid: u32 = logged(&logs, "pid").parse().unwrap();
     let _reaper = Reaper(vec![pid]);
-    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    out.assert_exit(1);
     assert!(t0.elapsed() < Duration::from_secs(15));
     let missing = logged(&logs, "missing");
     assert!(
         missing.contains("within 1.0s") && missing.contains("does not exist"),
         "{missing}"
     );
-    let error = step_error(&out);
+    let error = out.step_error(FAILED);
     assert!(error.contains("slow.lua:"), "names the line: {error}");
     assert!(
         error.contains(&format!(
@@ -304,11 +267,12 @@ end)
             log = log.display()
         ),
     );
-    let (out, logs) = s.run(&rb, &["--yes"]);
+    let out = s.run(&rb).yes().run();
+    let logs = out.logs();
     let pid: u32 = logged(&logs, "pid").parse().unwrap();
     let again: u32 = logged(&logs, "again").parse().unwrap_or(0);
     let _reaper = Reaper(vec![pid, again]);
-    assert!(out.status.success(), "{}", describe(&out));
+    out.assert_exit(0);
     let second = logged(&logs, "second");
     assert!(
         second.starts_with("false ")
@@ -341,8 +305,9 @@ end)
         ),
     );
     let t0 = Instant::now();
-    let (out, logs) = s.run(&rb, &["--dry-run"]);
-    assert!(out.status.success(), "{}", describe(&out));
+    let out = s.run(&rb).dry_run().run();
+    let logs = out.logs();
+    out.assert_exit(0);
     assert!(t0.elapsed() < Duration::from_secs(10), "did not wait");
     assert_eq!(logged(&logs, "dry"), "nil true true nil false");
     assert!(!log.exists(), "nothing was started");
@@ -390,19 +355,12 @@ end)
         ),
     );
     let t0 = Instant::now();
-    let out = env
-        .cmd()
-        .arg("run")
-        .arg(&rb)
-        .args(fleet.args())
-        .args(["--yes", "--json"])
-        .output()
-        .unwrap();
-    let got = logs(&out);
+    let out = Run::new(&env, &rb).ssh(&fleet).yes().json().run();
+    let got = out.logs();
     let node_pid: u32 = logged(&got, "node").parse().unwrap();
     let box_pid: u32 = logged(&got, "box").parse().unwrap();
     let _reaper = Reaper(vec![node_pid, box_pid]);
-    assert!(out.status.success(), "{}", describe(&out));
+    out.assert_exit(0);
     assert!(
         t0.elapsed() < Duration::from_secs(20),
         "the channels closed: the run did not wait for its jobs"
@@ -435,17 +393,10 @@ end)
 "#
         ),
     );
-    let out = env
-        .cmd()
-        .arg("run")
-        .arg(&stop)
-        .args(fleet.args())
-        .args(["--yes", "--json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", describe(&out));
+    let out = Run::new(&env, &stop).ssh(&fleet).yes().json().run();
+    out.assert_exit(0);
     assert_eq!(
-        logged(&logs(&out), "stopped"),
+        logged(&out.logs(), "stopped"),
         format!("{node_pid} true {box_pid} true")
     );
     assert!(wait_dead(node_pid) && wait_dead(box_pid));
@@ -473,49 +424,27 @@ end)
         ),
     );
     let t0 = Instant::now();
-    let (out, _) = s.run(&rb, &["--yes", "--set", "limit=1s"]);
-    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let out = s.run(&rb).yes().set("limit", "1s").run();
+    out.assert_exit(1);
     assert!(t0.elapsed() < Duration::from_secs(6), "{:?}", t0.elapsed());
     assert!(
-        step_error(&out).contains("timed out"),
+        out.step_error(FAILED).contains("timed out"),
         "{}",
-        step_error(&out)
+        out.step_error(FAILED)
     );
 
     std::fs::remove_file(&ready).unwrap();
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin!("runbook"))
-        .arg("run")
-        .arg(&rb)
-        .arg("--yes")
-        .env("RUNBOOK_STATE_DIR", s.env.state())
-        .env("RUNBOOK_LOCK_FILE", s.env.tmp.path().join("runbook.lock"))
+    let mut run = Run::new(&s.env, &rb)
+        .yes()
         .env("XDG_RUNTIME_DIR", &s.runtime)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    while !ready.exists() {
-        assert!(t0.elapsed() < Duration::from_secs(10), "the step started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        .spawn();
+    // The step started.
+    run.wait_file(&ready, Duration::from_secs(10));
     // Let it get into its wait (a poll waiting on the target, or the pause between).
     std::thread::sleep(Duration::from_millis(1500));
     let sent = Instant::now();
-    // SAFETY: kill only sends a signal to the process this test started.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if sent.elapsed() > Duration::from_secs(10) {
-            let _ = child.kill();
-            panic!("runbook did not end after SIGINT");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert_eq!(status.code(), Some(130));
+    run.signal(libc::SIGINT);
+    assert_eq!(run.code(Duration::from_secs(10)), 130, "{}", run.output());
     assert!(
         sent.elapsed() < Duration::from_secs(4),
         "ended {:?} after SIGINT",
@@ -544,11 +473,11 @@ step("stop", function() proc.stop(here, { name = "quiet" }) end)
 "#,
     );
     let out = s.run_with_own_lock(&rb);
-    let logs = logs(&out);
+    let logs = out.logs();
     if let Ok(pid) = logged(&logs, "pid").parse() {
         reaper.0.push(pid);
     }
-    assert!(out.status.success(), "{}", describe(&out));
+    out.assert_exit(0);
     let dir = s.runtime.join("runbook");
     assert_eq!(
         logged(&logs, "pid_file"),
@@ -564,12 +493,12 @@ step("stop", function() proc.stop(here, { name = "quiet" }) end)
     let elsewhere = s.env.scratch().join("elsewhere");
     std::fs::create_dir_all(&elsewhere).unwrap();
     std::os::unix::fs::symlink(&elsewhere, s.runtime.join("runbook")).unwrap();
-    let (out, _) = s.run(&rb, &["--yes"]);
-    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let out = s.run(&rb).yes().run();
+    out.assert_exit(1);
     assert!(
-        step_error(&out).contains("is not a plain directory"),
+        out.step_error(FAILED).contains("is not a plain directory"),
         "{}",
-        describe(&out)
+        out.describe()
     );
     assert_eq!(
         std::fs::read_dir(&elsewhere).unwrap().count(),
@@ -606,11 +535,12 @@ step("stop", function() proc.stop(here, {{ name = "fast" }}) end)
             log = log.display()
         ),
     );
-    let (out, logs) = s.run(&rb, &["--yes"]);
+    let out = s.run(&rb).yes().run();
+    let logs = out.logs();
     if let Ok(pid) = logged(&logs, "pid").parse() {
         reaper.0.push(pid);
     }
-    assert!(out.status.success(), "{}", describe(&out));
+    out.assert_exit(0);
     assert_eq!(
         logged(&logs, "rate"),
         "12.5",
@@ -639,11 +569,11 @@ step("job", function() proc.stop(target("local"), { name = "quiet" }) end)
 "#,
     );
     let out = s.run_with_own_lock(&rb);
-    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    out.assert_exit(1);
     assert!(
-        step_error(&out).contains("is a symbolic link"),
+        out.step_error(FAILED).contains("is a symbolic link"),
         "{}",
-        describe(&out)
+        out.describe()
     );
     assert_eq!(
         std::fs::read_to_string(&victim).unwrap(),

@@ -509,6 +509,14 @@ impl Output {
         logs(&self.run_events(), Some(level))
     }
 
+    /// The lines the run's commands printed (`output` events), in order.
+    pub fn output_lines(&self) -> Vec<String> {
+        self.of_kind("output")
+            .iter()
+            .filter_map(|e| e["line"].as_str().map(str::to_string))
+            .collect()
+    }
+
     /// The error of a step that failed: see [`step_error`].
     pub fn step_error<'s>(&self, step: impl Into<Step<'s>>) -> String {
         let step = step.into();
