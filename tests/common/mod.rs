@@ -9,7 +9,10 @@ pub mod running;
 pub mod sshd;
 
 #[allow(unused_imports)]
-pub use run::{logs, of_kind, step_error, step_errors, Output, Run, Step, FAILED};
+pub use run::{
+    complete_record, logs, of_kind, step_error, step_errors, step_finished, step_skipped, Output,
+    Run, Step, FAILED,
+};
 
 use assert_cmd::Command;
 use std::path::{Path, PathBuf};
@@ -67,6 +70,12 @@ impl Env {
     /// The events of the only (or latest) run record.
     pub fn last_record(&self) -> Vec<serde_json::Value> {
         run::latest_record(&self.state())
+    }
+
+    /// The latest run record, checked to be complete (`run::complete_record`).
+    pub fn complete_record(&self) -> Vec<serde_json::Value> {
+        let files = self.record_files();
+        run::complete_record(files.last().expect("a run record"))
     }
 
     /// The run record files, oldest first.

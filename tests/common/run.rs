@@ -582,6 +582,19 @@ pub fn step_error<'s>(events: &[Value], step: impl Into<Step<'s>>) -> String {
     failed_error(ev, step)
 }
 
+/// The last `step_finished` of a step: by name or index, or the first that failed.
+pub fn step_finished<'v, 's>(events: &'v [Value], step: impl Into<Step<'s>>) -> &'v Value {
+    let step = step.into();
+    find_step(events, step).unwrap_or_else(|| panic!("no {step:?} finished in {events:#?}"))
+}
+
+/// The `step_skipped` of the step at `index`, if it was skipped.
+pub fn step_skipped(events: &[Value], index: u64) -> Option<&Value> {
+    events
+        .iter()
+        .find(|e| e["event"] == "step_skipped" && e["index"] == index)
+}
+
 /// Every failed step's error, one a line.
 pub fn step_errors(events: &[Value]) -> String {
     events
@@ -613,6 +626,35 @@ pub fn record_files(state: &Path) -> Vec<PathBuf> {
         .unwrap_or_default();
     files.sort_by_key(|p| (std::fs::metadata(p).unwrap().modified().unwrap(), p.clone()));
     files
+}
+
+/// A record checked to be complete: newline-terminated lines, each valid JSON, from
+/// `run_started` to exactly one `run_finished` at the end.
+pub fn complete_record(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    assert!(
+        text.ends_with('\n'),
+        "{} ends with a complete line",
+        path.display()
+    );
+    let events: Vec<Value> = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            serde_json::from_str(l).unwrap_or_else(|e| {
+                panic!("{} line {} is not JSON ({e}): {l}", path.display(), i + 1)
+            })
+        })
+        .collect();
+    assert_eq!(events[0]["event"], "run_started", "{events:#?}");
+    assert_eq!(
+        events.last().unwrap()["event"],
+        "run_finished",
+        "the record ends with run_finished: {events:#?}"
+    );
+    assert_eq!(of_kind(&events, "run_finished").len(), 1, "{events:#?}");
+    events
 }
 
 /// The events of the latest run record in a state dir.
