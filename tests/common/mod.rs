@@ -78,6 +78,15 @@ impl Env {
         run::complete_record(files.last().expect("a run record"))
     }
 
+    /// Every run record in the state dir, concatenated (to look for what must not be in
+    /// any of them).
+    pub fn all_records(&self) -> String {
+        self.record_files()
+            .iter()
+            .map(|f| std::fs::read_to_string(f).unwrap())
+            .collect()
+    }
+
     /// The run record files, oldest first.
     pub fn record_files(&self) -> Vec<PathBuf> {
         run::record_files(&self.state())
