@@ -22,6 +22,7 @@
 use super::running::Running;
 use super::{parse_ndjson, read_jsonl, Env};
 use serde_json::Value;
+use std::cell::OnceCell;
 use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
@@ -351,6 +352,8 @@ impl<'e> Run<'e> {
             timed_out,
             state: self.env.state(),
             json: self.json,
+            stdout_str: OnceCell::new(),
+            stderr_str: OnceCell::new(),
         };
         self.check(&output);
         output
@@ -408,6 +411,15 @@ pub struct Output {
     pub timed_out: Option<Duration>,
     state: PathBuf,
     json: bool,
+    stdout_str: OnceCell<String>,
+    stderr_str: OnceCell<String>,
+}
+
+/// `{out:?}` in a failure message shows [`Output::describe`].
+impl std::fmt::Debug for Output {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe())
+    }
 }
 
 impl Output {
@@ -434,11 +446,23 @@ impl Output {
     }
 
     pub fn stdout_text(&self) -> String {
-        String::from_utf8_lossy(&self.stdout).into_owned()
+        self.stdout_str().to_string()
     }
 
     pub fn stderr_text(&self) -> String {
-        String::from_utf8_lossy(&self.stderr).into_owned()
+        self.stderr_str().to_string()
+    }
+
+    /// stdout as text (bytes that are not UTF-8 as U+FFFD), borrowed from the output.
+    pub fn stdout_str(&self) -> &str {
+        self.stdout_str
+            .get_or_init(|| String::from_utf8_lossy(&self.stdout).into_owned())
+    }
+
+    /// stderr as text (bytes that are not UTF-8 as U+FFFD), borrowed from the output.
+    pub fn stderr_str(&self) -> &str {
+        self.stderr_str
+            .get_or_init(|| String::from_utf8_lossy(&self.stderr).into_owned())
     }
 
     /// All there is to know about the run, for a failure message: how it ended, the
