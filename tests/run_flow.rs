@@ -9,7 +9,6 @@ use common::*;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
 // ---------------------------------------------------------------------------------------
 // helpers
@@ -36,60 +35,22 @@ fn set(key: &str, value: impl AsRef<Path>) -> [String; 2] {
     ]
 }
 
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn code(o: &Output) -> i32 {
-    o.status.code().expect("exited normally (not by a signal)")
-}
-
-/// Runs the binary with `args`, with stdin closed (never a terminal).
-fn run(env: &Env, args: &[String]) -> Output {
-    env.cmd().args(args).write_stdin("").output().unwrap()
-}
-
 /// Runs a repo runbook for real without touching this machine's own state: compile caches
 /// and HOME point into the test's scratch dir, and GPUs come from the nvidia-smi double.
 fn run_sandboxed(env: &Env, args: &[String]) -> Output {
     let scratch = env.scratch();
-    let path = format!(
-        "{}:{}",
-        repo().join("tests/bin").display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    env.cmd()
+    Run::cmd(env, args)
         .env("HOME", scratch.join("home"))
         .env("XDG_CACHE_HOME", scratch.join("home/.cache"))
         .env("TORCHINDUCTOR_CACHE_DIR", scratch.join("inductor"))
         .env("TORCH_EXTENSIONS_DIR", scratch.join("extensions"))
         .env("TRITON_CACHE_DIR", scratch.join("triton"))
-        .env("PATH", path)
-        .args(args)
-        .write_stdin("")
-        .output()
-        .unwrap()
+        .path_first(repo().join("tests/bin"))
+        .run()
 }
 
 fn args(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
-}
-
-fn describe(o: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status.code(),
-        stdout(o),
-        stderr(o)
-    )
-}
-
-fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    events.iter().filter(|e| e["event"] == kind).collect()
 }
 
 /// (target, command) of every event of `kind` whose effect is "change".
@@ -113,33 +74,6 @@ fn run_id(events: &[Value]) -> String {
         .to_string()
 }
 
-fn log_messages(events: &[Value]) -> Vec<String> {
-    of_kind(events, "log")
-        .into_iter()
-        .map(|e| e["message"].as_str().unwrap().to_string())
-        .collect()
-}
-
-/// Every `*.jsonl` record in the state dir, concatenated.
-fn all_records(env: &Env) -> String {
-    let Ok(dir) = std::fs::read_dir(env.state().join("runs")) else {
-        return String::new();
-    };
-    let mut out = String::new();
-    for e in dir.flatten() {
-        out.push_str(&std::fs::read_to_string(e.path()).unwrap());
-    }
-    out
-}
-
-fn record_files(env: &Env) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(env.state().join("runs"))
-        .map(|d| d.flatten().map(|e| e.path()).collect())
-        .unwrap_or_default();
-    v.sort();
-    v
-}
-
 /// A param as `runbook show` lists it.
 struct ShownParam {
     name: String,
@@ -150,9 +84,9 @@ struct ShownParam {
 
 /// Parses the params section of `runbook show FILE`.
 fn shown_params(env: &Env, file: &Path) -> Vec<ShownParam> {
-    let o = run(env, &["show".into(), file.display().to_string()]);
-    assert_eq!(code(&o), 0, "show {}: {}", file.display(), describe(&o));
-    let text = stdout(&o);
+    let o = Run::cmd(env, &["show".into(), file.display().to_string()]).run();
+    assert_eq!(o.code(), 0, "show {}: {}", file.display(), o.describe());
+    let text = o.stdout_text();
     let mut params = Vec::new();
     let mut inside = false;
     for line in text.lines() {
@@ -264,13 +198,13 @@ fn dry_run_plans_exactly_the_changes_a_real_run_makes() {
             &[base.clone(), args(&["--dry-run", "--json"])].concat(),
         );
         assert_eq!(
-            code(&dry),
+            dry.code(),
             0,
             "{} --dry-run: {}",
             file.display(),
-            describe(&dry)
+            dry.describe()
         );
-        let dry_events = parse_ndjson(&dry.stdout);
+        let dry_events = dry.events();
         assert!(
             of_kind(&dry_events, "action_started")
                 .iter()
@@ -281,13 +215,13 @@ fn dry_run_plans_exactly_the_changes_a_real_run_makes() {
 
         let real = run_sandboxed(&env, &[base.clone(), args(&["--yes", "--json"])].concat());
         assert_eq!(
-            code(&real),
+            real.code(),
             0,
             "{} --yes: {}",
             file.display(),
-            describe(&real)
+            real.describe()
         );
-        let real_events = parse_ndjson(&real.stdout);
+        let real_events = real.events();
 
         let planned = changes(&dry_events, "action_planned");
         let started = changes(&real_events, "action_started");
@@ -332,7 +266,7 @@ fn offline_dry_run_contacts_nothing_for_every_runbook() {
             .flatten()
             .map(|e| e.path())
             .collect();
-        let o = run(
+        let o = Run::cmd(
             &env,
             &[
                 vec!["run".to_string(), file.display().to_string()],
@@ -340,15 +274,16 @@ fn offline_dry_run_contacts_nothing_for_every_runbook() {
                 args(&["--dry-run", "--offline", "--json"]),
             ]
             .concat(),
-        );
+        )
+        .run();
         assert_eq!(
-            code(&o),
+            o.code(),
             0,
             "{} --offline: {}",
             file.display(),
-            describe(&o)
+            o.describe()
         );
-        let events = parse_ndjson(&o.stdout);
+        let events = o.events();
         assert_eq!(events[0]["mode"], "dry-run-offline");
         assert!(
             of_kind(&events, "action_started").is_empty(),
@@ -375,7 +310,7 @@ fn offline_dry_run_contacts_nothing_for_every_runbook() {
 fn offline_plans_reads_too() {
     let env = Env::new();
     let dir = env.scratch();
-    let o = run(
+    let o = Run::cmd(
         &env,
         &[
             vec!["run".to_string(), fixture_arg("read_only.lua")],
@@ -383,9 +318,10 @@ fn offline_plans_reads_too() {
             args(&["--dry-run", "--offline", "--json"]),
         ]
         .concat(),
-    );
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    let events = parse_ndjson(&o.stdout);
+    )
+    .run();
+    assert_eq!(o.code(), 0, "{}", o.describe());
+    let events = o.events();
     let effects: Vec<&Value> = of_kind(&events, "action_planned")
         .iter()
         .map(|e| &e["effect"])
@@ -401,7 +337,7 @@ fn offline_plans_reads_too() {
 fn json_is_one_event_object_per_line() {
     let env = Env::new();
     let dir = env.scratch().join("work");
-    let o = run(
+    let o = Run::cmd(
         &env,
         &[
             vec!["run".to_string(), fixture_arg("preview.lua")],
@@ -409,9 +345,10 @@ fn json_is_one_event_object_per_line() {
             args(&["--yes", "--json"]),
         ]
         .concat(),
-    );
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    let text = stdout(&o);
+    )
+    .run();
+    assert_eq!(o.code(), 0, "{}", o.describe());
+    let text = o.stdout_text();
     let mut kinds = Vec::new();
     for line in text.lines() {
         let v: Value =
@@ -441,7 +378,7 @@ fn json_is_one_event_object_per_line() {
             "no {kind} event in {kinds:?}"
         );
     }
-    let events = parse_ndjson(&o.stdout);
+    let events = o.events();
     // The read in step 1 printed "looking".
     assert!(of_kind(&events, "output")
         .iter()
@@ -451,7 +388,7 @@ fn json_is_one_event_object_per_line() {
     assert_eq!(fin["exit_code"], 0);
     assert_eq!(fin["skipped"], 1);
     // Nothing for humans on stdout in --json mode: the terminal view is off.
-    assert!(!stderr(&o).contains("step 1"), "{}", stderr(&o));
+    assert!(!o.stderr_text().contains("step 1"), "{}", o.stderr_text());
 }
 
 // ---------------------------------------------------------------------------------------
@@ -461,7 +398,7 @@ fn json_is_one_event_object_per_line() {
 fn run_record_holds_the_same_events_and_log_prints_it() {
     let env = Env::new();
     let dir = env.scratch().join("work");
-    let o = run(
+    let o = Run::cmd(
         &env,
         &[
             vec!["run".to_string(), fixture_arg("preview.lua")],
@@ -469,19 +406,24 @@ fn run_record_holds_the_same_events_and_log_prints_it() {
             args(&["--yes", "--json", "--set", "count=3"]),
         ]
         .concat(),
-    );
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    let events = parse_ndjson(&o.stdout);
+    )
+    .run();
+    assert_eq!(o.code(), 0, "{}", o.describe());
+    let events = o.events();
     let id = run_id(&events);
 
-    let files = record_files(&env);
+    let files = env.record_files();
     assert_eq!(files.len(), 1, "{files:?}");
     assert_eq!(
         files[0].file_name().unwrap(),
         format!("{id}.jsonl").as_str()
     );
     let record_text = std::fs::read_to_string(&files[0]).unwrap();
-    assert_eq!(record_text, stdout(&o), "the record differs from --json");
+    assert_eq!(
+        record_text,
+        o.stdout_text(),
+        "the record differs from --json"
+    );
     assert_eq!(env.last_record(), events);
 
     let params = &events[0]["params"];
@@ -490,19 +432,20 @@ fn run_record_holds_the_same_events_and_log_prints_it() {
     assert_eq!(events[0]["mode"], "real");
     assert_eq!(events[0]["runbook"], "flow-preview");
 
-    let h = run(&env, &args(&["history"]));
-    assert_eq!(code(&h), 0, "{}", describe(&h));
-    let line = stdout(&h)
+    let h = Run::cmd(&env, &args(&["history"])).run();
+    assert_eq!(h.code(), 0, "{}", h.describe());
+    let line = h
+        .stdout_text()
         .lines()
         .find(|l| l.starts_with(&id))
-        .unwrap_or_else(|| panic!("history does not list {id}:\n{}", stdout(&h)))
+        .unwrap_or_else(|| panic!("history does not list {id}:\n{}", h.stdout_text()))
         .to_string();
     assert!(line.contains("flow-preview") && line.contains("real") && line.contains("ok"));
 
     for which in ["last", id.as_str(), &id[..id.len() - 2]] {
-        let l = run(&env, &args(&["log", which]));
-        assert_eq!(code(&l), 0, "log {which}: {}", describe(&l));
-        let text = stdout(&l);
+        let l = Run::cmd(&env, &args(&["log", which])).run();
+        assert_eq!(l.code(), 0, "log {which}: {}", l.describe());
+        let text = l.stdout_text();
         assert!(text.contains(&id), "log {which}: {text}");
         for step in ["look", "make", "remove"] {
             assert!(text.contains(step), "log {which} lacks step {step}: {text}");
@@ -512,30 +455,31 @@ fn run_record_holds_the_same_events_and_log_prints_it() {
         assert!(text.contains(&files[0].display().to_string()), "{text}");
     }
 
-    let j = run(&env, &args(&["log", "--json", "last"]));
-    assert_eq!(code(&j), 0, "{}", describe(&j));
-    assert_eq!(stdout(&j), record_text);
+    let j = Run::cmd(&env, &args(&["log", "--json", "last"])).run();
+    assert_eq!(j.code(), 0, "{}", j.describe());
+    assert_eq!(j.stdout_text(), record_text);
 
-    let missing = run(&env, &args(&["log", "nosuchrun"]));
-    assert_eq!(code(&missing), 2, "{}", describe(&missing));
+    let missing = Run::cmd(&env, &args(&["log", "nosuchrun"])).run();
+    assert_eq!(missing.code(), 2, "{}", missing.describe());
 }
 
 #[test]
 fn dry_runs_are_recorded_as_such() {
     let env = Env::new();
-    let o = run(
+    let o = Run::cmd(
         &env,
         &[
             vec!["run".to_string(), fixture_arg("preview.lua")],
             args(&["--dry-run"]),
         ]
         .concat(),
-    );
-    assert_eq!(code(&o), 0, "{}", describe(&o));
+    )
+    .run();
+    assert_eq!(o.code(), 0, "{}", o.describe());
     assert_eq!(env.record_count(), 1);
     assert_eq!(env.last_record()[0]["mode"], "dry-run");
-    let h = run(&env, &args(&["history"]));
-    assert!(stdout(&h).contains("dry-run"), "{}", stdout(&h));
+    let h = Run::cmd(&env, &args(&["history"])).run();
+    assert!(h.stdout_text().contains("dry-run"), "{}", h.stdout_text());
 }
 
 // ---------------------------------------------------------------------------------------
@@ -543,7 +487,7 @@ fn dry_runs_are_recorded_as_such() {
 
 /// Runs resume.lua (from `file`) once: step 2 fails because the marker is missing.
 fn failed_first_run(env: &Env, file: &str, dir: &Path) -> String {
-    let o = run(
+    let o = Run::cmd(
         env,
         &[
             vec!["run".to_string(), file.to_string()],
@@ -551,9 +495,10 @@ fn failed_first_run(env: &Env, file: &str, dir: &Path) -> String {
             args(&["--json", "--yes"]),
         ]
         .concat(),
-    );
-    assert_eq!(code(&o), 1, "{}", describe(&o));
-    let events = parse_ndjson(&o.stdout);
+    )
+    .run();
+    assert_eq!(o.code(), 1, "{}", o.describe());
+    let events = o.events();
     let failed = of_kind(&events, "step_finished")
         .into_iter()
         .find(|e| e["outcome"] == "failed")
@@ -574,7 +519,7 @@ fn resume_skips_the_steps_that_succeeded() {
     let first = failed_first_run(&env, &file, &dir);
 
     std::fs::write(dir.join("marker"), "").unwrap();
-    let o = run(
+    let o = Run::cmd(
         &env,
         &[
             vec!["run".to_string(), file.clone()],
@@ -582,9 +527,10 @@ fn resume_skips_the_steps_that_succeeded() {
             args(&["--json", "--yes", "--resume", "last"]),
         ]
         .concat(),
-    );
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    let events = parse_ndjson(&o.stdout);
+    )
+    .run();
+    assert_eq!(o.code(), 0, "{}", o.describe());
+    let events = o.events();
     assert_eq!(events[0]["resumed_from"], first.as_str());
     let skipped = of_kind(&events, "step_skipped");
     assert_eq!(skipped.len(), 1, "{skipped:?}");
@@ -605,7 +551,7 @@ fn resume_skips_the_steps_that_succeeded() {
     assert!(dir.join("step2.done").exists());
 
     // The terminal view says so too: resume the resumed run, everything is done.
-    let o = run(
+    let o = Run::cmd(
         &env,
         &[
             vec!["run".to_string(), file],
@@ -613,9 +559,10 @@ fn resume_skips_the_steps_that_succeeded() {
             args(&["--yes", "--resume", "last"]),
         ]
         .concat(),
-    );
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    let text = stderr(&o);
+    )
+    .run();
+    assert_eq!(o.code(), 0, "{}", o.describe());
+    let text = o.stderr_text();
     assert!(text.contains("resuming run"), "{text}");
     assert!(
         text.contains(&format!("skipped: done in run {first}")),
@@ -640,7 +587,7 @@ fn resume_refuses_a_changed_runbook() {
     body.push_str("-- edited\n");
     std::fs::write(&copy, body).unwrap();
     std::fs::write(dir.join("marker"), "").unwrap();
-    let o = run(
+    let o = Run::cmd(
         &env,
         &[
             vec!["run".to_string(), copy.display().to_string()],
@@ -648,9 +595,14 @@ fn resume_refuses_a_changed_runbook() {
             args(&["--yes", "--resume", "last"]),
         ]
         .concat(),
+    )
+    .run();
+    assert_eq!(o.code(), 2, "{}", o.describe());
+    assert!(
+        o.stderr_text().contains("changed since run"),
+        "{}",
+        o.stderr_text()
     );
-    assert_eq!(code(&o), 2, "{}", describe(&o));
-    assert!(stderr(&o).contains("changed since run"), "{}", stderr(&o));
     assert_eq!(
         env.record_count(),
         records,
@@ -670,7 +622,7 @@ fn resume_refuses_different_params() {
     let file = fixture_arg("resume.lua");
     let first = failed_first_run(&env, &file, &dir);
     std::fs::write(dir.join("marker"), "").unwrap();
-    let o = run(
+    let o = Run::cmd(
         &env,
         &[
             vec!["run".to_string(), file],
@@ -678,15 +630,16 @@ fn resume_refuses_different_params() {
             args(&["--yes", "--set", "label=b", "--resume", "last"]),
         ]
         .concat(),
-    );
-    assert_eq!(code(&o), 2, "{}", describe(&o));
-    let text = stderr(&o);
+    )
+    .run();
+    assert_eq!(o.code(), 2, "{}", o.describe());
+    let text = o.stderr_text();
     assert!(text.contains("param 'label' differs"), "{text}");
     assert!(text.contains(&first), "{text}");
     assert_eq!(env.record_count(), 1);
     assert!(!dir.join("step2.done").exists());
 
-    let o = run(
+    let o = Run::cmd(
         &env,
         &args(&[
             "run",
@@ -696,9 +649,14 @@ fn resume_refuses_different_params() {
             "--resume",
             "last",
         ]),
+    )
+    .run();
+    assert_eq!(o.code(), 2, "{}", o.describe());
+    assert!(
+        o.stderr_text().contains("no earlier run"),
+        "{}",
+        o.stderr_text()
     );
-    assert_eq!(code(&o), 2, "{}", describe(&o));
-    assert!(stderr(&o).contains("no earlier run"), "{}", stderr(&o));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -714,9 +672,9 @@ fn assert_refused_then_runs_with_yes(fixture_name: &str, reason: &str) {
     .concat();
 
     for extra in [&[][..], &["--json"][..]] {
-        let o = run(&env, &[base.clone(), args(extra)].concat());
-        assert_eq!(code(&o), 2, "{extra:?}: {}", describe(&o));
-        let text = stderr(&o);
+        let o = Run::cmd(&env, &[base.clone(), args(extra)].concat()).run();
+        assert_eq!(o.code(), 2, "{extra:?}: {}", o.describe());
+        let text = o.stderr_text();
         assert!(text.contains("needs confirmation"), "{text}");
         assert!(text.contains(reason), "{text}");
         assert!(text.contains("--yes"), "{text}");
@@ -725,12 +683,12 @@ fn assert_refused_then_runs_with_yes(fixture_name: &str, reason: &str) {
     }
 
     // A dry-run needs no confirmation and changes nothing.
-    let o = run(&env, &[base.clone(), args(&["--dry-run"])].concat());
-    assert_eq!(code(&o), 0, "{}", describe(&o));
+    let o = Run::cmd(&env, &[base.clone(), args(&["--dry-run"])].concat()).run();
+    assert_eq!(o.code(), 0, "{}", o.describe());
     assert!(!dir.join("created").exists());
 
-    let o = run(&env, &[base, args(&["--yes"])].concat());
-    assert_eq!(code(&o), 0, "{}", describe(&o));
+    let o = Run::cmd(&env, &[base, args(&["--yes"])].concat()).run();
+    assert_eq!(o.code(), 0, "{}", o.describe());
     assert_eq!(env.record_count(), 2);
 }
 
@@ -748,7 +706,7 @@ fn confirm_step_needs_yes_without_a_terminal() {
 // 6. params
 
 fn params_run(env: &Env, extra: &[&str]) -> Output {
-    run(
+    Run::cmd(
         env,
         &[
             args(&["run", &fixture_arg("params.lua"), "--json"]),
@@ -756,20 +714,21 @@ fn params_run(env: &Env, extra: &[&str]) -> Output {
         ]
         .concat(),
     )
+    .run()
 }
 
 fn assert_invalid(o: &Output, needles: &[&str]) {
-    assert_eq!(code(o), 2, "{}", describe(o));
-    let text = stderr(o);
+    assert_eq!(o.code(), 2, "{}", o.describe());
+    let text = o.stderr_text();
     for n in needles {
         assert!(text.contains(n), "expected {n:?} in:\n{text}");
     }
     // With --json, the one event is the error itself.
-    let events = parse_ndjson(&o.stdout);
+    let events = o.events();
     assert!(
-        stdout(o).is_empty() || (events.len() == 1 && events[0]["event"] == "error"),
+        o.stdout_text().is_empty() || (events.len() == 1 && events[0]["event"] == "error"),
         "an invalid run printed events: {}",
-        stdout(o)
+        o.stdout_text()
     );
 }
 
@@ -833,8 +792,8 @@ fn a_transposed_param_name_gets_a_suggestion() {
 }
 
 fn reported(o: &Output) -> String {
-    assert_eq!(code(o), 0, "{}", describe(o));
-    let msgs = log_messages(&parse_ndjson(&o.stdout));
+    assert_eq!(o.code(), 0, "{}", o.describe());
+    let msgs = o.logs();
     assert_eq!(msgs.len(), 1, "{msgs:?}");
     msgs[0].clone()
 }
@@ -875,60 +834,50 @@ fn param_values_from_set_env_and_defaults() {
         "count=1 flag=false color=red name=y"
     );
 
-    let from_env = env
-        .cmd()
-        .args(["run", &fixture_arg("params.lua"), "--json"])
+    let from_env = Run::new(&env, fixture("params.lua"))
+        .json()
         .env("RUNBOOK_PARAM_NAME", "from-env")
         .env("RUNBOOK_PARAM_COUNT", "7")
         .env("RUNBOOK_PARAM_FLAG", "on")
-        .output()
-        .unwrap();
+        .run();
     assert_eq!(
         reported(&from_env),
         "count=7 flag=true color=red name=from-env"
     );
-    let events = parse_ndjson(&from_env.stdout);
+    let events = from_env.events();
     assert_eq!(events[0]["params"]["name"], "from-env");
     assert_eq!(events[0]["params"]["count"], 7);
     assert_eq!(events[0]["params"]["flag"], true);
 
     // --set beats the environment.
-    let both = env
-        .cmd()
-        .args([
-            "run",
-            &fixture_arg("params.lua"),
-            "--json",
-            "--set",
-            "name=from-set",
-        ])
+    let both = Run::new(&env, fixture("params.lua"))
+        .json()
+        .set("name", "from-set")
         .env("RUNBOOK_PARAM_NAME", "from-env")
-        .output()
-        .unwrap();
+        .run();
     assert_eq!(
         reported(&both),
         "count=1 flag=false color=red name=from-set"
     );
 
     // A bad value from the environment names the variable.
-    let bad = env
-        .cmd()
-        .args(["run", &fixture_arg("params.lua"), "--set", "name=x"])
+    let bad = Run::new(&env, fixture("params.lua"))
+        .set("name", "x")
         .env("RUNBOOK_PARAM_COUNT", "seven")
-        .output()
-        .unwrap();
+        .run();
     assert_invalid(&bad, &["RUNBOOK_PARAM_COUNT", "param 'count'"]);
 }
 
 #[test]
 fn writing_to_params_fails_the_step_at_its_line() {
     let env = Env::new();
-    let o = run(
+    let o = Run::cmd(
         &env,
         &args(&["run", &fixture_arg("params_write.lua"), "--json"]),
-    );
-    assert_eq!(code(&o), 1, "{}", describe(&o));
-    let events = parse_ndjson(&o.stdout);
+    )
+    .run();
+    assert_eq!(o.code(), 1, "{}", o.describe());
+    let events = o.events();
     let fin = of_kind(&events, "step_finished");
     assert_eq!(fin[0]["outcome"], "failed");
     let err = fin[0]["error"].as_str().unwrap();
@@ -989,17 +938,16 @@ fn secrets_appear_nowhere() {
         ("offline", args(&["--dry-run", "--offline"]), None),
     ];
     for (what, extra, var) in variants {
-        let mut cmd = env.cmd();
-        cmd.args(&base).args(&extra);
+        let mut run = Run::cmd(&env, &base).args(&extra);
         if let Some((k, v)) = var {
-            cmd.env(k, v);
+            run = run.env(k, v);
         }
-        let o = cmd.output().unwrap();
+        let o = run.run();
         // The last step fails on purpose (with the secrets in its message), in every mode.
-        assert_eq!(code(&o), 1, "{what}: {}", describe(&o));
-        assert_no_secret(&format!("{what}: stdout"), &stdout(&o));
-        assert_no_secret(&format!("{what}: stderr"), &stderr(&o));
-        seen.push(format!("{}{}", stdout(&o), stderr(&o)));
+        assert_eq!(o.code(), 1, "{what}: {}", o.describe());
+        assert_no_secret(&format!("{what}: stdout"), &o.stdout_text());
+        assert_no_secret(&format!("{what}: stderr"), &o.stderr_text());
+        seen.push(format!("{}{}", o.stdout_text(), o.stderr_text()));
 
         for (sub, json) in [("log", false), ("log --json", true)] {
             let mut a = vec!["log".to_string()];
@@ -1007,15 +955,15 @@ fn secrets_appear_nowhere() {
                 a.push("--json".into());
             }
             a.push("last".into());
-            let l = run(&env, &a);
-            assert_eq!(code(&l), 0, "{}", describe(&l));
+            let l = Run::cmd(&env, &a).run();
+            assert_eq!(l.code(), 0, "{}", l.describe());
             assert_no_secret(
                 &format!("{what}: {sub}"),
-                &format!("{}{}", stdout(&l), stderr(&l)),
+                &format!("{}{}", l.stdout_text(), l.stderr_text()),
             );
         }
     }
-    assert_no_secret("the run records", &all_records(&env));
+    assert_no_secret("the run records", &env.all_records());
     // The command really printed them, masked.
     let all = seen.join("\n");
     assert!(all.contains("token: *** derived: ***"), "{all}");
@@ -1024,7 +972,7 @@ fn secrets_appear_nowhere() {
     // The real runs did use the real value.
     assert!(dir.join("derived-secret-value").exists());
 
-    let records = all_records(&env);
+    let records = env.all_records();
     assert!(records.contains(r#""token":"***""#), "{records}");
 
     for sub in [
@@ -1033,18 +981,18 @@ fn secrets_appear_nowhere() {
         args(&["list", &fixture(".").display().to_string()]),
         args(&["history"]),
     ] {
-        let o = run(&env, &sub);
-        assert_eq!(code(&o), 0, "{sub:?}: {}", describe(&o));
+        let o = Run::cmd(&env, &sub).run();
+        assert_eq!(o.code(), 0, "{sub:?}: {}", o.describe());
         assert_no_secret(
             &format!("{sub:?}"),
-            &format!("{}{}", stdout(&o), stderr(&o)),
+            &format!("{}{}", o.stdout_text(), o.stderr_text()),
         );
     }
-    let show = run(&env, &args(&["show", &file]));
+    let show = Run::cmd(&env, &args(&["show", &file])).run();
     assert!(
-        stdout(&show).contains("secret, default ***"),
+        show.stdout_text().contains("secret, default ***"),
         "{}",
-        stdout(&show)
+        show.stdout_text()
     );
 }
 
@@ -1060,7 +1008,7 @@ step("noop", function() end)
 "#,
     );
     for sub in ["run", "check"] {
-        let o = run(
+        let o = Run::cmd(
             &env,
             &args(&[
                 sub,
@@ -1068,13 +1016,18 @@ step("noop", function() end)
                 "--set",
                 "token=typo-of-the-real-Secret",
             ]),
-        );
-        assert_eq!(code(&o), 2, "{}", describe(&o));
-        assert!(stderr(&o).contains("param 'token'"), "{}", stderr(&o));
+        )
+        .run();
+        assert_eq!(o.code(), 2, "{}", o.describe());
         assert!(
-            !stderr(&o).contains("typo-of-the-real-Secret"),
+            o.stderr_text().contains("param 'token'"),
+            "{}",
+            o.stderr_text()
+        );
+        assert!(
+            !o.stderr_text().contains("typo-of-the-real-Secret"),
             "{sub}: {}",
-            stderr(&o)
+            o.stderr_text()
         );
     }
 }
@@ -1090,7 +1043,7 @@ step("noop", function() end)
     );
     // The year: the first four digits of every run id made today.
     let year = humantime_year();
-    let o = run(
+    let o = Run::cmd(
         &env,
         &args(&[
             "run",
@@ -1099,13 +1052,14 @@ step("noop", function() end)
             "--set",
             &format!("pin={year}"),
         ]),
-    );
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    let files = record_files(&env);
+    )
+    .run();
+    assert_eq!(o.code(), 0, "{}", o.describe());
+    let files = env.record_files();
     let id = files[0].file_stem().unwrap().to_string_lossy().into_owned();
     assert_eq!(env.last_record()[0]["run_id"], id.as_str());
-    let l = run(&env, &args(&["log", &id]));
-    assert_eq!(code(&l), 0, "{}", describe(&l));
+    let l = Run::cmd(&env, &args(&["log", &id])).run();
+    assert_eq!(l.code(), 0, "{}", l.describe());
 }
 
 /// The current UTC year, from the system clock (no date crate in dev-dependencies).
@@ -1133,16 +1087,17 @@ fn humantime_year() -> String {
 fn retries_when_and_unchecked_commands() {
     let env = Env::new();
     let dir = env.scratch();
-    let o = run(
+    let o = Run::cmd(
         &env,
         &[
             args(&["run", &fixture_arg("options.lua"), "--json", "--yes"]),
             set("dir", &dir).to_vec(),
         ]
         .concat(),
-    );
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    let events = parse_ndjson(&o.stdout);
+    )
+    .run();
+    assert_eq!(o.code(), 0, "{}", o.describe());
+    let events = o.events();
 
     let attempts: Vec<(u64, u64)> = of_kind(&events, "step_started")
         .iter()
@@ -1165,7 +1120,7 @@ fn retries_when_and_unchecked_commands() {
     assert!(skipped[0]["reason"].as_str().unwrap().contains("when"));
     assert!(!dir.join("never").exists());
 
-    assert!(log_messages(&events).contains(&"code=3 ok=false".to_string()));
+    assert!(logs(&events, None).contains(&"code=3 ok=false".to_string()));
     let fin = events.last().unwrap();
     assert_eq!(fin["outcome"], "ok");
     assert_eq!(fin["skipped"], 1);
@@ -1176,16 +1131,17 @@ fn retries_when_and_unchecked_commands() {
 fn a_failing_step_stops_the_run_but_always_steps_run() {
     let env = Env::new();
     let dir = env.scratch();
-    let o = run(
+    let o = Run::cmd(
         &env,
         &[
             args(&["run", &fixture_arg("failing.lua"), "--json", "--yes"]),
             set("dir", &dir).to_vec(),
         ]
         .concat(),
-    );
-    assert_eq!(code(&o), 1, "{}", describe(&o));
-    let events = parse_ndjson(&o.stdout);
+    )
+    .run();
+    assert_eq!(o.code(), 1, "{}", o.describe());
+    let events = o.events();
     assert!(dir.join("first").exists());
     assert!(!dir.join("after").exists(), "a step after the failure ran");
     assert!(dir.join("cleanup").exists(), "the always step did not run");
@@ -1213,16 +1169,17 @@ fn a_failing_step_stops_the_run_but_always_steps_run() {
     );
 
     // The terminal view says which step failed and why.
-    let o = run(
+    let o = Run::cmd(
         &env,
         &[
             args(&["run", &fixture_arg("failing.lua"), "--yes"]),
             set("dir", &dir).to_vec(),
         ]
         .concat(),
-    );
-    assert_eq!(code(&o), 1, "{}", describe(&o));
-    let text = stderr(&o);
+    )
+    .run();
+    assert_eq!(o.code(), 1, "{}", o.describe());
+    let text = o.stderr_text();
     assert!(text.contains("✗ breaks"), "{text}");
     assert!(text.contains("exit code 7"), "{text}");
     assert!(text.contains("skipped: an earlier step failed"), "{text}");
@@ -1242,20 +1199,21 @@ fn read_only_commands_run_during_a_dry_run_and_changes_do_not() {
         set("dir", &dir).to_vec(),
     ]
     .concat();
-    let o = run(
+    let o = Run::cmd(
         &env,
         &[base.clone(), args(&["--dry-run", "--json"])].concat(),
-    );
-    assert_eq!(code(&o), 0, "{}", describe(&o));
+    )
+    .run();
+    assert_eq!(o.code(), 0, "{}", o.describe());
     assert!(dir.join("by-read").exists(), "the read did not run");
     assert!(!dir.join("by-change").exists(), "the dry-run made a change");
-    let events = parse_ndjson(&o.stdout);
+    let events = o.events();
     assert_eq!(of_kind(&events, "action_started").len(), 1);
     assert_eq!(changes(&events, "action_planned").len(), 1);
 
     std::fs::remove_file(dir.join("by-read")).unwrap();
-    let o = run(&env, &[base.clone(), args(&["--yes"])].concat());
-    assert_eq!(code(&o), 0, "{}", describe(&o));
+    let o = Run::cmd(&env, &[base.clone(), args(&["--yes"])].concat()).run();
+    assert_eq!(o.code(), 0, "{}", o.describe());
     assert!(dir.join("by-read").exists());
     assert!(dir.join("by-change").exists());
 }
@@ -1266,16 +1224,17 @@ fn read_only_commands_run_during_a_dry_run_and_changes_do_not() {
 #[test]
 fn check_accepts_good_runbooks_and_names_the_line_of_a_syntax_error() {
     let env = Env::new();
-    let o = run(
+    let o = Run::cmd(
         &env,
         &args(&[
             "check",
             &fixture_arg("options.lua"),
             &fixture_arg("params.lua"),
         ]),
-    );
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    let text = stdout(&o);
+    )
+    .run();
+    assert_eq!(o.code(), 0, "{}", o.describe());
+    let text = o.stdout_text();
     assert!(
         text.contains("ok: ") && text.contains("runbook 'flow-options', 1 params, 3 steps"),
         "{text}"
@@ -1286,39 +1245,46 @@ fn check_accepts_good_runbooks_and_names_the_line_of_a_syntax_error() {
     );
 
     let bad = env.write("broken.lua", SYNTAX_ERROR);
-    let o = run(
+    let o = Run::cmd(
         &env,
         &args(&[
             "check",
             &fixture_arg("options.lua"),
             &bad.display().to_string(),
         ]),
-    );
-    assert_eq!(code(&o), 2, "{}", describe(&o));
-    let text = stderr(&o);
+    )
+    .run();
+    assert_eq!(o.code(), 2, "{}", o.describe());
+    let text = o.stderr_text();
     assert!(text.contains(&format!("{}:4:", bad.display())), "{text}");
     assert!(
         text.contains("1 of 2 runbook(s) failed the check"),
         "{text}"
     );
     // check validates --set values too.
-    let o = run(
+    let o = Run::cmd(
         &env,
         &args(&["check", &fixture_arg("params.lua"), "--set", "count=abc"]),
+    )
+    .run();
+    assert_eq!(o.code(), 2, "{}", o.describe());
+    assert!(
+        o.stderr_text().contains("param 'count'"),
+        "{}",
+        o.stderr_text()
     );
-    assert_eq!(code(&o), 2, "{}", describe(&o));
-    assert!(stderr(&o).contains("param 'count'"), "{}", stderr(&o));
     // check runs no step.
     let dir = env.scratch();
-    let o = run(
+    let o = Run::cmd(
         &env,
         &[
             args(&["check", &fixture_arg("read_only.lua")]),
             set("dir", &dir).to_vec(),
         ]
         .concat(),
-    );
-    assert_eq!(code(&o), 0, "{}", describe(&o));
+    )
+    .run();
+    assert_eq!(o.code(), 0, "{}", o.describe());
     assert!(!dir.join("by-read").exists());
     assert_eq!(env.record_count(), 0);
 }
@@ -1333,9 +1299,9 @@ end)
 #[test]
 fn show_lists_params_and_steps_in_order() {
     let env = Env::new();
-    let o = run(&env, &args(&["show", &fixture_arg("params.lua")]));
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    let text = stdout(&o);
+    let o = Run::cmd(&env, &args(&["show", &fixture_arg("params.lua")])).run();
+    assert_eq!(o.code(), 0, "{}", o.describe());
+    let text = o.stdout_text();
     assert!(text.starts_with("flow-params ("), "{text}");
     assert!(text.contains("reports its params"), "{text}");
     for needle in [
@@ -1349,8 +1315,8 @@ fn show_lists_params_and_steps_in_order() {
         assert!(text.contains(needle), "{needle:?} missing:\n{text}");
     }
 
-    let o = run(&env, &args(&["show", &fixture_arg("failing.lua")]));
-    let text = stdout(&o);
+    let o = Run::cmd(&env, &args(&["show", &fixture_arg("failing.lua")])).run();
+    let text = o.stdout_text();
     let steps: Vec<&str> = text
         .split("steps:\n")
         .nth(1)
@@ -1372,8 +1338,8 @@ fn show_lists_params_and_steps_in_order() {
     assert!(steps[3].contains("[always]"), "{}", steps[3]);
     assert!(steps[0].contains("failing.lua:8"), "{}", steps[0]);
 
-    let o = run(&env, &args(&["show", &fixture_arg("options.lua")]));
-    let text = stdout(&o);
+    let o = Run::cmd(&env, &args(&["show", &fixture_arg("options.lua")])).run();
+    let text = o.stdout_text();
     assert!(text.contains("1. flaky  [retries=2]"), "{text}");
     assert!(text.contains("2. never  [when]"), "{text}");
 }
@@ -1382,9 +1348,9 @@ fn show_lists_params_and_steps_in_order() {
 fn list_shows_the_runbooks_of_a_dir() {
     let env = Env::new();
     let flow = repo().join("tests/runbooks/flow");
-    let o = run(&env, &args(&["list", &flow.display().to_string()]));
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    let text = stdout(&o);
+    let o = Run::cmd(&env, &args(&["list", &flow.display().to_string()])).run();
+    assert_eq!(o.code(), 0, "{}", o.describe());
+    let text = o.stdout_text();
     for (file, name) in [
         ("options.lua", "flow-options"),
         ("params.lua", "flow-params"),
@@ -1402,9 +1368,9 @@ fn list_shows_the_runbooks_of_a_dir() {
     env.write("runbooks/good.lua", &runbook_named("listed-good"));
     env.write("runbooks/broken.lua", SYNTAX_ERROR);
     env.write("runbooks/notes.txt", "not a runbook");
-    let o = run(&env, &args(&["list"]));
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    let text = stdout(&o);
+    let o = Run::cmd(&env, &args(&["list"])).run();
+    assert_eq!(o.code(), 0, "{}", o.describe());
+    let text = o.stdout_text();
     assert!(text.starts_with("runbooks:"), "{text}");
     assert!(text.contains("listed-good"), "{text}");
     assert!(
@@ -1414,16 +1380,16 @@ fn list_shows_the_runbooks_of_a_dir() {
     );
     assert!(!text.contains("notes.txt"), "{text}");
 
-    let o = run(&env, &args(&["list", "/nonexistent/flow-dir"]));
-    assert_eq!(code(&o), 2, "{}", describe(&o));
+    let o = Run::cmd(&env, &args(&["list", "/nonexistent/flow-dir"])).run();
+    assert_eq!(o.code(), 2, "{}", o.describe());
 }
 
 #[test]
 fn docs_prints_the_reference_and_a_topic() {
     let env = Env::new();
-    let all = run(&env, &args(&["docs"]));
-    assert_eq!(code(&all), 0, "{}", describe(&all));
-    let all = stdout(&all);
+    let all = Run::cmd(&env, &args(&["docs"])).run();
+    assert_eq!(all.code(), 0, "{}", all.describe());
+    let all = all.stdout_text();
     assert!(
         all.starts_with("# Lua API reference"),
         "{}",
@@ -1440,9 +1406,9 @@ fn docs_prints_the_reference_and_a_topic() {
         assert!(all.contains(f), "{f} missing from the reference");
     }
 
-    let exec = run(&env, &args(&["docs", "exec"]));
-    assert_eq!(code(&exec), 0, "{}", describe(&exec));
-    let exec = stdout(&exec);
+    let exec = Run::cmd(&env, &args(&["docs", "exec"])).run();
+    assert_eq!(exec.code(), 0, "{}", exec.describe());
+    let exec = exec.stdout_text();
     assert!(exec.contains("t:exec(argv, [opts])"), "{exec}");
     assert!(exec.contains("read_only"), "{exec}");
     assert!(
@@ -1451,16 +1417,16 @@ fn docs_prints_the_reference_and_a_topic() {
     );
     assert!(exec.len() < all.len());
 
-    let module = run(&env, &args(&["docs", "step"]));
-    assert_eq!(code(&module), 0, "{}", describe(&module));
-    assert!(stdout(&module).contains("retries"));
+    let module = Run::cmd(&env, &args(&["docs", "step"])).run();
+    assert_eq!(module.code(), 0, "{}", module.describe());
+    assert!(module.stdout_text().contains("retries"));
 
-    let none = run(&env, &args(&["docs", "nosuchtopic"]));
-    assert_eq!(code(&none), 2, "{}", describe(&none));
+    let none = Run::cmd(&env, &args(&["docs", "nosuchtopic"])).run();
+    assert_eq!(none.code(), 2, "{}", none.describe());
     assert!(
-        stderr(&none).contains("no docs for 'nosuchtopic'"),
+        none.stderr_text().contains("no docs for 'nosuchtopic'"),
         "{}",
-        stderr(&none)
+        none.stderr_text()
     );
 }
 
@@ -1478,33 +1444,37 @@ fn bare_names_are_found_in_the_current_dir_then_runbooks() {
     env.write("runbooks/dup.lua", &runbook_named("dup-sub"));
     env.write("runbooks/only.lua", &runbook_named("only-sub"));
     for (name, expected) in [("dup", "dup-top"), ("only", "only-sub")] {
-        let o = run(&env, &args(&["run", name, "--json"]));
-        assert_eq!(code(&o), 0, "{name}: {}", describe(&o));
-        let events = parse_ndjson(&o.stdout);
+        let o = Run::cmd(&env, &args(&["run", name, "--json"])).run();
+        assert_eq!(o.code(), 0, "{name}: {}", o.describe());
+        let events = o.events();
         assert_eq!(events[0]["runbook"], expected, "{name}");
         // Other subcommands find it the same way.
-        let s = run(&env, &args(&["show", name]));
-        assert!(stdout(&s).starts_with(expected), "{}", describe(&s));
+        let s = Run::cmd(&env, &args(&["show", name])).run();
+        assert!(s.stdout_text().starts_with(expected), "{}", s.describe());
     }
 
-    let o = run(&env, &args(&["run", "nosuch"]));
-    assert_eq!(code(&o), 2, "{}", describe(&o));
-    let text = stderr(&o);
+    let o = Run::cmd(&env, &args(&["run", "nosuch"])).run();
+    assert_eq!(o.code(), 2, "{}", o.describe());
+    let text = o.stderr_text();
     assert!(text.contains("no runbook 'nosuch'"), "{text}");
     assert!(
         text.contains("./nosuch.lua") && text.contains("./runbooks/nosuch.lua"),
         "{text}"
     );
-    let o = run(&env, &args(&["run", "nosuch.lua"]));
-    assert_eq!(code(&o), 2, "{}", describe(&o));
+    let o = Run::cmd(&env, &args(&["run", "nosuch.lua"])).run();
+    assert_eq!(o.code(), 2, "{}", o.describe());
     assert!(
-        stderr(&o).contains("no such runbook file"),
+        o.stderr_text().contains("no such runbook file"),
         "{}",
-        stderr(&o)
+        o.stderr_text()
     );
-    let o = run(&env, &args(&["run", "runbooks/"]));
-    assert_eq!(code(&o), 2, "{}", describe(&o));
-    assert!(stderr(&o).contains("is a directory"), "{}", stderr(&o));
+    let o = Run::cmd(&env, &args(&["run", "runbooks/"])).run();
+    assert_eq!(o.code(), 2, "{}", o.describe());
+    assert!(
+        o.stderr_text().contains("is a directory"),
+        "{}",
+        o.stderr_text()
+    );
     assert_eq!(env.record_count(), 2);
 }
 
@@ -1525,17 +1495,18 @@ macro_rules! snapshot {
 fn snapshot_dry_run_preview() {
     let env = Env::new();
     copy_fixture(&env, "preview.lua");
-    let o = run(&env, &args(&["run", "preview.lua", "--dry-run"]));
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    assert!(stdout(&o).is_empty());
-    snapshot!("dry_run_preview", stderr(&o));
+    let o = Run::cmd(&env, &args(&["run", "preview.lua", "--dry-run"])).run();
+    assert_eq!(o.code(), 0, "{}", o.describe());
+    assert!(o.stdout_text().is_empty());
+    snapshot!("dry_run_preview", o.stderr_text());
 
-    let o = run(
+    let o = Run::cmd(
         &env,
         &args(&["run", "preview.lua", "--dry-run", "--offline"]),
-    );
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    snapshot!("dry_run_offline_preview", stderr(&o));
+    )
+    .run();
+    assert_eq!(o.code(), 0, "{}", o.describe());
+    snapshot!("dry_run_offline_preview", o.stderr_text());
 }
 
 #[test]
@@ -1545,7 +1516,7 @@ fn snapshot_error_messages() {
     copy_fixture(&env, "confirm_rm.lua");
     env.write("broken.lua", SYNTAX_ERROR);
 
-    let o = run(
+    let o = Run::cmd(
         &env,
         &args(&[
             "run",
@@ -1555,20 +1526,22 @@ fn snapshot_error_messages() {
             "--set",
             "count=abc",
         ]),
-    );
-    assert_eq!(code(&o), 2);
-    snapshot!("error_bad_params", stderr(&o));
+    )
+    .run();
+    assert_eq!(o.code(), 2);
+    snapshot!("error_bad_params", o.stderr_text());
 
-    let o = run(&env, &args(&["check", "broken.lua"]));
-    assert_eq!(code(&o), 2);
-    snapshot!("error_syntax", stderr(&o));
+    let o = Run::cmd(&env, &args(&["check", "broken.lua"])).run();
+    assert_eq!(o.code(), 2);
+    snapshot!("error_syntax", o.stderr_text());
 
-    let o = run(
+    let o = Run::cmd(
         &env,
         &args(&["run", "confirm_rm.lua", "--set", "dir=/nonexistent/flow"]),
-    );
-    assert_eq!(code(&o), 2);
-    snapshot!("error_needs_confirmation", stderr(&o));
+    )
+    .run();
+    assert_eq!(o.code(), 2);
+    snapshot!("error_needs_confirmation", o.stderr_text());
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1606,7 +1579,7 @@ fn any_change_needs_confirmation_without_a_terminal() {
                 "runbook {{ name = \"change\", params = {{ dir = {{ type = \"path\", required = true }} }} }}\nstep(\"change\", function() target(\"local\"):exec({cmd}) end)\n"
             ),
         );
-        let o = run(
+        let o = Run::cmd(
             &env,
             &args(&[
                 "run",
@@ -1614,12 +1587,14 @@ fn any_change_needs_confirmation_without_a_terminal() {
                 "--set",
                 &format!("dir={}", dir.display()),
             ]),
-        );
-        assert_eq!(code(&o), 2, "{what}: {}", describe(&o));
+        )
+        .run();
+        assert_eq!(o.code(), 2, "{what}: {}", o.describe());
         assert!(
-            stderr(&o).contains("makes 1 change and needs confirmation"),
+            o.stderr_text()
+                .contains("makes 1 change and needs confirmation"),
             "{what}: {}",
-            describe(&o)
+            o.describe()
         );
         assert!(
             dir.join("victim/f").exists(),
@@ -1805,24 +1780,25 @@ fn a_closed_stdout_ends_quietly() {
 fn log_writes_the_run_to_stdout() {
     let env = Env::new();
     let dir = env.scratch();
-    let o = run(
+    let o = Run::cmd(
         &env,
         &[
             args(&["run", &fixture_arg("options.lua"), "--yes"]),
             set("dir", &dir).to_vec(),
         ]
         .concat(),
-    );
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    let o = run(&env, &args(&["log", "last"]));
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    assert!(stdout(&o).contains("record: "), "{}", describe(&o));
+    )
+    .run();
+    assert_eq!(o.code(), 0, "{}", o.describe());
+    let o = Run::cmd(&env, &args(&["log", "last"])).run();
+    assert_eq!(o.code(), 0, "{}", o.describe());
+    assert!(o.stdout_text().contains("record: "), "{}", o.describe());
     assert!(
-        stdout(&o).contains("✓"),
+        o.stdout_text().contains("✓"),
         "the steps are on stdout: {}",
-        describe(&o)
+        o.describe()
     );
-    assert!(stderr(&o).is_empty(), "{}", describe(&o));
+    assert!(o.stderr_text().is_empty(), "{}", o.describe());
 }
 
 #[test]
@@ -1840,10 +1816,10 @@ fn json_errors_before_the_run_are_events_on_stdout() {
             vec!["run", &confirm, "--json", "--set", "dir=/nonexistent/x"],
         ),
     ] {
-        let o = run(&env, &args(&argv));
-        assert_eq!(code(&o), 2, "{what}: {}", describe(&o));
-        let events = parse_ndjson(&o.stdout);
-        assert_eq!(events.len(), 1, "{what}: {}", describe(&o));
+        let o = Run::cmd(&env, &args(&argv)).run();
+        assert_eq!(o.code(), 2, "{what}: {}", o.describe());
+        let events = o.events();
+        assert_eq!(events.len(), 1, "{what}: {}", o.describe());
         assert_eq!(events[0]["event"], "error", "{what}");
         assert_eq!(events[0]["exit_code"], 2, "{what}");
         assert!(!events[0]["message"].as_str().unwrap().is_empty(), "{what}");
@@ -1866,16 +1842,17 @@ step("fan out", function()
 end)
 "#,
     );
-    let o = run(
+    let o = Run::cmd(
         &env,
         &[
             args(&["run", rb.to_str().unwrap(), "--yes", "--json"]),
             set("dir", &dir).to_vec(),
         ]
         .concat(),
-    );
-    assert_eq!(code(&o), 1, "{}", describe(&o));
-    let events = parse_ndjson(&o.stdout);
+    )
+    .run();
+    assert_eq!(o.code(), 1, "{}", o.describe());
+    let events = o.events();
     let fin = events.last().unwrap();
     assert_eq!(fin["failed"], 1, "{fin}");
     assert_eq!(fin["changed"], 1, "the failed step changed 4 files: {fin}");
@@ -1897,24 +1874,26 @@ step("read it back", function()
 end)
 "#,
     );
-    let o = run(
+    let o = Run::cmd(
         &env,
         &[
             args(&["run", rb.to_str().unwrap()]),
             set("dir", &dir).to_vec(),
         ]
         .concat(),
-    );
-    assert_eq!(code(&o), 2, "{}", describe(&o));
+    )
+    .run();
+    assert_eq!(o.code(), 2, "{}", o.describe());
     assert!(
-        stderr(&o).contains("the plan to confirm could not be made"),
+        o.stderr_text()
+            .contains("the plan to confirm could not be made"),
         "{}",
-        describe(&o)
+        o.describe()
     );
     assert!(
-        stderr(&o).contains("step \"read it back\" failed"),
+        o.stderr_text().contains("step \"read it back\" failed"),
         "{}",
-        describe(&o)
+        o.describe()
     );
     assert!(!dir.join("made").exists());
 }
