@@ -645,34 +645,24 @@ fn another_runs_lock_blocks_the_clear() {
     let dir = scene.tmp_dir();
     fill(&dir, 2, 10);
     let started = scene.env.scratch().join("started");
-    let mut first = Kill(
-        std::process::Command::new(assert_cmd::cargo::cargo_bin!("runbook"))
-            .arg("run")
-            .arg(repo().join("tests/runbooks/cache/hold.lua"))
-            .args(["--yes", "--set", "sleep=2"])
-            .arg("--set")
-            .arg(format!("started={}", started.display()))
-            .env("HOME", scene.home())
-            .env("RUNBOOK_STATE_DIR", scene.env.state())
-            .env(
-                "RUNBOOK_LOCK_FILE",
-                scene.env.tmp.path().join("runbook.lock"),
-            )
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let t0 = std::time::Instant::now();
-    while !started.exists() {
-        assert!(t0.elapsed().as_secs() < 10, "the first run started");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let mut first = Run::new(&scene.env, repo().join("tests/runbooks/cache/hold.lua"))
+        .yes()
+        .set("sleep", "2")
+        .set("started", &started)
+        .env("HOME", scene.home())
+        .spawn();
+    first.wait_file(&started, std::time::Duration::from_secs(10));
     let busy = scene.clear(&[s(&dir)], &[], &["--yes"]);
     busy.assert_exit(1);
     let err = busy.step_errors();
     assert!(err.contains("is locked by run "), "{err}");
     assert!(dir.join("f1").exists());
-    assert!(first.0.wait().unwrap().success());
+    assert_eq!(
+        first.code(std::time::Duration::from_secs(60)),
+        0,
+        "{}",
+        first.output()
+    );
 }
 
 #[test]
