@@ -268,7 +268,7 @@ fn offline_dry_run_contacts_nothing_for_every_runbook() {
             .collect();
         let o = Run::cmd(
             &env,
-            &[
+            [
                 vec!["run".to_string(), file.display().to_string()],
                 sets,
                 args(&["--dry-run", "--offline", "--json"]),
@@ -312,7 +312,7 @@ fn offline_plans_reads_too() {
     let dir = env.scratch();
     let o = Run::cmd(
         &env,
-        &[
+        [
             vec!["run".to_string(), fixture_arg("read_only.lua")],
             set("dir", &dir).to_vec(),
             args(&["--dry-run", "--offline", "--json"]),
@@ -339,7 +339,7 @@ fn json_is_one_event_object_per_line() {
     let dir = env.scratch().join("work");
     let o = Run::cmd(
         &env,
-        &[
+        [
             vec!["run".to_string(), fixture_arg("preview.lua")],
             set("dir", &dir).to_vec(),
             args(&["--yes", "--json"]),
@@ -400,7 +400,7 @@ fn run_record_holds_the_same_events_and_log_prints_it() {
     let dir = env.scratch().join("work");
     let o = Run::cmd(
         &env,
-        &[
+        [
             vec!["run".to_string(), fixture_arg("preview.lua")],
             set("dir", &dir).to_vec(),
             args(&["--yes", "--json", "--set", "count=3"]),
@@ -432,7 +432,7 @@ fn run_record_holds_the_same_events_and_log_prints_it() {
     assert_eq!(events[0]["mode"], "real");
     assert_eq!(events[0]["runbook"], "flow-preview");
 
-    let h = Run::cmd(&env, &args(&["history"])).run();
+    let h = Run::cmd(&env, args(&["history"])).run();
     assert_eq!(h.code(), 0, "{}", h.describe());
     let line = h
         .stdout_text()
@@ -443,7 +443,7 @@ fn run_record_holds_the_same_events_and_log_prints_it() {
     assert!(line.contains("flow-preview") && line.contains("real") && line.contains("ok"));
 
     for which in ["last", id.as_str(), &id[..id.len() - 2]] {
-        let l = Run::cmd(&env, &args(&["log", which])).run();
+        let l = Run::cmd(&env, args(&["log", which])).run();
         assert_eq!(l.code(), 0, "log {which}: {}", l.describe());
         let text = l.stdout_text();
         assert!(text.contains(&id), "log {which}: {text}");
@@ -455,11 +455,11 @@ fn run_record_holds_the_same_events_and_log_prints_it() {
         assert!(text.contains(&files[0].display().to_string()), "{text}");
     }
 
-    let j = Run::cmd(&env, &args(&["log", "--json", "last"])).run();
+    let j = Run::cmd(&env, args(&["log", "--json", "last"])).run();
     assert_eq!(j.code(), 0, "{}", j.describe());
     assert_eq!(j.stdout_text(), record_text);
 
-    let missing = Run::cmd(&env, &args(&["log", "nosuchrun"])).run();
+    let missing = Run::cmd(&env, args(&["log", "nosuchrun"])).run();
     assert_eq!(missing.code(), 2, "{}", missing.describe());
 }
 
@@ -468,7 +468,7 @@ fn dry_runs_are_recorded_as_such() {
     let env = Env::new();
     let o = Run::cmd(
         &env,
-        &[
+        [
             vec!["run".to_string(), fixture_arg("preview.lua")],
             args(&["--dry-run"]),
         ]
@@ -478,7 +478,7 @@ fn dry_runs_are_recorded_as_such() {
     assert_eq!(o.code(), 0, "{}", o.describe());
     assert_eq!(env.record_count(), 1);
     assert_eq!(env.last_record()[0]["mode"], "dry-run");
-    let h = Run::cmd(&env, &args(&["history"])).run();
+    let h = Run::cmd(&env, args(&["history"])).run();
     assert!(h.stdout_text().contains("dry-run"), "{}", h.stdout_text());
 }
 
@@ -489,7 +489,7 @@ fn dry_runs_are_recorded_as_such() {
 fn failed_first_run(env: &Env, file: &str, dir: &Path) -> String {
     let o = Run::cmd(
         env,
-        &[
+        [
             vec!["run".to_string(), file.to_string()],
             set("dir", dir).to_vec(),
             args(&["--json", "--yes"]),
@@ -521,7 +521,7 @@ fn resume_skips_the_steps_that_succeeded() {
     std::fs::write(dir.join("marker"), "").unwrap();
     let o = Run::cmd(
         &env,
-        &[
+        [
             vec!["run".to_string(), file.clone()],
             set("dir", &dir).to_vec(),
             args(&["--json", "--yes", "--resume", "last"]),
@@ -553,7 +553,7 @@ fn resume_skips_the_steps_that_succeeded() {
     // The terminal view says so too: resume the resumed run, everything is done.
     let o = Run::cmd(
         &env,
-        &[
+        [
             vec!["run".to_string(), file],
             set("dir", &dir).to_vec(),
             args(&["--yes", "--resume", "last"]),
@@ -589,7 +589,7 @@ fn resume_refuses_a_changed_runbook() {
     std::fs::write(dir.join("marker"), "").unwrap();
     let o = Run::cmd(
         &env,
-        &[
+        [
             vec!["run".to_string(), copy.display().to_string()],
             set("dir", &dir).to_vec(),
             args(&["--yes", "--resume", "last"]),
@@ -624,7 +624,7 @@ fn resume_refuses_different_params() {
     std::fs::write(dir.join("marker"), "").unwrap();
     let o = Run::cmd(
         &env,
-        &[
+        [
             vec!["run".to_string(), file],
             set("dir", &dir).to_vec(),
             args(&["--yes", "--set", "label=b", "--resume", "last"]),
@@ -641,7 +641,7 @@ fn resume_refuses_different_params() {
 
     let o = Run::cmd(
         &env,
-        &args(&[
+        args(&[
             "run",
             &fixture_arg("params.lua"),
             "--set",
@@ -672,7 +672,7 @@ fn assert_refused_then_runs_with_yes(fixture_name: &str, reason: &str) {
     .concat();
 
     for extra in [&[][..], &["--json"][..]] {
-        let o = Run::cmd(&env, &[base.clone(), args(extra)].concat()).run();
+        let o = Run::cmd(&env, [base.clone(), args(extra)].concat()).run();
         assert_eq!(o.code(), 2, "{extra:?}: {}", o.describe());
         let text = o.stderr_text();
         assert!(text.contains("needs confirmation"), "{text}");
@@ -683,11 +683,11 @@ fn assert_refused_then_runs_with_yes(fixture_name: &str, reason: &str) {
     }
 
     // A dry-run needs no confirmation and changes nothing.
-    let o = Run::cmd(&env, &[base.clone(), args(&["--dry-run"])].concat()).run();
+    let o = Run::cmd(&env, [base.clone(), args(&["--dry-run"])].concat()).run();
     assert_eq!(o.code(), 0, "{}", o.describe());
     assert!(!dir.join("created").exists());
 
-    let o = Run::cmd(&env, &[base, args(&["--yes"])].concat()).run();
+    let o = Run::cmd(&env, [base, args(&["--yes"])].concat()).run();
     assert_eq!(o.code(), 0, "{}", o.describe());
     assert_eq!(env.record_count(), 2);
 }
@@ -708,7 +708,7 @@ fn confirm_step_needs_yes_without_a_terminal() {
 fn params_run(env: &Env, extra: &[&str]) -> Output {
     Run::cmd(
         env,
-        &[
+        [
             args(&["run", &fixture_arg("params.lua"), "--json"]),
             args(extra),
         ]
@@ -873,7 +873,7 @@ fn writing_to_params_fails_the_step_at_its_line() {
     let env = Env::new();
     let o = Run::cmd(
         &env,
-        &args(&["run", &fixture_arg("params_write.lua"), "--json"]),
+        args(&["run", &fixture_arg("params_write.lua"), "--json"]),
     )
     .run();
     assert_eq!(o.code(), 1, "{}", o.describe());
@@ -988,7 +988,7 @@ fn secrets_appear_nowhere() {
             &format!("{}{}", o.stdout_text(), o.stderr_text()),
         );
     }
-    let show = Run::cmd(&env, &args(&["show", &file])).run();
+    let show = Run::cmd(&env, args(&["show", &file])).run();
     assert!(
         show.stdout_text().contains("secret, default ***"),
         "{}",
@@ -1010,7 +1010,7 @@ step("noop", function() end)
     for sub in ["run", "check"] {
         let o = Run::cmd(
             &env,
-            &args(&[
+            args(&[
                 sub,
                 &file.display().to_string(),
                 "--set",
@@ -1045,7 +1045,7 @@ step("noop", function() end)
     let year = humantime_year();
     let o = Run::cmd(
         &env,
-        &args(&[
+        args(&[
             "run",
             &file.display().to_string(),
             "--json",
@@ -1058,7 +1058,7 @@ step("noop", function() end)
     let files = env.record_files();
     let id = files[0].file_stem().unwrap().to_string_lossy().into_owned();
     assert_eq!(env.last_record()[0]["run_id"], id.as_str());
-    let l = Run::cmd(&env, &args(&["log", &id])).run();
+    let l = Run::cmd(&env, args(&["log", &id])).run();
     assert_eq!(l.code(), 0, "{}", l.describe());
 }
 
@@ -1089,7 +1089,7 @@ fn retries_when_and_unchecked_commands() {
     let dir = env.scratch();
     let o = Run::cmd(
         &env,
-        &[
+        [
             args(&["run", &fixture_arg("options.lua"), "--json", "--yes"]),
             set("dir", &dir).to_vec(),
         ]
@@ -1133,7 +1133,7 @@ fn a_failing_step_stops_the_run_but_always_steps_run() {
     let dir = env.scratch();
     let o = Run::cmd(
         &env,
-        &[
+        [
             args(&["run", &fixture_arg("failing.lua"), "--json", "--yes"]),
             set("dir", &dir).to_vec(),
         ]
@@ -1171,7 +1171,7 @@ fn a_failing_step_stops_the_run_but_always_steps_run() {
     // The terminal view says which step failed and why.
     let o = Run::cmd(
         &env,
-        &[
+        [
             args(&["run", &fixture_arg("failing.lua"), "--yes"]),
             set("dir", &dir).to_vec(),
         ]
@@ -1201,7 +1201,7 @@ fn read_only_commands_run_during_a_dry_run_and_changes_do_not() {
     .concat();
     let o = Run::cmd(
         &env,
-        &[base.clone(), args(&["--dry-run", "--json"])].concat(),
+        [base.clone(), args(&["--dry-run", "--json"])].concat(),
     )
     .run();
     assert_eq!(o.code(), 0, "{}", o.describe());
@@ -1212,7 +1212,7 @@ fn read_only_commands_run_during_a_dry_run_and_changes_do_not() {
     assert_eq!(changes(&events, "action_planned").len(), 1);
 
     std::fs::remove_file(dir.join("by-read")).unwrap();
-    let o = Run::cmd(&env, &[base.clone(), args(&["--yes"])].concat()).run();
+    let o = Run::cmd(&env, [base.clone(), args(&["--yes"])].concat()).run();
     assert_eq!(o.code(), 0, "{}", o.describe());
     assert!(dir.join("by-read").exists());
     assert!(dir.join("by-change").exists());
@@ -1226,7 +1226,7 @@ fn check_accepts_good_runbooks_and_names_the_line_of_a_syntax_error() {
     let env = Env::new();
     let o = Run::cmd(
         &env,
-        &args(&[
+        args(&[
             "check",
             &fixture_arg("options.lua"),
             &fixture_arg("params.lua"),
@@ -1247,7 +1247,7 @@ fn check_accepts_good_runbooks_and_names_the_line_of_a_syntax_error() {
     let bad = env.write("broken.lua", SYNTAX_ERROR);
     let o = Run::cmd(
         &env,
-        &args(&[
+        args(&[
             "check",
             &fixture_arg("options.lua"),
             &bad.display().to_string(),
@@ -1264,7 +1264,7 @@ fn check_accepts_good_runbooks_and_names_the_line_of_a_syntax_error() {
     // check validates --set values too.
     let o = Run::cmd(
         &env,
-        &args(&["check", &fixture_arg("params.lua"), "--set", "count=abc"]),
+        args(&["check", &fixture_arg("params.lua"), "--set", "count=abc"]),
     )
     .run();
     assert_eq!(o.code(), 2, "{}", o.describe());
@@ -1277,7 +1277,7 @@ fn check_accepts_good_runbooks_and_names_the_line_of_a_syntax_error() {
     let dir = env.scratch();
     let o = Run::cmd(
         &env,
-        &[
+        [
             args(&["check", &fixture_arg("read_only.lua")]),
             set("dir", &dir).to_vec(),
         ]
@@ -1299,7 +1299,7 @@ end)
 #[test]
 fn show_lists_params_and_steps_in_order() {
     let env = Env::new();
-    let o = Run::cmd(&env, &args(&["show", &fixture_arg("params.lua")])).run();
+    let o = Run::cmd(&env, args(&["show", &fixture_arg("params.lua")])).run();
     assert_eq!(o.code(), 0, "{}", o.describe());
     let text = o.stdout_text();
     assert!(text.starts_with("flow-params ("), "{text}");
@@ -1315,7 +1315,7 @@ fn show_lists_params_and_steps_in_order() {
         assert!(text.contains(needle), "{needle:?} missing:\n{text}");
     }
 
-    let o = Run::cmd(&env, &args(&["show", &fixture_arg("failing.lua")])).run();
+    let o = Run::cmd(&env, args(&["show", &fixture_arg("failing.lua")])).run();
     let text = o.stdout_text();
     let steps: Vec<&str> = text
         .split("steps:\n")
@@ -1338,7 +1338,7 @@ fn show_lists_params_and_steps_in_order() {
     assert!(steps[3].contains("[always]"), "{}", steps[3]);
     assert!(steps[0].contains("failing.lua:8"), "{}", steps[0]);
 
-    let o = Run::cmd(&env, &args(&["show", &fixture_arg("options.lua")])).run();
+    let o = Run::cmd(&env, args(&["show", &fixture_arg("options.lua")])).run();
     let text = o.stdout_text();
     assert!(text.contains("1. flaky  [retries=2]"), "{text}");
     assert!(text.contains("2. never  [when]"), "{text}");
@@ -1348,7 +1348,7 @@ fn show_lists_params_and_steps_in_order() {
 fn list_shows_the_runbooks_of_a_dir() {
     let env = Env::new();
     let flow = repo().join("tests/runbooks/flow");
-    let o = Run::cmd(&env, &args(&["list", &flow.display().to_string()])).run();
+    let o = Run::cmd(&env, args(&["list", &flow.display().to_string()])).run();
     assert_eq!(o.code(), 0, "{}", o.describe());
     let text = o.stdout_text();
     for (file, name) in [
@@ -1368,7 +1368,7 @@ fn list_shows_the_runbooks_of_a_dir() {
     env.write("runbooks/good.lua", &runbook_named("listed-good"));
     env.write("runbooks/broken.lua", SYNTAX_ERROR);
     env.write("runbooks/notes.txt", "not a runbook");
-    let o = Run::cmd(&env, &args(&["list"])).run();
+    let o = Run::cmd(&env, args(&["list"])).run();
     assert_eq!(o.code(), 0, "{}", o.describe());
     let text = o.stdout_text();
     assert!(text.starts_with("runbooks:"), "{text}");
@@ -1380,14 +1380,14 @@ fn list_shows_the_runbooks_of_a_dir() {
     );
     assert!(!text.contains("notes.txt"), "{text}");
 
-    let o = Run::cmd(&env, &args(&["list", "/nonexistent/flow-dir"])).run();
+    let o = Run::cmd(&env, args(&["list", "/nonexistent/flow-dir"])).run();
     assert_eq!(o.code(), 2, "{}", o.describe());
 }
 
 #[test]
 fn docs_prints_the_reference_and_a_topic() {
     let env = Env::new();
-    let all = Run::cmd(&env, &args(&["docs"])).run();
+    let all = Run::cmd(&env, args(&["docs"])).run();
     assert_eq!(all.code(), 0, "{}", all.describe());
     let all = all.stdout_text();
     assert!(
@@ -1406,7 +1406,7 @@ fn docs_prints_the_reference_and_a_topic() {
         assert!(all.contains(f), "{f} missing from the reference");
     }
 
-    let exec = Run::cmd(&env, &args(&["docs", "exec"])).run();
+    let exec = Run::cmd(&env, args(&["docs", "exec"])).run();
     assert_eq!(exec.code(), 0, "{}", exec.describe());
     let exec = exec.stdout_text();
     assert!(exec.contains("t:exec(argv, [opts])"), "{exec}");
@@ -1417,11 +1417,11 @@ fn docs_prints_the_reference_and_a_topic() {
     );
     assert!(exec.len() < all.len());
 
-    let module = Run::cmd(&env, &args(&["docs", "step"])).run();
+    let module = Run::cmd(&env, args(&["docs", "step"])).run();
     assert_eq!(module.code(), 0, "{}", module.describe());
     assert!(module.stdout_text().contains("retries"));
 
-    let none = Run::cmd(&env, &args(&["docs", "nosuchtopic"])).run();
+    let none = Run::cmd(&env, args(&["docs", "nosuchtopic"])).run();
     assert_eq!(none.code(), 2, "{}", none.describe());
     assert!(
         none.stderr_text().contains("no docs for 'nosuchtopic'"),
@@ -1444,16 +1444,16 @@ fn bare_names_are_found_in_the_current_dir_then_runbooks() {
     env.write("runbooks/dup.lua", &runbook_named("dup-sub"));
     env.write("runbooks/only.lua", &runbook_named("only-sub"));
     for (name, expected) in [("dup", "dup-top"), ("only", "only-sub")] {
-        let o = Run::cmd(&env, &args(&["run", name, "--json"])).run();
+        let o = Run::cmd(&env, args(&["run", name, "--json"])).run();
         assert_eq!(o.code(), 0, "{name}: {}", o.describe());
         let events = o.events();
         assert_eq!(events[0]["runbook"], expected, "{name}");
         // Other subcommands find it the same way.
-        let s = Run::cmd(&env, &args(&["show", name])).run();
+        let s = Run::cmd(&env, args(&["show", name])).run();
         assert!(s.stdout_text().starts_with(expected), "{}", s.describe());
     }
 
-    let o = Run::cmd(&env, &args(&["run", "nosuch"])).run();
+    let o = Run::cmd(&env, args(&["run", "nosuch"])).run();
     assert_eq!(o.code(), 2, "{}", o.describe());
     let text = o.stderr_text();
     assert!(text.contains("no runbook 'nosuch'"), "{text}");
@@ -1461,14 +1461,14 @@ fn bare_names_are_found_in_the_current_dir_then_runbooks() {
         text.contains("./nosuch.lua") && text.contains("./runbooks/nosuch.lua"),
         "{text}"
     );
-    let o = Run::cmd(&env, &args(&["run", "nosuch.lua"])).run();
+    let o = Run::cmd(&env, args(&["run", "nosuch.lua"])).run();
     assert_eq!(o.code(), 2, "{}", o.describe());
     assert!(
         o.stderr_text().contains("no such runbook file"),
         "{}",
         o.stderr_text()
     );
-    let o = Run::cmd(&env, &args(&["run", "runbooks/"])).run();
+    let o = Run::cmd(&env, args(&["run", "runbooks/"])).run();
     assert_eq!(o.code(), 2, "{}", o.describe());
     assert!(
         o.stderr_text().contains("is a directory"),
@@ -1495,14 +1495,14 @@ macro_rules! snapshot {
 fn snapshot_dry_run_preview() {
     let env = Env::new();
     copy_fixture(&env, "preview.lua");
-    let o = Run::cmd(&env, &args(&["run", "preview.lua", "--dry-run"])).run();
+    let o = Run::cmd(&env, args(&["run", "preview.lua", "--dry-run"])).run();
     assert_eq!(o.code(), 0, "{}", o.describe());
     assert!(o.stdout_text().is_empty());
     snapshot!("dry_run_preview", o.stderr_text());
 
     let o = Run::cmd(
         &env,
-        &args(&["run", "preview.lua", "--dry-run", "--offline"]),
+        args(&["run", "preview.lua", "--dry-run", "--offline"]),
     )
     .run();
     assert_eq!(o.code(), 0, "{}", o.describe());
@@ -1518,7 +1518,7 @@ fn snapshot_error_messages() {
 
     let o = Run::cmd(
         &env,
-        &args(&[
+        args(&[
             "run",
             "params.lua",
             "--set",
@@ -1531,13 +1531,13 @@ fn snapshot_error_messages() {
     assert_eq!(o.code(), 2);
     snapshot!("error_bad_params", o.stderr_text());
 
-    let o = Run::cmd(&env, &args(&["check", "broken.lua"])).run();
+    let o = Run::cmd(&env, args(&["check", "broken.lua"])).run();
     assert_eq!(o.code(), 2);
     snapshot!("error_syntax", o.stderr_text());
 
     let o = Run::cmd(
         &env,
-        &args(&["run", "confirm_rm.lua", "--set", "dir=/nonexistent/flow"]),
+        args(&["run", "confirm_rm.lua", "--set", "dir=/nonexistent/flow"]),
     )
     .run();
     assert_eq!(o.code(), 2);
@@ -1581,7 +1581,7 @@ fn any_change_needs_confirmation_without_a_terminal() {
         );
         let o = Run::cmd(
             &env,
-            &args(&[
+            args(&[
                 "run",
                 rb.to_str().unwrap(),
                 "--set",
@@ -1782,7 +1782,7 @@ fn log_writes_the_run_to_stdout() {
     let dir = env.scratch();
     let o = Run::cmd(
         &env,
-        &[
+        [
             args(&["run", &fixture_arg("options.lua"), "--yes"]),
             set("dir", &dir).to_vec(),
         ]
@@ -1790,7 +1790,7 @@ fn log_writes_the_run_to_stdout() {
     )
     .run();
     assert_eq!(o.code(), 0, "{}", o.describe());
-    let o = Run::cmd(&env, &args(&["log", "last"])).run();
+    let o = Run::cmd(&env, args(&["log", "last"])).run();
     assert_eq!(o.code(), 0, "{}", o.describe());
     assert!(o.stdout_text().contains("record: "), "{}", o.describe());
     assert!(
@@ -1816,7 +1816,7 @@ fn json_errors_before_the_run_are_events_on_stdout() {
             vec!["run", &confirm, "--json", "--set", "dir=/nonexistent/x"],
         ),
     ] {
-        let o = Run::cmd(&env, &args(&argv)).run();
+        let o = Run::cmd(&env, args(&argv)).run();
         assert_eq!(o.code(), 2, "{what}: {}", o.describe());
         let events = o.events();
         assert_eq!(events.len(), 1, "{what}: {}", o.describe());
@@ -1844,7 +1844,7 @@ end)
     );
     let o = Run::cmd(
         &env,
-        &[
+        [
             args(&["run", rb.to_str().unwrap(), "--yes", "--json"]),
             set("dir", &dir).to_vec(),
         ]
@@ -1876,7 +1876,7 @@ end)
     );
     let o = Run::cmd(
         &env,
-        &[
+        [
             args(&["run", rb.to_str().unwrap()]),
             set("dir", &dir).to_vec(),
         ]
