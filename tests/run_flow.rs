@@ -1608,39 +1608,6 @@ fn any_change_needs_confirmation_without_a_terminal() {
     }
 }
 
-/// Runs `runbook ARGS…` on a terminal (util-linux `script` gives it a pty) and answers
-/// the prompt with `answer`.
-fn run_on_a_terminal(env: &Env, runbook_args: &[&str], answer: &str) -> (i32, String) {
-    let bin = assert_cmd::cargo::cargo_bin!("runbook");
-    let mut line = format!("{}", bin.display());
-    for a in runbook_args {
-        line.push(' ');
-        line.push_str(&format!("'{}'", a.replace('\'', r"'\''")));
-    }
-    let mut child = std::process::Command::new("script")
-        .args(["-q", "-e", "-c", &line, "/dev/null"])
-        .env("RUNBOOK_STATE_DIR", env.state())
-        .env("RUNBOOK_LOCK_FILE", env.tmp.path().join("runbook.lock"))
-        .env("NO_COLOR", "1")
-        .current_dir(env.tmp.path())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("script (util-linux) runs");
-    {
-        use std::io::Write;
-        let mut stdin = child.stdin.take().unwrap();
-        // The prompt comes after the confirmation pass; the pty keeps the answer until then.
-        stdin.write_all(answer.as_bytes()).unwrap();
-        std::thread::sleep(std::time::Duration::from_secs(3));
-    }
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
-}
-
 /// The user confirmed `rm -rf …/dir1`; the world changed before the real run got there
 /// (the read that picks the directory answers differently the second time). The real
 /// run stops before deleting `dir2`, which nobody saw, names the step and shows both.
@@ -1665,8 +1632,7 @@ step("later", function() here:exec({ "touch", params.dir .. "/later" }) end)
 "#,
     );
     let set = format!("dir={}", dir.display());
-    let (code, screen) =
-        run_on_a_terminal(&env, &["run", rb.to_str().unwrap(), "--set", &set], "y\n");
+    let (code, screen) = Run::new(&env, &rb).args(["--set", &set]).on_terminal("y\n");
     assert!(
         screen.contains("dir1"),
         "the plan shown names dir1:\n{screen}"
@@ -1713,8 +1679,7 @@ end)
 "#,
     );
     let set = format!("dir={}", dir.display());
-    let (code, screen) =
-        run_on_a_terminal(&env, &["run", rb.to_str().unwrap(), "--set", &set], "y\n");
+    let (code, screen) = Run::new(&env, &rb).args(["--set", &set]).on_terminal("y\n");
     assert!(screen.contains("will make 2 changes"), "{screen}");
     assert_eq!(code, 0, "{screen}");
     assert!(
@@ -1736,8 +1701,7 @@ step("make", function() here:exec({ "touch", params.dir .. "/made" }) end)
 "#,
     );
     let set = format!("dir={}", dir.display());
-    let (code, screen) =
-        run_on_a_terminal(&env, &["run", rb.to_str().unwrap(), "--set", &set], "n\n");
+    let (code, screen) = Run::new(&env, &rb).args(["--set", &set]).on_terminal("n\n");
     assert!(screen.contains("will make 1 change"), "{screen}");
     assert_eq!(code, 2, "{screen}");
     assert!(
@@ -1920,8 +1884,7 @@ step("delete", function() here:exec({ "rm", "-f", "--", params.dir .. "/canary" 
 "#,
     );
     let set = format!("dir={}", dir.display());
-    let (code, screen) =
-        run_on_a_terminal(&env, &["run", rb.to_str().unwrap(), "--set", &set], "y\n");
+    let (code, screen) = Run::new(&env, &rb).args(["--set", &set]).on_terminal("y\n");
     assert_eq!(code, 1, "{screen}");
     assert!(
         dir.join("canary").exists(),
@@ -1944,8 +1907,7 @@ step("cleanup", { always = true }, function() here:exec({ "rm", "-f", "--", para
 "#,
     );
     let set = format!("dir={}", dir.display());
-    let (code, screen) =
-        run_on_a_terminal(&env, &["run", rb.to_str().unwrap(), "--set", &set], "y\n");
+    let (code, screen) = Run::new(&env, &rb).args(["--set", &set]).on_terminal("y\n");
     assert_eq!(code, 1, "{screen}");
     assert!(
         !dir.join("started").exists(),

@@ -359,6 +359,54 @@ impl<'e> Run<'e> {
         output
     }
 
+    /// Runs it on a terminal (util-linux `script` gives it a pty), typing `answer` into
+    /// it: the exit code, and what the terminal showed. Expectations on stderr are checked
+    /// against what the terminal showed (it is stdout and stderr at once).
+    pub fn on_terminal(self, answer: &str) -> (i32, String) {
+        let runbook = self.command();
+        let mut line = shell_word(runbook.get_program());
+        for a in runbook.get_args() {
+            line.push(' ');
+            line.push_str(&shell_word(a));
+        }
+        let mut script = std::process::Command::new("script");
+        script.args(["-q", "-e", "-c", &line, "/dev/null"]);
+        for (k, v) in runbook.get_envs() {
+            match v {
+                Some(v) => script.env(k, v),
+                None => script.env_remove(k),
+            };
+        }
+        if let Some(dir) = runbook.get_current_dir() {
+            script.current_dir(dir);
+        }
+        let mut child = script
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("script (util-linux) runs");
+        {
+            let mut stdin = child.stdin.take().unwrap();
+            // The prompt comes after the confirmation pass; the pty keeps the answer until
+            // then.
+            stdin.write_all(answer.as_bytes()).unwrap();
+            std::thread::sleep(Duration::from_secs(3));
+        }
+        let out = child.wait_with_output().unwrap();
+        let shown = String::from_utf8_lossy(&out.stdout).into_owned();
+        let code = out.status.code().unwrap_or(-1);
+        if let Some(want) = self.exit {
+            assert_eq!(code, want, "exit code on a terminal\n{shown}");
+        }
+        for want in self.stderr_has.iter().chain(&self.stdout_has) {
+            assert!(
+                shown.contains(want.as_str()),
+                "the terminal lacks {want:?}\n{shown}"
+            );
+        }
+        (code, shown)
+    }
+
     /// Starts it in the background (see running.rs); expectations are not checked.
     pub fn spawn(self) -> Running {
         Running::start(self.env, self.command())
@@ -698,6 +746,11 @@ fn parse_lenient(stdout: &[u8]) -> Vec<Value> {
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
+}
+
+/// `word` quoted for `sh -c`.
+fn shell_word(word: &OsStr) -> String {
+    format!("'{}'", word.to_string_lossy().replace('\'', r"'\''"))
 }
 
 /// The last `n` bytes of `s` (fewer, to start on a character).
