@@ -61,6 +61,11 @@ impl Running {
         }
     }
 
+    /// What runbook printed on stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.err).unwrap_or_default()
+    }
+
     /// The events of a `--json` run, from what it printed so far.
     pub fn events(&self) -> Vec<serde_json::Value> {
         parse_ndjson(&std::fs::read(&self.out).unwrap_or_default())
