@@ -266,16 +266,12 @@ fn offline_dry_run_contacts_nothing_for_every_runbook() {
             .flatten()
             .map(|e| e.path())
             .collect();
-        let o = Run::cmd(
-            &env,
-            [
-                vec!["run".to_string(), file.display().to_string()],
-                sets,
-                args(&["--dry-run", "--offline", "--json"]),
-            ]
-            .concat(),
-        )
-        .run();
+        let o = Run::new(&env, &file)
+            .args(&sets)
+            .dry_run()
+            .offline()
+            .json()
+            .run();
         assert_eq!(
             o.code(),
             0,
@@ -310,17 +306,13 @@ fn offline_dry_run_contacts_nothing_for_every_runbook() {
 fn offline_plans_reads_too() {
     let env = Env::new();
     let dir = env.scratch();
-    let o = Run::cmd(
-        &env,
-        [
-            vec!["run".to_string(), fixture_arg("read_only.lua")],
-            set("dir", &dir).to_vec(),
-            args(&["--dry-run", "--offline", "--json"]),
-        ]
-        .concat(),
-    )
-    .run();
-    assert_eq!(o.code(), 0, "{}", o.describe());
+    let o = Run::new(&env, fixture("read_only.lua"))
+        .set("dir", &dir)
+        .dry_run()
+        .offline()
+        .json()
+        .expect_exit(0)
+        .run();
     let events = o.events();
     let effects: Vec<&Value> = of_kind(&events, "action_planned")
         .iter()
@@ -337,17 +329,12 @@ fn offline_plans_reads_too() {
 fn json_is_one_event_object_per_line() {
     let env = Env::new();
     let dir = env.scratch().join("work");
-    let o = Run::cmd(
-        &env,
-        [
-            vec!["run".to_string(), fixture_arg("preview.lua")],
-            set("dir", &dir).to_vec(),
-            args(&["--yes", "--json"]),
-        ]
-        .concat(),
-    )
-    .run();
-    assert_eq!(o.code(), 0, "{}", o.describe());
+    let o = Run::new(&env, fixture("preview.lua"))
+        .set("dir", &dir)
+        .yes()
+        .json()
+        .expect_exit(0)
+        .run();
     let text = o.stdout_text();
     let mut kinds = Vec::new();
     for line in text.lines() {
@@ -398,17 +385,13 @@ fn json_is_one_event_object_per_line() {
 fn run_record_holds_the_same_events_and_log_prints_it() {
     let env = Env::new();
     let dir = env.scratch().join("work");
-    let o = Run::cmd(
-        &env,
-        [
-            vec!["run".to_string(), fixture_arg("preview.lua")],
-            set("dir", &dir).to_vec(),
-            args(&["--yes", "--json", "--set", "count=3"]),
-        ]
-        .concat(),
-    )
-    .run();
-    assert_eq!(o.code(), 0, "{}", o.describe());
+    let o = Run::new(&env, fixture("preview.lua"))
+        .set("dir", &dir)
+        .yes()
+        .json()
+        .set("count", "3")
+        .expect_exit(0)
+        .run();
     let events = o.events();
     let id = run_id(&events);
 
@@ -432,8 +415,7 @@ fn run_record_holds_the_same_events_and_log_prints_it() {
     assert_eq!(events[0]["mode"], "real");
     assert_eq!(events[0]["runbook"], "flow-preview");
 
-    let h = Run::cmd(&env, args(&["history"])).run();
-    assert_eq!(h.code(), 0, "{}", h.describe());
+    let h = Run::cmd(&env, args(&["history"])).expect_exit(0).run();
     let line = h
         .stdout_text()
         .lines()
@@ -455,27 +437,23 @@ fn run_record_holds_the_same_events_and_log_prints_it() {
         assert!(text.contains(&files[0].display().to_string()), "{text}");
     }
 
-    let j = Run::cmd(&env, args(&["log", "--json", "last"])).run();
-    assert_eq!(j.code(), 0, "{}", j.describe());
+    let j = Run::cmd(&env, args(&["log", "--json", "last"]))
+        .expect_exit(0)
+        .run();
     assert_eq!(j.stdout_text(), record_text);
 
-    let missing = Run::cmd(&env, args(&["log", "nosuchrun"])).run();
-    assert_eq!(missing.code(), 2, "{}", missing.describe());
+    Run::cmd(&env, args(&["log", "nosuchrun"]))
+        .expect_exit(2)
+        .run();
 }
 
 #[test]
 fn dry_runs_are_recorded_as_such() {
     let env = Env::new();
-    let o = Run::cmd(
-        &env,
-        [
-            vec!["run".to_string(), fixture_arg("preview.lua")],
-            args(&["--dry-run"]),
-        ]
-        .concat(),
-    )
-    .run();
-    assert_eq!(o.code(), 0, "{}", o.describe());
+    Run::new(&env, fixture("preview.lua"))
+        .dry_run()
+        .expect_exit(0)
+        .run();
     assert_eq!(env.record_count(), 1);
     assert_eq!(env.last_record()[0]["mode"], "dry-run");
     let h = Run::cmd(&env, args(&["history"])).run();
@@ -487,17 +465,12 @@ fn dry_runs_are_recorded_as_such() {
 
 /// Runs resume.lua (from `file`) once: step 2 fails because the marker is missing.
 fn failed_first_run(env: &Env, file: &str, dir: &Path) -> String {
-    let o = Run::cmd(
-        env,
-        [
-            vec!["run".to_string(), file.to_string()],
-            set("dir", dir).to_vec(),
-            args(&["--json", "--yes"]),
-        ]
-        .concat(),
-    )
-    .run();
-    assert_eq!(o.code(), 1, "{}", o.describe());
+    let o = Run::new(env, file)
+        .set("dir", dir)
+        .json()
+        .yes()
+        .expect_exit(1)
+        .run();
     let events = o.events();
     let failed = of_kind(&events, "step_finished")
         .into_iter()
@@ -519,17 +492,13 @@ fn resume_skips_the_steps_that_succeeded() {
     let first = failed_first_run(&env, &file, &dir);
 
     std::fs::write(dir.join("marker"), "").unwrap();
-    let o = Run::cmd(
-        &env,
-        [
-            vec!["run".to_string(), file.clone()],
-            set("dir", &dir).to_vec(),
-            args(&["--json", "--yes", "--resume", "last"]),
-        ]
-        .concat(),
-    )
-    .run();
-    assert_eq!(o.code(), 0, "{}", o.describe());
+    let o = Run::new(&env, &file)
+        .set("dir", &dir)
+        .json()
+        .yes()
+        .args(["--resume", "last"])
+        .expect_exit(0)
+        .run();
     let events = o.events();
     assert_eq!(events[0]["resumed_from"], first.as_str());
     let skipped = of_kind(&events, "step_skipped");
@@ -551,17 +520,12 @@ fn resume_skips_the_steps_that_succeeded() {
     assert!(dir.join("step2.done").exists());
 
     // The terminal view says so too: resume the resumed run, everything is done.
-    let o = Run::cmd(
-        &env,
-        [
-            vec!["run".to_string(), file],
-            set("dir", &dir).to_vec(),
-            args(&["--yes", "--resume", "last"]),
-        ]
-        .concat(),
-    )
-    .run();
-    assert_eq!(o.code(), 0, "{}", o.describe());
+    let o = Run::new(&env, &file)
+        .set("dir", &dir)
+        .yes()
+        .args(["--resume", "last"])
+        .expect_exit(0)
+        .run();
     let text = o.stderr_text();
     assert!(text.contains("resuming run"), "{text}");
     assert!(
@@ -587,17 +551,12 @@ fn resume_refuses_a_changed_runbook() {
     body.push_str("-- edited\n");
     std::fs::write(&copy, body).unwrap();
     std::fs::write(dir.join("marker"), "").unwrap();
-    let o = Run::cmd(
-        &env,
-        [
-            vec!["run".to_string(), copy.display().to_string()],
-            set("dir", &dir).to_vec(),
-            args(&["--yes", "--resume", "last"]),
-        ]
-        .concat(),
-    )
-    .run();
-    assert_eq!(o.code(), 2, "{}", o.describe());
+    let o = Run::new(&env, &copy)
+        .set("dir", &dir)
+        .yes()
+        .args(["--resume", "last"])
+        .expect_exit(2)
+        .run();
     assert!(
         o.stderr_text().contains("changed since run"),
         "{}",
@@ -622,36 +581,24 @@ fn resume_refuses_different_params() {
     let file = fixture_arg("resume.lua");
     let first = failed_first_run(&env, &file, &dir);
     std::fs::write(dir.join("marker"), "").unwrap();
-    let o = Run::cmd(
-        &env,
-        [
-            vec!["run".to_string(), file],
-            set("dir", &dir).to_vec(),
-            args(&["--yes", "--set", "label=b", "--resume", "last"]),
-        ]
-        .concat(),
-    )
-    .run();
-    assert_eq!(o.code(), 2, "{}", o.describe());
+    let o = Run::new(&env, &file)
+        .set("dir", &dir)
+        .yes()
+        .set("label", "b")
+        .args(["--resume", "last"])
+        .expect_exit(2)
+        .run();
     let text = o.stderr_text();
     assert!(text.contains("param 'label' differs"), "{text}");
     assert!(text.contains(&first), "{text}");
     assert_eq!(env.record_count(), 1);
     assert!(!dir.join("step2.done").exists());
 
-    let o = Run::cmd(
-        &env,
-        args(&[
-            "run",
-            &fixture_arg("params.lua"),
-            "--set",
-            "name=x",
-            "--resume",
-            "last",
-        ]),
-    )
-    .run();
-    assert_eq!(o.code(), 2, "{}", o.describe());
+    let o = Run::new(&env, fixture("params.lua"))
+        .set("name", "x")
+        .args(["--resume", "last"])
+        .expect_exit(2)
+        .run();
     assert!(
         o.stderr_text().contains("no earlier run"),
         "{}",
@@ -683,12 +630,14 @@ fn assert_refused_then_runs_with_yes(fixture_name: &str, reason: &str) {
     }
 
     // A dry-run needs no confirmation and changes nothing.
-    let o = Run::cmd(&env, [base.clone(), args(&["--dry-run"])].concat()).run();
-    assert_eq!(o.code(), 0, "{}", o.describe());
+    Run::cmd(&env, [base.clone(), args(&["--dry-run"])].concat())
+        .expect_exit(0)
+        .run();
     assert!(!dir.join("created").exists());
 
-    let o = Run::cmd(&env, [base, args(&["--yes"])].concat()).run();
-    assert_eq!(o.code(), 0, "{}", o.describe());
+    Run::cmd(&env, [base, args(&["--yes"])].concat())
+        .expect_exit(0)
+        .run();
     assert_eq!(env.record_count(), 2);
 }
 
@@ -871,12 +820,10 @@ fn param_values_from_set_env_and_defaults() {
 #[test]
 fn writing_to_params_fails_the_step_at_its_line() {
     let env = Env::new();
-    let o = Run::cmd(
-        &env,
-        args(&["run", &fixture_arg("params_write.lua"), "--json"]),
-    )
-    .run();
-    assert_eq!(o.code(), 1, "{}", o.describe());
+    let o = Run::new(&env, fixture("params_write.lua"))
+        .json()
+        .expect_exit(1)
+        .run();
     let events = o.events();
     let fin = of_kind(&events, "step_finished");
     assert_eq!(fin[0]["outcome"], "failed");
@@ -955,8 +902,7 @@ fn secrets_appear_nowhere() {
                 a.push("--json".into());
             }
             a.push("last".into());
-            let l = Run::cmd(&env, &a).run();
-            assert_eq!(l.code(), 0, "{}", l.describe());
+            let l = Run::cmd(&env, &a).expect_exit(0).run();
             assert_no_secret(
                 &format!("{what}: {sub}"),
                 &format!("{}{}", l.stdout_text(), l.stderr_text()),
@@ -1017,8 +963,8 @@ step("noop", function() end)
                 "token=typo-of-the-real-Secret",
             ]),
         )
+        .expect_exit(2)
         .run();
-        assert_eq!(o.code(), 2, "{}", o.describe());
         assert!(
             o.stderr_text().contains("param 'token'"),
             "{}",
@@ -1043,7 +989,7 @@ step("noop", function() end)
     );
     // The year: the first four digits of every run id made today.
     let year = humantime_year();
-    let o = Run::cmd(
+    Run::cmd(
         &env,
         args(&[
             "run",
@@ -1053,13 +999,12 @@ step("noop", function() end)
             &format!("pin={year}"),
         ]),
     )
+    .expect_exit(0)
     .run();
-    assert_eq!(o.code(), 0, "{}", o.describe());
     let files = env.record_files();
     let id = files[0].file_stem().unwrap().to_string_lossy().into_owned();
     assert_eq!(env.last_record()[0]["run_id"], id.as_str());
-    let l = Run::cmd(&env, args(&["log", &id])).run();
-    assert_eq!(l.code(), 0, "{}", l.describe());
+    Run::cmd(&env, args(&["log", &id])).expect_exit(0).run();
 }
 
 /// The current UTC year, from the system clock (no date crate in dev-dependencies).
@@ -1087,16 +1032,12 @@ fn humantime_year() -> String {
 fn retries_when_and_unchecked_commands() {
     let env = Env::new();
     let dir = env.scratch();
-    let o = Run::cmd(
-        &env,
-        [
-            args(&["run", &fixture_arg("options.lua"), "--json", "--yes"]),
-            set("dir", &dir).to_vec(),
-        ]
-        .concat(),
-    )
-    .run();
-    assert_eq!(o.code(), 0, "{}", o.describe());
+    let o = Run::new(&env, fixture("options.lua"))
+        .json()
+        .yes()
+        .set("dir", &dir)
+        .expect_exit(0)
+        .run();
     let events = o.events();
 
     let attempts: Vec<(u64, u64)> = of_kind(&events, "step_started")
@@ -1131,16 +1072,12 @@ fn retries_when_and_unchecked_commands() {
 fn a_failing_step_stops_the_run_but_always_steps_run() {
     let env = Env::new();
     let dir = env.scratch();
-    let o = Run::cmd(
-        &env,
-        [
-            args(&["run", &fixture_arg("failing.lua"), "--json", "--yes"]),
-            set("dir", &dir).to_vec(),
-        ]
-        .concat(),
-    )
-    .run();
-    assert_eq!(o.code(), 1, "{}", o.describe());
+    let o = Run::new(&env, fixture("failing.lua"))
+        .json()
+        .yes()
+        .set("dir", &dir)
+        .expect_exit(1)
+        .run();
     let events = o.events();
     assert!(dir.join("first").exists());
     assert!(!dir.join("after").exists(), "a step after the failure ran");
@@ -1169,16 +1106,11 @@ fn a_failing_step_stops_the_run_but_always_steps_run() {
     );
 
     // The terminal view says which step failed and why.
-    let o = Run::cmd(
-        &env,
-        [
-            args(&["run", &fixture_arg("failing.lua"), "--yes"]),
-            set("dir", &dir).to_vec(),
-        ]
-        .concat(),
-    )
-    .run();
-    assert_eq!(o.code(), 1, "{}", o.describe());
+    let o = Run::new(&env, fixture("failing.lua"))
+        .yes()
+        .set("dir", &dir)
+        .expect_exit(1)
+        .run();
     let text = o.stderr_text();
     assert!(text.contains("✗ breaks"), "{text}");
     assert!(text.contains("exit code 7"), "{text}");
@@ -1203,8 +1135,8 @@ fn read_only_commands_run_during_a_dry_run_and_changes_do_not() {
         &env,
         [base.clone(), args(&["--dry-run", "--json"])].concat(),
     )
+    .expect_exit(0)
     .run();
-    assert_eq!(o.code(), 0, "{}", o.describe());
     assert!(dir.join("by-read").exists(), "the read did not run");
     assert!(!dir.join("by-change").exists(), "the dry-run made a change");
     let events = o.events();
@@ -1212,8 +1144,9 @@ fn read_only_commands_run_during_a_dry_run_and_changes_do_not() {
     assert_eq!(changes(&events, "action_planned").len(), 1);
 
     std::fs::remove_file(dir.join("by-read")).unwrap();
-    let o = Run::cmd(&env, [base.clone(), args(&["--yes"])].concat()).run();
-    assert_eq!(o.code(), 0, "{}", o.describe());
+    Run::cmd(&env, [base.clone(), args(&["--yes"])].concat())
+        .expect_exit(0)
+        .run();
     assert!(dir.join("by-read").exists());
     assert!(dir.join("by-change").exists());
 }
@@ -1232,8 +1165,8 @@ fn check_accepts_good_runbooks_and_names_the_line_of_a_syntax_error() {
             &fixture_arg("params.lua"),
         ]),
     )
+    .expect_exit(0)
     .run();
-    assert_eq!(o.code(), 0, "{}", o.describe());
     let text = o.stdout_text();
     assert!(
         text.contains("ok: ") && text.contains("runbook 'flow-options', 1 params, 3 steps"),
@@ -1253,8 +1186,8 @@ fn check_accepts_good_runbooks_and_names_the_line_of_a_syntax_error() {
             &bad.display().to_string(),
         ]),
     )
+    .expect_exit(2)
     .run();
-    assert_eq!(o.code(), 2, "{}", o.describe());
     let text = o.stderr_text();
     assert!(text.contains(&format!("{}:4:", bad.display())), "{text}");
     assert!(
@@ -1266,8 +1199,8 @@ fn check_accepts_good_runbooks_and_names_the_line_of_a_syntax_error() {
         &env,
         args(&["check", &fixture_arg("params.lua"), "--set", "count=abc"]),
     )
+    .expect_exit(2)
     .run();
-    assert_eq!(o.code(), 2, "{}", o.describe());
     assert!(
         o.stderr_text().contains("param 'count'"),
         "{}",
@@ -1275,7 +1208,7 @@ fn check_accepts_good_runbooks_and_names_the_line_of_a_syntax_error() {
     );
     // check runs no step.
     let dir = env.scratch();
-    let o = Run::cmd(
+    Run::cmd(
         &env,
         [
             args(&["check", &fixture_arg("read_only.lua")]),
@@ -1283,8 +1216,8 @@ fn check_accepts_good_runbooks_and_names_the_line_of_a_syntax_error() {
         ]
         .concat(),
     )
+    .expect_exit(0)
     .run();
-    assert_eq!(o.code(), 0, "{}", o.describe());
     assert!(!dir.join("by-read").exists());
     assert_eq!(env.record_count(), 0);
 }
@@ -1299,8 +1232,9 @@ end)
 #[test]
 fn show_lists_params_and_steps_in_order() {
     let env = Env::new();
-    let o = Run::cmd(&env, args(&["show", &fixture_arg("params.lua")])).run();
-    assert_eq!(o.code(), 0, "{}", o.describe());
+    let o = Run::cmd(&env, args(&["show", &fixture_arg("params.lua")]))
+        .expect_exit(0)
+        .run();
     let text = o.stdout_text();
     assert!(text.starts_with("flow-params ("), "{text}");
     assert!(text.contains("reports its params"), "{text}");
@@ -1348,8 +1282,9 @@ fn show_lists_params_and_steps_in_order() {
 fn list_shows_the_runbooks_of_a_dir() {
     let env = Env::new();
     let flow = repo().join("tests/runbooks/flow");
-    let o = Run::cmd(&env, args(&["list", &flow.display().to_string()])).run();
-    assert_eq!(o.code(), 0, "{}", o.describe());
+    let o = Run::cmd(&env, args(&["list", &flow.display().to_string()]))
+        .expect_exit(0)
+        .run();
     let text = o.stdout_text();
     for (file, name) in [
         ("options.lua", "flow-options"),
@@ -1368,8 +1303,7 @@ fn list_shows_the_runbooks_of_a_dir() {
     env.write("runbooks/good.lua", &runbook_named("listed-good"));
     env.write("runbooks/broken.lua", SYNTAX_ERROR);
     env.write("runbooks/notes.txt", "not a runbook");
-    let o = Run::cmd(&env, args(&["list"])).run();
-    assert_eq!(o.code(), 0, "{}", o.describe());
+    let o = Run::cmd(&env, args(&["list"])).expect_exit(0).run();
     let text = o.stdout_text();
     assert!(text.starts_with("runbooks:"), "{text}");
     assert!(text.contains("listed-good"), "{text}");
@@ -1380,15 +1314,15 @@ fn list_shows_the_runbooks_of_a_dir() {
     );
     assert!(!text.contains("notes.txt"), "{text}");
 
-    let o = Run::cmd(&env, args(&["list", "/nonexistent/flow-dir"])).run();
-    assert_eq!(o.code(), 2, "{}", o.describe());
+    Run::cmd(&env, args(&["list", "/nonexistent/flow-dir"]))
+        .expect_exit(2)
+        .run();
 }
 
 #[test]
 fn docs_prints_the_reference_and_a_topic() {
     let env = Env::new();
-    let all = Run::cmd(&env, args(&["docs"])).run();
-    assert_eq!(all.code(), 0, "{}", all.describe());
+    let all = Run::cmd(&env, args(&["docs"])).expect_exit(0).run();
     let all = all.stdout_text();
     assert!(
         all.starts_with("# Lua API reference"),
@@ -1406,8 +1340,7 @@ fn docs_prints_the_reference_and_a_topic() {
         assert!(all.contains(f), "{f} missing from the reference");
     }
 
-    let exec = Run::cmd(&env, args(&["docs", "exec"])).run();
-    assert_eq!(exec.code(), 0, "{}", exec.describe());
+    let exec = Run::cmd(&env, args(&["docs", "exec"])).expect_exit(0).run();
     let exec = exec.stdout_text();
     assert!(exec.contains("t:exec(argv, [opts])"), "{exec}");
     assert!(exec.contains("read_only"), "{exec}");
@@ -1417,12 +1350,12 @@ fn docs_prints_the_reference_and_a_topic() {
     );
     assert!(exec.len() < all.len());
 
-    let module = Run::cmd(&env, args(&["docs", "step"])).run();
-    assert_eq!(module.code(), 0, "{}", module.describe());
+    let module = Run::cmd(&env, args(&["docs", "step"])).expect_exit(0).run();
     assert!(module.stdout_text().contains("retries"));
 
-    let none = Run::cmd(&env, args(&["docs", "nosuchtopic"])).run();
-    assert_eq!(none.code(), 2, "{}", none.describe());
+    let none = Run::cmd(&env, args(&["docs", "nosuchtopic"]))
+        .expect_exit(2)
+        .run();
     assert!(
         none.stderr_text().contains("no docs for 'nosuchtopic'"),
         "{}",
@@ -1444,7 +1377,7 @@ fn bare_names_are_found_in_the_current_dir_then_runbooks() {
     env.write("runbooks/dup.lua", &runbook_named("dup-sub"));
     env.write("runbooks/only.lua", &runbook_named("only-sub"));
     for (name, expected) in [("dup", "dup-top"), ("only", "only-sub")] {
-        let o = Run::cmd(&env, args(&["run", name, "--json"])).run();
+        let o = Run::new(&env, name).json().run();
         assert_eq!(o.code(), 0, "{name}: {}", o.describe());
         let events = o.events();
         assert_eq!(events[0]["runbook"], expected, "{name}");
@@ -1453,23 +1386,26 @@ fn bare_names_are_found_in_the_current_dir_then_runbooks() {
         assert!(s.stdout_text().starts_with(expected), "{}", s.describe());
     }
 
-    let o = Run::cmd(&env, args(&["run", "nosuch"])).run();
-    assert_eq!(o.code(), 2, "{}", o.describe());
+    let o = Run::cmd(&env, args(&["run", "nosuch"]))
+        .expect_exit(2)
+        .run();
     let text = o.stderr_text();
     assert!(text.contains("no runbook 'nosuch'"), "{text}");
     assert!(
         text.contains("./nosuch.lua") && text.contains("./runbooks/nosuch.lua"),
         "{text}"
     );
-    let o = Run::cmd(&env, args(&["run", "nosuch.lua"])).run();
-    assert_eq!(o.code(), 2, "{}", o.describe());
+    let o = Run::cmd(&env, args(&["run", "nosuch.lua"]))
+        .expect_exit(2)
+        .run();
     assert!(
         o.stderr_text().contains("no such runbook file"),
         "{}",
         o.stderr_text()
     );
-    let o = Run::cmd(&env, args(&["run", "runbooks/"])).run();
-    assert_eq!(o.code(), 2, "{}", o.describe());
+    let o = Run::cmd(&env, args(&["run", "runbooks/"]))
+        .expect_exit(2)
+        .run();
     assert!(
         o.stderr_text().contains("is a directory"),
         "{}",
@@ -1495,8 +1431,9 @@ macro_rules! snapshot {
 fn snapshot_dry_run_preview() {
     let env = Env::new();
     copy_fixture(&env, "preview.lua");
-    let o = Run::cmd(&env, args(&["run", "preview.lua", "--dry-run"])).run();
-    assert_eq!(o.code(), 0, "{}", o.describe());
+    let o = Run::cmd(&env, args(&["run", "preview.lua", "--dry-run"]))
+        .expect_exit(0)
+        .run();
     assert!(o.stdout_text().is_empty());
     snapshot!("dry_run_preview", o.stderr_text());
 
@@ -1504,8 +1441,8 @@ fn snapshot_dry_run_preview() {
         &env,
         args(&["run", "preview.lua", "--dry-run", "--offline"]),
     )
+    .expect_exit(0)
     .run();
-    assert_eq!(o.code(), 0, "{}", o.describe());
     snapshot!("dry_run_offline_preview", o.stderr_text());
 }
 
@@ -1579,16 +1516,9 @@ fn any_change_needs_confirmation_without_a_terminal() {
                 "runbook {{ name = \"change\", params = {{ dir = {{ type = \"path\", required = true }} }} }}\nstep(\"change\", function() target(\"local\"):exec({cmd}) end)\n"
             ),
         );
-        let o = Run::cmd(
-            &env,
-            args(&[
-                "run",
-                rb.to_str().unwrap(),
-                "--set",
-                &format!("dir={}", dir.display()),
-            ]),
-        )
-        .run();
+        let o = Run::new(&env, &rb)
+            .args(["--set", &format!("dir={}", dir.display())])
+            .run();
         assert_eq!(o.code(), 2, "{what}: {}", o.describe());
         assert!(
             o.stderr_text()
@@ -1744,18 +1674,12 @@ fn a_closed_stdout_ends_quietly() {
 fn log_writes_the_run_to_stdout() {
     let env = Env::new();
     let dir = env.scratch();
-    let o = Run::cmd(
-        &env,
-        [
-            args(&["run", &fixture_arg("options.lua"), "--yes"]),
-            set("dir", &dir).to_vec(),
-        ]
-        .concat(),
-    )
-    .run();
-    assert_eq!(o.code(), 0, "{}", o.describe());
-    let o = Run::cmd(&env, args(&["log", "last"])).run();
-    assert_eq!(o.code(), 0, "{}", o.describe());
+    Run::new(&env, fixture("options.lua"))
+        .yes()
+        .set("dir", &dir)
+        .expect_exit(0)
+        .run();
+    let o = Run::cmd(&env, args(&["log", "last"])).expect_exit(0).run();
     assert!(o.stdout_text().contains("record: "), "{}", o.describe());
     assert!(
         o.stdout_text().contains("✓"),
@@ -1806,16 +1730,12 @@ step("fan out", function()
 end)
 "#,
     );
-    let o = Run::cmd(
-        &env,
-        [
-            args(&["run", rb.to_str().unwrap(), "--yes", "--json"]),
-            set("dir", &dir).to_vec(),
-        ]
-        .concat(),
-    )
-    .run();
-    assert_eq!(o.code(), 1, "{}", o.describe());
+    let o = Run::new(&env, &rb)
+        .yes()
+        .json()
+        .set("dir", &dir)
+        .expect_exit(1)
+        .run();
     let events = o.events();
     let fin = events.last().unwrap();
     assert_eq!(fin["failed"], 1, "{fin}");
@@ -1838,16 +1758,7 @@ step("read it back", function()
 end)
 "#,
     );
-    let o = Run::cmd(
-        &env,
-        [
-            args(&["run", rb.to_str().unwrap()]),
-            set("dir", &dir).to_vec(),
-        ]
-        .concat(),
-    )
-    .run();
-    assert_eq!(o.code(), 2, "{}", o.describe());
+    let o = Run::new(&env, &rb).set("dir", &dir).expect_exit(2).run();
     assert!(
         o.stderr_text()
             .contains("the plan to confirm could not be made"),
