@@ -4,60 +4,7 @@
 mod common;
 use common::sshd::Fleet;
 use common::*;
-use std::path::{Path, PathBuf};
-
-fn uv_present() -> bool {
-    std::process::Command::new("uv")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-macro_rules! require_uv {
-    () => {
-        if !uv_present() {
-            if std::env::var_os("CI").is_some() {
-                panic!("uv is required (scripts/test installs it)");
-            }
-            eprintln!("skipped: uv is not installed (scripts/test installs it)");
-            return;
-        }
-    };
-}
-
-/// A git checkout of the demo project at `dir` (the "model code" clean-reset restores).
-fn demo_repo(dir: &Path) -> PathBuf {
-    let repo = dir.join("dflash");
-    std::fs::create_dir_all(&repo).unwrap();
-    for f in ["kernels.py", "warmup.py", "train.py"] {
-        std::fs::copy(repo_root().join("examples/train").join(f), repo.join(f)).unwrap();
-    }
-    let git = |args: &[&str]| {
-        let st = std::process::Command::new("git")
-            .arg("-C")
-            .arg(&repo)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            st.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&st.stderr)
-        );
-    };
-    git(&["init", "-q"]);
-    git(&["add", "."]);
-    git(&[
-        "-c",
-        "user.name=t",
-        "-c",
-        "user.email=t@example.invalid",
-        "commit",
-        "-qm",
-        "known good",
-    ]);
-    repo
-}
+use std::path::Path;
 
 /// The demo's training job outlives the run: stop it (jobs are named `JOB-PID`).
 fn stop_job(env: &Env, target: &str, job: &str, extra: &[String]) {
@@ -69,10 +16,6 @@ fn stop_job(env: &Env, target: &str, job: &str, extra: &[String]) {
         ),
     );
     Run::new(env, &stop).args(extra).yes().expect_exit(0).run();
-}
-
-fn repo_root() -> PathBuf {
-    repo()
 }
 
 /// Each test names its own training job: tests run in parallel in one process.

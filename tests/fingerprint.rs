@@ -7,27 +7,10 @@ fn take_save_load_and_diff() {
     let env = Env::new();
     let repo = env.scratch().join("repo");
     std::fs::create_dir_all(&repo).unwrap();
-    let git = |args: &[&str]| {
-        let st = std::process::Command::new("git")
-            .arg("-C")
-            .arg(&repo)
-            .args(args)
-            .status()
-            .unwrap();
-        assert!(st.success());
-    };
-    git(&["init", "-q"]);
+    git(&repo, &["init", "-q"]);
     std::fs::write(repo.join("model.py"), "x = 1\n").unwrap();
-    git(&["add", "."]);
-    git(&[
-        "-c",
-        "user.name=t",
-        "-c",
-        "user.email=t@example.invalid",
-        "commit",
-        "-qm",
-        "one",
-    ]);
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-qm", "one"]);
     let cache = env.scratch().join("cache");
     std::fs::create_dir_all(&cache).unwrap();
     std::fs::write(cache.join("k"), vec![0u8; 10_000]).unwrap();

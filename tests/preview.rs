@@ -11,57 +11,13 @@ use common::*;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
-fn uv_present() -> bool {
-    std::process::Command::new("uv")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-/// Without uv the venv step plans installing it first: another preview.
-macro_rules! require_uv {
-    () => {
-        if !uv_present() {
-            if std::env::var_os("CI").is_some() {
-                panic!("uv is required (scripts/test installs it)");
-            }
-            eprintln!("skipped: uv is not installed (scripts/test installs it)");
-            return;
-        }
-    };
-}
-
 fn bin() -> PathBuf {
     assert_cmd::cargo::cargo_bin!("runbook").to_path_buf()
 }
 
-/// A git checkout of the demo project with `train.py` changed since its commit.
+/// The demo project's checkout with `train.py` changed since its commit.
 fn hacked_repo(dir: &Path) -> PathBuf {
-    let repo = dir.join("dflash");
-    std::fs::create_dir_all(&repo).unwrap();
-    for f in ["kernels.py", "warmup.py", "train.py"] {
-        std::fs::copy(common::repo().join("examples/train").join(f), repo.join(f)).unwrap();
-    }
-    let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .arg("-C")
-            .arg(&repo)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-    };
-    git(&["init", "-q"]);
-    git(&["add", "."]);
-    git(&[
-        "-c",
-        "user.name=t",
-        "-c",
-        "user.email=t@example.invalid",
-        "commit",
-        "-qm",
-        "known good",
-    ]);
+    let repo = demo_repo(dir);
     std::fs::write(repo.join("train.py"), "raise SystemExit('hacked')\n").unwrap();
     repo
 }

@@ -1,6 +1,7 @@
 //! `proc.spawn`, `proc.wait_for`, `proc.stop`: detached jobs that outlive the run (and
 //! its SSH connection), waiting on their logs, stopping them.
 mod common;
+use common::running::{alive, gone_within};
 use common::sshd::Fleet;
 use common::*;
 use std::path::{Path, PathBuf};
@@ -10,26 +11,9 @@ use std::time::{Duration, Instant};
 const TICKER: &str =
     r#"{ "sh", "-c", 'i=0; while :; do i=$((i+1)); echo "step $i 21.5 Ktok/s"; sleep 0.2; done' }"#;
 
-/// Whether `pid` is a live (not zombie) process.
-fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let rest = &stat[stat.rfind(')').unwrap() + 2..];
-            !rest.starts_with('Z')
-        }
-        Err(_) => false,
-    }
-}
-
+/// Whether the job `pid` is gone within 5 s.
 fn wait_dead(pid: u32) -> bool {
-    let t0 = Instant::now();
-    while alive(pid) {
-        if t0.elapsed() > Duration::from_secs(5) {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    true
+    gone_within(pid as i32, Duration::from_secs(5))
 }
 
 /// Kills the process groups of the jobs a test started, whatever happens to the test.
@@ -120,7 +104,7 @@ end)
     assert!(logged(&logs, "line").ends_with(" 21.5 Ktok/s"));
 
     // The run is over; the job is not.
-    assert!(alive(pid), "the job survived the end of the run");
+    assert!(alive(pid as i32), "the job survived the end of the run");
     let pid_file = s.runtime.join("runbook/proc-ticker.pid");
     let recorded = std::fs::read_to_string(&pid_file).unwrap();
     assert_eq!(
@@ -367,7 +351,7 @@ end)
     );
     assert_eq!(logged(&got, "rate"), "21.5");
     assert!(
-        alive(node_pid) && alive(box_pid),
+        alive(node_pid as i32) && alive(box_pid as i32),
         "both jobs outlived the run"
     );
     assert!(

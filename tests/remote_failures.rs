@@ -6,9 +6,9 @@
 //! (common/sshd.rs) and the `pct` test double (tests/bin/pct). sshd runs on this machine,
 //! so a test can see the files and processes a remote command makes.
 mod common;
-use common::argv::lua_str;
+use common::argv::lua_path;
 use common::run::SshConfig;
-use common::running::{alive, Reap};
+use common::running::{alive, gone_within, Reap};
 use common::sshd::Fleet;
 use common::*;
 
@@ -18,10 +18,6 @@ use std::time::{Duration, Instant};
 
 // ---------------------------------------------------------------------------------------
 // helpers
-
-fn lua_path(p: &Path) -> String {
-    lua_str(p.as_os_str().as_encoded_bytes())
-}
 
 /// `runbook run FILE --yes --json --ssh-config CFG`, at most a minute.
 fn run<'e>(env: &'e Env, cfg: &(impl SshConfig + ?Sized), file: &Path) -> Run<'e> {
@@ -54,18 +50,6 @@ fn closed_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-/// Polls up to `limit` for `pid` to be gone.
-fn gone_within(pid: i32, limit: Duration) -> bool {
-    let until = Instant::now() + limit;
-    while alive(pid) {
-        if Instant::now() >= until {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    true
 }
 
 /// The pids `pgrep -f PATTERN` lists (none: empty).

@@ -6,7 +6,8 @@
 //! Locally, over SSH (common/sshd.rs: sshd on this machine, so the test sees the remote
 //! processes) and in a container behind SSH (the `pct` double).
 mod common;
-use common::running::{alive, Reap, Running};
+use common::argv::lua_path;
+use common::running::{alive, gone_within, Reap, Running};
 use common::sshd::Fleet;
 use common::*;
 
@@ -17,15 +18,6 @@ use std::time::{Duration, Instant};
 
 // ---------------------------------------------------------------------------------------
 // helpers
-
-fn lua_str(p: &Path) -> String {
-    let mut s = String::from("\"");
-    for b in p.as_os_str().as_encoded_bytes() {
-        s.push_str(&format!("\\{b:03}"));
-    }
-    s.push('"');
-    s
-}
 
 /// Where the loop keeps its files: under /var/tmp, which a container (the pct double,
 /// with its own /tmp) sees too. Removed when dropped.
@@ -54,8 +46,8 @@ step("beat", function()
   on:exec({{ "sh", "-c", 'echo $$ >> "$1"; while [ ! -e "$2" ]; do date +%s%N >> "$1.$$"; sleep 0.1; done', "sh", {pids}, {stop} }})
 end)
 "#,
-            pids = lua_str(&pids),
-            stop = lua_str(&stop),
+            pids = lua_path(&pids),
+            stop = lua_path(&stop),
         ),
     );
     (rb, pids, stop, Scratch(scratch))
@@ -164,17 +156,6 @@ fn warnings(record: &[Value]) -> Vec<String> {
         .filter(|e| e["event"] == "log" && e["level"] == "warn")
         .map(|e| e["message"].as_str().unwrap_or_default().to_string())
         .collect()
-}
-
-fn gone_within(pid: i32, limit: Duration) -> bool {
-    let until = Instant::now() + limit;
-    while alive(pid) {
-        if Instant::now() >= until {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    true
 }
 
 /// The whole flow: kill -9 mid-command, the copy survives; a dry-run resume names it and

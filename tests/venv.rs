@@ -8,39 +8,6 @@ use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// uv's binary itself (not a pyenv shim, which needs pyenv's environment), or `None`.
-fn real_uv() -> Option<String> {
-    let found = |cmd: &mut Command| -> Option<String> {
-        let out = cmd.output().ok().filter(|o| o.status.success())?;
-        let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        (!path.is_empty()).then_some(path)
-    };
-    let uv = found(Command::new("pyenv").args(["which", "uv"]))
-        .or_else(|| found(Command::new("sh").args(["-c", "command -v uv"])))?;
-    Command::new(&uv)
-        .arg("--version")
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|_| uv)
-}
-
-/// Skips the calling test when uv is missing, unless CI demands it.
-macro_rules! require_uv {
-    () => {
-        match real_uv() {
-            Some(uv) => uv,
-            None => {
-                if std::env::var_os("CI").is_some() {
-                    panic!("uv is required (scripts/test installs it with pip)");
-                }
-                eprintln!("skipped: uv is not installed (`python3 -m pip install uv`)");
-                return;
-            }
-        }
-    };
-}
-
 /// The interpreter the venvs are built with: the one on this machine (uv must never
 /// download one in a test).
 fn python() -> String {

@@ -17,6 +17,11 @@ pub fn lua_str(bytes: &[u8]) -> String {
     s
 }
 
+/// A Lua string literal holding exactly the bytes of path `p`.
+pub fn lua_path(p: &Path) -> String {
+    lua_str(p.as_os_str().as_encoded_bytes())
+}
+
 /// Fragments that break naive quoting, mixed with random bytes into words.
 pub const NASTY: &[&str] = &[
     "'", "\"", "$", "$HOME", "${IFS}", "`id`", "$(id)", "\\", "\\n", "\n", "\r", "\t", " ", "*",

@@ -115,6 +115,81 @@ pub fn parse_ndjson(stdout: &[u8]) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// uv's binary itself (not a pyenv shim, which needs pyenv's environment), or `None`.
+pub fn real_uv() -> Option<String> {
+    let found = |cmd: &mut std::process::Command| -> Option<String> {
+        let out = cmd.output().ok().filter(|o| o.status.success())?;
+        let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        (!path.is_empty()).then_some(path)
+    };
+    let uv = found(std::process::Command::new("pyenv").args(["which", "uv"]))
+        .or_else(|| found(std::process::Command::new("sh").args(["-c", "command -v uv"])))?;
+    std::process::Command::new(&uv)
+        .arg("--version")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|_| uv)
+}
+
+/// uv's path; skips the calling test when uv is missing, unless CI demands it.
+#[macro_export]
+macro_rules! require_uv {
+    () => {
+        match $crate::common::real_uv() {
+            Some(uv) => uv,
+            None => {
+                if std::env::var_os("CI").is_some() {
+                    panic!("uv is required (scripts/test installs it with pip)");
+                }
+                eprintln!("skipped: uv is not installed (`python3 -m pip install uv`)");
+                return;
+            }
+        }
+    };
+}
+
+/// Runs git in `dir` with a fixed identity and no user or system config; its stdout,
+/// trimmed (the test fails when git does).
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.invalid",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A git checkout of the demo training project (examples/train) at `dir/dflash`, its
+/// files committed as "known good": the model code clean-reset restores.
+pub fn demo_repo(dir: &Path) -> PathBuf {
+    let repo = dir.join("dflash");
+    std::fs::create_dir_all(&repo).unwrap();
+    for f in ["kernels.py", "warmup.py", "train.py"] {
+        std::fs::copy(self::repo().join("examples/train").join(f), repo.join(f)).unwrap();
+    }
+    git(&repo, &["init", "-q"]);
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-qm", "known good"]);
+    repo
+}
+
 /// The repository root (for runbooks/ and examples/).
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

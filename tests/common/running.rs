@@ -179,6 +179,18 @@ pub fn alive(pid: i32) -> bool {
     }
 }
 
+/// Polls up to `limit` for `pid` to be gone (see `alive`).
+pub fn gone_within(pid: i32, limit: Duration) -> bool {
+    let until = Instant::now() + limit;
+    while alive(pid) {
+        if Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
 /// Kills, when dropped, processes a test's runbook started (on the "remote" side too:
 /// sshd runs on this machine), so that a failing test leaves nothing behind.
 pub struct Reap(pub Vec<i32>);
