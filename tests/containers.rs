@@ -13,6 +13,7 @@
 //! Without LXC or Podman the real tests skip with a message, unless
 //! `RUNBOOK_REQUIRE_LXC=1` or `RUNBOOK_REQUIRE_PODMAN=1`: then they fail.
 mod common;
+use common::lxc::sh;
 use common::*;
 use std::ffi::OsString;
 use std::io::BufRead;
@@ -68,22 +69,6 @@ fn wait_gone(needle: &str, limit: Duration) -> bool {
         std::thread::sleep(Duration::from_millis(100));
     }
     true
-}
-
-fn sh(args: &[&str]) -> Result<String, String> {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .map_err(|e| format!("{}: {e}", args[0]))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-    } else {
-        Err(format!(
-            "{}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
 }
 
 /// The first `program` on PATH that is not one of the doubles in tests/bin.
@@ -669,17 +654,7 @@ const LXC: &str = "runbook-test-lxc";
 fn lxc_make() -> Result<(), String> {
     let dir = PathBuf::from("/var/lib/lxc").join(LXC);
     if sh(&["lxc-info", "-n", LXC, "-s", "-H"]).is_err() {
-        sh(&["lxc-create", "-n", LXC, "-t", "busybox"])?;
-        // No network: the tests need none, and this machine has no bridge.
-        let config = dir.join("config");
-        let text = std::fs::read_to_string(&config).map_err(|e| e.to_string())?;
-        let text: String = text
-            .lines()
-            .filter(|l| !l.starts_with("lxc.net.0."))
-            .map(|l| format!("{l}\n"))
-            .collect::<String>()
-            + "lxc.net.0.type = empty\n";
-        std::fs::write(&config, text).map_err(|e| e.to_string())?;
+        common::lxc::create_busybox(LXC)?;
     }
     let flock = dir.join("rootfs/bin/flock");
     if !flock.exists() {

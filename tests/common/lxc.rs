@@ -284,22 +284,29 @@ fn remove_tree(dir: &Path) -> Result<(), String> {
     .map(|_| ())
 }
 
+/// `lxc-create` of container `name` from LXC's busybox template, without a network (the
+/// tests need none, and this machine has no bridge); its directory.
+pub fn create_busybox(name: &str) -> Result<PathBuf, String> {
+    sh(&["lxc-create", "-n", name, "-t", "busybox"])?;
+    let dir = lxcpath().join(name);
+    let config = dir.join("config");
+    let text = std::fs::read_to_string(&config).map_err(|e| e.to_string())?;
+    let text: String = text
+        .lines()
+        .filter(|l| !l.starts_with("lxc.net.0."))
+        .map(|l| format!("{l}\n"))
+        .collect::<String>()
+        + "lxc.net.0.type = empty\n";
+    std::fs::write(&config, text).map_err(|e| e.to_string())?;
+    Ok(dir)
+}
+
 fn make(kind: Kind) -> Result<(), String> {
     let vmid = kind.vmid();
     let dir = lxcpath().join(vmid);
     match kind {
         Kind::Busybox | Kind::BusyboxUtil => {
-            sh(&["lxc-create", "-n", vmid, "-t", "busybox"])?;
-            // No network: the tests need none, and this machine has no bridge.
-            let config = dir.join("config");
-            let text = std::fs::read_to_string(&config).map_err(|e| e.to_string())?;
-            let text: String = text
-                .lines()
-                .filter(|l| !l.starts_with("lxc.net.0."))
-                .map(|l| format!("{l}\n"))
-                .collect::<String>()
-                + "lxc.net.0.type = empty\n";
-            std::fs::write(&config, text).map_err(|e| e.to_string())?;
+            create_busybox(vmid)?;
             if kind == Kind::BusyboxUtil {
                 // The busybox template binds the host's /lib and /usr/lib into the
                 // container, so util-linux's binaries run there as they are.
