@@ -183,6 +183,15 @@ end)
 step("clear", function() cache.clear(here, { params.b }) end)
 "#;
 
+/// The caches `TWICE` looks at: `a` (4,000 bytes) and `b` (10 bytes, deleted).
+fn twice_caches(env: &Env) -> (PathBuf, PathBuf) {
+    let work = env.scratch();
+    let (a, b) = (work.join("a"), work.join("b"));
+    cache_of(&a, 4_000);
+    cache_of(&b, 10);
+    (a, b)
+}
+
 fn twice_args(a: &Path, b: &Path) -> Vec<String> {
     sets(&[
         ("a", a.display().to_string()),
@@ -221,10 +230,7 @@ fn sh(line: &str, cwd: &Path) -> std::process::Output {
 #[test]
 fn a_preview_line_runs_by_hand_through_runbook_script() {
     let env = Env::new();
-    let work = env.scratch();
-    let (a, b) = (work.join("a"), work.join("b"));
-    cache_of(&a, 4_000);
-    cache_of(&b, 10);
+    let (a, b) = twice_caches(&env);
     let rb = env.write("twice.lua", TWICE);
 
     // The read, for real with -v: the terminal line, the record's command, its output.
@@ -310,10 +316,7 @@ fn a_preview_line_runs_by_hand_through_runbook_script() {
 #[test]
 fn the_record_and_json_carry_each_body_once() {
     let env = Env::new();
-    let work = env.scratch();
-    let (a, b) = (work.join("a"), work.join("b"));
-    cache_of(&a, 4_000);
-    cache_of(&b, 10);
+    let (a, b) = twice_caches(&env);
     let rb = env.write("twice.lua", TWICE);
     let out = Run::new(&env, &rb)
         .args(twice_args(&a, &b))
