@@ -3,6 +3,7 @@
 //! `~/.cache` and the header's `~/declared` root are the test's own) and inside a
 //! container over SSH (see common/sshd.rs).
 mod common;
+use common::mount::Mounted;
 use common::sshd::Fleet;
 use common::*;
 use std::collections::BTreeMap;
@@ -916,44 +917,6 @@ fn a_parent_swapped_for_a_symlink_mid_clear_never_takes_the_clear_outside_the_ro
         escaped.len()
     );
     assert_eq!(std::fs::read_to_string(&canary).unwrap(), "must stay");
-}
-
-/// A bind mount made for a test, unmounted when the test ends, even when it fails: it
-/// must go before the temp dirs holding it are removed (that removal would follow it).
-struct Mounted(PathBuf);
-
-impl Mounted {
-    fn bind(from: &Path, at: &Path) -> Self {
-        let out = std::process::Command::new("mount")
-            .arg("--bind")
-            .arg(from)
-            .arg(at)
-            .output()
-            .expect("running mount");
-        assert!(
-            out.status.success(),
-            "this test bind-mounts a directory, which needs root (CI runs as root): mount --bind {} {}: {}",
-            from.display(),
-            at.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Mounted(at.to_path_buf())
-    }
-}
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        let ok = std::process::Command::new("umount")
-            .arg(&self.0)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            let _ = std::process::Command::new("umount")
-                .arg("-l")
-                .arg(&self.0)
-                .status();
-        }
-    }
 }
 
 /// `/proc/self/mounts` writes a space in a path as `\040` (tab `\011`, newline `\012`,

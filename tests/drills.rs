@@ -11,6 +11,7 @@
 //! Each drill prints what it measured (`cargo test --test drills -- --nocapture`);
 //! docs/RELIABILITY.md lists the results.
 mod common;
+use common::mount::Mounted;
 use common::running::{alive, stat_fields, Reap, Running};
 use common::sshd::Fleet;
 use common::*;
@@ -367,56 +368,6 @@ fn sigterm_stops_the_tree_in_a_remote_container() {
 // ---------------------------------------------------------------------------------------
 // 3: a state dir that cannot take the record: nothing may change
 
-/// A tmpfs mounted for the test, unmounted when dropped.
-struct Mount(PathBuf);
-
-impl Mount {
-    /// Mounts a tmpfs with `opts` on `dir`; None (with a message) where mounting is not
-    /// permitted (not root, or a container without CAP_SYS_ADMIN).
-    fn tmpfs(dir: &Path, opts: &str) -> Option<Mount> {
-        std::fs::create_dir_all(dir).unwrap();
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", opts, "tmpfs"])
-            .arg(dir)
-            .output();
-        match out {
-            Ok(o) if o.status.success() => Some(Mount(dir.to_path_buf())),
-            Ok(o) => {
-                eprintln!(
-                    "skipped: cannot mount a tmpfs here ({}); this drill needs root with mount rights",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                );
-                None
-            }
-            Err(e) => {
-                eprintln!("skipped: cannot run mount ({e})");
-                None
-            }
-        }
-    }
-
-    fn remount(&self, opts: &str) {
-        let st = Command::new("mount")
-            .args(["-o", &format!("remount,{opts}")])
-            .arg(&self.0)
-            .status()
-            .unwrap();
-        assert!(st.success(), "remount {opts}");
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let ok = Command::new("umount")
-            .arg(&self.0)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-        }
-    }
-}
-
 fn statvfs(dir: &Path) -> libc::statvfs {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
@@ -465,7 +416,7 @@ fn refuses_without_a_record(env: &Env, state: &Path, why: &str) -> String {
 fn read_only_state_dir_refuses_to_start() {
     let env = Env::new();
     let state = env.tmp.path().join("ro-state");
-    let Some(mount) = Mount::tmpfs(&state, "size=1m,mode=0755") else {
+    let Some(mount) = Mounted::tmpfs(&state, "size=1m,mode=0755") else {
         return;
     };
     // Earlier runs' records are there; the filesystem then turned read-only.
@@ -484,7 +435,7 @@ fn read_only_state_dir_refuses_to_start() {
 fn full_state_dir_refuses_to_start() {
     let env = Env::new();
     let state = env.tmp.path().join("full-state");
-    let Some(_mount) = Mount::tmpfs(&state, "size=64k,mode=0755") else {
+    let Some(_mount) = Mounted::tmpfs(&state, "size=64k,mode=0755") else {
         return;
     };
     std::fs::create_dir_all(state.join("runs")).unwrap();
@@ -535,7 +486,7 @@ fn full_state_dir_refuses_to_start() {
 fn state_dir_filling_mid_run_stops_further_changes() {
     let env = Env::new();
     let state = env.tmp.path().join("filling-state");
-    let Some(_mount) = Mount::tmpfs(&state, "size=64k,mode=0755") else {
+    let Some(_mount) = Mounted::tmpfs(&state, "size=64k,mode=0755") else {
         return;
     };
     let dir = env.scratch();

@@ -4,6 +4,7 @@
 
 pub mod argv;
 pub mod lxc;
+pub mod mount;
 pub mod run;
 pub mod running;
 pub mod sshd;
