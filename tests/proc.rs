@@ -296,9 +296,9 @@ end)
     assert_eq!(logged(&logs, "dry"), "nil true true nil false");
     assert!(!log.exists(), "nothing was started");
     assert!(!s.runtime.join("runbook/proc-never.pid").exists());
-    let planned: Vec<String> = parse_ndjson(&out.stdout)
-        .into_iter()
-        .filter(|e| e["event"] == "action_planned")
+    let planned: Vec<String> = out
+        .of_kind("action_planned")
+        .iter()
         .map(|e| e["summary"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(planned.len(), 1, "{planned:?}");

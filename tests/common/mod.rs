@@ -51,13 +51,15 @@ impl Env {
         p
     }
 
-    /// `runbook` with this test's state dir, no colour, and no inherited params.
+    /// `runbook` with this test's state dir, no colour, and no inherited params, as an
+    /// assert_cmd `Command`. Tests run the binary with `Run` (run.rs), which builds on
+    /// `std_cmd`; this is kept for code that wants assert_cmd itself.
     pub fn cmd(&self) -> Command {
         Command::from_std(self.std_cmd())
     }
 
-    /// `cmd` as a `std::process::Command`, for a run started in the background
-    /// (running.rs).
+    /// The `runbook` command every run starts from (`Run::command`): the test's state dir
+    /// and lock file, no colour, no inherited `RUNBOOK_LOG`, the temp dir as current dir.
     pub fn std_cmd(&self) -> std::process::Command {
         let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin!("runbook"));
         c.env("RUNBOOK_STATE_DIR", self.state())
