@@ -315,6 +315,12 @@ fn confirmation() {
         ),
     );
     case(&env, "needs_confirmation", &["run", "change.lua"], 2);
+    // An answer on stdin that is not a terminal confirms nothing.
+    Run::new(&env, "change.lua")
+        .stdin("y\n")
+        .expect_exit(2)
+        .stderr_has("needs confirmation")
+        .run();
     let (code, shown) = Run::new(&env, "change.lua").on_terminal("n\n");
     snap("not_confirmed", &format!("exit {code}\n{shown}"));
     env.write(

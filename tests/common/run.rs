@@ -123,8 +123,6 @@ pub struct Run<'e> {
     exit: Option<i32>,
     stdout_has: Vec<String>,
     stderr_has: Vec<String>,
-    stdout_lacks: Vec<String>,
-    stderr_lacks: Vec<String>,
 }
 
 impl<'e> Run<'e> {
@@ -156,8 +154,6 @@ impl<'e> Run<'e> {
             exit: None,
             stdout_has: Vec::new(),
             stderr_has: Vec::new(),
-            stdout_lacks: Vec::new(),
-            stderr_lacks: Vec::new(),
         }
     }
 
@@ -260,16 +256,6 @@ impl<'e> Run<'e> {
 
     pub fn stderr_has(mut self, text: impl Into<String>) -> Self {
         self.stderr_has.push(text.into());
-        self
-    }
-
-    pub fn stdout_lacks(mut self, text: impl Into<String>) -> Self {
-        self.stdout_lacks.push(text.into());
-        self
-    }
-
-    pub fn stderr_lacks(mut self, text: impl Into<String>) -> Self {
-        self.stderr_lacks.push(text.into());
         self
     }
 
@@ -428,20 +414,6 @@ impl<'e> Run<'e> {
             assert!(
                 stderr.contains(want.as_str()),
                 "stderr lacks {want:?}\n{}",
-                out.describe()
-            );
-        }
-        for unwanted in &self.stdout_lacks {
-            assert!(
-                !stdout.contains(unwanted.as_str()),
-                "stdout has {unwanted:?}\n{}",
-                out.describe()
-            );
-        }
-        for unwanted in &self.stderr_lacks {
-            assert!(
-                !stderr.contains(unwanted.as_str()),
-                "stderr has {unwanted:?}\n{}",
                 out.describe()
             );
         }
