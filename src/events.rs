@@ -25,6 +25,9 @@ pub enum Event {
         resumed_from: Option<String>,
         user: String,
         host: String,
+        /// sha256 of the plan file this run applied (`runbook apply`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        plan: Option<String>,
     },
     StepStarted {
         index: usize,

@@ -444,7 +444,10 @@ fn the_record_and_json_carry_each_body_once() {
         1,
         "{text}"
     );
-    assert!(text.contains("      ┊ # probe.sh MODE NROOTS ROOT"), "{text}");
+    assert!(
+        text.contains("      ┊ # probe.sh MODE NROOTS ROOT"),
+        "{text}"
+    );
 }
 
 /// `runbook script` lists the scripts; an unknown name is a usage error naming the

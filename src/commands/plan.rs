@@ -1,0 +1,107 @@
+//! `runbook plan`: the plan of a runbook, printed or saved for `runbook apply`.
+
+use crate::cli::{PlanArgs, PlanFormat};
+use crate::engine;
+use crate::error::{Error, Result};
+use crate::plan::{ReachedWith, Style};
+use crate::{source, state};
+use std::io::Write;
+use std::path::Path;
+
+pub async fn plan(args: PlanArgs, quiet: bool) -> Result<i32> {
+    let source = source::locate(&args.file)?;
+    let remote = super::remote_settings(&args.remote)?;
+    let reached_with = ReachedWith {
+        inventory: remote.inventory.as_ref().map(|i| absolute(&i.path)),
+        ssh_config: remote.ssh.config.as_deref().map(absolute),
+    };
+    let planned = engine::plan(
+        &source,
+        args.offline,
+        args.sets,
+        state::state_dir(args.state_dir),
+        args.timeout.filter(|t| !t.is_zero()),
+        remote,
+    )
+    .await?;
+    if let Some(why) = planned.failed {
+        eprintln!(
+            "error: {}: the plan could not be made: {why}\nnothing was saved; see the whole dry-run with runbook run {} --dry-run",
+            source.label, args.file
+        );
+        return Ok(1);
+    }
+    let mut plan = planned.plan;
+    plan.reached_with = reached_with;
+    let format = args.format.unwrap_or(match args.output {
+        Some(_) => PlanFormat::Json,
+        None => PlanFormat::Text,
+    });
+    let text = match format {
+        PlanFormat::Json => plan.to_json(),
+        PlanFormat::Text => plan.render(Style::Text),
+        PlanFormat::Md => plan.render(Style::Markdown),
+    };
+    let Some(out) = args.output else {
+        print!("{text}");
+        return Ok(0);
+    };
+    write_new(&out, text.as_bytes())?;
+    if !quiet {
+        if format == PlanFormat::Json {
+            print!("{}", plan.render(Style::Text));
+        }
+        let apply = match format {
+            PlanFormat::Json => format!(
+                "; apply it with runbook apply {} (within --max-age, 1h by default)",
+                out.display()
+            ),
+            _ => String::new(),
+        };
+        eprintln!(
+            "plan saved to {} (sha256 {}){apply}",
+            out.display(),
+            &crate::plan::file_sha256(text.as_bytes())[..12]
+        );
+    }
+    Ok(0)
+}
+
+fn absolute(p: &Path) -> String {
+    std::fs::canonicalize(p)
+        .unwrap_or_else(|_| p.to_path_buf())
+        .display()
+        .to_string()
+}
+
+/// Writes `bytes` to `path` whole or not at all: into a new file beside it (a random name,
+/// created exclusively, so nothing planted there is followed), then renamed over it.
+fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| Error::invalid(format!("-o {}: not a file name", path.display())))?;
+    let salt = crate::plan::Salt::random();
+    let tmp = dir.join(format!(
+        ".{}.{}",
+        name.to_string_lossy(),
+        &salt.digest(b"tmp")[..16]
+    ));
+    let fail = |e: std::io::Error| {
+        Error::invalid(format!("-o {}: cannot write the plan: {e}", path.display()))
+    };
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .map_err(fail)?;
+    let written = f.write_all(bytes).and_then(|()| f.sync_all());
+    if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(fail(e));
+    }
+    Ok(())
+}
