@@ -45,7 +45,7 @@ pub enum Command {
     #[command(after_help = EXIT_CODES)]
     Run(RunArgs),
     /// Make a plan: run the reads, plan the changes (what --dry-run does), and print it,
-    /// or save it with -o for `runbook apply`.
+    /// or save it with -o for `runbook apply`. Given a saved PLAN.json, show that plan.
     Plan(PlanArgs),
     /// Apply a saved plan: refused unless the runbook, params and targets are the ones
     /// it was made for; each change, when reached, must be the planned one.
@@ -159,7 +159,8 @@ pub enum PlanFormat {
 
 #[derive(Debug, Args)]
 pub struct PlanArgs {
-    /// A runbook file, or a bare name: ./NAME.lua, ./runbooks/NAME.lua, then a shipped runbook.
+    /// A runbook file, or a bare name: ./NAME.lua, ./runbooks/NAME.lua, then a shipped
+    /// runbook; or a saved plan (NAME.json) to show, e.g. as Markdown for a review.
     pub file: String,
 
     /// Set a param (repeatable).

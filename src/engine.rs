@@ -865,6 +865,19 @@ async fn run_step(
         let took = started.elapsed();
         let err = match result {
             Ok(()) => {
+                // Held to a plan: a planned change the step did not make (what it read
+                // said there was nothing to do any more) is no difference, but is said.
+                let not_run = match ctx.enforcer.borrow().as_ref() {
+                    Some(e) => e.not_run(index),
+                    None => Vec::new(),
+                };
+                for message in not_run {
+                    ctx.bus.emit(Event::Log {
+                        step: Some(index),
+                        level: "warn".into(),
+                        message,
+                    });
+                }
                 let outcome = if changed { "changed" } else { "ok" };
                 finish(ctx, index, step, outcome, took, None);
                 return if changed {

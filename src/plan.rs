@@ -778,6 +778,20 @@ impl Enforcer {
         Err(lines.join("\n"))
     }
 
+    /// What the attempt of `step` that just succeeded left of its planned changes.
+    pub fn not_run(&self, step: usize) -> Vec<String> {
+        (0..self.planned.len())
+            .filter(|&i| self.planned[i].step == step && !self.used[i])
+            .map(|i| {
+                let c = &self.planned[i];
+                format!(
+                    "step \"{}\": the planned change `{}` on {} was not made: the step found nothing to do there any more",
+                    c.step_name, c.summary, c.target
+                )
+            })
+            .collect()
+    }
+
     /// A read ran: when the plan ran the same read in the same step, on a target this run
     /// has not changed yet, and it returned something else, the warning to show.
     pub fn read(
@@ -828,9 +842,15 @@ pub enum Style {
 
 /// Markdown-escapes ordinary text (summaries, names, notes).
 fn md(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if "\\`*_[]<>|#~".contains(c) {
+    for (i, &c) in chars.iter().enumerate() {
+        // An `_` inside a word (`torchinductor_root`) is no emphasis in GitHub's Markdown.
+        let inside_word = c == '_'
+            && i > 0
+            && chars[i - 1].is_alphanumeric()
+            && chars.get(i + 1).is_some_and(|n| n.is_alphanumeric());
+        if "\\`*_[]<>|#~".contains(c) && !inside_word {
             out.push('\\');
         }
         out.push(c);
@@ -851,6 +871,27 @@ fn code_span(text: &str) -> String {
     format!("{fence}{pad}{text}{pad}{fence}")
 }
 
+/// A command after `- runs:` in a list item: inline when it is one line, else a block
+/// under it (a code span would fold its lines into one).
+fn code_in_list(text: &str) -> String {
+    if text.contains('\n') {
+        format!("\n\n{}", code_block(text, "     "))
+    } else {
+        format!(" {}\n", code_span(text))
+    }
+}
+
+/// A fenced block holding `text` as it is, each line after `indent`.
+fn code_block(text: &str, indent: &str) -> String {
+    let fence = "`".repeat(longest_backtick_run(text).max(2) + 1);
+    let mut out = format!("{indent}{fence}sh\n");
+    for line in text.lines() {
+        out.push_str(&format!("{indent}{line}\n"));
+    }
+    out.push_str(&format!("{indent}{fence}\n"));
+    out
+}
+
 fn longest_backtick_run(text: &str) -> usize {
     let (mut best, mut cur) = (0, 0);
     for c in text.chars() {
@@ -862,6 +903,11 @@ fn longest_backtick_run(text: &str) -> usize {
         }
     }
     best
+}
+
+/// Text in a table cell: GitHub's tables split cells at `|` even inside code spans.
+fn cell(text: &str) -> String {
+    text.replace('|', "\\|")
 }
 
 fn html(text: &str) -> String {
@@ -929,51 +975,51 @@ impl Plan {
                         code_span(&c.target),
                         md(&c.summary)
                     ));
-                    out.push_str(&format!("   - runs: {}\n", code_span(&c.shown)));
-                    let fence = "`".repeat(longest_backtick_run(&c.command).max(2) + 1);
-                    out.push_str(&format!(
-                        "   <details><summary>exact command ({})</summary>\n\n   {fence}sh\n",
-                        if c.stdin_sha256.is_some() {
-                            "with standard input"
-                        } else {
-                            "as it runs"
-                        }
-                    ));
-                    for line in c.command.lines() {
-                        out.push_str(&format!("   {line}\n"));
+                    let exact = c.command == c.shown;
+                    let runs = if exact { "runs, exactly" } else { "runs" };
+                    out.push_str(&format!("   - {runs}:{}", code_in_list(&c.shown)));
+                    if !exact {
+                        out.push_str(&format!(
+                            "   <details><summary>the exact command{}</summary>\n\n{}   </details>\n",
+                            if c.stdin_sha256.is_some() {
+                                ", with its standard input"
+                            } else {
+                                ""
+                            },
+                            code_block(&c.command, "   ")
+                        ));
                     }
-                    out.push_str(&format!("   {fence}\n   </details>\n"));
                 }
             }
         }
         out
     }
 
-    /// The whole plan: header, params, targets, changes, skipped steps and notes.
-    pub fn render(&self, style: Style) -> String {
+    /// The whole plan: header, params, targets, changes, skipped steps and notes; `saved`
+    /// is the plan file (as named, and its sha256), when there is one: what `apply` takes
+    /// and what its record and `history` name.
+    pub fn render(&self, style: Style, saved: Option<(&str, &str)>) -> String {
         match style {
-            Style::Text => self.render_text(),
-            Style::Markdown => self.render_markdown(),
+            Style::Text => self.render_text(saved),
+            Style::Markdown => self.render_markdown(saved),
         }
     }
 
-    fn param_rows(&self) -> Vec<(String, String)> {
+    /// Each param: its value as text, or what is known about it (unset, a secret).
+    fn param_rows(&self) -> Vec<(&str, Result<String, &'static str>)> {
         self.params
             .iter()
             .map(|(k, p)| {
-                let v = if p.secret {
-                    match p.sha256 {
-                        Some(_) => "(secret: set; only a salted sha256 is in the plan)".into(),
-                        None => "(secret: unset)".into(),
+                let v = match (p.secret, &p.sha256, &p.value) {
+                    (true, Some(_), _) => {
+                        Err("secret: set; the plan holds only a salted sha256 of it")
                     }
-                } else {
-                    match &p.value {
-                        None | Some(serde_json::Value::Null) => "(unset)".into(),
-                        Some(serde_json::Value::String(s)) => s.clone(),
-                        Some(v) => v.to_string(),
-                    }
+                    (true, None, _) => Err("secret: unset"),
+                    (false, _, None | Some(serde_json::Value::Null)) => Err("unset"),
+                    (false, _, Some(serde_json::Value::String(s))) => Ok(s.clone()),
+                    (false, _, Some(v)) => Ok(v.to_string()),
                 };
-                (k.clone(), v)
+                (k.as_str(), v)
             })
             .collect()
     }
@@ -1006,7 +1052,7 @@ impl Plan {
         s
     }
 
-    fn render_text(&self) -> String {
+    fn render_text(&self, saved: Option<(&str, &str)>) -> String {
         let mut out = format!(
             "plan for {} ({}, sha256 {}…), made {} by {} with runbook {}{}\n",
             self.runbook.name,
@@ -1021,10 +1067,18 @@ impl Plan {
                 ""
             }
         );
+        if let Some((path, sha)) = saved {
+            out.push_str(&format!(
+                "plan file: {path} (sha256 {}…): apply it with runbook apply {path}\n",
+                &sha[..12.min(sha.len())]
+            ));
+        }
         let params = self.param_rows();
         if !params.is_empty() {
             out.push_str("params:\n");
             for (k, v) in params {
+                // Quoted, so that an empty value or one with spaces reads as what it is.
+                let v = v.map_or_else(|note| format!("({note})"), |v| format!("{v:?}"));
                 out.push_str(&format!("  {k} = {v}\n"));
             }
         }
@@ -1054,7 +1108,7 @@ impl Plan {
         out
     }
 
-    fn render_markdown(&self) -> String {
+    fn render_markdown(&self, saved: Option<(&str, &str)>) -> String {
         let mut out = format!("# Plan: {}\n\n", md(&self.runbook.name));
         if let Some(d) = &self.runbook.description {
             out.push_str(&format!("{}\n\n", md(d)));
@@ -1067,7 +1121,7 @@ impl Plan {
         out.push_str("| | |\n|---|---|\n");
         out.push_str(&format!(
             "| runbook | {} (sha256 {}) |\n",
-            code_span(&self.runbook.path),
+            cell(&code_span(&self.runbook.path)),
             code_span(self.short_sha())
         ));
         out.push_str(&format!(
@@ -1082,17 +1136,28 @@ impl Plan {
             }
         ));
         out.push_str(&format!("| changes | {} |\n", md(&self.summary_line())));
-        out.push_str("| apply | `runbook apply PLAN.json` (refused if the runbook, params or targets differ, or once the plan is older than --max-age, 1h by default) |\n");
+        let (file, sha) = saved.unwrap_or(("PLAN.json", ""));
+        if !sha.is_empty() {
+            out.push_str(&format!(
+                "| plan file | {} (sha256 {}: what the record of its apply names) |\n",
+                cell(&code_span(file)),
+                code_span(&sha[..12.min(sha.len())])
+            ));
+        }
+        out.push_str(&format!(
+            "| apply | {} (refused if the runbook, params or targets differ, or once the plan is older than --max-age, 1h by default) |\n",
+            cell(&code_span(&format!("runbook apply {file}")))
+        ));
         let params = self.param_rows();
         if !params.is_empty() {
             out.push_str("\n## Params\n\n| param | value |\n|---|---|\n");
             for (k, v) in params {
-                let shown = if v.starts_with('(') {
-                    format!("*{}*", md(v.trim_matches(['(', ')'])))
-                } else {
-                    code_span(&v)
+                let shown = match v {
+                    Ok(v) if v.is_empty() => "*empty*".to_string(),
+                    Ok(v) => cell(&code_span(&v)),
+                    Err(note) => format!("*{}*", md(note)),
                 };
-                out.push_str(&format!("| {} | {shown} |\n", md(&k)));
+                out.push_str(&format!("| {} | {shown} |\n", md(k)));
             }
         }
         if !self.targets.is_empty() {
@@ -1100,7 +1165,7 @@ impl Plan {
             for t in &self.targets {
                 out.push_str(&format!(
                     "| {} | {} |\n",
-                    code_span(&t.name),
+                    cell(&code_span(&t.name)),
                     md(&Self::target_text(t))
                 ));
             }
@@ -1380,7 +1445,7 @@ mod tests {
 
     #[test]
     fn markdown_holds_any_text() {
-        assert_eq!(md("a*b_c|d"), "a\\*b\\_c\\|d");
+        assert_eq!(md("a*b_c|d _e_"), "a\\*b_c\\|d \\_e\\_");
         assert_eq!(code_span("rm `x`"), "`` rm `x` ``");
         assert_eq!(code_span("plain"), "`plain`");
     }

@@ -3,12 +3,15 @@
 use crate::cli::{PlanArgs, PlanFormat};
 use crate::engine;
 use crate::error::{Error, Result};
-use crate::plan::{ReachedWith, Style};
+use crate::plan::{Plan, ReachedWith, Style};
 use crate::{source, state};
 use std::io::Write;
 use std::path::Path;
 
 pub async fn plan(args: PlanArgs, quiet: bool) -> Result<i32> {
+    if args.file.ends_with(".json") {
+        return show_saved(args);
+    }
     let source = source::locate(&args.file)?;
     let remote = super::remote_settings(&args.remote)?;
     let reached_with = ReachedWith {
@@ -37,32 +40,55 @@ pub async fn plan(args: PlanArgs, quiet: bool) -> Result<i32> {
         Some(_) => PlanFormat::Json,
         None => PlanFormat::Text,
     });
-    let text = match format {
-        PlanFormat::Json => plan.to_json(),
-        PlanFormat::Text => plan.render(Style::Text),
-        PlanFormat::Md => plan.render(Style::Markdown),
-    };
     let Some(out) = args.output else {
-        print!("{text}");
+        print!("{}", rendered(&plan, format, None));
         return Ok(0);
     };
+    let text = rendered(&plan, format, None);
     write_new(&out, text.as_bytes())?;
+    let shown = out.display().to_string();
+    let sha = crate::plan::file_sha256(text.as_bytes());
     if !quiet {
-        if format == PlanFormat::Json {
-            print!("{}", plan.render(Style::Text));
+        match format {
+            PlanFormat::Json => {
+                print!("{}", plan.render(Style::Text, Some((&shown, &sha))));
+                eprintln!(
+                    "plan saved to {shown}; the Markdown of this very plan, for a review: runbook plan {shown} --format md"
+                );
+            }
+            _ => eprintln!("plan written to {shown}"),
         }
-        let apply = match format {
-            PlanFormat::Json => format!(
-                "; apply it with runbook apply {} (within --max-age, 1h by default)",
-                out.display()
-            ),
-            _ => String::new(),
-        };
-        eprintln!(
-            "plan saved to {} (sha256 {}){apply}",
-            out.display(),
-            &crate::plan::file_sha256(text.as_bytes())[..12]
-        );
+    }
+    Ok(0)
+}
+
+fn rendered(plan: &Plan, format: PlanFormat, saved: Option<(&str, &str)>) -> String {
+    match format {
+        PlanFormat::Json => plan.to_json(),
+        PlanFormat::Text => plan.render(Style::Text, saved),
+        PlanFormat::Md => plan.render(Style::Markdown, saved),
+    }
+}
+
+/// `runbook plan PLAN.json [--format text|md] [-o FILE]`: a saved plan, shown (nothing is
+/// planned again: the reviewer reads the very plan `apply` will hold the run to).
+fn show_saved(args: PlanArgs) -> Result<i32> {
+    if !args.sets.is_empty() || args.offline {
+        return Err(Error::invalid(format!(
+            "{}: a saved plan is shown as it is; --set and --offline are for making one (runbook plan RUNBOOK …)",
+            args.file
+        )));
+    }
+    let bytes = std::fs::read(&args.file)
+        .map_err(|e| Error::invalid(format!("cannot read plan {}: {e}", args.file)))?;
+    let text = String::from_utf8_lossy(&bytes);
+    let plan = Plan::parse(&text, &args.file).map_err(Error::invalid)?;
+    let sha = crate::plan::file_sha256(&bytes);
+    let format = args.format.unwrap_or(PlanFormat::Text);
+    let out = rendered(&plan, format, Some((&args.file, &sha)));
+    match args.output {
+        None => print!("{out}"),
+        Some(path) => write_new(&path, out.as_bytes())?,
     }
     Ok(0)
 }
