@@ -316,19 +316,23 @@ pub async fn run(req: RunRequest) -> Result<i32> {
                 )));
             }
             let hint = "preview with --dry-run, then re-run with --yes";
-            confirm(&req.source.label, &pass.plan, req.json, &cancel, hint).await?;
+            confirm(&req.source.label, &pass.plan, None, req.json, &cancel, hint).await?;
             Some(pass.plan)
         }
         (
             Approval::Saved {
-                plan, path, yes, ..
+                plan,
+                path,
+                yes,
+                sha256,
             },
             _,
         ) => {
             check_saved(plan, &loaded, &req, path).await?;
             if !yes {
                 let hint = format!("review it, then re-run with runbook apply {path} --yes");
-                confirm(path, plan, req.json, &cancel, &hint).await?;
+                let saved = Some((path.as_str(), sha256.as_str()));
+                confirm(path, plan, saved, req.json, &cancel, &hint).await?;
             }
             Some((**plan).clone())
         }
@@ -652,19 +656,26 @@ async fn check_saved(plan: &Plan, loaded: &Loaded, req: &RunRequest, path: &str)
 
 /// Before a real run changes anything (Terraform's rule): if its plan holds any change,
 /// or a step asks for it, show the plan and ask once (or refuse without a terminal).
+/// `saved`: the plan file (as named, and its sha256) of an `apply`, which shows the whole
+/// plan (params, targets) rather than only its changes.
 async fn confirm(
     label: &str,
     plan: &Plan,
+    saved: Option<(&str, &str)>,
     json: bool,
     cancel: &Rc<Cancel>,
     hint: &str,
 ) -> Result<()> {
-    let mut list = plan.render_changes(crate::plan::Style::Text);
-    for name in plan.confirm_steps() {
-        list.push_str(&format!("  step \"{name}\" asks for confirmation\n"));
-    }
-    if list.is_empty() {
+    let asks = plan.confirm_steps();
+    if plan.changes.is_empty() && asks.is_empty() {
         return Ok(());
+    }
+    let mut list = match saved {
+        Some(file) => plan.render(crate::plan::Style::Text, Some(file)),
+        None => plan.render_changes(crate::plan::Style::Text),
+    };
+    for name in asks {
+        list.push_str(&format!("  step \"{name}\" asks for confirmation\n"));
     }
     // The plan's text is masked already.
     let list = list.trim_end();

@@ -406,12 +406,7 @@ impl Plan {
                 _ => {}
             }
         }
-        // A retried step finishes once; a step may have been started and skipped (its
-        // `when`) in no other way, so one entry per index, the last word kept.
-        steps.reverse();
-        let mut seen = std::collections::HashSet::new();
-        steps.retain(|s| seen.insert(s.index));
-        steps.reverse();
+        // (Each step finishes or is skipped once in a run: a retry finishes only at its end.)
         for s in &mut steps {
             s.notes = notes.remove(&s.index).unwrap_or_default();
             s.confirm = pass.declared.get(s.index).is_some_and(|d| d.opts.confirm);

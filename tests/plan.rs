@@ -945,6 +945,64 @@ fn apply_without_yes_needs_a_terminal_to_ask() {
     assert!(!dir.join("touched").exists());
 }
 
+/// On a terminal (util-linux `script` gives it a pty), apply shows the whole plan and
+/// asks: "n" changes nothing, "y" applies it.
+#[test]
+fn apply_on_a_terminal_shows_the_plan_and_asks() {
+    let env = Env::new();
+    let dir = env.scratch();
+    std::fs::write(dir.join("note"), "one").unwrap();
+    let plan = make_plan(
+        &env,
+        &fixture("note.lua"),
+        &sets(&[("dir", &dir.display().to_string())]),
+    );
+    let on_a_terminal = |answer: &str| {
+        let line = format!(
+            "'{}' apply '{}'",
+            assert_cmd::cargo::cargo_bin!("runbook").display(),
+            plan_path(&env).display()
+        );
+        let mut child = std::process::Command::new("script")
+            .args(["-q", "-e", "-c", &line, "/dev/null"])
+            .env("RUNBOOK_STATE_DIR", env.state())
+            .env("RUNBOOK_LOCK_FILE", env.tmp.path().join("runbook.lock"))
+            .env("NO_COLOR", "1")
+            .current_dir(env.tmp.path())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("script (util-linux) runs");
+        {
+            use std::io::Write;
+            let mut stdin = child.stdin.take().unwrap();
+            stdin.write_all(answer.as_bytes()).unwrap();
+            // The pty keeps the answer until the prompt reads it.
+            std::thread::sleep(std::time::Duration::from_secs(2));
+        }
+        let out = child.wait_with_output().unwrap();
+        (out.status.code(), stdout(&out))
+    };
+    let sha = sha256_of(&plan_path(&env));
+    let (code, screen) = on_a_terminal("n\n");
+    assert_eq!(code, Some(2), "{screen}");
+    assert!(
+        screen.contains(&format!(
+            "plan file: {} (sha256 {}…)",
+            plan_path(&env).display(),
+            &sha[..12]
+        )) && screen.contains(&format!("    - on local: touch {}/touched", dir.display()))
+            && screen.contains("Proceed? [y/N]")
+            && screen.contains("not confirmed; nothing was changed"),
+        "{screen}"
+    );
+    assert!(!dir.join("touched").exists());
+    let (code, screen) = on_a_terminal("y\n");
+    assert_eq!(code, Some(0), "{screen}");
+    assert!(dir.join("touched").exists(), "{screen}");
+    assert_eq!(applied(&env.last_record()), planned(&plan));
+}
+
 // ---------------------------------------------------------------------------------------
 // 3. what a plan holds
 
