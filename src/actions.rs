@@ -139,24 +139,42 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
         Mode::DryRun => action.effect == Effect::Change,
         Mode::Offline | Mode::Inspect => true,
     };
-    if action.effect == Effect::Change {
-        let change = || crate::plan::Change {
-            step,
-            target: target.clone(),
-            command: command.clone(),
-            shown: shown.clone(),
-            stdin_digest: crate::plan::Change::digest(action.req.stdin.as_deref()),
-            summary: action.summary.clone(),
-            destructive: action.destructive,
-        };
-        if plan_only {
-            if let Some(recorded) = ctx.recording.borrow_mut().as_mut() {
-                recorded.push(change());
-            }
-        } else if let Some(enforcer) = ctx.enforcer.borrow_mut().as_mut() {
-            // Before the lock, the events and the command: a change nobody saw never starts.
-            let name = ctx.steps.borrow().get(step).map(|s| s.name.clone());
-            enforcer.allow(&change(), &name.unwrap_or_default())?;
+    // A plan pass records every action; a run held to a plan checks each change before
+    // it starts (before the lock, the events and the command: a change nobody saw never
+    // starts) and compares each read. Both name the target by where it resolves, as run
+    // locks do, so an alias that now points elsewhere is a difference.
+    let watched = ctx.recording.borrow().is_some() || ctx.enforcer.borrow().is_some();
+    let destination = match watched {
+        true => ctx.locks.key(action.target).await,
+        false => String::new(),
+    };
+    let step_name = match watched {
+        true => ctx.steps.borrow().get(step).map(|s| s.name.clone()),
+        false => None,
+    }
+    .unwrap_or_default();
+    let summary = action.summary.clone();
+    let seen = || crate::plan::Seen {
+        step,
+        step_name: &step_name,
+        target: &target,
+        destination: &destination,
+        command: &command,
+        shown: &shown,
+        stdin: action.req.stdin.as_deref(),
+        summary: &summary,
+        destructive: action.destructive,
+    };
+    if let Some(rec) = ctx.recording.borrow_mut().as_mut() {
+        rec.target(action.target, &destination);
+        match action.effect {
+            Effect::Change if plan_only => rec.change(&seen()),
+            Effect::Read if plan_only => rec.read(&seen(), None),
+            _ => {}
+        }
+    } else if let Some(enforcer) = ctx.enforcer.borrow_mut().as_mut() {
+        if action.effect == Effect::Change && !plan_only {
+            enforcer.allow(&seen())?;
         }
     }
     if plan_only {
@@ -237,10 +255,10 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
     ctx.bus.emit(Event::ActionStarted {
         step,
         action: id,
-        target,
+        target: target.clone(),
         effect: action.effect,
         summary: action.summary,
-        command: shown,
+        command: shown.clone(),
         script,
     });
     if action.effect == Effect::Change {
@@ -281,6 +299,24 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
             String::new(),
         ),
     };
+    if action.effect == Effect::Read {
+        // What the read returned, for the plan (its digest), or against the plan's.
+        let out = result.as_ref().ok().filter(|_| !secret_output);
+        let returned = out.map(|o| (o.code, o.stdout.as_slice()));
+        let mut warning = None;
+        if let Some(rec) = ctx.recording.borrow_mut().as_mut() {
+            rec.read(&seen(), returned);
+        } else if let Some(enforcer) = ctx.enforcer.borrow_mut().as_mut() {
+            warning = enforcer.read(&seen(), code, returned.map(|(_, out)| out));
+        }
+        if let Some(message) = warning {
+            ctx.bus.emit(Event::Log {
+                step: Some(step),
+                level: Level::Warn,
+                message,
+            });
+        }
+    }
     ctx.bus.emit(Event::ActionFinished {
         step,
         action: id,

@@ -104,14 +104,15 @@ pub struct Ctx {
     /// Targets by name, and the connections of this run (shared with the confirmation
     /// pass, so a host is connected to once).
     pub targets: Rc<Registry>,
-    /// The confirmation pass records the changes it plans here.
-    pub recording: RefCell<Option<Vec<crate::plan::Change>>>,
+    /// The plan pass (a confirmation's, or `runbook plan`'s) records what it plans and
+    /// reads here.
+    pub recording: RefCell<Option<crate::plan::Recording>>,
     /// Jobs a dry-run planned to stop, by (target, `name:N` or `pid:N`): a later spawn of
     /// the same job plans its relaunch instead of refusing it as still running.
     pub planned_stops: RefCell<std::collections::HashSet<(String, String)>>,
     /// Where each job `proc.spawn` started begins in its log, by (target, log path).
     pub job_logs: RefCell<std::collections::HashMap<(String, String), u64>>,
-    /// A confirmed real run is held to the changes that were shown.
+    /// A confirmed real run (or an applied plan) is held to the changes that were shown.
     pub enforcer: RefCell<Option<crate::plan::Enforcer>>,
     /// The state dir of this run (set when a run starts; `fingerprint.save/load` use it).
     pub state_dir: RefCell<Option<PathBuf>>,

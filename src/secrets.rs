@@ -28,6 +28,7 @@ const STRUCTURAL: &[&str] = &[
     "host",
     "boot_id",
     "sha256",
+    "plan",
 ];
 
 /// Secrets shorter than this are likely to be ordinary text too: masking them mangles
