@@ -293,12 +293,17 @@ fn check_rev(rev: &str) -> Result<(), String> {
 }
 
 /// "a.py, b.py, c.py" or "a.py, b.py, … (+8 more)".
-fn list_preview(files: &[String]) -> String {
+/// The first files of a batch, each with the lines it differs by from the known-good
+/// commit (`train.py (+3 -1)`) when the working tree's diff said.
+fn list_preview(files: &[String], stats: &BTreeMap<String, String>) -> String {
     const SHOWN: usize = 5;
     let mut s = files
         .iter()
         .take(SHOWN)
-        .map(String::as_str)
+        .map(|f| match stats.get(f).filter(|s| !s.is_empty()) {
+            Some(stat) => format!("{f} ({stat})"),
+            None => f.clone(),
+        })
         .collect::<Vec<_>>()
         .join(", ");
     if files.len() > SHOWN {
@@ -367,7 +372,23 @@ async fn diff(
     }
     let fields = split_z(&ran.outcome().map(|o| o.stdout.clone()).unwrap_or_default());
     let mut out = BTreeMap::new();
-    if args.contains(&"--name-status") {
+    if args.contains(&"--numstat") {
+        // `ADDED<TAB>DELETED<TAB>PATH` (with --no-renames, never the two-path form); `-`
+        // for both counts when git sees the file as binary.
+        for record in fields {
+            let mut parts = record.splitn(3, '\t');
+            if let (Some(added), Some(deleted), Some(path)) =
+                (parts.next(), parts.next(), parts.next())
+            {
+                let stat = if added == "-" {
+                    "binary".to_string()
+                } else {
+                    format!("+{added} -{deleted}")
+                };
+                out.insert(path.to_string(), stat);
+            }
+        }
+    } else if args.contains(&"--name-status") {
         for pair in fields.chunks(2) {
             if let [status, path] = pair {
                 out.insert(path.clone(), status.clone());
@@ -439,7 +460,7 @@ pub async fn restore(step: &Step<'_>, spec: &RestoreSpec) -> mlua::Result<Restor
                 ),
                 Some(_) => format!(
                     "restore {} in {} to {}",
-                    list_preview(&pathspecs),
+                    list_preview(&pathspecs, &BTreeMap::new()),
                     spec.repo,
                     spec.rev
                 ),
@@ -471,11 +492,12 @@ pub async fn restore(step: &Step<'_>, spec: &RestoreSpec) -> mlua::Result<Restor
         )));
     }
     let short: String = sha.chars().take(7).collect();
-    // Working tree against REV: modified, deleted and added-since tracked files.
+    // Working tree against REV: modified, deleted and added-since tracked files, with the
+    // lines each differs by (what the restore undoes), for the summaries a reviewer reads.
     let worktree = diff(
         step,
         spec,
-        &["--name-only", &sha],
+        &["--numstat", &sha],
         &pathspecs,
         format!("files in {} that differ from {short}", spec.repo),
     )
@@ -526,6 +548,7 @@ pub async fn restore(step: &Step<'_>, spec: &RestoreSpec) -> mlua::Result<Restor
         spec,
         &["--literal-pathspecs", "checkout", &sha, "--"],
         &checkout,
+        &worktree,
         |n| format!("restore {} in {} to {short}", plural(n, "file"), spec.repo),
     )
     .await?;
@@ -541,6 +564,7 @@ pub async fn restore(step: &Step<'_>, spec: &RestoreSpec) -> mlua::Result<Restor
             "--",
         ],
         &remove,
+        &worktree,
         |n| {
             format!(
                 "remove {} that {short} does not have from {}",
@@ -563,6 +587,7 @@ pub async fn restore(step: &Step<'_>, spec: &RestoreSpec) -> mlua::Result<Restor
             "--",
         ],
         &unstage,
+        &worktree,
         |n| {
             format!(
                 "unstage {} in {} (kept on disk)",
@@ -587,13 +612,14 @@ async fn change_in_batches(
     spec: &RestoreSpec,
     args: &[&str],
     files: &[String],
+    stats: &BTreeMap<String, String>,
     what: impl Fn(usize) -> String,
 ) -> mlua::Result<bool> {
     let mut planned = false;
     for batch in batches(files) {
         let mut argv: Vec<String> = args.iter().map(|a| a.to_string()).collect();
         argv.extend(batch.iter().cloned());
-        let summary = format!("{}: {}", what(batch.len()), list_preview(batch));
+        let summary = format!("{}: {}", what(batch.len()), list_preview(batch, stats));
         planned |= run_change(step, spec, git(&spec.repo, argv), summary).await?;
     }
     Ok(planned)
@@ -666,8 +692,20 @@ mod tests {
     #[test]
     fn previews_and_batches() {
         let files: Vec<String> = (1..=7).map(|i| format!("f{i}")).collect();
-        assert_eq!(list_preview(&files[..2]), "f1, f2");
-        assert_eq!(list_preview(&files), "f1, f2, f3, f4, f5, … (+2 more)");
+        let none = BTreeMap::new();
+        assert_eq!(list_preview(&files[..2], &none), "f1, f2");
+        assert_eq!(
+            list_preview(&files, &none),
+            "f1, f2, f3, f4, f5, … (+2 more)"
+        );
+        let stats = BTreeMap::from([
+            ("f1".to_string(), "+3 -1".to_string()),
+            ("f2".to_string(), "binary".to_string()),
+        ]);
+        assert_eq!(
+            list_preview(&files[..3], &stats),
+            "f1 (+3 -1), f2 (binary), f3"
+        );
         assert_eq!(batches(&files).len(), 1);
         let big: Vec<String> = (0..3000).map(|i| format!("{i:040}")).collect();
         let b = batches(&big);

@@ -237,8 +237,12 @@ pub async fn spawn(step: &Step<'_>, spec: &SpawnSpec) -> mlua::Result<Spawned> {
         [] => String::new(),
         names => format!(", env {}", names.join(" ")),
     };
+    let cwd = match &spec.cwd {
+        Some(dir) => format!("in {dir}, "),
+        None => String::new(),
+    };
     let summary = format!(
-        "start job {} in the background: {} (log {}{env})",
+        "start job {} in the background: {} ({cwd}log {}{env})",
         spec.name,
         crate::quote::join(&spec.argv),
         spec.log

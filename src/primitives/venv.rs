@@ -53,6 +53,26 @@ pub struct IndexOptions {
 }
 
 impl IndexOptions {
+    /// Where packages come from, for a summary: ` from URL`, ` from the default index`,
+    /// plus extra indexes and find-links dirs.
+    fn described(&self) -> String {
+        let mut from = Vec::new();
+        if !self.no_index {
+            from.push(
+                self.index_url
+                    .clone()
+                    .unwrap_or_else(|| "the default index".into()),
+            );
+        }
+        from.extend(self.extra_index_urls.iter().cloned());
+        from.extend(self.find_links.iter().map(|d| format!("find-links {d}")));
+        if from.is_empty() {
+            " (no index)".to_string()
+        } else {
+            format!(" from {}", from.join(" + "))
+        }
+    }
+
     /// The flags both uv and pip understand with these exact names.
     fn args(&self) -> Vec<String> {
         let mut out = Vec::new();
@@ -403,25 +423,40 @@ fn build_cmd(spec: &BuildSpec, uv: &str) -> Cmd {
     cmd
 }
 
-/// `build venv /opt/venv (python 3.12, 3 packages, fresh)`.
+/// `build venv /opt/venv (python 3.12, torch==2.11.0 numpy from https://…/cu128, fresh)`:
+/// every package spec (the first few when there are many) and the index they come from,
+/// the facts a reviewer approves.
 fn summary(spec: &BuildSpec) -> String {
+    const SHOWN: usize = 8;
     let python = match &spec.python {
         Some(p) => format!("python {p}"),
         None => "uv's default python".to_string(),
     };
-    let n = spec.packages.len();
     let mut what = Vec::new();
-    if n > 0 {
-        what.push(format!("{n} package{}", if n == 1 { "" } else { "s" }));
+    if !spec.packages.is_empty() {
+        let mut list = spec
+            .packages
+            .iter()
+            .take(SHOWN)
+            .map(|p| crate::quote::quote_word(std::ffi::OsStr::new(p)))
+            .collect::<Vec<_>>()
+            .join(" ");
+        if spec.packages.len() > SHOWN {
+            list.push_str(&format!(" … (+{} more)", spec.packages.len() - SHOWN));
+        }
+        what.push(list);
     }
     if let Some(req) = &spec.requirements {
         what.push(format!("-r {req}"));
     }
-    let what = if what.is_empty() {
+    let mut what = if what.is_empty() {
         "no packages".to_string()
     } else {
         what.join(" + ")
     };
+    if !spec.packages.is_empty() || spec.requirements.is_some() {
+        what.push_str(&spec.index.described());
+    }
     let mode = if spec.fresh { "fresh" } else { "in place" };
     format!("build venv {} ({python}, {what}, {mode})", spec.path)
 }
@@ -626,7 +661,7 @@ mod tests {
     fn summary_reads_like_a_sentence() {
         assert_eq!(
             summary(&spec()),
-            "build venv /opt/venv (python 3.12, 3 packages, fresh)"
+            "build venv /opt/venv (python 3.12, torch==2.11.0 numpy rich from the default index, fresh)"
         );
         let s = BuildSpec {
             python: None,
@@ -637,7 +672,21 @@ mod tests {
         };
         assert_eq!(
             summary(&s),
-            "build venv /opt/venv (uv's default python, 1 package + -r /r.txt, in place)"
+            "build venv /opt/venv (uv's default python, a + -r /r.txt from the default index, in place)"
+        );
+        let s = BuildSpec {
+            packages: (1..=10).map(|i| format!("p{i}")).collect(),
+            index: IndexOptions {
+                index_url: Some("https://download.pytorch.org/whl/cu128".into()),
+                extra_index_urls: vec!["https://pypi.example/simple".into()],
+                ..Default::default()
+            },
+            ..spec()
+        };
+        assert_eq!(
+            summary(&s),
+            "build venv /opt/venv (python 3.12, p1 p2 p3 p4 p5 p6 p7 p8 … (+2 more) from \
+             https://download.pytorch.org/whl/cu128 + https://pypi.example/simple, fresh)"
         );
     }
 
