@@ -1,8 +1,9 @@
 //! `proc.*`: long-running jobs on a target (training, a server warming up). `spawn` starts
 //! one detached from the run, so it keeps running after the run (and its SSH connection)
 //! ends; `wait_for` waits for a line in its log; `stop` ends it. A job's pid is kept in
-//! `${XDG_RUNTIME_DIR:-/tmp}/runbook-proc-NAME.pid` on the target (`/tmp` inside
-//! containers and over SSH without a login session), so a later run finds it by name.
+//! runbook's own directory on the target, `proc-NAME.pid` in `$XDG_RUNTIME_DIR/runbook`
+//! or else `~/.local/state/runbook` (0700, owned by the user, never a symlink: nobody else
+//! can plant or swap it), so a later run finds it by name.
 //! The target needs `sh` and `setsid` (util-linux or busybox).
 
 use super::target::target_arg;
