@@ -92,13 +92,8 @@ impl From<String> for ActionError {
 
 /// Why no new command may start in the running step, if one may not.
 fn stopped(ctx: &Ctx) -> Result<(), ActionError> {
-    if ctx.aborted() {
-        return Err(ActionError::Stop(Why::Interrupted));
-    }
-    if ctx.past_deadline() {
-        return Err(ActionError::Stop(Why::TimedOut));
-    }
-    Ok(())
+    ctx.stopped()
+        .map_or(Ok(()), |why| Err(ActionError::Stop(why)))
 }
 
 /// How the warning about a secret in an argv starts (`check` looks for it).

@@ -7,6 +7,7 @@
 
 pub mod cache;
 pub mod control;
+mod convert;
 pub mod fingerprint;
 pub mod git;
 pub mod gpu;

@@ -5,8 +5,8 @@
 //! scripts passed as argv (`sh -c SCRIPT sh ARG…`), never values pasted into script text;
 //! each is a named [`Script`] (listed in [`SCRIPTS`]), shown by its name in previews.
 //!
-//! The Lua side (`lua_api/<table>.rs`) parses arguments and converts results; the logic
-//! lives here.
+//! The Lua side (`lua_api/<table>.rs`) parses arguments and converts results and errors
+//! ([`Error`]); the logic lives here, and knows nothing of Lua.
 
 pub mod cache;
 pub mod fingerprint;
@@ -16,13 +16,28 @@ pub mod proc;
 pub mod venv;
 pub mod warmup;
 
-use crate::actions::{self, Action, Effect, Performed};
+use crate::abort::{Abort, Why};
+use crate::actions::{self, Action, ActionError, Effect, Performed};
 use crate::ctx::{Ctx, Mode};
 pub use crate::script::Script;
 use crate::targets::failure::TAIL_LINES;
 use crate::targets::{ExecOutcome, ExecRequest, Target};
 use std::ffi::OsString;
 use std::time::Duration;
+
+/// Why a primitive stopped short. Each carries the runbook line that called the
+/// primitive (`Step::at`); `lua_api` turns it into the Lua error, in one place.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// What went wrong, worded for the user: `AT: MSG`.
+    #[error("{at}: {msg}")]
+    Failed { at: String, msg: String },
+    /// The step is being stopped (see `abort.rs`).
+    #[error(transparent)]
+    Stop(Abort),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Options of one command a primitive runs.
 #[derive(Debug, Clone, Default)]
@@ -205,7 +220,7 @@ impl Ran {
 
 impl Step<'_> {
     /// A command that only looks: it runs during `--dry-run` too (planned only offline).
-    pub async fn read(&self, cmd: Cmd, summary: impl Into<String>) -> mlua::Result<Ran> {
+    pub async fn read(&self, cmd: Cmd, summary: impl Into<String>) -> Result<Ran> {
         self.perform(cmd, summary.into(), Effect::Read, false).await
     }
 
@@ -215,7 +230,7 @@ impl Step<'_> {
         cmd: Cmd,
         summary: impl Into<String>,
         destructive: bool,
-    ) -> mlua::Result<Ran> {
+    ) -> Result<Ran> {
         self.perform(cmd, summary.into(), Effect::Change, destructive)
             .await
     }
@@ -241,7 +256,7 @@ impl Step<'_> {
         why: &str,
         env: &[(String, OsString)],
         cwd: Option<&str>,
-    ) -> mlua::Result<()> {
+    ) -> Result<()> {
         if self.dry_run() {
             return Ok(());
         }
@@ -263,8 +278,28 @@ impl Step<'_> {
     }
 
     /// An error that names the Lua line and the target.
-    pub fn fail(&self, msg: impl std::fmt::Display) -> mlua::Error {
-        mlua::Error::runtime(format!("{}: {msg}", self.at))
+    pub fn fail(&self, msg: impl std::fmt::Display) -> Error {
+        Error::Failed {
+            at: self.at.clone(),
+            msg: msg.to_string(),
+        }
+    }
+
+    /// The error for a step that is being stopped, noticed at this primitive's line.
+    pub fn stop(&self, why: Why) -> Error {
+        Error::Stop(Abort {
+            why,
+            at: self.at.clone(),
+        })
+    }
+
+    /// Fails once the step is interrupted or out of time: for a primitive that waits
+    /// between commands, since no command of its own would notice.
+    pub fn check_stopped(&self) -> Result<()> {
+        match self.ctx.stopped() {
+            Some(why) => Err(self.stop(why)),
+            None => Ok(()),
+        }
     }
 
     async fn perform(
@@ -273,7 +308,7 @@ impl Step<'_> {
         summary: String,
         effect: Effect,
         destructive: bool,
-    ) -> mlua::Result<Ran> {
+    ) -> Result<Ran> {
         let action = Action {
             target: self.target,
             req: ExecRequest {
@@ -290,18 +325,20 @@ impl Step<'_> {
             destructive,
             script: cmd.script,
         };
-        match actions::perform(self.ctx, action)
+        let performed = actions::perform(self.ctx, action)
             .await
-            .map_err(|e| e.raise_at(&self.at))?
-        {
+            .map_err(|e| match e {
+                ActionError::Stop(why) => self.stop(why),
+                ActionError::Failed(msg) => self.fail(msg),
+            })?;
+        match performed {
             Performed::Planned => Ok(Ran::Planned),
             Performed::Ran(out) => {
-                use crate::abort::{Abort, Why};
                 if out.interrupted {
-                    return Err(Abort::raise(Why::Interrupted, &self.at));
+                    return Err(self.stop(Why::Interrupted));
                 }
                 if out.deadline_hit {
-                    return Err(Abort::raise(Why::TimedOut, &self.at));
+                    return Err(self.stop(Why::TimedOut));
                 }
                 Ok(Ran::Done(out))
             }
