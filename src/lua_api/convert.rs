@@ -1,8 +1,17 @@
-//! Between the primitives and Lua: a primitive's error becomes the Lua error here, and
-//! only here, so every primitive fails the same way (`file:line: message`, or an
-//! [`Abort`](crate::abort::Abort) matched by type).
+//! Between the primitives and Lua: a primitive's result becomes a Lua value (`to_lua`)
+//! and its error the Lua error here, and only here, so every primitive fails the same
+//! way (`file:line: message`, or an [`Abort`](crate::abort::Abort) matched by type).
 
 use crate::primitives;
+
+/// A serde value as a Lua value, with `None` as nil (mlua's default is a truthy null).
+pub fn to_lua<T: serde::Serialize>(lua: &mlua::Lua, value: &T) -> mlua::Result<mlua::Value> {
+    use mlua::LuaSerdeExt;
+    let opts = mlua::serde::ser::Options::new()
+        .serialize_none_to_null(false)
+        .serialize_unit_to_null(false);
+    lua.to_value_with(value, opts)
+}
 
 impl From<primitives::Error> for mlua::Error {
     fn from(e: primitives::Error) -> Self {

@@ -20,6 +20,8 @@ pub mod target;
 pub mod venv;
 pub mod warmup;
 
+pub use convert::to_lua;
+
 use crate::ctx::{Ctx, Phase};
 use crate::duration;
 use mlua::{Lua, Table, Value};

@@ -346,15 +346,6 @@ impl Step<'_> {
     }
 }
 
-/// A serde value as a Lua value, with `None` as nil (mlua's default is a truthy null).
-pub fn to_lua<T: serde::Serialize>(lua: &mlua::Lua, value: &T) -> mlua::Result<mlua::Value> {
-    use mlua::LuaSerdeExt;
-    let opts = mlua::serde::ser::Options::new()
-        .serialize_none_to_null(false)
-        .serialize_unit_to_null(false);
-    lua.to_value_with(value, opts)
-}
-
 /// A size for people, in binary units (what `ls -h`, `du -h` and `df -h` mean): bytes
 /// below 1 KiB as `512 B`, then one decimal, `4.2 KiB`, `3.0 MiB`, `1.2 GiB`. The one
 /// formatter for sizes in every preview, log line and message, so the same bytes always
