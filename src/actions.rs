@@ -1,7 +1,7 @@
 //! The one place that decides "really do it" or "plan it", for every command any Lua
 //! function or primitive runs. It also turns each action into events.
 
-use crate::abort::{Abort, Why};
+use crate::abort::Why;
 use crate::ctx::{Ctx, Mode};
 use crate::events::{Event, Level};
 use crate::script::Script;
@@ -49,7 +49,8 @@ pub fn shown(target: &Target, req: &ExecRequest, script: Option<&Script>) -> Str
 pub enum Performed {
     /// Not run: a dry-run planned it.
     Planned,
-    Ran(ExecOutcome),
+    /// It ran; `shown` is the command as its events showed it (see [`shown`]).
+    Ran { out: ExecOutcome, shown: String },
 }
 
 /// How much of each stream an `action_finished` event keeps (every line is also an
@@ -72,16 +73,6 @@ pub enum ActionError {
     Stop(Why),
     /// The action itself failed: a bad argv, a lock, a target that cannot be reached.
     Failed(String),
-}
-
-impl ActionError {
-    /// The Lua error for it, at the runbook line `at`.
-    pub fn raise_at(self, at: &str) -> mlua::Error {
-        match self {
-            ActionError::Stop(why) => Abort::raise(why, at),
-            ActionError::Failed(msg) => mlua::Error::runtime(format!("{at}: {msg}")),
-        }
-    }
 }
 
 impl From<String> for ActionError {
@@ -235,7 +226,7 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
         target,
         effect: action.effect,
         summary: action.summary,
-        command: shown,
+        command: shown.clone(),
         script,
     });
     if action.effect == Effect::Change {
@@ -287,5 +278,7 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
         stdout_tail,
         stderr_tail,
     });
-    result.map(Performed::Ran).map_err(ActionError::Failed)
+    result
+        .map(|out| Performed::Ran { out, shown })
+        .map_err(ActionError::Failed)
 }

@@ -129,7 +129,7 @@ async fn query(step: &Step<'_>, flag: &str, fields: &str, summary: &str) -> Resu
     let ran = step
         .read(Cmd::new(argv).timeout(QUERY_TIMEOUT), summary)
         .await?;
-    let Ran::Done(out) = &ran else {
+    let Ran::Done { out, .. } = &ran else {
         return Ok(None);
     };
     let stdout = ran.stdout();

@@ -49,6 +49,8 @@ pub struct Cmd {
     pub timeout: Option<Duration>,
     /// The script `argv` runs (`sh -c BODY sh ARG…`), so it is shown by name.
     pub script: Option<&'static Script>,
+    /// The command prints a secret (see `ExecRequest::secret_output`).
+    pub secret_output: bool,
 }
 
 /// Every script a primitive runs, for `runbook script`.
@@ -153,7 +155,12 @@ pub struct Step<'a> {
 /// What a command gave back, or that it only was planned.
 pub enum Ran {
     Planned,
-    Done(ExecOutcome),
+    /// `shown` is the command as people saw it (previews, events): rendered once, by
+    /// `actions::perform`.
+    Done {
+        out: ExecOutcome,
+        shown: String,
+    },
 }
 
 impl Ran {
@@ -164,7 +171,7 @@ impl Ran {
     /// The outcome, for a command that must have run (reads outside `--offline`).
     pub fn outcome(&self) -> Option<&ExecOutcome> {
         match self {
-            Ran::Done(o) => Some(o),
+            Ran::Done { out, .. } => Some(out),
             Ran::Planned => None,
         }
     }
@@ -172,7 +179,7 @@ impl Ran {
     pub fn ok(&self) -> bool {
         match self {
             Ran::Planned => true,
-            Ran::Done(o) => o.code == Some(0) && !o.timed_out,
+            Ran::Done { out, .. } => out.code == Some(0) && !out.timed_out,
         }
     }
 
@@ -207,7 +214,7 @@ impl Ran {
         timeout: Option<Duration>,
     ) -> String {
         match self {
-            Ran::Done(o) => o.failed(what, target, timeout),
+            Ran::Done { out, .. } => out.failed(what, target, timeout),
             Ran::Planned => format!("{what} was only planned"),
         }
     }
@@ -221,7 +228,7 @@ impl Ran {
 impl Step<'_> {
     /// A command that only looks: it runs during `--dry-run` too (planned only offline).
     pub async fn read(&self, cmd: Cmd, summary: impl Into<String>) -> Result<Ran> {
-        self.perform(cmd, summary.into(), Effect::Read, false).await
+        self.run(cmd, summary.into(), Effect::Read, false).await
     }
 
     /// A command that changes the target: planned, not run, during `--dry-run`.
@@ -231,7 +238,7 @@ impl Step<'_> {
         summary: impl Into<String>,
         destructive: bool,
     ) -> Result<Ran> {
-        self.perform(cmd, summary.into(), Effect::Change, destructive)
+        self.run(cmd, summary.into(), Effect::Change, destructive)
             .await
     }
 
@@ -302,7 +309,10 @@ impl Step<'_> {
         }
     }
 
-    async fn perform(
+    /// Any command, read or change: the one way a command of a runbook runs (`t:exec`
+    /// and `t:shell` too), so that stopping the step and the errors it gives are the
+    /// same for all of them.
+    pub async fn run(
         &self,
         cmd: Cmd,
         summary: String,
@@ -318,7 +328,7 @@ impl Step<'_> {
                 stdin: cmd.stdin,
                 timeout: cmd.timeout,
                 script: None,
-                secret_output: false,
+                secret_output: cmd.secret_output,
             },
             effect,
             summary,
@@ -333,14 +343,14 @@ impl Step<'_> {
             })?;
         match performed {
             Performed::Planned => Ok(Ran::Planned),
-            Performed::Ran(out) => {
+            Performed::Ran { out, shown } => {
                 if out.interrupted {
                     return Err(self.stop(Why::Interrupted));
                 }
                 if out.deadline_hit {
                     return Err(self.stop(Why::TimedOut));
                 }
-                Ok(Ran::Done(out))
+                Ok(Ran::Done { out, shown })
             }
         }
     }

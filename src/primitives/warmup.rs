@@ -123,7 +123,7 @@ pub async fn run(step: &Step<'_>, spec: &Spec) -> Result<Outcome> {
                 planned: true,
             })
         }
-        Ran::Done(out) => out,
+        Ran::Done { out, .. } => out,
     };
     let target = step.target.name();
     if !ran.ok() {
