@@ -34,13 +34,15 @@ fn table(name: &str, files: &[(String, PathBuf)]) -> String {
     s
 }
 
-/// One section per `src/lua_api/*.rs` file: its `//!` summary, then every `/// Lua:` block.
+/// One section per `src/lua_api/*.rs` file that has a `/// Lua:` block: its `//!`
+/// summary, then every such block. Files without one are helpers, not a Lua table.
 fn api_reference(dir: &Path) -> String {
     let mut files: Vec<PathBuf> = fs::read_dir(dir)
         .unwrap()
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "rs") && !p.ends_with("mod.rs"))
+        .filter(|p| fs::read_to_string(p).is_ok_and(|t| t.contains("/// Lua: ")))
         .collect();
     files.sort();
     let mut doc = String::from(

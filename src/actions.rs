@@ -1,7 +1,7 @@
 //! The one place that decides "really do it" or "plan it", for every command any Lua
 //! function or primitive runs. It also turns each action into events.
 
-use crate::abort::{Abort, Why};
+use crate::abort::Why;
 use crate::ctx::{Ctx, Mode};
 use crate::events::{Event, Level};
 use crate::script::Script;
@@ -49,7 +49,8 @@ pub fn shown(target: &Target, req: &ExecRequest, script: Option<&Script>) -> Str
 pub enum Performed {
     /// Not run: a dry-run planned it.
     Planned,
-    Ran(ExecOutcome),
+    /// It ran; `shown` is the command as its events showed it (see [`shown`]).
+    Ran { out: ExecOutcome, shown: String },
 }
 
 /// How much of each stream an `action_finished` event keeps (every line is also an
@@ -74,16 +75,6 @@ pub enum ActionError {
     Failed(String),
 }
 
-impl ActionError {
-    /// The Lua error for it, at the runbook line `at`.
-    pub fn raise_at(self, at: &str) -> mlua::Error {
-        match self {
-            ActionError::Stop(why) => Abort::raise(why, at),
-            ActionError::Failed(msg) => mlua::Error::runtime(format!("{at}: {msg}")),
-        }
-    }
-}
-
 impl From<String> for ActionError {
     fn from(msg: String) -> Self {
         ActionError::Failed(msg)
@@ -92,13 +83,8 @@ impl From<String> for ActionError {
 
 /// Why no new command may start in the running step, if one may not.
 fn stopped(ctx: &Ctx) -> Result<(), ActionError> {
-    if ctx.aborted() {
-        return Err(ActionError::Stop(Why::Interrupted));
-    }
-    if ctx.past_deadline() {
-        return Err(ActionError::Stop(Why::TimedOut));
-    }
-    Ok(())
+    ctx.stopped()
+        .map_or(Ok(()), |why| Err(ActionError::Stop(why)))
 }
 
 /// How the warning about a secret in an argv starts (`check` looks for it).
@@ -328,5 +314,7 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
         stdout_tail,
         stderr_tail,
     });
-    result.map(Performed::Ran).map_err(ActionError::Failed)
+    result
+        .map(|out| Performed::Ran { out, shown })
+        .map_err(ActionError::Failed)
 }

@@ -1,6 +1,7 @@
 //! The state one run (or one load, for `check`/`show`/`list`) shares between the engine
 //! and the Lua API. It lives in the Lua VM's app data; callbacks fetch it per call.
 
+use crate::abort::Why;
 use crate::cancel::Cancel;
 use crate::events::Bus;
 use crate::params::{Missing, ParamSpec, ParamValue};
@@ -185,5 +186,18 @@ impl Ctx {
 
     pub fn past_deadline(&self) -> bool {
         self.deadline.get().is_some_and(|d| Instant::now() >= d)
+    }
+
+    /// Why the running step is being stopped, if it is: the one check that every place
+    /// which notices it (the instruction hook, `sleep`, commands, waiting primitives)
+    /// asks.
+    pub fn stopped(&self) -> Option<Why> {
+        if self.aborted() {
+            Some(Why::Interrupted)
+        } else if self.past_deadline() {
+            Some(Why::TimedOut)
+        } else {
+            None
+        }
     }
 }

@@ -994,7 +994,7 @@ async fn run_step(
 /// error points where the hook last saw Lua run.
 fn still_standing(ctx: &Ctx, fallback: &str) -> mlua::Result<()> {
     let at = ctx.last_location.borrow().clone();
-    sandbox::abort_check(ctx, if at.is_empty() { fallback } else { &at })
+    crate::lua_api::vm::abort_check(ctx, if at.is_empty() { fallback } else { &at })
 }
 
 /// Sleeps unless interrupted; returns false when a signal cut it short.

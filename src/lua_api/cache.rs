@@ -4,11 +4,12 @@
 //! `~/.cache`, `~/.triton`, and the header's `cache_roots`.
 
 use super::target::target_arg;
+use super::to_lua;
 use super::{
     bool_value, check_keys, err_at, location, path_list, require_running, whole_number_value,
 };
 use crate::primitives::cache::{self, ClearOpts};
-use crate::primitives::{to_lua, Step};
+use crate::primitives::Step;
 use crate::targets::Target;
 use mlua::{Lua, Table, Value};
 use std::rc::Rc;

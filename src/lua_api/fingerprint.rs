@@ -1,11 +1,12 @@
 //! `fingerprint.*`: describe an environment, keep the known-good one, say what changed.
 
 use super::target::target_arg;
+use super::to_lua;
 use super::{check_keys, ctx, err_at, location, path_list, require_running, string_value};
 use crate::ctx::Mode;
 use crate::events::Event;
 use crate::primitives::fingerprint::{self, Fingerprint, Scope};
-use crate::primitives::{to_lua, Step};
+use crate::primitives::Step;
 use mlua::{Lua, LuaSerdeExt, Table, Value};
 
 const TAKE_KEYS: &[&str] = &["venv", "python", "repo", "caches"];

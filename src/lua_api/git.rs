@@ -3,9 +3,10 @@
 //! over SSH and inside containers; the target needs `git` 2.11 or newer.
 
 use super::target::target_arg;
+use super::to_lua;
 use super::{check_keys, err_at, location, path_list, require_running, string_value};
 use crate::primitives::git::{self, RestoreSpec};
-use crate::primitives::{to_lua, Step};
+use crate::primitives::Step;
 use mlua::{Lua, Table, Value};
 
 const RESTORE_KEYS: &[&str] = &["repo", "paths", "rev"];

@@ -2,9 +2,10 @@
 //! job's GPUs are there before it starts.
 
 use super::target::target_arg;
+use super::to_lua;
 use super::{bool_value, check_keys, err_at, location, require_running, string_value};
 use crate::primitives::gpu::{self, Probe, Requirement};
-use crate::primitives::{to_lua, Step};
+use crate::primitives::Step;
 use mlua::{Lua, Table, Value};
 
 const REQUIRE_KEYS: &[&str] = &["count", "idle", "min_free_mib", "name"];

@@ -7,6 +7,7 @@
 
 pub mod cache;
 pub mod control;
+mod convert;
 pub mod fingerprint;
 pub mod git;
 pub mod gpu;
@@ -17,7 +18,10 @@ pub mod runbook;
 pub mod step;
 pub mod target;
 pub mod venv;
+pub mod vm;
 pub mod warmup;
+
+pub use convert::to_lua;
 
 use crate::ctx::{Ctx, Phase};
 use crate::duration;
@@ -85,13 +89,13 @@ pub fn require_running(lua: &Lua, what: &str) -> mlua::Result<Rc<Ctx>> {
         ));
     }
     // Commands run while the step's code is suspended; that needs the step's own thread.
-    if crate::sandbox::in_runbook_coroutine(lua) {
+    if vm::in_runbook_coroutine(lua) {
         return Err(err_at(
             lua,
             format!("{what} cannot run inside a coroutine made with coroutine.create/wrap (runbook could not supervise it there); call it from the step itself, or use parallel() for concurrency"),
         ));
     }
-    if !crate::sandbox::can_suspend(lua) {
+    if !vm::can_suspend(lua) {
         return Err(err_at(
             lua,
             format!("{what} cannot run inside a callback that Lua calls from C (string.gsub, table.sort, a metamethod such as __tostring or __index, …); collect what you need there and run commands from the step itself"),
@@ -365,7 +369,7 @@ pub fn error_message(e: &mlua::Error) -> String {
         mlua::Error::SyntaxError { message, .. } => message.clone(),
         mlua::Error::MemoryError(_) => format!(
             "out of memory: the runbook went over its Lua memory limit ({} MiB)",
-            crate::sandbox::MEMORY_LIMIT / (1024 * 1024)
+            vm::MEMORY_LIMIT / (1024 * 1024)
         ),
         mlua::Error::ExternalError(inner) => inner.to_string(),
         other => other.to_string(),

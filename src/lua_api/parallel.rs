@@ -123,7 +123,7 @@ async fn parallel(
         return Ok(results);
     }
     // An abort (timeout, Ctrl-C) is reported as such by the engine, not as item failures.
-    crate::sandbox::abort_check(&ctx, &super::location(&lua))?;
+    super::vm::abort_check(&ctx, &super::location(&lua))?;
     Err(err_at(
         &lua,
         format!(

@@ -7,10 +7,11 @@
 //! The target needs `sh` and `setsid` (util-linux or busybox).
 
 use super::target::target_arg;
+use super::to_lua;
 use super::{bool_value, check_keys, err_at, location, require_running, string_value, timeout_or};
 use super::{env_table, word_list};
 use crate::primitives::proc::{self, SpawnSpec, Which};
-use crate::primitives::{to_lua, Step};
+use crate::primitives::Step;
 use mlua::{Lua, Table, Value};
 use std::ffi::OsString;
 use std::time::Duration;

@@ -4,10 +4,11 @@ use super::{
     bool_value, check_keys, ctx, duration_value, env_table, err_at, location, require_running,
     string_value, timeout_value, whole_number_value, word_list,
 };
-use crate::actions::{self, Action, Effect, Performed};
+use crate::actions::Effect;
+use crate::primitives::{Cmd, Ran, Step};
 use crate::targets::registry::expand_home;
 use crate::targets::ssh::SshSpec;
-use crate::targets::{Container, ExecOutcome, ExecRequest, Target};
+use crate::targets::{Container, ExecRequest, Target};
 use mlua::{Lua, Table, UserData, UserDataMethods, UserDataRef, Value};
 use std::ffi::OsString;
 use std::rc::Rc;
@@ -559,22 +560,35 @@ async fn run(
         Effect::Change
     };
     let timeout = o.req.timeout;
-    // As the preview showed it (the env/cwd wrappers of a remote hop not spelt out).
-    let command = actions::shown(target, &o.req, None);
-    let action = Action {
-        target,
-        req: o.req,
-        effect,
-        summary,
-        destructive,
+    // `req.script` is left behind: nothing reads it.
+    let ExecRequest {
+        argv,
+        env,
+        cwd,
+        stdin,
+        secret_output,
+        ..
+    } = o.req;
+    let cmd = Cmd {
+        argv,
+        env,
+        cwd,
+        stdin,
+        timeout,
         script: None,
+        secret_output,
     };
-    let performed = actions::perform(ctx, action)
-        .await
-        .map_err(|e| e.raise_at(&loc))?;
+    let step = Step {
+        ctx,
+        target,
+        at: loc,
+    };
+    let ran = step.run(cmd, summary, effect, destructive).await?;
+    let ok = ran.ok();
     let result = lua.create_table()?;
-    let out = match performed {
-        Performed::Planned => {
+    // As the preview showed it (the env/cwd wrappers of a remote hop not spelt out).
+    let (out, command) = match ran {
+        Ran::Planned => {
             result.raw_set("ok", true)?;
             result.raw_set("code", 0)?;
             result.raw_set("stdout", "")?;
@@ -583,16 +597,8 @@ async fn run(
             result.raw_set("planned", true)?;
             return Ok(result);
         }
-        Performed::Ran(out) => out,
+        Ran::Done { out, shown } => (out, shown),
     };
-    use crate::abort::{Abort, Why};
-    if out.interrupted {
-        return Err(Abort::raise(Why::Interrupted, &loc));
-    }
-    if out.deadline_hit {
-        return Err(Abort::raise(Why::TimedOut, &loc));
-    }
-    let ok = out.code == Some(0) && !out.timed_out;
     result.raw_set("ok", ok)?;
     result.raw_set("code", out.code)?;
     result.raw_set("stdout", lua.create_string(&out.stdout)?)?;
@@ -604,27 +610,11 @@ async fn run(
         result.raw_set("truncated", true)?;
     }
     if !ok && o.check {
-        return Err(mlua::Error::runtime(failure_message(
-            &loc,
-            &target.name(),
-            &command,
-            &out,
-            timeout,
-        )));
+        let head = out.failed("command", Some(&target.name()), timeout);
+        let tail = out.stderr_tail(crate::targets::failure::TAIL_LINES);
+        return Err(step.fail(format!("{head}: {command}{tail}")).into());
     }
     Ok(result)
-}
-
-fn failure_message(
-    loc: &str,
-    target: &str,
-    command: &str,
-    out: &ExecOutcome,
-    timeout: Option<std::time::Duration>,
-) -> String {
-    let head = out.failed("command", Some(target), timeout);
-    let tail = out.stderr_tail(crate::targets::failure::TAIL_LINES);
-    format!("{loc}: {head}: {command}{tail}")
 }
 
 /// The target a primitive was given as its first argument (`cache.clear(t, …)`).

@@ -1,12 +1,13 @@
 //! `venv.build`: Python virtual environments built with uv on the target, fresh and
 //! swapped in only once they verify.
 
+use super::to_lua;
 use super::{
     bool_value, check_keys, err_at, location, require_running, string_value, timeout_value,
 };
 use crate::lua_api::target::target_arg;
 use crate::primitives::venv::{self as prim, BuildSpec, IndexOptions};
-use crate::primitives::{to_lua, Step};
+use crate::primitives::Step;
 use mlua::{Lua, Table, Value};
 
 const BUILD_KEYS: &[&str] = &[

@@ -1,12 +1,13 @@
 //! `warmup.*`: run the script that fills the compile caches, and check that it did.
 
 use super::target::target_arg;
+use super::to_lua;
 use super::{
     bool_value, check_keys, err_at, location, path_list, require_running, string_value,
     timeout_value,
 };
 use crate::primitives::warmup::{self, Spec};
-use crate::primitives::{to_lua, Step};
+use crate::primitives::Step;
 use mlua::{Lua, Table, Value};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;

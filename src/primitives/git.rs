@@ -4,7 +4,7 @@
 //! container; paths always come after `--`, and `--literal-pathspecs` keeps names with
 //! `*` or `:` literal.
 
-use super::{Cmd, Ran, Step};
+use super::{Cmd, Error, Ran, Result, Step};
 use crate::targets::failure::TAIL_LINES;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -72,13 +72,13 @@ where
 }
 
 /// A failed git command's message: `WHAT failed (WHY) on TARGET` and git's last lines.
-fn git_error(step: &Step<'_>, ran: &Ran, what: impl std::fmt::Display) -> mlua::Error {
+fn git_error(step: &Step<'_>, ran: &Ran, what: impl std::fmt::Display) -> Error {
     step.fail(ran.failure(what, Some(&step.target.name()), None))
 }
 
 /// `needs git on TARGET` where the shell found no git (exit 127). Every git primitive
 /// reads before it changes anything, so this comes before any change.
-fn missing_git(step: &Step<'_>, what: &str, ran: &Ran) -> Option<mlua::Error> {
+fn missing_git(step: &Step<'_>, what: &str, ran: &Ran) -> Option<Error> {
     ran.outcome().filter(|o| o.code == Some(127)).map(|_| {
         step.fail(format!(
             "{what}: {}",
@@ -99,7 +99,7 @@ fn split_z(out: &[u8]) -> Vec<String> {
         .collect()
 }
 
-fn check_repo(step: &Step<'_>, what: &str, repo: &str) -> mlua::Result<()> {
+fn check_repo(step: &Step<'_>, what: &str, repo: &str) -> Result<()> {
     if repo.is_empty() {
         return Err(step.fail(format!("{what}: repo is empty")));
     }
@@ -107,7 +107,7 @@ fn check_repo(step: &Step<'_>, what: &str, repo: &str) -> mlua::Result<()> {
 }
 
 /// The commit at HEAD of `repo` (two reads).
-pub async fn head(step: &Step<'_>, repo: &str) -> mlua::Result<Head> {
+pub async fn head(step: &Step<'_>, repo: &str) -> Result<Head> {
     check_repo(step, "git.head", repo)?;
     let cmd = git(
         repo,
@@ -164,7 +164,7 @@ async fn read_or_fail(
     repo: &str,
     summary: String,
     failing: &str,
-) -> mlua::Result<Option<Ran>> {
+) -> Result<Option<Ran>> {
     let ran = step.read(cmd, summary).await?;
     if ran.planned() {
         return Ok(None);
@@ -179,7 +179,7 @@ async fn read_or_fail(
 }
 
 /// `git status --porcelain=v1 -z`, parsed.
-pub async fn status(step: &Step<'_>, repo: &str) -> mlua::Result<Status> {
+pub async fn status(step: &Step<'_>, repo: &str) -> Result<Status> {
     check_repo(step, "git.status", repo)?;
     let cmd = git(repo, ["status", "--porcelain=v1", "-z"]);
     let Some(ran) = read_or_fail(
@@ -348,7 +348,7 @@ async fn diff(
     args: &[&str],
     pathspecs: &[String],
     summary: String,
-) -> mlua::Result<BTreeMap<String, String>> {
+) -> Result<BTreeMap<String, String>> {
     let mut argv: Vec<String> = [
         "--literal-pathspecs",
         "diff",
@@ -408,7 +408,7 @@ async fn diff(
 /// changes: `git checkout REV -- files` for the files `rev` has, `git rm` for files added
 /// since `rev` that a commit still holds, and `git rm --cached` (unstage, keep the file)
 /// for new files no commit holds. Untracked files are never touched.
-pub async fn restore(step: &Step<'_>, spec: &RestoreSpec) -> mlua::Result<Restored> {
+pub async fn restore(step: &Step<'_>, spec: &RestoreSpec) -> Result<Restored> {
     check_repo(step, "git.restore", &spec.repo)?;
     check_rev(&spec.rev).map_err(|e| step.fail(format!("git.restore: {e}")))?;
     let pathspecs: Vec<String> = match &spec.paths {
@@ -614,7 +614,7 @@ async fn change_in_batches(
     files: &[String],
     stats: &BTreeMap<String, String>,
     what: impl Fn(usize) -> String,
-) -> mlua::Result<bool> {
+) -> Result<bool> {
     let mut planned = false;
     for batch in batches(files) {
         let mut argv: Vec<String> = args.iter().map(|a| a.to_string()).collect();
@@ -631,7 +631,7 @@ async fn run_change(
     spec: &RestoreSpec,
     cmd: Cmd,
     summary: String,
-) -> mlua::Result<bool> {
+) -> Result<bool> {
     let ran = step.change(cmd, summary, true).await?;
     if ran.planned() {
         return Ok(true);

@@ -11,7 +11,7 @@
 //!    the real run: the `<ts>` of the build directory is therefore taken on the target;
 //! 3. a read lists what ended up installed.
 
-use super::{Cmd, Ran, Script, Step};
+use super::{Cmd, Error, Ran, Result, Script, Step};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::time::Duration;
@@ -112,7 +112,7 @@ pub struct Built {
 }
 
 /// Builds (or, in a dry-run, plans) the venv described by `spec` on the step's target.
-pub async fn build(step: &Step<'_>, spec: &BuildSpec) -> mlua::Result<Built> {
+pub async fn build(step: &Step<'_>, spec: &BuildSpec) -> Result<Built> {
     let probe = probe(
         step,
         spec.uv.as_deref(),
@@ -185,7 +185,7 @@ pub async fn build(step: &Step<'_>, spec: &BuildSpec) -> mlua::Result<Built> {
 }
 
 /// An error naming the Lua line (from `step.fail`) and the target.
-fn fail(step: &Step<'_>, msg: impl std::fmt::Display) -> mlua::Error {
+fn fail(step: &Step<'_>, msg: impl std::fmt::Display) -> Error {
     step.fail(format!("venv.build on {}: {msg}", step.target.name()))
 }
 
@@ -230,7 +230,7 @@ async fn probe(
     python: Option<&str>,
     path: &str,
     timeout: Option<Duration>,
-) -> mlua::Result<Option<Probe>> {
+) -> Result<Option<Probe>> {
     let mut cmd = Cmd::script(
         &PROBE_SCRIPT,
         [uv.unwrap_or(""), path, python.unwrap_or("")],
@@ -277,7 +277,7 @@ async fn find_or_install_uv(
     step: &Step<'_>,
     spec: &BuildSpec,
     probe: Option<&Probe>,
-) -> mlua::Result<String> {
+) -> Result<String> {
     let Some(probe) = probe else {
         // Offline plan: nothing was looked at; show the command with the uv we would look for.
         return Ok(spec.uv.clone().unwrap_or_else(|| "uv".to_string()));
@@ -323,7 +323,7 @@ async fn find_or_install_uv(
 /// `python3 -m pip install --user uv`, with the build's index options. pip refuses
 /// `--user` installs into a distribution's "externally managed" Python (PEP 668) unless
 /// told otherwise; a `--user` install does not touch the system's packages, so it is told.
-async fn install_uv(step: &Step<'_>, spec: &BuildSpec, home: &str) -> mlua::Result<String> {
+async fn install_uv(step: &Step<'_>, spec: &BuildSpec, home: &str) -> Result<String> {
     let mut argv: Vec<String> = ["python3", "-m", "pip", "install", "--user"]
         .map(String::from)
         .to_vec();
@@ -531,7 +531,7 @@ pub(crate) static LIST_SCRIPT: Script = Script::new(
     LIST,
 );
 
-async fn installed(step: &Step<'_>, path: &str, uv: &str) -> mlua::Result<(String, Vec<Package>)> {
+async fn installed(step: &Step<'_>, path: &str, uv: &str) -> Result<(String, Vec<Package>)> {
     let ran = step
         .read(
             Cmd::script(&LIST_SCRIPT, [uv, path]),
