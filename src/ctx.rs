@@ -4,10 +4,10 @@
 use crate::abort::Why;
 use crate::cancel::Cancel;
 use crate::events::Bus;
-use crate::params::{Missing, ParamSpec, ParamValue};
+pub use crate::params::Header;
+use crate::params::Missing;
 use crate::targets::registry::{Registry, RemoteSettings};
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -41,17 +41,6 @@ pub enum Phase {
     Declaring,
     /// Steps run one by one.
     Running,
-}
-
-#[derive(Debug, Clone)]
-pub struct Header {
-    pub name: String,
-    pub description: Option<String>,
-    pub params: Vec<ParamSpec>,
-    pub values: BTreeMap<String, Option<ParamValue>>,
-    /// Extra directories (absolute, or `~/…` on the target) under which `cache.clear` may
-    /// delete, beside the built-in cache roots.
-    pub cache_roots: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default)]

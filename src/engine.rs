@@ -605,14 +605,17 @@ async fn plan_pass(p: PlanPass<'_>) -> Result<Planned> {
     let header = plan.header();
     let steps = plan.steps();
     let mask = |t: &str| plan.ctx.bus.mask(t);
+    let confirms: Vec<bool> = steps.iter().map(|d| d.opts.confirm).collect();
     let made = Plan::assemble(crate::plan::Pass {
         header: &header,
-        source: p.source,
+        label: &p.source.label,
+        from_file: p.source.dir.is_some(),
+        sha256: p.source.content_hash(),
         mode: p.mode.label(),
         recording,
         events: &events,
         created_by: format!("{}@{}", whoami(), hostname()),
-        declared: &steps,
+        confirms: &confirms,
         mask: &mask,
     });
     Ok(Planned { plan: made, failed })

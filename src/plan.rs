@@ -20,8 +20,8 @@
 //! plans of runbooks with weak secrets where the secret itself could be kept. Text in a
 //! plan (summaries, commands) has every secret masked; the digests are of the real text.
 
-use crate::ctx::Header;
 use crate::events::Event;
+use crate::params::Header;
 use crate::targets::{Hop, Target};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -334,12 +334,17 @@ pub struct ReachedWith {
 /// What `Plan::assemble` is made from: the plan pass's context, after its steps ran.
 pub struct Pass<'a> {
     pub header: &'a Header,
-    pub source: &'a crate::source::Source,
+    /// The runbook as messages name it (its path as given, or `<shipped>/NAME.lua`),
+    /// whether it came from a file (not shipped), and its content's sha256.
+    pub label: &'a str,
+    pub from_file: bool,
+    pub sha256: String,
     pub mode: &'a str,
     pub recording: Recording,
     pub events: &'a [Event],
     pub created_by: String,
-    pub declared: &'a [crate::ctx::StepDecl],
+    /// For each declared step: whether it asks for confirmation.
+    pub confirms: &'a [bool],
     /// The plan pass's masker: every text the plan keeps goes through it.
     pub mask: &'a dyn Fn(&str) -> String,
 }
@@ -411,7 +416,7 @@ impl Plan {
         // (Each step finishes or is skipped once in a run: a retry finishes only at its end.)
         for s in &mut steps {
             s.notes = notes.remove(&s.index).unwrap_or_default();
-            s.confirm = pass.declared.get(s.index).is_some_and(|d| d.opts.confirm);
+            s.confirm = pass.confirms.get(s.index).copied().unwrap_or(false);
         }
         let mut changes = rec.changes;
         for c in &mut changes {
@@ -432,9 +437,9 @@ impl Plan {
                 *r = mask(r);
             }
         }
-        let label = &pass.source.label;
-        let shipped = match (&pass.source.dir, label.strip_prefix("<shipped>/")) {
-            (None, Some(rest)) => rest.strip_suffix(".lua").map(str::to_string),
+        let label = pass.label;
+        let shipped = match (pass.from_file, label.strip_prefix("<shipped>/")) {
+            (false, Some(rest)) => rest.strip_suffix(".lua").map(str::to_string),
             _ => None,
         };
         let file = match shipped {
@@ -452,10 +457,10 @@ impl Plan {
             runbook: PlannedRunbook {
                 name: pass.header.name.clone(),
                 description: pass.header.description.as_deref().map(mask),
-                path: label.clone(),
+                path: label.to_string(),
                 file,
                 shipped,
-                sha256: pass.source.content_hash(),
+                sha256: pass.sha256,
             },
             salt,
             params,
