@@ -54,6 +54,8 @@ fn option_fields(text: &str, name: &str) -> Vec<(String, Vec<String>)> {
             break;
         } else if let Some(d) = l.strip_prefix("///") {
             doc.push(d.strip_prefix(' ').unwrap_or(d).to_string());
+        } else if l.starts_with("//") || l.is_empty() {
+            continue;
         } else if l.starts_with("#[") {
             if let Some((_, r)) = l.split_once("rename = \"") {
                 rename = r.split('"').next().map(str::to_string);
