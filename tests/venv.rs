@@ -526,7 +526,10 @@ fn options_are_checked_before_anything_runs() {
     for (extra, want) in [
         (r#"packages = { "--pre" }"#, "packages holds the option"),
         (r#"pakages = { "x" }"#, "unknown option 'pakages'"),
-        (r#"fresh = "yes""#, "fresh: expected true or false"),
+        (
+            r#"fresh = "yes""#,
+            "option 'fresh' must be a boolean, got string",
+        ),
     ] {
         let error = case.failure(extra);
         assert!(error.contains(want), "{extra}: {error}");
