@@ -769,35 +769,6 @@ impl<const MIN: i64, const MAX: i64> Whole<MIN, MAX> {
     }
 }
 
-/// The option names an options struct takes, as serde reads them (renames applied).
-#[cfg(test)]
-pub fn fields_of<T: DeserializeOwned>() -> &'static [&'static str] {
-    struct Probe<'a>(&'a std::cell::Cell<&'static [&'static str]>);
-    impl<'de> Deserializer<'de> for Probe<'_> {
-        type Error = Error;
-        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Error> {
-            Err(Error::text("not an options struct"))
-        }
-        fn deserialize_struct<V: Visitor<'de>>(
-            self,
-            _: &'static str,
-            fields: &'static [&'static str],
-            _: V,
-        ) -> Result<V::Value, Error> {
-            self.0.set(fields);
-            Err(Error::text("probed"))
-        }
-        serde::forward_to_deserialize_any! {
-            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
-            byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map enum
-            identifier ignored_any
-        }
-    }
-    let found = std::cell::Cell::new(&[][..]);
-    let _ = T::deserialize(Probe(&found));
-    found.get()
-}
-
 /// `#[serde(default = "options::yes")]`, for an option that is on unless turned off.
 pub fn yes() -> bool {
     true
@@ -808,6 +779,34 @@ mod tests {
     use super::*;
     use crate::lua_api::{cache, fingerprint, git, gpu, parallel, proc, runbook, step, target};
     use crate::lua_api::{venv, warmup};
+
+    /// The option names an options struct takes, as serde reads them (renames applied).
+    fn fields_of<T: DeserializeOwned>() -> &'static [&'static str] {
+        struct Probe<'a>(&'a std::cell::Cell<&'static [&'static str]>);
+        impl<'de> Deserializer<'de> for Probe<'_> {
+            type Error = Error;
+            fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Error> {
+                Err(Error::text("not an options struct"))
+            }
+            fn deserialize_struct<V: Visitor<'de>>(
+                self,
+                _: &'static str,
+                fields: &'static [&'static str],
+                _: V,
+            ) -> Result<V::Value, Error> {
+                self.0.set(fields);
+                Err(Error::text("probed"))
+            }
+            serde::forward_to_deserialize_any! {
+                bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+                byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map enum
+                identifier ignored_any
+            }
+        }
+        let found = std::cell::Cell::new(&[][..]);
+        let _ = T::deserialize(Probe(&found));
+        found.get()
+    }
 
     mod documented {
         include!(concat!(env!("OUT_DIR"), "/documented_options.rs"));
