@@ -94,6 +94,9 @@ pub enum Command {
         /// Print the whole reference as Markdown (as in docs/lua-api.md).
         #[arg(long)]
         markdown: bool,
+        /// Print what the Lua VM defines, as JSON (for the docs test).
+        #[arg(long, hide = true, conflicts_with_all = ["topic", "markdown"])]
+        globals: bool,
     },
     /// Print one of the scripts runbook runs on targets (NAME as previews show it, e.g.
     /// venv-build), or list them: a preview's `NAME.sh ARG…` runs by hand as

@@ -7,7 +7,6 @@ use common::sshd::Fleet;
 use common::*;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
 type Fields = BTreeMap<String, String>;
 
@@ -61,8 +60,8 @@ impl Scene {
     /// `runbook run tests/runbooks/cache/FILE --json --set K=V…` with HOME and a clean
     /// torch environment.
     fn run(&self, file: &str, sets: &[(&str, &str)], extra: &[&str]) -> Output {
-        let mut c = self.env.cmd();
-        c.env("HOME", self.home());
+        let mut run = Run::new(&self.env, repo().join("tests/runbooks/cache").join(file))
+            .env("HOME", self.home());
         for var in [
             "TORCHINDUCTOR_CACHE_DIR",
             "TORCH_EXTENSIONS_DIR",
@@ -71,15 +70,13 @@ impl Scene {
             "XDG_CACHE_HOME",
             "TMPDIR",
         ] {
-            c.env_remove(var);
+            run = run.env_remove(var);
         }
-        c.arg("run")
-            .arg(repo().join("tests/runbooks/cache").join(file))
-            .arg("--json");
+        run = run.json();
         for (k, v) in sets {
-            c.arg("--set").arg(format!("{k}={v}"));
+            run = run.set(k, v);
         }
-        c.args(extra).output().unwrap()
+        run.args(extra).run()
     }
 
     fn clear(&self, paths: &[&str], sets: &[(&str, &str)], extra: &[&str]) -> Output {
@@ -98,15 +95,6 @@ fn fill(dir: &Path, n: usize, size: usize) {
     }
 }
 
-fn describe(out: &Output) -> String {
-    format!(
-        "exit {:?}\nstderr: {}\nstdout: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    )
-}
-
 /// The `result` lines show.lua logged, as key → value.
 fn results(out: &Output) -> Vec<Fields> {
     logs(out, "result")
@@ -115,10 +103,8 @@ fn results(out: &Output) -> Vec<Fields> {
 /// The log lines that start with `tag<TAB>`: `key=value` fields (or `_1`, `_2`… for
 /// plain ones).
 fn logs(out: &Output, tag: &str) -> Vec<Fields> {
-    parse_ndjson(&out.stdout)
+    out.logs()
         .iter()
-        .filter(|e| e["event"] == "log")
-        .filter_map(|e| e["message"].as_str())
         .filter_map(|m| m.strip_prefix(&format!("{tag}\t")).map(str::to_string))
         .map(|m| {
             m.split('\t')
@@ -129,23 +115,6 @@ fn logs(out: &Output, tag: &str) -> Vec<Fields> {
                 })
                 .collect()
         })
-        .collect()
-}
-
-/// The failed step's error.
-fn step_error(out: &Output) -> String {
-    parse_ndjson(&out.stdout)
-        .iter()
-        .filter(|e| e["event"] == "step_finished")
-        .filter_map(|e| e["error"].as_str().map(str::to_string))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn events_of(out: &Output, kind: &str) -> Vec<serde_json::Value> {
-    parse_ndjson(&out.stdout)
-        .into_iter()
-        .filter(|e| e["event"] == kind)
         .collect()
 }
 
@@ -166,8 +135,8 @@ fn clears_under_tmp_and_a_declared_root_after_a_truthful_preview() {
 
     // Dry-run: real sizes in the preview (the look is a read), nothing deleted.
     let dry = scene.clear(&paths, &[], &["--dry-run"]);
-    assert!(dry.status.success(), "{}", describe(&dry));
-    let planned: Vec<_> = events_of(&dry, "action_planned");
+    dry.assert_exit(0);
+    let planned: Vec<_> = dry.of_kind("action_planned");
     let summaries: Vec<&str> = planned
         .iter()
         .filter_map(|e| e["summary"].as_str())
@@ -180,7 +149,7 @@ fn clears_under_tmp_and_a_declared_root_after_a_truthful_preview() {
             format!("delete {} (2.9 MiB, 3 files)", declared_real.display()),
         ],
         "{}",
-        describe(&dry)
+        dry.describe()
     );
     // The command is the delete script with the root and the resolved path as its
     // arguments: it checks the path again from the root as it deletes.
@@ -217,18 +186,13 @@ fn clears_under_tmp_and_a_declared_root_after_a_truthful_preview() {
     );
 
     // The terminal preview says the same.
-    let mut c = scene.env.cmd();
-    let text = c
+    let stderr = Run::new(&scene.env, repo().join("tests/runbooks/cache/clear.lua"))
         .env("HOME", scene.home())
-        .arg("run")
-        .arg(repo().join("tests/runbooks/cache/clear.lua"))
-        .arg("--set")
-        .arg(format!("paths={}", paths.join("|")))
-        .arg("--dry-run")
-        .output()
-        .unwrap();
+        .set("paths", paths.join("|"))
+        .dry_run()
+        .run()
+        .stderr_text();
     // The script by its name, with the arguments.
-    let stderr = String::from_utf8_lossy(&text.stderr);
     let shown = format!(
         "delete {} (1.9 MiB, 1,101 files)\n      $ cache-delete.sh /tmp {}\n",
         inductor.display(),
@@ -238,7 +202,7 @@ fn clears_under_tmp_and_a_declared_root_after_a_truthful_preview() {
 
     // The real run deletes both, and nothing around them.
     let real = scene.clear(&paths, &[], &["--yes"]);
-    assert!(real.status.success(), "{}", describe(&real));
+    real.assert_exit(0);
     assert!(!inductor.exists() && !declared.exists());
     assert!(scene.home().join("declared").exists(), "the root stays");
     let r = results(&real);
@@ -249,9 +213,10 @@ fn clears_under_tmp_and_a_declared_root_after_a_truthful_preview() {
 
     // Clearing again: nothing there, nothing to do.
     let again = scene.clear(&paths, &[], &["--yes"]);
-    assert!(again.status.success(), "{}", describe(&again));
+    again.assert_exit(0);
     assert!(results(&again).iter().all(|r| r["changed"] == "false"));
-    assert!(events_of(&again, "action_started")
+    assert!(again
+        .of_kind("action_started")
         .iter()
         .all(|e| e["effect"] == "read"));
 }
@@ -302,8 +267,8 @@ fn hostile_paths_are_refused_and_nothing_is_deleted() {
     ];
     for (path, rule) in &cases {
         let out = scene.clear(&[path], &[], &["--yes"]);
-        assert_eq!(out.status.code(), Some(1), "{path}: {}", describe(&out));
-        let err = step_error(&out);
+        assert_eq!(out.status.code(), Some(1), "{path}: {}", out.describe());
+        let err = out.step_errors();
         assert!(
             err.contains(&format!("{path}: {rule}")) && err.contains("nothing was deleted"),
             "{path}: expected '{rule}' in: {err}"
@@ -315,8 +280,8 @@ fn hostile_paths_are_refused_and_nothing_is_deleted() {
     let mut all: Vec<&str> = vec![s(&valid)];
     all.extend(cases.iter().map(|(p, _)| p.as_str()));
     let out = scene.clear(&all, &[("force", "true")], &["--yes"]);
-    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
-    let err = step_error(&out);
+    out.assert_exit(1);
+    let err = out.step_errors();
     for (path, rule) in &cases {
         assert!(err.contains(&format!("{path}: {rule}")), "{err}");
     }
@@ -324,14 +289,14 @@ fn hostile_paths_are_refused_and_nothing_is_deleted() {
     assert!(valid.join("f0").exists(), "the valid path was deleted");
     assert!(canary.exists() && std::fs::read_link(&link).is_ok());
     assert!(
-        events_of(&out, "action_started")
+        out.of_kind("action_started")
             .iter()
             .all(|e| e["effect"] == "read"),
         "a change ran"
     );
     // The rules hold in a dry-run too (the preview fails the same way).
     let dry = scene.clear(&all, &[], &["--dry-run"]);
-    assert_eq!(dry.status.code(), Some(1), "{}", describe(&dry));
+    dry.assert_exit(1);
 }
 
 /// Removes what a test made beside its temp dirs under /tmp (a symlink, a kept copy)
@@ -372,8 +337,8 @@ fn a_process_using_the_cache_blocks_the_clear_unless_forced() {
     let pid = sleeper.0.id();
 
     let out = scene.clear(&[s(&busy)], &[], &["--yes"]);
-    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
-    let err = step_error(&out);
+    out.assert_exit(1);
+    let err = out.step_errors();
     assert!(
         err.contains(&format!(
             "{}: is in use by pid {pid} (sleep 30)",
@@ -385,7 +350,7 @@ fn a_process_using_the_cache_blocks_the_clear_unless_forced() {
     assert!(busy.join("kernels/f1").exists());
 
     let forced = scene.clear(&[s(&busy)], &[("force", "true")], &["--yes"]);
-    assert!(forced.status.success(), "{}", describe(&forced));
+    forced.assert_exit(0);
     assert!(!busy.exists());
     drop(sleeper);
 }
@@ -398,8 +363,8 @@ fn keep_moves_aside_and_restore_brings_it_back() {
     std::fs::write(dir.join("a/note"), "known good").unwrap();
 
     let dry = scene.clear(&[s(&dir)], &[("keep", "true")], &["--dry-run"]);
-    assert!(dry.status.success(), "{}", describe(&dry));
-    let summary = events_of(&dry, "action_planned")[0]["summary"]
+    dry.assert_exit(0);
+    let summary = dry.of_kind("action_planned")[0]["summary"]
         .as_str()
         .unwrap()
         .to_string();
@@ -412,7 +377,7 @@ fn keep_moves_aside_and_restore_brings_it_back() {
     assert!(dir.join("a/note").exists(), "a dry-run moves nothing");
 
     let kept = scene.clear(&[s(&dir)], &[("keep", "true")], &["--yes"]);
-    assert!(kept.status.success(), "{}", describe(&kept));
+    kept.assert_exit(0);
     let r = results(&kept);
     let kept_as = PathBuf::from(&r[0]["kept_as"]);
     assert!(!dir.exists());
@@ -433,11 +398,13 @@ fn keep_moves_aside_and_restore_brings_it_back() {
     // The cache came back (a new compile) and is not empty: restore refuses unless forced.
     fill(&dir, 1, 5);
     let refused = scene.clear(&[s(&dir)], &[("op", "restore")], &["--yes"]);
-    assert_eq!(refused.status.code(), Some(1), "{}", describe(&refused));
+    refused.assert_exit(1);
     assert!(
-        step_error(&refused).contains("exists again and is not empty"),
+        refused
+            .step_errors()
+            .contains("exists again and is not empty"),
         "{}",
-        step_error(&refused)
+        refused.step_errors()
     );
     assert!(dir.join("f0").exists() && kept_as.exists());
 
@@ -446,7 +413,7 @@ fn keep_moves_aside_and_restore_brings_it_back() {
         &[("op", "restore"), ("force", "true")],
         &["--yes"],
     );
-    assert!(restored.status.success(), "{}", describe(&restored));
+    restored.assert_exit(0);
     assert_eq!(
         results(&restored)[0]["restored_from"],
         kept_as.to_str().unwrap()
@@ -465,13 +432,13 @@ fn keep_moves_aside_and_restore_brings_it_back() {
 
     // Nothing kept any more: nothing to restore, like clearing an absent path.
     let none = scene.clear(&[s(&dir)], &[("op", "restore")], &["--yes"]);
-    assert!(none.status.success(), "{}", describe(&none));
+    none.assert_exit(0);
     assert_eq!(results(&none)[0]["changed"], "false");
     assert!(dir.join("a/note").exists());
 
     // cache.size reads without changing anything.
     let size = scene.clear(&[s(&dir)], &[("op", "size")], &["--yes"]);
-    assert!(size.status.success(), "{}", describe(&size));
+    size.assert_exit(0);
     let r = results(&size);
     assert_eq!(
         (r[0]["existed"].as_str(), r[0]["files"].as_str()),
@@ -481,7 +448,7 @@ fn keep_moves_aside_and_restore_brings_it_back() {
 
 /// The summaries of the changes a run planned (or started), in order.
 fn change_summaries(out: &Output, kind: &str) -> Vec<String> {
-    events_of(out, kind)
+    out.of_kind(kind)
         .iter()
         .filter(|e| e["effect"] == "change")
         .map(|e| e["summary"].as_str().unwrap_or_default().to_string())
@@ -530,7 +497,7 @@ fn keep_prunes_the_kept_copies_beyond_keep_last() {
     let d = dir.display();
 
     let dry = scene.clear(&[s(&dir)], &[("keep", "true")], &["--dry-run"]);
-    assert!(dry.status.success(), "{}", describe(&dry));
+    dry.assert_exit(0);
     let planned = change_summaries(&dry, "action_planned");
     assert_eq!(
         planned,
@@ -546,9 +513,10 @@ fn keep_prunes_the_kept_copies_beyond_keep_last() {
             ),
         ],
         "{}",
-        describe(&dry)
+        dry.describe()
     );
-    let said: Vec<String> = events_of(&dry, "log")
+    let said: Vec<String> = dry
+        .of_kind("log")
         .iter()
         .filter_map(|e| e["message"].as_str().map(str::to_string))
         .collect();
@@ -569,9 +537,9 @@ fn keep_prunes_the_kept_copies_beyond_keep_last() {
 
     // The real run does what the dry-run planned, command for command.
     let real = scene.clear(&[s(&dir)], &[("keep", "true")], &["--yes"]);
-    assert!(real.status.success(), "{}", describe(&real));
+    real.assert_exit(0);
     let commands = |out: &Output, kind: &str| -> Vec<String> {
-        events_of(out, kind)
+        out.of_kind(kind)
             .iter()
             .filter(|e| e["effect"] == "change")
             .map(|e| e["command"].as_str().unwrap_or_default().to_string())
@@ -592,7 +560,7 @@ fn keep_prunes_the_kept_copies_beyond_keep_last() {
         &[("keep", "true"), ("keep_last", "1")],
         &["--yes"],
     );
-    assert!(one.status.success(), "{}", describe(&one));
+    one.assert_exit(0);
     let last = PathBuf::from(&results(&one)[0]["kept_as"]);
     assert_eq!(kept_copies(&dir), vec![last.clone()]);
 
@@ -604,7 +572,7 @@ fn keep_prunes_the_kept_copies_beyond_keep_last() {
         &[("keep", "true"), ("keep_last", "1")],
         &["--yes"],
     );
-    assert!(absent.status.success(), "{}", describe(&absent));
+    absent.assert_exit(0);
     let r = &results(&absent)[0];
     assert_eq!(
         (r["existed"].as_str(), r["changed"].as_str()),
@@ -625,8 +593,8 @@ fn keep_prunes_the_kept_copies_beyond_keep_last() {
         ),
     ] {
         let out = scene.clear(&[s(&dir)], &sets, &["--yes"]);
-        assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
-        assert!(step_error(&out).contains(why), "{}", step_error(&out));
+        out.assert_exit(1);
+        assert!(out.step_errors().contains(why), "{}", out.step_errors());
     }
     assert_eq!(kept_copies(&dir), vec![last]);
 }
@@ -653,10 +621,10 @@ fn every_primitive_measures_a_directory_the_same_way() {
         &[("dir", s(&dir)), ("script", s(&script))],
         &["--dry-run"],
     );
-    assert!(out.status.success(), "{}", describe(&out));
+    out.assert_exit(0);
     let want = ((3 * 1024 * 1024 + 200).to_string(), "3".to_string());
     let sizes = logs(&out, "size");
-    assert_eq!(sizes.len(), 4, "{}", describe(&out));
+    assert_eq!(sizes.len(), 4, "{}", out.describe());
     for m in &sizes {
         assert_eq!(
             (m["bytes"].clone(), m["files"].clone()),
@@ -677,34 +645,24 @@ fn another_runs_lock_blocks_the_clear() {
     let dir = scene.tmp_dir();
     fill(&dir, 2, 10);
     let started = scene.env.scratch().join("started");
-    let mut first = Kill(
-        std::process::Command::new(assert_cmd::cargo::cargo_bin!("runbook"))
-            .arg("run")
-            .arg(repo().join("tests/runbooks/cache/hold.lua"))
-            .args(["--yes", "--set", "sleep=2"])
-            .arg("--set")
-            .arg(format!("started={}", started.display()))
-            .env("HOME", scene.home())
-            .env("RUNBOOK_STATE_DIR", scene.env.state())
-            .env(
-                "RUNBOOK_LOCK_FILE",
-                scene.env.tmp.path().join("runbook.lock"),
-            )
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let t0 = std::time::Instant::now();
-    while !started.exists() {
-        assert!(t0.elapsed().as_secs() < 10, "the first run started");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let mut first = Run::new(&scene.env, repo().join("tests/runbooks/cache/hold.lua"))
+        .yes()
+        .set("sleep", "2")
+        .set("started", &started)
+        .env("HOME", scene.home())
+        .spawn();
+    first.wait_file(&started, std::time::Duration::from_secs(10));
     let busy = scene.clear(&[s(&dir)], &[], &["--yes"]);
-    assert_eq!(busy.status.code(), Some(1), "{}", describe(&busy));
-    let err = step_error(&busy);
+    busy.assert_exit(1);
+    let err = busy.step_errors();
     assert!(err.contains("is locked by run "), "{err}");
     assert!(dir.join("f1").exists());
-    assert!(first.0.wait().unwrap().success());
+    assert_eq!(
+        first.code(std::time::Duration::from_secs(60)),
+        0,
+        "{}",
+        first.output()
+    );
 }
 
 #[test]
@@ -712,7 +670,7 @@ fn torch_caches_follow_the_targets_environment() {
     let scene = Scene::new();
     let home = scene.home().display().to_string();
     let out = scene.run("torch.lua", &[], &["--yes"]);
-    assert!(out.status.success(), "{}", describe(&out));
+    out.assert_exit(0);
     let user = String::from_utf8(
         std::process::Command::new("id")
             .arg("-un")
@@ -734,18 +692,15 @@ fn torch_caches_follow_the_targets_environment() {
     );
 
     // The environment variables torch and triton read win.
-    let mut cmd = scene.env.cmd();
-    let out = cmd
+    let out = Run::new(&scene.env, repo().join("tests/runbooks/cache/torch.lua"))
         .env("HOME", scene.home())
         .env("TORCHINDUCTOR_CACHE_DIR", "/var/tmp/inductor-here")
         .env("TORCH_EXTENSIONS_DIR", "/var/tmp/ext-here")
         .env("TRITON_CACHE_DIR", "/var/tmp/triton-here")
-        .arg("run")
-        .arg(repo().join("tests/runbooks/cache/torch.lua"))
-        .args(["--json", "--set", "user=root"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", describe(&out));
+        .json()
+        .set("user", "root")
+        .expect_exit(0)
+        .run();
     let c = &logs(&out, "caches")[0];
     assert_eq!(
         (c["_1"].as_str(), c["_2"].as_str(), c["_3"].as_str()),
@@ -762,7 +717,7 @@ fn torch_caches_follow_the_targets_environment() {
         &[("user", "alice")],
         &["--dry-run", "--offline"],
     );
-    assert!(out.status.success(), "{}", describe(&out));
+    out.assert_exit(0);
     let c = &logs(&out, "caches")[0];
     assert_eq!(
         (c["_1"].as_str(), c["_2"].as_str(), c["_3"].as_str()),
@@ -775,8 +730,8 @@ fn torch_caches_follow_the_targets_environment() {
 
     // A wheel index is checked, and the error names the runbook line.
     let out = scene.run("torch.lua", &[("build", "cu12")], &["--yes"]);
-    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
-    let err = step_error(&out);
+    out.assert_exit(1);
+    let err = out.step_errors();
     assert!(
         err.contains("torch.lua:20: torch.index: cuda: give a CUDA build like \"cu128\""),
         "{err}"
@@ -793,26 +748,16 @@ fn clears_torch_caches_inside_a_container_over_ssh() {
     let node_inductor = Path::new("/tmp/torchinductor_root");
     let node_had_one = node_inductor.exists();
     let env = Env::new();
-    let out = env
-        .cmd()
-        .arg("run")
-        .arg(repo().join("tests/runbooks/cache/torch.lua"))
-        .args(fleet.args())
-        .args([
-            "--yes",
-            "--json",
-            "--set",
-            "target=node1",
-            "--set",
-            "ct=200",
-            "--set",
-            "user=root",
-            "--set",
-            "clear=true",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", describe(&out));
+    let out = Run::new(&env, repo().join("tests/runbooks/cache/torch.lua"))
+        .ssh(&fleet)
+        .yes()
+        .json()
+        .set("target", "node1")
+        .set("ct", "200")
+        .set("user", "root")
+        .set("clear", "true")
+        .expect_exit(0)
+        .run();
     let c = &logs(&out, "caches")[0];
     assert_eq!(
         (c["_1"].as_str(), c["_2"].as_str(), c["_3"].as_str()),
@@ -842,7 +787,7 @@ fn clears_torch_caches_inside_a_container_over_ssh() {
         node_had_one,
         "the node's /tmp is untouched"
     );
-    let started = events_of(&out, "action_started");
+    let started = out.of_kind("action_started");
     let rm = started
         .iter()
         .find(|e| e["effect"] == "change")
@@ -938,7 +883,7 @@ fn a_parent_swapped_for_a_symlink_mid_clear_never_takes_the_clear_outside_the_ro
         &["--yes"],
     );
     let swaps = swapper.finish();
-    assert!(out.status.success(), "{}", describe(&out));
+    out.assert_exit(0);
     assert!(swaps > 100, "the swapper ran ({swaps} swaps)");
     // The race was met: cache changes ran, and some of them acted (inside the root).
     let cache_change = |e: &serde_json::Value| {
@@ -948,12 +893,14 @@ fn a_parent_swapped_for_a_symlink_mid_clear_never_takes_the_clear_outside_the_ro
                 .iter()
                 .any(|p| summary.starts_with(p))
     };
-    let started: Vec<u64> = events_of(&out, "action_started")
+    let started: Vec<u64> = out
+        .of_kind("action_started")
         .iter()
         .filter(|e| cache_change(e))
         .filter_map(|e| e["action"].as_u64())
         .collect();
-    let acted = events_of(&out, "action_finished")
+    let acted = out
+        .of_kind("action_finished")
         .iter()
         .filter(|e| e["ok"] == true && started.contains(&e["action"].as_u64().unwrap_or(0)))
         .count();
@@ -1035,16 +982,16 @@ fn a_mount_under_a_path_with_a_space_or_backslash_is_seen_and_never_emptied() {
             canary.exists() && victim.join("f1").exists(),
             "{}: the mounted directory was emptied: {}",
             cache.display(),
-            step_error(&out)
+            out.step_errors()
         );
-        let err = step_error(&out);
+        let err = out.step_errors();
         let shown = s(&at).replace('\t', "\\t").replace('\n', "\\n");
         assert!(
             out.status.code() == Some(1)
                 && err.contains(&format!("has a filesystem mounted at {shown}")),
             "{}: {}",
             cache.display(),
-            describe(&out)
+            out.describe()
         );
         assert!(cache.join("f0").exists(), "nothing was deleted");
     }
@@ -1062,8 +1009,8 @@ fn offline_plans_the_delete_script_with_the_roots_as_written() {
         &[],
         &["--dry-run", "--offline"],
     );
-    assert!(out.status.success(), "{}", describe(&out));
-    let planned = events_of(&out, "action_planned");
+    out.assert_exit(0);
+    let planned = out.of_kind("action_planned");
     let commands: Vec<&str> = planned
         .iter()
         .filter(|e| e["effect"] == "change")

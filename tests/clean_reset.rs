@@ -4,60 +4,7 @@
 mod common;
 use common::sshd::Fleet;
 use common::*;
-use std::path::{Path, PathBuf};
-
-fn uv_present() -> bool {
-    std::process::Command::new("uv")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-macro_rules! require_uv {
-    () => {
-        if !uv_present() {
-            if std::env::var_os("CI").is_some() {
-                panic!("uv is required (scripts/test installs it)");
-            }
-            eprintln!("skipped: uv is not installed (scripts/test installs it)");
-            return;
-        }
-    };
-}
-
-/// A git checkout of the demo project at `dir` (the "model code" clean-reset restores).
-fn demo_repo(dir: &Path) -> PathBuf {
-    let repo = dir.join("dflash");
-    std::fs::create_dir_all(&repo).unwrap();
-    for f in ["kernels.py", "warmup.py", "train.py"] {
-        std::fs::copy(repo_root().join("examples/train").join(f), repo.join(f)).unwrap();
-    }
-    let git = |args: &[&str]| {
-        let st = std::process::Command::new("git")
-            .arg("-C")
-            .arg(&repo)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            st.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&st.stderr)
-        );
-    };
-    git(&["init", "-q"]);
-    git(&["add", "."]);
-    git(&[
-        "-c",
-        "user.name=t",
-        "-c",
-        "user.email=t@example.invalid",
-        "commit",
-        "-qm",
-        "known good",
-    ]);
-    repo
-}
+use std::path::Path;
 
 /// The demo's training job outlives the run: stop it (jobs are named `JOB-PID`).
 fn stop_job(env: &Env, target: &str, job: &str, extra: &[String]) {
@@ -68,17 +15,7 @@ fn stop_job(env: &Env, target: &str, job: &str, extra: &[String]) {
             std::process::id()
         ),
     );
-    env.cmd()
-        .arg("run")
-        .arg(&stop)
-        .args(extra)
-        .arg("--yes")
-        .assert()
-        .success();
-}
-
-fn repo_root() -> PathBuf {
-    repo()
+    Run::new(env, &stop).args(extra).yes().expect_exit(0).run();
 }
 
 /// Each test names its own training job: tests run in parallel in one process.
@@ -138,22 +75,17 @@ fn clean_reset_on_the_local_machine() {
         std::fs::write(k.join("old.kernel"), vec![b'k'; 1024 * 1024]).unwrap();
     }
     let run = |extra: &[&str]| {
-        env.cmd()
+        Run::new(&env, "clean-reset")
             .env("TORCHINDUCTOR_CACHE_DIR", &cache)
-            .args(["run", "clean-reset", "--json"])
+            .json()
             .args(demo_sets(&repo, &work, "local"))
             .args(extra)
-            .output()
-            .unwrap()
+            .run()
     };
     let dry = run(&["--dry-run"]);
-    assert!(
-        dry.status.success(),
-        "{}",
-        String::from_utf8_lossy(&dry.stderr)
-    );
+    dry.assert_exit(0);
     assert!(!work.join("venv").exists(), "a dry-run builds nothing");
-    let dry_events = parse_ndjson(&dry.stdout);
+    let dry_events = dry.events();
     let prunes: Vec<&str> = dry_events
         .iter()
         .filter(|e| e["event"] == "action_planned")
@@ -180,13 +112,8 @@ fn clean_reset_on_the_local_machine() {
     );
 
     let real = run(&["--yes"]);
-    let stdout = String::from_utf8_lossy(&real.stdout);
-    assert!(
-        real.status.success(),
-        "{}\n{stdout}",
-        String::from_utf8_lossy(&real.stderr)
-    );
-    let (planned, done) = (parse_ndjson(&dry.stdout), parse_ndjson(&real.stdout));
+    real.assert_exit(0);
+    let (planned, done) = (dry.events(), real.events());
     assert_eq!(
         changes(&planned, "action_planned"),
         changes(&done, "action_started"),
@@ -232,38 +159,30 @@ fn clean_reset_on_the_local_machine() {
     // the job it planned to stop does not count as still running (before, the dry-run
     // failed at "relaunch training", and so did every confirmation of a real run).
     let again = run(&["--dry-run"]);
-    assert!(
-        again.status.success(),
-        "the whole dry-run succeeds with the job running: {}",
-        String::from_utf8_lossy(&again.stdout)
-    );
-    let events = parse_ndjson(&again.stdout);
+    // The whole dry-run succeeds with the job running.
+    again.assert_exit(0);
+    let events = again.events();
     assert!(
         events.iter().any(|e| e["event"] == "action_planned"
             && e["summary"]
                 .as_str()
                 .is_some_and(|s| s.starts_with("start job "))),
         "the relaunch is planned: {}",
-        String::from_utf8_lossy(&again.stdout)
+        again.stdout_str()
     );
     assert!(
         events.iter().any(|e| e["event"] == "step_finished"
             && e["name"] == "stop the training job"
             && e["outcome"] == "changed"),
         "{}",
-        String::from_utf8_lossy(&again.stdout)
+        again.stdout_str()
     );
     let stop = events
         .iter()
         .filter(|e| e["event"] == "action_planned")
         .filter_map(|e| e["summary"].as_str())
         .find(|s| s.starts_with("stop job "))
-        .unwrap_or_else(|| {
-            panic!(
-                "no planned stop: {}",
-                String::from_utf8_lossy(&again.stdout)
-            )
-        });
+        .unwrap_or_else(|| panic!("no planned stop: {}", again.stdout_str()));
     assert!(stop.contains(" (pid "), "{stop}");
     let said: Vec<&str> = events
         .iter()
@@ -288,23 +207,14 @@ fn clean_reset_in_a_container_behind_ssh() {
         .tempdir_in("/var/tmp")
         .unwrap();
     let repo = demo_repo(work.path());
-    let mut args = vec![
-        "run".to_string(),
-        "clean-reset".into(),
-        "--yes".into(),
-        "--set".into(),
-        "host=node1".into(),
-        "--set".into(),
-        "ct=200".into(),
-    ];
-    args.extend(demo_sets(&repo, work.path(), "ct"));
-    args.extend(fleet.args());
-    let out = env.cmd().args(&args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    Run::new(&env, "clean-reset")
+        .yes()
+        .set("host", "node1")
+        .set("ct", "200")
+        .args(demo_sets(&repo, work.path(), "ct"))
+        .ssh(&fleet)
+        .expect_exit(0)
+        .run();
     assert!(
         ct.join("tmp/torchinductor_root/attention.kernel").exists(),
         "the warm-up filled the container's cache"
@@ -326,15 +236,13 @@ fn a_failed_recovery_says_how_to_restore_the_caches() {
     let mut sets = demo_sets(&repo, &work, "failed");
     sets.extend(["--set".into(), format!("cache_dirs={}", cache.display())]);
     sets.extend(["--set".into(), "min_throughput=1000000000".into()]);
-    let out = env
-        .cmd()
-        .args(["run", "clean-reset", "--yes"])
+    let stderr = Run::new(&env, "clean-reset")
+        .yes()
         .args(&sets)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("is below the minimum"), "{stderr}");
+        .expect_exit(1)
+        .stderr_has("is below the minimum")
+        .run()
+        .stderr_text();
     assert!(
         !cache.join("precious.kernel").exists(),
         "the cache was set aside"
@@ -372,15 +280,14 @@ fn a_failed_recovery_says_how_to_restore_the_caches() {
 fn the_offline_preview_claims_nothing() {
     let env = Env::new();
     let work = env.scratch();
-    let out = env
-        .cmd()
-        .args(["run", "clean-reset", "--dry-run", "--offline"])
+    let stderr = Run::new(&env, "clean-reset")
+        .dry_run()
+        .offline()
         .args(demo_sets(&work.join("dflash"), &work, "offline"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("stop job offline-"), "{stderr}");
+        .expect_exit(0)
+        .stderr_has("stop job offline-")
+        .run()
+        .stderr_text();
     assert!(
         !stderr.contains("nil") && !stderr.contains("· stopped"),
         "{stderr}"
@@ -396,21 +303,18 @@ fn the_preview_names_the_wheel_index() {
     let env = Env::new();
     let work = env.scratch();
     let preview = |sets: &[&str]| {
-        env.cmd()
-            .args(["run", "clean-reset", "--dry-run", "--offline", "--json"])
+        Run::new(&env, "clean-reset")
+            .dry_run()
+            .offline()
+            .json()
             .args(demo_sets(&work.join("dflash"), &work, "index"))
             .args(sets.iter().flat_map(|s| ["--set", s]))
-            .output()
-            .unwrap()
+            .run()
     };
     // The one build command's arguments after the verify code.
-    let install = |out: &std::process::Output| -> String {
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let events = parse_ndjson(&out.stdout);
+    let install = |out: &Output| -> String {
+        out.assert_exit(0);
+        let events = out.events();
         let builds: Vec<&str> = events
             .iter()
             .filter(|e| e["event"] == "action_planned")
@@ -461,13 +365,13 @@ fn the_preview_names_the_wheel_index() {
         ),
     ] {
         let out = preview(&["torch=2.11.0", set]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stderr = out.stderr_str();
         assert_eq!(out.status.code(), Some(2), "{set}: {stderr}");
         assert!(
             stderr.contains("clean-reset.lua:") && stderr.contains(want),
             "{set}: {stderr}"
         );
-        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stdout = out.stdout_str();
         assert!(
             !stdout.contains("step_started") && !stdout.contains("hunter2"),
             "{set}: {stdout}"

@@ -18,123 +18,30 @@ use std::ffi::OsString;
 use std::io::BufRead;
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 // ---------------------------------------------------------------------------------------
 // helpers
 
-fn describe(out: &Output) -> String {
-    format!(
-        "exit {:?}\nstderr: {}\nstdout: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    )
-}
-
-/// Every step's error, one per line.
-fn step_errors(out: &Output) -> String {
-    parse_ndjson(&out.stdout)
-        .iter()
-        .filter(|e| e["event"] == "step_finished")
-        .filter_map(|e| e["error"].as_str().map(str::to_string))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 fn started_commands(out: &Output) -> Vec<String> {
-    parse_ndjson(&out.stdout)
+    out.of_kind("action_started")
         .iter()
-        .filter(|e| e["event"] == "action_started")
         .map(|e| e["command"].as_str().unwrap_or_default().to_string())
         .collect()
 }
 
-/// `runbook run ct.lua --yes --json EXTRA…` with `cmd`'s environment, `body` after the
-/// header, to completion (90 s at most).
-fn run_in(env: &Env, cmd: Command, body: &str, extra: &[&str]) -> Output {
-    let rb = env.write("ct.lua", &format!("runbook {{ name = \"ct\" }}\n{body}"));
-    let mut c = assert_cmd::Command::from_std(cmd);
-    c.arg("run")
-        .arg(&rb)
-        .args(["--yes", "--json"])
-        .args(extra)
-        .timeout(Duration::from_secs(90));
-    c.output().unwrap()
-}
-
-/// `runbook run FILE --yes --json` started in the background; killed when dropped.
-struct Background {
-    child: std::process::Child,
-    out: PathBuf,
-}
-
-impl Background {
-    fn start(env: &Env, mut cmd: Command, name: &str, body: &str) -> Background {
-        let rb = env.write(
-            &format!("{name}.lua"),
-            &format!("runbook {{ name = \"{name}\" }}\n{body}"),
-        );
-        let out = env.tmp.path().join(format!("{name}.stdout"));
-        let child = cmd
-            .arg("run")
-            .arg(&rb)
-            .args(["--yes", "--json"])
-            .stdin(Stdio::null())
-            .stdout(std::fs::File::create(&out).unwrap())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        Background { child, out }
-    }
-
-    fn wait_for(&mut self, what: &str, limit: Duration, mut ready: impl FnMut() -> bool) {
-        let t0 = Instant::now();
-        while !ready() {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                panic!("runbook ended ({st}) before {what}: {}", self.stdout());
-            }
-            assert!(
-                t0.elapsed() < limit,
-                "no {what} after {limit:?}: {}",
-                self.stdout()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn signal(&self, sig: i32) {
-        // SAFETY: kill only sends a signal to the process this test started.
-        assert_eq!(unsafe { libc::kill(self.child.id() as i32, sig) }, 0);
-    }
-
-    fn code(&mut self, limit: Duration) -> Option<i32> {
-        let t0 = Instant::now();
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                return st.code();
-            }
-            assert!(
-                t0.elapsed() < limit,
-                "runbook still runs: {}",
-                self.stdout()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn stdout(&self) -> String {
-        std::fs::read_to_string(&self.out).unwrap_or_default()
-    }
-}
-
-impl Drop for Background {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `runbook run NAME.lua --yes --json`, `body` after the header, 90 s at most.
+fn ct<'e>(env: &'e Env, name: &str, body: &str) -> Run<'e> {
+    let rb = env.write(
+        &format!("{name}.lua"),
+        &format!("runbook {{ name = \"{name}\" }}\n{body}"),
+    );
+    Run::new(env, rb)
+        .yes()
+        .json()
+        .timeout(Duration::from_secs(90))
 }
 
 /// How many processes on this machine have `needle` in their command line (the
@@ -238,25 +145,16 @@ impl Doubles {
         std::fs::write(p, text).unwrap();
     }
 
-    /// runbook with the doubles first on PATH.
-    fn cmd(&self, env: &Env) -> Command {
-        let mut c = env.std_cmd();
-        c.env(
-            "PATH",
-            format!(
-                "{}:{}",
-                repo().join("tests/bin").display(),
-                std::env::var("PATH").unwrap_or_default()
-            ),
-        )
-        .env("DOCKER_DOUBLE_ROOT", self.path("docker"))
-        .env("PODMAN_DOUBLE_ROOT", self.path("podman"))
-        .env("KUBE_DOUBLE_ROOT", self.path("kube"));
-        c
+    /// `run` with the doubles first on PATH.
+    fn on<'e>(&self, run: Run<'e>) -> Run<'e> {
+        run.path_first(repo().join("tests/bin"))
+            .env("DOCKER_DOUBLE_ROOT", self.path("docker"))
+            .env("PODMAN_DOUBLE_ROOT", self.path("podman"))
+            .env("KUBE_DOUBLE_ROOT", self.path("kube"))
     }
 
     fn run(&self, env: &Env, body: &str) -> Output {
-        run_in(env, self.cmd(env), body, &[])
+        self.on(ct(env, "ct", body)).run()
     }
 }
 
@@ -305,7 +203,7 @@ end)
 "#
             ),
         );
-        assert!(out.status.success(), "{name}: {}", describe(&out));
+        out.assert_exit(0);
         assert!(
             doubles.path(dir).join("tmp").join(&made).exists(),
             "{name}: ran inside"
@@ -360,8 +258,8 @@ end)
 step("a change", function() here:docker("nosuch"):exec({ "touch", "/tmp/x" }) end)
 "#,
     );
-    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
-    let errors = step_errors(&out);
+    assert_eq!(out.status.code(), Some(1), "{}", out.describe());
+    let errors = out.step_errors();
     assert!(
         errors.contains("cannot take the run lock on local/docker:nosuch: Docker container 'nosuch' on local does not exist (docker: Error response from daemon: No such container: nosuch)"),
         "{errors}"
@@ -394,7 +292,7 @@ end)
 "#
             ),
         );
-        assert_eq!(out.status.code(), Some(1), "{name}: {}", describe(&out));
+        assert_eq!(out.status.code(), Some(1), "{name}: {}", out.describe());
         assert!(
             t0.elapsed() < Duration::from_secs(20),
             "{name}: {:?}",
@@ -414,28 +312,24 @@ fn ctrl_c_kills_the_tree_inside_the_container() {
     let doubles = Doubles::new();
     let env = Env::new();
     let needle = "sleep 3179";
-    let mut run = Background::start(
-        &env,
-        doubles.cmd(&env),
-        "ctrl-c",
-        &format!(
-            r#"local t = target("local"):docker("trainer")
+    let mut run = doubles
+        .on(ct(
+            &env,
+            "ctrl-c",
+            &format!(
+                r#"local t = target("local"):docker("trainer")
 step("long", function()
   t:exec({{ "sh", "-c", "trap '' TERM INT; {needle} & {needle}" }}, {{ read_only = true }})
 end)
 "#
-        ),
-    );
+            ),
+        ))
+        .spawn();
     run.wait_for("the command", Duration::from_secs(30), || {
-        processes_with(needle) >= 2
+        (processes_with(needle) >= 2).then_some(())
     });
     run.signal(libc::SIGINT);
-    assert_eq!(
-        run.code(Duration::from_secs(20)),
-        Some(130),
-        "{}",
-        run.stdout()
-    );
+    assert_eq!(run.code(Duration::from_secs(20)), 130, "{}", run.output());
     assert!(
         wait_gone(needle, Duration::from_secs(3)),
         "the tree survived Ctrl-C"
@@ -449,36 +343,39 @@ fn each_container_has_its_own_lock() {
     let doubles = Doubles::new();
     let env = Env::new();
     let mark = doubles.path("docker/trainer/tmp/holding");
-    let mut holder = Background::start(
-        &env,
-        doubles.cmd(&env),
-        "holder",
-        r#"step("hold", function()
+    let mut holder = doubles
+        .on(ct(
+            &env,
+            "holder",
+            r#"step("hold", function()
   target("local"):docker("trainer"):exec({ "sh", "-c", ": > /tmp/holding; sleep 30" })
 end)
 "#,
-    );
-    holder.wait_for("the lock", Duration::from_secs(30), || mark.exists());
+        ))
+        .spawn();
+    holder.wait_file(&mark, Duration::from_secs(30));
     let second = Env::new();
     let change = |target: &str| {
-        run_in(
-            &second,
-            doubles.cmd(&second),
-            &format!("step(\"change\", function() {target}:exec({{ \"true\" }}) end)\n"),
-            &["--lock-wait", "0"],
-        )
+        doubles
+            .on(ct(
+                &second,
+                "ct",
+                &format!("step(\"change\", function() {target}:exec({{ \"true\" }}) end)\n"),
+            ))
+            .args(["--lock-wait", "0"])
+            .run()
     };
     let same = change(r#"target("local"):docker("trainer")"#);
-    assert_eq!(same.status.code(), Some(1), "{}", describe(&same));
-    let errors = step_errors(&same);
+    assert_eq!(same.status.code(), Some(1), "{}", same.describe());
+    let errors = same.step_errors();
     assert!(
         errors.contains("local/docker:trainer is locked by run "),
         "{errors}"
     );
     let other = change(r#"target("local"):docker("other")"#);
-    assert!(other.status.success(), "{}", describe(&other));
+    other.assert_exit(0);
     holder.signal(libc::SIGTERM);
-    assert_eq!(holder.code(Duration::from_secs(20)), Some(143));
+    assert_eq!(holder.code(Duration::from_secs(20)), 143);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -529,26 +426,25 @@ fn the_real_docker_client_sends_our_argv_and_its_errors_read_clearly() {
         let words: &[&[u8]] = if utf8 { &words[..5] } else { &words[..] };
         let env = Env::new();
         let (mut fake, sock, log) = daemon(&env, "stopped");
-        let mut cmd = env.std_cmd();
-        cmd.env("PATH", &path)
-            .env("DOCKER_HOST", format!("unix://{}", sock.display()));
         let lua: Vec<String> = words.iter().map(|w| common::argv::lua_str(w)).collect();
-        let out = run_in(
+        let out = ct(
             &env,
-            cmd,
+            "ct",
             &format!(
                 "step(\"exec\", function() target(\"local\"):docker(\"trainer\"):exec({{ {} }}, {{ read_only = true }}) end)\n",
                 lua.join(", ")
             ),
-            &[],
-        );
+        )
+        .env("PATH", &path)
+        .env("DOCKER_HOST", format!("unix://{}", sock.display()))
+        .run();
         let _ = fake.kill();
         let _ = fake.wait();
-        let errors = step_errors(&out);
+        let errors = out.step_errors();
         assert!(
             errors.contains("Docker container 'trainer' on local is not running (docker: Error response from daemon: container 0123456789abcdef"),
             "{}",
-            describe(&out)
+            out.describe()
         );
         let body: serde_json::Value = serde_json::from_str(
             std::fs::read_to_string(&log)
@@ -606,7 +502,7 @@ fn the_real_docker_client_sends_our_argv_and_its_errors_read_clearly() {
             .stdin(Stdio::null())
             .output()
             .unwrap();
-        let norm = |o: &Output| {
+        let norm = |o: &std::process::Output| {
             let text = String::from_utf8_lossy(&o.stderr).replace(name, "NAME");
             (o.status.code(), id.replace_all(&text, "ID").into_owned())
         };
@@ -667,19 +563,9 @@ fn the_real_kubectl_sends_our_argv_and_its_errors_read_clearly() {
         } else {
             "main"
         };
-        let mut cmd = env.std_cmd();
-        cmd.env(
-            "PATH",
-            format!(
-                "{}:{}",
-                kubectl.parent().unwrap().display(),
-                std::env::var("PATH").unwrap_or_default()
-            ),
-        )
-        .env("KUBECONFIG", &config);
-        let out = run_in(
+        let out = ct(
             &env,
-            cmd,
+            "ct",
             &format!(
                 r#"step("exec", function()
   target("local"):kube("{pod}", {{ namespace = "ml", container = "{container}" }})
@@ -687,10 +573,12 @@ fn the_real_kubectl_sends_our_argv_and_its_errors_read_clearly() {
 end)
 "#
             ),
-            &[],
-        );
-        let errors = step_errors(&out);
-        assert!(errors.contains(want), "{mode}: {}", describe(&out));
+        )
+        .path_first(kubectl.parent().unwrap())
+        .env("KUBECONFIG", &config)
+        .run();
+        let errors = out.step_errors();
+        assert!(errors.contains(want), "{mode}: {}", out.describe());
         // The double, given the same pod, says what the real kubectl said.
         let args = [
             "exec",
@@ -721,7 +609,7 @@ end)
             .stdin(Stdio::null())
             .output()
             .unwrap();
-        let said = |o: &Output| {
+        let said = |o: &std::process::Output| {
             (
                 o.status.code(),
                 String::from_utf8_lossy(&o.stderr).into_owned(),
@@ -855,11 +743,9 @@ fn lxc_commands_run_inside_under_both_env_modes() {
     }
     for (opts, client) in [("", "unset"), (", { keep_env = true }", "from-client")] {
         let env = Env::new();
-        let mut cmd = env.std_cmd();
-        cmd.env("RB_CLIENT_ONLY", "from-client");
-        let out = run_in(
+        let out = ct(
             &env,
-            cmd,
+            "ct",
             &format!(
                 r#"local box = target("local"):lxc("{LXC}"{opts})
 step("in the container", function()
@@ -871,15 +757,16 @@ step("in the container", function()
 end)
 "#
             ),
-            &[],
-        );
-        assert!(out.status.success(), "{opts}: {}", describe(&out));
+        )
+        .env("RB_CLIENT_ONLY", "from-client")
+        .expect_exit(0)
+        .run();
         assert!(
             started_commands(&out)
                 .iter()
                 .any(|c| c.starts_with(&format!("lxc-attach -n {LXC} --"))),
             "{}",
-            describe(&out)
+            out.describe()
         );
     }
 }
@@ -894,9 +781,9 @@ fn lxc_timeouts_locks_and_refusals() {
     in_lxc("rm -f /tmp/lxc-made");
     let env = Env::new();
     let t0 = Instant::now();
-    let out = run_in(
+    let out = ct(
         &env,
-        env.std_cmd(),
+        "ct",
         &format!(
             r#"local box = target("local"):lxc("{LXC}")
 step("change", function() box:exec({{ "touch", "/tmp/lxc-made" }}) end)
@@ -911,10 +798,10 @@ step("stuck", {{ timeout = "2s" }}, function()
 end)
 "#
         ),
-        &[],
-    );
-    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
-    let errors = step_errors(&out);
+    )
+    .expect_exit(1)
+    .run();
+    let errors = out.step_errors();
     assert_eq!(errors.lines().count(), 1, "only the timeout: {errors}");
     assert!(errors.contains("timed out"), "{errors}");
     assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
@@ -946,12 +833,14 @@ fn random_byte_argv_round_trips_through_lxc() {
     }
     let targets: Vec<(&str, &str)> = targets.iter().map(|(n, t)| (*n, t.as_str())).collect();
     common::argv::round_trips(&env, false, &targets, |rb| {
-        let mut c = env.cmd();
-        c.arg("run").arg(rb).args(["--yes", "--json"]);
+        let mut run = Run::new(&env, rb)
+            .yes()
+            .json()
+            .timeout(Duration::from_secs(90));
         if let Some(f) = &fleet {
-            c.arg("--ssh-config").arg(f.ssh_config());
+            run = run.ssh(f);
         }
-        c.timeout(Duration::from_secs(90)).output().unwrap()
+        run.run()
     });
 }
 
@@ -1145,9 +1034,11 @@ fn random_byte_argv_round_trips_through_real_podman() {
     let env = Env::new();
     let target = format!(r#"target("local"):podman("{PODMAN}")"#);
     common::argv::round_trips(&env, false, &[("podman", &target)], |rb| {
-        let mut c = env.cmd();
-        c.arg("run").arg(rb).args(["--yes", "--json"]);
-        c.timeout(Duration::from_secs(90)).output().unwrap()
+        Run::new(&env, rb)
+            .yes()
+            .json()
+            .timeout(Duration::from_secs(90))
+            .run()
     });
 }
 
@@ -1225,7 +1116,7 @@ fn the_podman_double_says_what_real_podman_says() {
             .stdin(Stdio::null())
             .output()
             .unwrap();
-        let said = |o: &Output| {
+        let said = |o: &std::process::Output| {
             (
                 o.status.code(),
                 o.stdout.clone(),
@@ -1246,9 +1137,9 @@ fn real_podman_runs_locks_times_out_and_refuses_clearly() {
     }
     in_podman("rm -f /tmp/podman-made");
     let env = Env::new();
-    let out = run_in(
+    let out = ct(
         &env,
-        env.std_cmd(),
+        "ct",
         &format!(
             r#"local box = target("local"):podman("{PODMAN}")
 step("inside", function()
@@ -1273,10 +1164,10 @@ step("stuck", {{ timeout = "2s" }}, function()
 end)
 "#
         ),
-        &[],
-    );
-    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
-    let errors = step_errors(&out);
+    )
+    .expect_exit(1)
+    .run();
+    let errors = out.step_errors();
     assert_eq!(errors.lines().count(), 1, "only the timeout: {errors}");
     assert!(errors.contains("timed out"), "{errors}");
     assert_eq!(in_podman("ls /tmp/podman-made"), "/tmp/podman-made");

@@ -16,7 +16,6 @@ use common::sshd::Fleet;
 use common::*;
 
 use serde_json::Value;
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -33,16 +32,9 @@ fn set(name: &str, value: &Path) -> [String; 2] {
     ["--set".into(), format!("{name}={}", value.display())]
 }
 
-/// `runbook run FIXTURE --yes --json ARGS…`, started in the background.
-fn spawn_run(env: &Env, fixture_name: &str, args: &[String]) -> Running {
-    let mut all: Vec<OsString> = vec![
-        "run".into(),
-        fixture(fixture_name).into(),
-        "--yes".into(),
-        "--json".into(),
-    ];
-    all.extend(args.iter().map(OsString::from));
-    Running::spawn(env, all)
+/// `runbook run FIXTURE --yes --json`.
+fn drill<'e>(env: &'e Env, fixture_name: &str) -> Run<'e> {
+    Run::new(env, fixture(fixture_name)).yes().json()
 }
 
 fn ppid(pid: i32) -> Option<i32> {
@@ -115,35 +107,6 @@ fn survivors(pids: &[i32], limit: Duration) -> Vec<String> {
     }
 }
 
-/// A record checked to be complete: newline-terminated lines, each valid JSON, from
-/// `run_started` to exactly one `run_finished` at the end.
-fn complete_record(path: &Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    assert!(
-        text.ends_with('\n'),
-        "{} ends with a complete line",
-        path.display()
-    );
-    let events: Vec<Value> = text
-        .lines()
-        .enumerate()
-        .map(|(i, l)| {
-            serde_json::from_str(l).unwrap_or_else(|e| {
-                panic!("{} line {} is not JSON ({e}): {l}", path.display(), i + 1)
-            })
-        })
-        .collect();
-    assert_eq!(events[0]["event"], "run_started", "{events:#?}");
-    assert_eq!(
-        events.last().unwrap()["event"],
-        "run_finished",
-        "the record ends with run_finished: {events:#?}"
-    );
-    assert_eq!(of_kind(&events, "run_finished").len(), 1, "{events:#?}");
-    events
-}
-
 fn record_of(env: &Env, run_id: &str) -> Vec<Value> {
     complete_record(&env.state().join("runs").join(format!("{run_id}.jsonl")))
 }
@@ -164,25 +127,6 @@ fn run_ids(env: &Env) -> Vec<String> {
         .unwrap_or_default();
     ids.sort();
     ids
-}
-
-fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    events.iter().filter(|e| e["event"] == kind).collect()
-}
-
-/// The last `step_finished` of step `index`.
-fn finished(events: &[Value], index: u64) -> &Value {
-    events
-        .iter()
-        .rev()
-        .find(|e| e["event"] == "step_finished" && e["index"] == index)
-        .unwrap_or_else(|| panic!("no step_finished for step {index}: {events:#?}"))
-}
-
-fn skipped(events: &[Value], index: u64) -> Option<&Value> {
-    events
-        .iter()
-        .find(|e| e["event"] == "step_skipped" && e["index"] == index)
 }
 
 fn started_steps(events: &[Value]) -> Vec<u64> {
@@ -212,7 +156,7 @@ fn host_lost_mid_step_then_resume_finishes_the_run() {
     let mut args = set("dir", &dir).to_vec();
     args.extend(fleet.args());
 
-    let mut run = spawn_run(&env, "host_lost.lua", &args);
+    let mut run = drill(&env, "host_lost.lua").args(&args).spawn();
     let long = run.wait_pid(&dir.join("long.pid"), Duration::from_secs(10));
     let _reap = Reap(vec![long]);
     let killed = Instant::now();
@@ -235,15 +179,15 @@ fn host_lost_mid_step_then_resume_finishes_the_run() {
     assert_eq!(ids.len(), 1, "{ids:?}");
     let first_id = ids[0].clone();
     let first = record_of(&env, &first_id);
-    let s0 = finished(&first, 0);
+    let s0 = step_finished(&first, 0);
     assert_eq!(s0["outcome"], "changed", "{s0}");
-    let s1 = finished(&first, 1);
+    let s1 = step_finished(&first, 1);
     assert_eq!(s1["outcome"], "failed", "{s1}");
     let err = s1["error"].as_str().unwrap();
     assert!(err.contains("connection lost to node1"), "{err}\n{out}");
-    let after = skipped(&first, 2).expect("step 2 skipped");
+    let after = step_skipped(&first, 2).expect("step 2 skipped");
     assert_eq!(after["reason"], "an earlier step failed", "{after}");
-    let cleanup = finished(&first, 3);
+    let cleanup = step_finished(&first, 3);
     assert_ne!(cleanup["outcome"], "failed", "{cleanup}");
     assert_eq!(lines_of(&dir.join("always.log")), ["ran"]);
     let end = first.last().unwrap();
@@ -257,29 +201,20 @@ fn host_lost_mid_step_then_resume_finishes_the_run() {
     fleet.node("node1").start();
     std::fs::write(dir.join("go"), "").unwrap();
     let resumed_at = Instant::now();
-    let o = env
-        .cmd()
-        .arg("run")
-        .arg(fixture("host_lost.lua"))
-        .args(["--yes", "--json", "--resume", "last"])
+    let o = drill(&env, "host_lost.lua")
+        .args(["--resume", "last"])
         .args(&args)
         .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
+        .expect_exit(0)
+        .run();
     let resume_took = resumed_at.elapsed();
-    let show = format!(
-        "{:?}\n{}\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert_eq!(o.status.code(), Some(0), "{show}");
+    let show = o.describe();
     let ids = run_ids(&env);
     assert_eq!(ids.len(), 2, "{ids:?}");
     let second_id = ids.iter().find(|i| **i != first_id).unwrap();
     let second = record_of(&env, second_id);
     assert_eq!(second[0]["resumed_from"], first_id.as_str(), "{show}");
-    let s0 = skipped(&second, 0).expect("step 0 skipped on resume");
+    let s0 = step_skipped(&second, 0).expect("step 0 skipped on resume");
     assert_eq!(
         s0["reason"],
         format!("done in run {first_id}").as_str(),
@@ -287,7 +222,7 @@ fn host_lost_mid_step_then_resume_finishes_the_run() {
     );
     assert_eq!(started_steps(&second), [1, 2, 3], "{show}");
     for i in 1..=3 {
-        let f = finished(&second, i);
+        let f = step_finished(&second, i);
         assert_ne!(f["outcome"], "failed", "{f}");
     }
     assert_eq!(second.last().unwrap()["outcome"], "ok");
@@ -337,7 +272,7 @@ fn signal_remote(sig: i32, code: i32, name: &str, container: bool) {
         args.extend(["--set".into(), "ctid=200".into()]);
     }
     args.extend(fleet.args());
-    let mut run = spawn_run(&env, "signal_remote.lua", &args);
+    let mut run = drill(&env, "signal_remote.lua").args(&args).spawn();
     let shell = run.wait_pid(&piddir_here.join("shell.pid"), Duration::from_secs(10));
     let child: i32 = std::fs::read_to_string(piddir_here.join("child.pid"))
         .unwrap()
@@ -394,13 +329,13 @@ fn signal_remote(sig: i32, code: i32, name: &str, container: bool) {
     let end = events.last().unwrap();
     assert_eq!(end["outcome"], "interrupted", "{end}");
     assert_eq!(end["exit_code"], code, "{end}");
-    let long = finished(&events, 0);
+    let long = step_finished(&events, 0);
     assert_eq!(long["outcome"], "failed", "{long}");
     let err = long["error"].as_str().unwrap_or_default();
     assert!(err.contains(&format!("interrupted ({name})")), "{long}");
-    let later = skipped(&events, 1).expect("step 1 skipped");
+    let later = step_skipped(&events, 1).expect("step 1 skipped");
     assert_eq!(later["reason"], "the run was interrupted", "{later}");
-    assert_ne!(finished(&events, 2)["outcome"], "failed");
+    assert_ne!(step_finished(&events, 2)["outcome"], "failed");
     eprintln!(
         "drill 2: {name} {}: exit {got} after {took:?}; gone: {described:?}",
         if container {
@@ -497,19 +432,15 @@ fn statvfs(dir: &Path) -> libc::statvfs {
 /// say why, and leave `changed` uncreated.
 fn refuses_without_a_record(env: &Env, state: &Path, why: &str) -> String {
     let dir = env.scratch();
-    let o = env
-        .cmd()
-        .arg("run")
-        .arg(fixture("state_dir.lua"))
-        .arg("--yes")
+    let stderr = Run::new(env, fixture("state_dir.lua"))
+        .yes()
         .arg("--state-dir")
         .arg(state)
         .args(set("dir", &dir))
         .timeout(Duration::from_secs(30))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr).to_string();
-    assert_eq!(o.status.code(), Some(2), "{stderr}");
+        .expect_exit(2)
+        .run()
+        .stderr_text();
     assert!(
         !dir.join("changed").exists(),
         "the first step's change happened without a record\n{stderr}"
@@ -579,18 +510,17 @@ fn full_state_dir_refuses_to_start() {
         .map(|e| e.metadata().unwrap().len())
         .collect();
     assert!(left.iter().all(|&len| len == 0), "{left:?}");
-    let h = env
-        .cmd()
-        .arg("history")
-        .arg("--state-dir")
-        .arg(&state)
-        .output()
-        .unwrap();
-    assert!(
-        h.status.success(),
-        "history still works: {}",
-        String::from_utf8_lossy(&h.stderr)
-    );
+    // history still works.
+    Run::cmd(
+        &env,
+        [
+            "history".as_ref(),
+            "--state-dir".as_ref(),
+            state.as_os_str(),
+        ],
+    )
+    .expect_exit(0)
+    .run();
     eprintln!(
         "drill 3 (full): {}\n  left in runs/: {} empty file(s)",
         stderr.trim(),
@@ -609,18 +539,14 @@ fn state_dir_filling_mid_run_stops_further_changes() {
         return;
     };
     let dir = env.scratch();
-    let o = env
-        .cmd()
-        .arg("run")
-        .arg(fixture("state_fills.lua"))
-        .arg("--yes")
+    let o = Run::new(&env, fixture("state_fills.lua"))
+        .yes()
         .arg("--state-dir")
         .arg(&state)
         .args(set("dir", &dir))
         .timeout(Duration::from_secs(30))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr).to_string();
+        .run();
+    let stderr = o.stderr_text();
     assert!(
         stderr.contains("No space left on device"),
         "says why: {stderr}"
@@ -724,7 +650,7 @@ fn output_flood_keeps_memory_bounded_and_records_every_line() {
     ];
     args.extend(fleet.args());
     let started = Instant::now();
-    let mut run = spawn_run(&env, "flood.lua", &args);
+    let mut run = drill(&env, "flood.lua").args(&args).spawn();
     let (code, mem) = watch_memory(&mut run, Duration::from_secs(seconds * 2 + 30));
     let took = started.elapsed();
     assert_eq!(code, Some(0), "{}", run.output());
@@ -790,7 +716,9 @@ fn one_huge_line_keeps_memory_bounded() {
     const LIMIT_KIB: u64 = 150 * 1024;
     let env = Env::new();
     let started = Instant::now();
-    let mut run = spawn_run(&env, "long_line.lua", &[format!("--set=mib={MIB}")]);
+    let mut run = drill(&env, "long_line.lua")
+        .arg(format!("--set=mib={MIB}"))
+        .spawn();
     let (code, mem) = watch_memory(&mut run, Duration::from_secs(120));
     let took = started.elapsed();
     assert_eq!(code, Some(0), "{}", run.output());
@@ -831,28 +759,19 @@ static FLEET20: std::sync::Mutex<()> = std::sync::Mutex::new(());
 fn run_fleet20(env: &Env, fleet: &Fleet, failing: &[&str], limit: Duration) -> Duration {
     let marks = env.scratch();
     let started = Instant::now();
-    let o = env
-        .cmd()
-        .arg("run")
-        .arg(fixture("fleet20.lua"))
-        .args(["--yes", "--json"])
+    let o = drill(env, "fleet20.lua")
         .args(set("dir", &marks))
-        .args(fleet.args())
+        .ssh(fleet)
         .timeout(limit)
-        .output()
-        .unwrap();
+        .run();
     let took = started.elapsed();
-    let errors: Vec<String> = String::from_utf8_lossy(&o.stdout)
+    let errors: Vec<String> = o
+        .stdout_text()
         .lines()
         .filter(|l| l.contains("\"error\""))
         .map(str::to_string)
         .collect();
-    let show = format!(
-        "{:?}\n{}\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stderr),
-        errors.join("\n")
-    );
+    let show = format!("{:?}\n{}\n{}", o.status, o.stderr_text(), errors.join("\n"));
     assert_eq!(o.status.code(), Some(1), "{show}");
     for i in 1..=20 {
         let name = format!("node{i}");
@@ -878,7 +797,7 @@ fn twenty_hosts_in_parallel_with_three_down() {
     let took = run_fleet20(&env, &fleet, &DOWN, Duration::from_secs(90));
     let ids = run_ids(&env);
     let events = record_of(&env, &ids[0]);
-    let step = finished(&events, 0);
+    let step = step_finished(&events, 0);
     assert_eq!(step["outcome"], "failed");
     let err = step["error"].as_str().unwrap();
     assert!(err.contains("3 of 20 failed"), "{err}");
@@ -900,8 +819,8 @@ fn twenty_hosts_in_parallel_with_three_down() {
         .filter(|e| e["message"].as_str().unwrap_or("").ends_with(": ok"))
         .count();
     assert_eq!(oks, 17, "{events:#?}");
-    assert!(skipped(&events, 1).is_none());
-    assert_ne!(finished(&events, 1)["outcome"], "failed");
+    assert!(step_skipped(&events, 1).is_none());
+    assert_ne!(step_finished(&events, 1)["outcome"], "failed");
     let end = events.last().unwrap();
     assert_eq!(end["exit_code"], 1);
     eprintln!("drill 5: 17 of 20 hosts changed, 3 refused, in {took:?}\n{err}");
@@ -932,7 +851,10 @@ fn twenty_hosts_in_parallel_with_three_silent() {
     let env = Env::new();
     let took = run_fleet20(&env, &fleet, &SILENT, Duration::from_secs(120));
     let events = record_of(&env, &run_ids(&env)[0]);
-    let err = finished(&events, 0)["error"].as_str().unwrap().to_string();
+    let err = step_finished(&events, 0)["error"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(err.contains("3 of 20 failed"), "{err}");
     for host in SILENT {
         assert!(

@@ -7,27 +7,10 @@ fn take_save_load_and_diff() {
     let env = Env::new();
     let repo = env.scratch().join("repo");
     std::fs::create_dir_all(&repo).unwrap();
-    let git = |args: &[&str]| {
-        let st = std::process::Command::new("git")
-            .arg("-C")
-            .arg(&repo)
-            .args(args)
-            .status()
-            .unwrap();
-        assert!(st.success());
-    };
-    git(&["init", "-q"]);
+    git(&repo, &["init", "-q"]);
     std::fs::write(repo.join("model.py"), "x = 1\n").unwrap();
-    git(&["add", "."]);
-    git(&[
-        "-c",
-        "user.name=t",
-        "-c",
-        "user.email=t@example.invalid",
-        "commit",
-        "-qm",
-        "one",
-    ]);
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-qm", "one"]);
     let cache = env.scratch().join("cache");
     std::fs::create_dir_all(&cache).unwrap();
     std::fs::write(cache.join("k"), vec![0u8; 10_000]).unwrap();
@@ -57,27 +40,17 @@ end)
             cache = cache.display()
         ),
     );
-    let first = env.cmd().arg("run").arg(&rb).arg("--yes").output().unwrap();
-    assert!(
-        first.status.success(),
-        "{}",
-        String::from_utf8_lossy(&first.stderr)
-    );
+    Run::new(&env, &rb).yes().expect_exit(0).run();
     assert!(env.state().join("fingerprints/good.json").exists());
     // Something changes: a dirty file and the cache vanishes.
     std::fs::write(repo.join("model.py"), "x = 2  # hack\n").unwrap();
     std::fs::remove_dir_all(&cache).unwrap();
-    let out = env.cmd().arg("run").arg(&rb).arg("--yes").output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("changed: git dirty files nil ->  M model.py"),
-        "{stderr}"
-    );
-    assert!(
-        stderr.contains(&format!("changed: cache {}", cache.display())),
-        "{stderr}"
-    );
+    Run::new(&env, &rb)
+        .yes()
+        .expect_exit(0)
+        .stderr_has("changed: git dirty files nil ->  M model.py")
+        .stderr_has(format!("changed: cache {}", cache.display()))
+        .run();
 }
 
 #[test]
@@ -90,18 +63,10 @@ runbook { name = "fp" }
 step("save", function() fingerprint.save("good", fingerprint.take(target("local"), {})) end)
 "#,
     );
-    let out = env
-        .cmd()
-        .arg("run")
-        .arg(&rb)
-        .arg("--dry-run")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(String::from_utf8_lossy(&out.stderr).contains("dry-run: would save fingerprint 'good'"));
+    Run::new(&env, &rb)
+        .dry_run()
+        .expect_exit(0)
+        .stderr_has("dry-run: would save fingerprint 'good'")
+        .run();
     assert!(!env.state().join("fingerprints/good.json").exists());
 }

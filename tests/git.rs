@@ -4,33 +4,6 @@ mod common;
 use common::sshd::Fleet;
 use common::*;
 use std::path::Path;
-use std::process::Command;
-
-/// Runs git in `dir` with a fixed identity and no user or system config.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@example.invalid",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
 
 fn write(dir: &Path, name: &str, text: &str) {
     std::fs::write(dir.join(name), text).unwrap();
@@ -59,37 +32,12 @@ fn make_repo(dir: &Path) -> (String, String) {
     (first, second)
 }
 
-/// Runs a runbook with `--json`, returning the output and its log messages.
-fn run(env: &Env, file: &Path, extra: &[&str]) -> (std::process::Output, Vec<String>) {
-    let out = env
-        .cmd()
-        .arg("run")
-        .arg(file)
-        .arg("--json")
-        .args(extra)
+/// `runbook run FILE --json`, with no git config from this machine.
+fn git_run<'e>(env: &'e Env, file: &Path) -> Run<'e> {
+    Run::new(env, file)
+        .json()
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .unwrap();
-    let logs = parse_ndjson(&out.stdout)
-        .into_iter()
-        .filter(|e| e["event"] == "log")
-        .map(|e| e["message"].as_str().unwrap_or_default().to_string())
-        .collect();
-    (out, logs)
-}
-
-fn events(out: &std::process::Output) -> Vec<serde_json::Value> {
-    parse_ndjson(&out.stdout)
-}
-
-fn describe(out: &std::process::Output) -> String {
-    format!(
-        "status {:?}\nstderr: {}\nstdout: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    )
 }
 
 /// Lua that logs a restore result as one line: `NAME rev changed planned file,file`.
@@ -127,8 +75,8 @@ end)
             repo = repo.display()
         ),
     );
-    let (out, logs) = run(&env, &rb, &["--yes"]);
-    assert!(out.status.success(), "{}", describe(&out));
+    let out = git_run(&env, &rb).yes().expect_exit(0).run();
+    let logs = out.logs();
     assert_eq!(
         logs[0],
         format!("head {second} true false a.txt,b c.txt,staged.txt")
@@ -150,7 +98,8 @@ end)
     let status = git(&repo, &["status", "--porcelain"]);
     assert!(status.contains("?? staged.txt"), "and unstaged: {status}");
     // The restores were destructive changes, recorded as such.
-    let changes: Vec<_> = events(&out)
+    let changes: Vec<_> = out
+        .events()
         .into_iter()
         .filter(|e| e["event"] == "action_started" && e["effect"] == "change")
         .collect();
@@ -179,15 +128,11 @@ step("restore", function() show("dry", git.restore(here, {{ repo = "{repo}" }}))
             repo = repo.display()
         ),
     );
-    let out = env
-        .cmd()
-        .arg("run")
-        .arg(&rb)
-        .arg("--dry-run")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let stderr = Run::new(&env, &rb)
+        .dry_run()
+        .expect_exit(0)
+        .run()
+        .stderr_text();
     let expected = format!(
         // Each file with the lines it differs by: what the restore undoes.
         "restore 3 files in {} to {}: a.txt (+1 -1), b c.txt (+1 -1), keep.txt (+1 -1)",
@@ -201,13 +146,14 @@ step("restore", function() show("dry", git.restore(here, {{ repo = "{repo}" }}))
     for f in ["a.txt", "b c.txt", "keep.txt"] {
         assert_eq!(read(&repo, f), "edited\n", "{f} untouched");
     }
-    let (out, logs) = run(&env, &rb, &["--dry-run"]);
-    assert!(out.status.success(), "{}", describe(&out));
+    let out = git_run(&env, &rb).dry_run().expect_exit(0).run();
+    let logs = out.logs();
     assert_eq!(
         logs[0],
         format!("dry {second} true true a.txt,b c.txt,keep.txt")
     );
-    let planned: Vec<_> = events(&out)
+    let planned: Vec<_> = out
+        .events()
         .into_iter()
         .filter(|e| e["event"] == "action_planned")
         .collect();
@@ -236,11 +182,11 @@ end)
             repo = repo.display()
         ),
     );
-    let (out, logs) = run(&env, &rb, &[]);
-    assert!(out.status.success(), "{}", describe(&out));
+    let out = git_run(&env, &rb).expect_exit(0).run();
+    let logs = out.logs();
     assert_eq!(logs[0], format!("noop {second} false false "));
     assert_eq!(logs[1], format!("keep {first} false false "));
-    let evs = events(&out);
+    let evs = out.events();
     assert!(
         !evs.iter().any(|e| e["effect"] == "change"),
         "no change action at all: {evs:?}"
@@ -281,8 +227,8 @@ end)
             plain = not_repo.display()
         ),
     );
-    let (out, logs) = run(&env, &rb, &["--yes"]);
-    assert!(out.status.success(), "{}", describe(&out));
+    let out = git_run(&env, &rb).yes().expect_exit(0).run();
+    let logs = out.logs();
     assert_eq!(logs.len(), 5, "{logs:?}");
     assert!(
         logs[0].contains(&format!(
@@ -315,7 +261,7 @@ end)
     );
     assert_eq!(read(&repo, "a.txt"), "edited\n");
     assert!(
-        !events(&out).iter().any(|e| e["effect"] == "change"),
+        !out.events().iter().any(|e| e["effect"] == "change"),
         "nothing was changed"
     );
 }
@@ -345,8 +291,8 @@ end)
             repo = repo.display()
         ),
     );
-    let (out, logs) = run(&env, &rb, &[]);
-    assert!(out.status.success(), "{}", describe(&out));
+    let out = git_run(&env, &rb).expect_exit(0).run();
+    let logs = out.logs();
     assert_eq!(
         logs[0],
         format!("head {second} {} main second", &second[..7])
@@ -367,8 +313,8 @@ end)
     git(&repo, &["reset", "-q", "--hard"]);
     git(&repo, &["clean", "-q", "-f"]);
     git(&repo, &["checkout", "-q", "--detach", "HEAD~1"]);
-    let (out, logs) = run(&env, &rb, &[]);
-    assert!(out.status.success(), "{}", describe(&out));
+    let out = git_run(&env, &rb).expect_exit(0).run();
+    let logs = out.logs();
     assert!(logs[0].ends_with(" nil first"), "{}", logs[0]);
     assert_eq!(logs[1], "clean true 0");
 }
@@ -398,20 +344,13 @@ step("restore", function()
 end)
 "#,
     );
-    let out = env
-        .cmd()
-        .arg("run")
-        .arg(&rb)
-        .args(fleet.args())
-        .args(["--yes", "--json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", describe(&out));
-    let logs: Vec<String> = parse_ndjson(&out.stdout)
-        .into_iter()
-        .filter(|e| e["event"] == "log")
-        .map(|e| e["message"].as_str().unwrap().to_string())
-        .collect();
+    let logs = Run::new(&env, &rb)
+        .ssh(&fleet)
+        .yes()
+        .json()
+        .expect_exit(0)
+        .run()
+        .logs();
     assert_eq!(logs[0], format!("{second} a.txt,keep.txt"));
     assert_eq!(logs[1], format!("{} main", &second[..7]));
     assert_eq!(logs[2], "true");

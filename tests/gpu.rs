@@ -5,62 +5,14 @@ mod common;
 use common::sshd::Fleet;
 use common::*;
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
-/// `runbook run FILE --yes --json ARGS…` as `cmd` is set up.
-fn run_json(cmd: &mut assert_cmd::Command, file: &Path, args: &[&str]) -> Output {
-    cmd.arg("run")
-        .arg(file)
-        .args(["--yes", "--json"])
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-/// `runbook run FILE --json ARGS…` with the double first on PATH and `fixture` chosen.
-fn run_with(env: &Env, fixture: &str, file: &Path, args: &[&str]) -> Output {
-    let path = format!(
-        "{}:{}",
-        repo().join("tests/bin").display(),
-        std::env::var("PATH").unwrap()
-    );
-    run_json(
-        env.cmd()
-            .env("PATH", path)
-            .env("NVIDIA_SMI_FIXTURE", fixture),
-        file,
-        args,
-    )
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// The `error` of the first failed step.
-fn step_error(out: &Output) -> String {
-    parse_ndjson(&out.stdout)
-        .iter()
-        .find(|e| e["event"] == "step_finished" && e["outcome"] == "failed")
-        .and_then(|e| e["error"].as_str().map(str::to_string))
-        .unwrap_or_else(|| panic!("no failed step:\n{}", stderr(out)))
-}
-
-fn logs(out: &Output) -> Vec<String> {
-    parse_ndjson(&out.stdout)
-        .iter()
-        .filter(|e| e["event"] == "log")
-        .filter_map(|e| e["message"].as_str().map(str::to_string))
-        .collect()
-}
-
-fn assert_ok(out: &Output) {
-    assert!(
-        out.status.success(),
-        "stderr: {}\nstdout: {}",
-        stderr(out),
-        String::from_utf8_lossy(&out.stdout)
-    );
+/// `runbook run FILE --yes --json` with the double first on PATH and `fixture` chosen.
+fn with_fixture<'e>(env: &'e Env, fixture: &str, file: &Path) -> Run<'e> {
+    Run::new(env, file)
+        .yes()
+        .json()
+        .path_first(repo().join("tests/bin"))
+        .env("NVIDIA_SMI_FIXTURE", fixture)
 }
 
 /// Checks in Lua: `check(cond, what)` fails the step with `what`.
@@ -101,7 +53,7 @@ step("probe", function()
 end)
 "#,
     );
-    assert_ok(&run_with(&env, "h200x8", &rb, &[]));
+    with_fixture(&env, "h200x8", &rb).expect_exit(0).run();
 }
 
 #[test]
@@ -126,7 +78,7 @@ step("probe", function()
 end)
 "#,
     );
-    assert_ok(&run_with(&env, "na-fields", &rb, &[]));
+    with_fixture(&env, "na-fields", &rb).expect_exit(0).run();
 }
 
 #[test]
@@ -141,16 +93,17 @@ step("probe", function()
 end)
 "#,
     );
-    assert_ok(&run_with(&env, "none", &rb, &[]));
+    with_fixture(&env, "none", &rb).expect_exit(0).run();
 }
 
 #[test]
 fn a_driver_failure_fails_naming_the_target() {
     let env = Env::new();
     let rb = runbook(&env, "step(\"probe\", function() gpu.probe(here) end)\n");
-    let out = run_with(&env, "driver-fail", &rb, &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    let err = step_error(&out);
+    let err = with_fixture(&env, "driver-fail", &rb)
+        .expect_exit(1)
+        .run()
+        .step_error(FAILED);
     assert!(err.contains("gpu.lua:"), "{err}");
     assert!(
         err.contains("gpu.probe on local: nvidia-smi failed (exit code 9): NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver"),
@@ -163,9 +116,13 @@ fn missing_nvidia_smi_fails_naming_the_target() {
     let env = Env::new();
     let rb = runbook(&env, "step(\"probe\", function() gpu.probe(here) end)\n");
     let empty = env.scratch();
-    let out = run_json(env.cmd().env("PATH", &empty), &rb, &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    let err = step_error(&out);
+    let err = Run::new(&env, &rb)
+        .yes()
+        .json()
+        .env("PATH", &empty)
+        .expect_exit(1)
+        .run()
+        .step_error(FAILED);
     assert!(
         err.contains("cannot run 'nvidia-smi' on local: no such program"),
         "{err}"
@@ -209,14 +166,10 @@ fn require_names_what_is_short() {
             &env,
             &format!("step(\"need\", function() gpu.require(here, {opts}) end)\n"),
         );
-        let out = run_with(&env, fixture, &rb, &[]);
-        assert_eq!(
-            out.status.code(),
-            Some(1),
-            "{fixture} {opts}: {}",
-            stderr(&out)
-        );
-        let err = step_error(&out);
+        let err = with_fixture(&env, fixture, &rb)
+            .expect_exit(1)
+            .run()
+            .step_error(FAILED);
         assert!(
             err.contains(expected),
             "{fixture} {opts}: expected {expected:?} in {err}"
@@ -237,7 +190,7 @@ step("need", function()
 end)
 "#,
     );
-    assert_ok(&run_with(&env, "h200x8", &rb, &[]));
+    with_fixture(&env, "h200x8", &rb).expect_exit(0).run();
 }
 
 #[test]
@@ -247,8 +200,7 @@ fn require_rejects_bad_options() {
         &env,
         "step(\"need\", function() gpu.require(here, { cuont = 8 }) end)\n",
     );
-    let out = run_with(&env, "h200x8", &rb, &[]);
-    let err = step_error(&out);
+    let err = with_fixture(&env, "h200x8", &rb).run().step_error(FAILED);
     assert!(
         err.contains("gpu.require(): unknown option 'cuont'") && err.contains("count"),
         "{err}"
@@ -257,13 +209,13 @@ fn require_rejects_bad_options() {
         &env,
         "step(\"need\", function() gpu.require(here, { count = -1 }) end)\n",
     );
-    let err = step_error(&run_with(&env, "h200x8", &rb, &[]));
+    let err = with_fixture(&env, "h200x8", &rb).run().step_error(FAILED);
     assert!(
         err.contains("count: expected a whole number of at least 0, got -1"),
         "{err}"
     );
     let rb = runbook(&env, "step(\"p\", function() gpu.probe(\"local\") end)\n");
-    let err = step_error(&run_with(&env, "h200x8", &rb, &[]));
+    let err = with_fixture(&env, "h200x8", &rb).run().step_error(FAILED);
     assert!(
         err.contains("gpu.probe: the first argument is a target"),
         "{err}"
@@ -283,21 +235,28 @@ step("need", function()
 end)
 "#,
     );
-    let out = run_with(&env, "h200x8", &rb, &["--dry-run"]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(step_error(&out).contains("GPU 3 (NVIDIA H200) is busy"));
+    let out = with_fixture(&env, "h200x8", &rb)
+        .dry_run()
+        .expect_exit(1)
+        .run();
+    assert!(out
+        .step_error(FAILED)
+        .contains("GPU 3 (NVIDIA H200) is busy"));
 
-    let out = run_with(&env, "h200x8", &rb, &["--dry-run", "--offline"]);
-    assert_ok(&out);
+    let out = with_fixture(&env, "h200x8", &rb)
+        .dry_run()
+        .offline()
+        .expect_exit(0)
+        .run();
     assert!(
-        logs(&out).contains(&"planned=true n=0".to_string()),
+        out.logs().contains(&"planned=true n=0".to_string()),
         "{:?}",
-        logs(&out)
+        out.logs()
     );
-    let events = parse_ndjson(&out.stdout);
-    let planned = events
-        .iter()
-        .find(|e| e["event"] == "action_planned")
+    let planned = out
+        .of_kind("action_planned")
+        .into_iter()
+        .next()
         .expect("the read is planned");
     assert_eq!(planned["effect"], "read");
     assert!(planned["command"]
@@ -328,16 +287,13 @@ step("probe", function()
 end)
 "#,
     );
-    let out = env
-        .cmd()
-        .arg("run")
-        .arg(&rb)
-        .args(fleet.args())
-        .args(["--yes", "--json"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    let logs = logs(&out);
+    let out = Run::new(&env, &rb)
+        .ssh(&fleet)
+        .yes()
+        .json()
+        .expect_exit(1)
+        .run();
+    let logs = out.logs();
     assert!(
         logs.contains(&"node1: NVIDIA H200 busy with python".to_string()),
         "{logs:?}"
@@ -346,7 +302,7 @@ end)
         logs.contains(&"node1/ct200: NVIDIA H200 busy with python".to_string()),
         "{logs:?}"
     );
-    let err = step_error(&out);
+    let err = out.step_error(FAILED);
     assert!(
         err.contains("node1/ct200: GPU 3 (NVIDIA H200) is busy: pid 1234 python (81000 MiB)"),
         "{err}"

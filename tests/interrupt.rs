@@ -6,11 +6,10 @@
 //! process tree it started is gone and that the run record is complete.
 
 mod common;
-use common::running::{alive, Running};
+use common::running::alive;
 use common::*;
 
 use serde_json::Value;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 // ---------------------------------------------------------------------------------------
@@ -24,13 +23,9 @@ fn fixture(name: &str) -> String {
         .to_string()
 }
 
-/// `run FIXTURE --yes --set dir=SCRATCH [extra…]`.
-fn spawn_run(env: &Env, name: &str, extra: &[&str]) -> Running {
-    let dir = format!("dir={}", env.scratch().display());
-    let fix = fixture(name);
-    let mut args = vec!["run", fix.as_str(), "--yes", "--set", dir.as_str()];
-    args.extend_from_slice(extra);
-    Running::spawn(env, &args)
+/// `run FIXTURE --yes --set dir=SCRATCH`.
+fn fixture_run<'e>(env: &'e Env, name: &str) -> Run<'e> {
+    Run::new(env, fixture(name)).yes().set("dir", env.scratch())
 }
 
 /// Polls up to 3 s for `pid` to be gone.
@@ -49,47 +44,11 @@ fn assert_gone(pid: i32, what: &str) {
     }
 }
 
-/// The only run record, checked to be complete: every line valid JSON, newline-terminated,
-/// ending with `run_finished`.
+/// The only run record, checked to be complete (`complete_record`).
 fn record(env: &Env) -> Vec<Value> {
-    let dir = env.state().join("runs");
-    let files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("no runs dir {}: {e}", dir.display()))
-        .flatten()
-        .map(|e| e.path())
-        .collect();
+    let files = env.record_files();
     assert_eq!(files.len(), 1, "exactly one run record: {files:?}");
-    let text = std::fs::read_to_string(&files[0]).unwrap();
-    assert!(
-        text.ends_with('\n'),
-        "the record ends with a complete line: {text:?}"
-    );
-    let events: Vec<Value> = text
-        .lines()
-        .enumerate()
-        .map(|(i, l)| {
-            serde_json::from_str(l)
-                .unwrap_or_else(|e| panic!("record line {} is not JSON ({e}): {l}", i + 1))
-        })
-        .collect();
-    assert_eq!(events[0]["event"], "run_started", "{events:#?}");
-    assert_eq!(
-        events.last().unwrap()["event"],
-        "run_finished",
-        "the record ends with run_finished: {events:#?}"
-    );
-    assert_eq!(
-        events
-            .iter()
-            .filter(|e| e["event"] == "run_finished")
-            .count(),
-        1
-    );
-    events
-}
-
-fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    events.iter().filter(|e| e["event"] == kind).collect()
+    complete_record(&files[0])
 }
 
 /// The one `step_finished` event of step `index`.
@@ -106,12 +65,6 @@ fn finished(events: &[Value], index: u64) -> &Value {
     all[0]
 }
 
-fn skipped(events: &[Value], index: u64) -> Option<&Value> {
-    events
-        .iter()
-        .find(|e| e["event"] == "step_skipped" && e["index"] == index)
-}
-
 fn run_finished(events: &[Value]) -> &Value {
     events.last().unwrap()
 }
@@ -126,7 +79,7 @@ fn error_of(ev: &Value) -> &str {
 fn signal_mid_step(sig: i32, code: i32, name: &str) {
     let env = Env::new();
     let scratch = env.scratch();
-    let mut run = spawn_run(&env, "mid_step.lua", &[]);
+    let mut run = fixture_run(&env, "mid_step.lua").spawn();
     let shell = run.wait_pid(&scratch.join("shell.pid"), Duration::from_secs(5));
     let child: i32 = std::fs::read_to_string(scratch.join("child.pid"))
         .unwrap()
@@ -172,7 +125,7 @@ fn signal_mid_step(sig: i32, code: i32, name: &str) {
         error_of(long).contains(name),
         "the error names the signal {name}: {long}"
     );
-    let later = skipped(&events, 1).expect("step 1 skipped");
+    let later = step_skipped(&events, 1).expect("step 1 skipped");
     assert!(
         later["reason"].as_str().unwrap().contains("interrupted"),
         "{later}"
@@ -201,7 +154,7 @@ fn sigterm_mid_step_stops_the_tree_and_runs_always_steps() {
 fn second_sigint_stops_the_always_step() {
     let env = Env::new();
     let scratch = env.scratch();
-    let mut run = spawn_run(&env, "second_signal.lua", &[]);
+    let mut run = fixture_run(&env, "second_signal.lua").spawn();
     let first = run.wait_pid(&scratch.join("first.pid"), Duration::from_secs(5));
     run.signal(libc::SIGINT);
     let always = run.wait_pid(&scratch.join("always.pid"), Duration::from_secs(5));
@@ -231,7 +184,7 @@ fn second_sigint_stops_the_always_step() {
 fn command_timeout_kills_the_tree() {
     let env = Env::new();
     let scratch = env.scratch();
-    let mut run = spawn_run(&env, "command_timeout.lua", &[]);
+    let mut run = fixture_run(&env, "command_timeout.lua").spawn();
     let got = run.code(Duration::from_secs(8));
     let out = run.output();
     assert_eq!(got, 1, "the checked command's timeout fails the run\n{out}");
@@ -287,17 +240,16 @@ fn command_timeout_kills_the_tree() {
 fn step_timeout_stops_endless_lua() {
     let env = Env::new();
     let started = Instant::now();
-    let assert = env
-        .cmd()
-        .args(["run", &fixture("step_timeout_lua.lua"), "--yes"])
+    let out = Run::new(&env, fixture("step_timeout_lua.lua"))
+        .yes()
         .timeout(Duration::from_secs(8))
-        .assert()
-        .code(1);
+        .expect_exit(1)
+        .run();
     let took = started.elapsed();
     assert!(
         took < Duration::from_secs(3),
         "the 500ms step timeout ended the loop, but the run took {took:?}\n{}",
-        String::from_utf8_lossy(&assert.get_output().stderr)
+        out.stderr_text()
     );
     let events = record(&env);
     let spin = finished(&events, 0);
@@ -312,12 +264,12 @@ fn step_timeout_stops_a_running_command() {
     let env = Env::new();
     let scratch = env.scratch();
     let started = Instant::now();
-    env.cmd()
-        .args(["run", &fixture("step_timeout_command.lua"), "--yes"])
-        .args(["--set", &format!("dir={}", scratch.display())])
+    Run::new(&env, fixture("step_timeout_command.lua"))
+        .yes()
+        .set("dir", &scratch)
         .timeout(Duration::from_secs(8))
-        .assert()
-        .code(1);
+        .expect_exit(1)
+        .run();
     let took = started.elapsed();
     assert!(took < Duration::from_secs(4), "the run took {took:?}");
     let pid: i32 = std::fs::read_to_string(scratch.join("sleep.pid"))
@@ -341,18 +293,13 @@ fn run_timeout_stops_the_step_skips_the_rest_and_runs_always() {
     let env = Env::new();
     let scratch = env.scratch();
     let started = Instant::now();
-    env.cmd()
-        .args([
-            "run",
-            &fixture("run_timeout.lua"),
-            "--yes",
-            "--timeout",
-            "1s",
-        ])
-        .args(["--set", &format!("dir={}", scratch.display())])
+    Run::new(&env, fixture("run_timeout.lua"))
+        .yes()
+        .args(["--timeout", "1s"])
+        .set("dir", &scratch)
         .timeout(Duration::from_secs(10))
-        .assert()
-        .code(1);
+        .expect_exit(1)
+        .run();
     let took = started.elapsed();
     assert!(took < Duration::from_secs(5), "the run took {took:?}");
     assert!(
@@ -372,7 +319,7 @@ fn run_timeout_stops_the_step_skips_the_rest_and_runs_always() {
     assert_eq!(long["outcome"], "failed", "{long}");
     assert!(error_of(long).contains("timeout"), "{long}");
     assert!(
-        skipped(&events, 1).is_some(),
+        step_skipped(&events, 1).is_some(),
         "later is skipped: {events:#?}"
     );
     let cleanup = finished(&events, 2);
@@ -392,11 +339,11 @@ fn run_timeout_stops_the_step_skips_the_rest_and_runs_always() {
 fn retries_try_three_times_then_fail() {
     let env = Env::new();
     let started = Instant::now();
-    env.cmd()
-        .args(["run", &fixture("retries.lua"), "--yes"])
+    Run::new(&env, fixture("retries.lua"))
+        .yes()
         .timeout(Duration::from_secs(8))
-        .assert()
-        .code(1);
+        .expect_exit(1)
+        .run();
     let took = started.elapsed();
     assert!(
         took >= Duration::from_millis(200),
@@ -428,7 +375,7 @@ fn retries_try_three_times_then_fail() {
 fn lua_sleep_waits_and_sigint_ends_it() {
     let env = Env::new();
     let scratch = env.scratch();
-    let mut run = spawn_run(&env, "lua_sleep.lua", &[]);
+    let mut run = fixture_run(&env, "lua_sleep.lua").spawn();
     run.wait_file(&scratch.join("ready"), Duration::from_secs(5));
     // Let the step get into its sleep.
     std::thread::sleep(Duration::from_millis(200));
@@ -466,12 +413,13 @@ fn lua_sleep_waits_and_sigint_ends_it() {
 fn every_output_line_is_an_event_and_in_the_result() {
     let env = Env::new();
     let scratch = env.scratch();
-    env.cmd()
-        .args(["run", &fixture("output_stream.lua"), "--yes", "--quiet"])
-        .args(["--set", &format!("dir={}", scratch.display())])
+    Run::new(&env, fixture("output_stream.lua"))
+        .yes()
+        .arg("--quiet")
+        .set("dir", &scratch)
         .timeout(Duration::from_secs(10))
-        .assert()
-        .success();
+        .expect_exit(0)
+        .run();
     let expected: Vec<String> = (1..=20000).map(|i| i.to_string()).collect();
 
     let copy = std::fs::read_to_string(scratch.join("stdout.txt")).unwrap();
@@ -508,7 +456,7 @@ fn every_output_line_is_an_event_and_in_the_result() {
 fn sigint_stops_a_step_busy_in_lua() {
     let env = Env::new();
     let scratch = env.scratch();
-    let mut run = spawn_run(&env, "busy_loop.lua", &[]);
+    let mut run = fixture_run(&env, "busy_loop.lua").spawn();
     run.wait_file(&scratch.join("spinning"), Duration::from_secs(5));
     std::thread::sleep(Duration::from_millis(200));
     run.signal(libc::SIGINT);

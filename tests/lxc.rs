@@ -9,9 +9,8 @@
 //! behind the test sshd. The primitives are in lxc_primitives.rs.
 
 mod common;
-use common::lxc::{self, describe, step_error, Ct, EnvMode, Kind};
+use common::lxc::{self, Ct, EnvMode, Kind};
 use common::*;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// A number no other test's `sleep` uses, so a process scan finds this test's own.
@@ -58,12 +57,12 @@ end)
                 ct.lua()
             ),
         );
-        let out = lxc::command(&env, &dir, mode, &[])
+        lxc::on_ct(Run::new(&env, rb), &dir, mode, &[])
             .env("RBT_OUTER", "outer")
-            .args(["run", rb.to_str().unwrap(), "--yes", "--json"])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{mode:?}: {}", describe(&out));
+            .yes()
+            .json()
+            .expect_exit(0)
+            .run();
     }
 });
 
@@ -122,8 +121,12 @@ in_containers!(
         &[],
     );
         let took = started.elapsed();
-        assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
-        assert!(step_error(&out).contains("timed out"), "{}", describe(&out));
+        assert_eq!(out.status.code(), Some(1), "{}", out.describe());
+        assert!(
+            out.step_error(FAILED).contains("timed out"),
+            "{}",
+            out.describe()
+        );
         // The KILL comes after the grace: before it the TERM-ignoring tree still stood.
         assert!(
             took >= Duration::from_secs(4) && took < Duration::from_secs(20),
@@ -149,29 +152,13 @@ in_containers!(ctrl_c_kills_the_tree_inside_the_container, |ct: &Ct| {
             stubborn_tree(n)
         ),
     );
-    let mut child = lxc::command(&env, &dir, EnvMode::Clear, &[])
-        .args(["run", rb.to_str().unwrap(), "--yes"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _reap = running::Reap(vec![child.id() as i32]);
+    let mut run = lxc::on_ct(Run::new(&env, rb), &dir, EnvMode::Clear, &[])
+        .yes()
+        .spawn();
     wait_processes(ct, &format!("sleep {n}"), 2, Duration::from_secs(20));
-    let signalled = Instant::now();
-    // SAFETY: signals the runbook process this test started.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            signalled.elapsed() < Duration::from_secs(20),
-            "runbook still runs 20 s after SIGINT"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert_eq!(status.code(), Some(130), "{status:?}");
+    run.signal(libc::SIGINT);
+    // It ends within 20 s of SIGINT.
+    assert_eq!(run.code(Duration::from_secs(20)), 130, "{}", run.output());
     let left = gone_inside(ct, &format!("sleep {n}"), Duration::from_secs(3));
     assert!(left.is_empty(), "left running in the container: {left:?}");
 });
@@ -195,12 +182,12 @@ fn a_change_where_flock_is_missing_fails_before_changing_anything() {
             &format!("step(\"change\", function() box:exec({{ \"touch\", \"{made}\" }}) end)\n"),
             &[],
         );
-        assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+        assert_eq!(out.status.code(), Some(1), "{}", out.describe());
         assert!(
-            step_error(&out)
+            out.step_error(FAILED)
                 .contains("cannot take the run lock on local/ct931: needs flock for the run lock"),
             "{}",
-            describe(&out)
+            out.describe()
         );
         assert!(
             !dir.host.join("made-by-runbook").exists(),
@@ -242,23 +229,17 @@ end)
             tree = stubborn_tree(n),
         ),
     );
-    let out = env
-        .cmd()
-        .args(["run", rb.to_str().unwrap(), "--yes", "--json"])
-        .args(fleet.args())
+    let out = Run::new(&env, rb)
+        .yes()
+        .json()
+        .ssh(&fleet)
         .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
-    let events = parse_ndjson(&out.stdout);
-    let outcome = |i: u64| {
-        events
-            .iter()
-            .find(|e| e["event"] == "step_finished" && e["index"] == i)
-            .map(|e| e["outcome"].as_str().unwrap_or_default().to_string())
-    };
-    assert_eq!(outcome(0).as_deref(), Some("changed"), "{}", describe(&out));
-    assert_eq!(outcome(1).as_deref(), Some("failed"), "{}", describe(&out));
+        .expect_exit(1)
+        .run();
+    let events = out.events();
+    let outcome = |i: u64| step_finished(&events, i)["outcome"].clone();
+    assert_eq!(outcome(0), "changed", "{}", out.describe());
+    assert_eq!(outcome(1), "failed", "{}", out.describe());
     assert!(
         dir.host.join("made").exists(),
         "the change happened in the container"

@@ -6,9 +6,7 @@
 //! Runs alternate between Proxmox's two env modes (keep, as PVE 8; clear, as PVE 9).
 
 mod common;
-use common::lxc::{
-    self, changes_started, describe, logs, step_error, Ct, CtDir, EnvMode, Kind, Run,
-};
+use common::lxc::{self, changes_started, Ct, CtDir, CtRun, EnvMode, Kind};
 use common::*;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -18,31 +16,31 @@ fn has_flock(ct: &Ct) -> bool {
 }
 
 /// What a change in the busybox-only container fails with, before anything changed.
-fn assert_needs_flock(out: &std::process::Output, ct: &Ct) {
-    assert_eq!(out.status.code(), Some(1), "{}", describe(out));
+fn assert_needs_flock(out: &Output, ct: &Ct) {
+    assert_eq!(out.status.code(), Some(1), "{}", out.describe());
     assert!(
-        step_error(out).contains(&format!(
+        out.step_error(FAILED).contains(&format!(
             "cannot take the run lock on {}: needs flock for the run lock",
             ct.target()
         )),
         "{}",
-        describe(out)
+        out.describe()
     );
 }
 
-fn assert_needs(out: &std::process::Output, what: &str, program: &str, ct: &Ct) {
-    assert_eq!(out.status.code(), Some(1), "{}", describe(out));
+fn assert_needs(out: &Output, what: &str, program: &str, ct: &Ct) {
+    assert_eq!(out.status.code(), Some(1), "{}", out.describe());
     let want = format!("{what}: needs {program} on {} (", ct.target());
     assert!(
-        step_error(out).contains(&want),
+        out.step_error(FAILED).contains(&want),
         "no {want:?} in\n{}",
-        describe(out)
+        out.describe()
     );
     assert_eq!(
         changes_started(out),
         0,
         "nothing changed: {}",
-        describe(out)
+        out.describe()
     );
 }
 
@@ -115,7 +113,7 @@ in_containers!(cache_size_clear_keep_restore, |ct: &Ct| {
     let cache = dir.at("cache");
     let roots = format!("cache_roots = {{ \"{}\" }}", dir.path);
     let holder = Holder::start(ct, &dir.at("cache/a"));
-    let out = Run::new(&env, &dir, EnvMode::Keep).header(&roots).go(
+    let out = CtRun::new(&env, &dir, EnvMode::Keep).header(&roots).go(
         &format!(
             r#"step("size", function()
   local s = cache.size(box, {{ "{cache}" }})
@@ -130,8 +128,8 @@ end)
         ),
         &[],
     );
-    assert!(out.status.success(), "{}", describe(&out));
-    let refused = logs(&out).join("\n");
+    out.assert_exit(0);
+    let refused = out.logs().join("\n");
     assert!(
         refused.contains(&format!("is in use by pid {} (sleep ", holder.pid)),
         "the holder, by its pid in the container: {refused}"
@@ -142,7 +140,7 @@ end)
     // PVE 9's --clear-env gives no HOME: `~` is still root's home (before: `/`, so
     // `~/…` named nothing and the `~/.cache` root was `/.cache`).
     let home_relative = format!("~/{}", cache.trim_start_matches("/root/"));
-    let out = Run::new(&env, &dir, EnvMode::Clear).go(
+    let out = CtRun::new(&env, &dir, EnvMode::Clear).go(
         &format!(
             r#"step("size", function()
   local s = cache.size(box, {{ "{home_relative}" }})
@@ -152,8 +150,8 @@ end)
         ),
         &[],
     );
-    assert!(out.status.success(), "{}", describe(&out));
-    assert_eq!(logs(&out), vec![format!("{cache} 8")]);
+    out.assert_exit(0);
+    assert_eq!(out.logs(), vec![format!("{cache} 8")]);
 
     let kept = |dir: &CtDir<'_>| -> Vec<String> {
         std::fs::read_dir(&dir.host)
@@ -164,7 +162,7 @@ end)
             .collect()
     };
     let step = |mode: EnvMode, body: &str| {
-        Run::new(&env, &dir, mode).header(&roots).go(
+        CtRun::new(&env, &dir, mode).header(&roots).go(
             &format!("step(\"cache\", function()\n  {body}\nend)\n"),
             &[],
         )
@@ -178,14 +176,14 @@ end)
         assert!(dir.host.join("cache/a/k").exists(), "nothing changed");
         return;
     }
-    assert!(out.status.success(), "{}", describe(&out));
+    out.assert_exit(0);
     assert!(!dir.host.join("cache").exists());
     assert_eq!(kept(&dir).len(), 1, "moved aside");
     let out = step(
         EnvMode::Keep,
         &format!(r#"cache.restore(box, {{ "{cache}" }})"#),
     );
-    assert!(out.status.success(), "{}", describe(&out));
+    out.assert_exit(0);
     assert_eq!(
         std::fs::read_to_string(dir.host.join("cache/a/k")).unwrap(),
         "12345"
@@ -195,7 +193,7 @@ end)
         EnvMode::Clear,
         &format!(r#"cache.clear(box, {{ "{cache}" }})"#),
     );
-    assert!(out.status.success(), "{}", describe(&out));
+    out.assert_exit(0);
     assert!(!dir.host.join("cache").exists(), "cleared");
 });
 
@@ -229,12 +227,12 @@ end)
         assert!(!dir.host.join("job.log").exists(), "nothing started");
         return;
     }
-    assert!(out.status.success(), "{}", describe(&out));
+    out.assert_exit(0);
     let running = ct.processes(&format!("sleep {n}"));
     assert_eq!(running.len(), 1, "{running:?}");
     let pid = running[0].split_whitespace().next().unwrap();
     assert_eq!(
-        logs(&out),
+        out.logs(),
         vec![format!("pid={pid} cwd={}", dir.path)],
         "the pid is the job's in the container's PID namespace"
     );
@@ -252,9 +250,9 @@ end)
         ),
         &[],
     );
-    assert!(out.status.success(), "{}", describe(&out));
+    out.assert_exit(0);
     assert_eq!(
-        logs(&out),
+        out.logs(),
         vec![format!("pid={pid} was_running=true killed=true")]
     );
     assert!(ct.processes(&format!("sleep {n}")).is_empty(), "stopped");
@@ -323,8 +321,8 @@ end)
         ),
         &[],
     );
-    assert!(out.status.success(), "{}", describe(&out));
-    assert_eq!(logs(&out), vec!["first  M f", "restored f to HEAD"]);
+    out.assert_exit(0);
+    assert_eq!(out.logs(), vec!["first  M f", "restored f to HEAD"]);
     assert_eq!(
         std::fs::read_to_string(dir.host.join("repo/f")).unwrap(),
         "one\n"
@@ -374,8 +372,8 @@ end)
         return;
     }
     let out = build("");
-    assert!(out.status.success(), "{}", describe(&out));
-    let said = logs(&out);
+    out.assert_exit(0);
+    let said = out.logs();
     assert!(
         said.len() == 1 && said[0].starts_with("python 3.") && said[0].ends_with(" rbdemo==2.0"),
         "{said:?}"
@@ -417,11 +415,11 @@ end)
         assert!(!dir.host.join("inductor").exists());
         return;
     }
-    assert!(out.status.success(), "{}", describe(&out));
+    out.assert_exit(0);
     assert!(
-        logs(&out).contains(&"filled: 3 files".to_string()),
+        out.logs().contains(&"filled: 3 files".to_string()),
         "{:?}",
-        logs(&out)
+        out.logs()
     );
 });
 
@@ -447,8 +445,8 @@ end)
         ),
         &[],
     );
-    assert!(out.status.success(), "{}", describe(&out));
-    let said = logs(&out);
+    out.assert_exit(0);
+    let said = out.logs();
     let line = said.first().cloned().unwrap_or_default();
     if ct.kind == Kind::Debian {
         assert!(line.starts_with("python=3."), "{line}");
@@ -476,12 +474,12 @@ in_containers!(gpu_probe, |ct: &Ct| {
         "tests/fixtures/nvidia-smi",
     );
     let bin = dir.at("tests/bin");
-    let out = Run::new(&env, &dir, EnvMode::Keep)
+    let out = CtRun::new(&env, &dir, EnvMode::Keep)
         .path_first(&bin)
         .var("NVIDIA_SMI_FIXTURE", "h200x8")
         .go(probe, &[]);
-    assert!(out.status.success(), "{}", describe(&out));
-    assert_eq!(logs(&out), vec!["8 NVIDIA H200"]);
+    out.assert_exit(0);
+    assert_eq!(out.logs(), vec!["8 NVIDIA H200"]);
 });
 
 fn repo_root() -> std::path::PathBuf {

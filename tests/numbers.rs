@@ -20,8 +20,7 @@ mod common;
 use common::*;
 
 use serde_json::Value;
-use std::os::unix::process::CommandExt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long any run may take before the test kills it (a hang is a failure).
 const HANG: Duration = Duration::from_secs(120);
@@ -40,32 +39,6 @@ const HOSTILE: &[&str] = &[
 
 /// The zero spellings, which must all mean the same (no timeout).
 const ZEROS: &[&str] = &["0", "0.0", r#""0s""#, r#""0ms""#];
-
-struct Outcome {
-    code: Option<i32>,
-    stderr: String,
-    took: Duration,
-}
-
-impl std::fmt::Debug for Outcome {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "exit {:?} after {:?}\n--- stderr (end) ---\n{}",
-            self.code,
-            self.took,
-            tail(&self.stderr, 6000)
-        )
-    }
-}
-
-fn tail(s: &str, n: usize) -> &str {
-    let mut start = s.len().saturating_sub(n);
-    while !s.is_char_boundary(start) {
-        start += 1;
-    }
-    &s[start..]
-}
 
 /// A runbook around `body`, with an `always` step after it that logs `always ran`.
 fn runbook(body: &str) -> String {
@@ -90,48 +63,33 @@ fn here(name: &str, text: &str) -> String {
 
 /// Runs `runbook run NAME --yes ARGS…`; `nofile` lowers the open-file limit (soft and
 /// hard, so runbook cannot raise it) for the runbook process.
-fn run(env: &Env, name: &str, args: &[&str], nofile: Option<u64>) -> Outcome {
-    let mut cmd = env.std_cmd();
-    cmd.args(["run", name, "--yes"]).args(args);
+fn run(env: &Env, name: &str, args: &[&str], nofile: Option<u64>) -> Output {
+    let mut run = Run::new(env, name).yes().args(args).timeout(HANG);
     if let Some(n) = nofile {
-        // SAFETY: only setrlimit, which is async-signal-safe, runs between fork and exec.
-        unsafe {
-            cmd.pre_exec(move || {
-                let lim = libc::rlimit {
-                    rlim_cur: n,
-                    rlim_max: n,
-                };
-                if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        run = run.nofile(n);
     }
-    let started = Instant::now();
-    let out = assert_cmd::Command::from_std(cmd)
-        .timeout(HANG)
-        .output()
-        .expect("runbook starts");
-    let o = Outcome {
-        code: out.status.code(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        took: started.elapsed(),
-    };
-    assert_ne!(o.code, Some(101), "runbook panicked\n{o:?}");
+    let o = run.run();
+    assert_ne!(o.status.code(), Some(101), "runbook panicked\n{o:?}");
     assert!(
-        o.code.is_some(),
+        o.status.code().is_some(),
         "runbook died from a signal (or hung)\n{o:?}"
     );
-    assert!(!o.stderr.contains("panicked"), "runbook panicked\n{o:?}");
+    assert!(
+        !o.stderr_str().contains("panicked"),
+        "runbook panicked\n{o:?}"
+    );
     o
 }
 
 /// Exit 2 with `error: AT …MSG…`, and no run started (no record).
-fn assert_refused(env: &Env, o: &Outcome, at: &str, msg: &str) {
-    assert_eq!(o.code, Some(2), "an invalid runbook exits 2\n{o:?}");
+fn assert_refused(env: &Env, o: &Output, at: &str, msg: &str) {
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "an invalid runbook exits 2\n{o:?}"
+    );
     let line = o
-        .stderr
+        .stderr_str()
         .lines()
         .find(|l| l.contains(&format!("error: {at} ")))
         .unwrap_or_else(|| panic!("stderr has `error: {at}`\n{o:?}"));
@@ -140,7 +98,7 @@ fn assert_refused(env: &Env, o: &Outcome, at: &str, msg: &str) {
 }
 
 /// The record ends with `run_finished`, and the `always` step ran.
-fn assert_complete(env: &Env, o: &Outcome) -> Vec<Value> {
+fn assert_complete(env: &Env, o: &Output) -> Vec<Value> {
     let events = env.last_record();
     let last = events.last().expect("a record");
     assert_eq!(last["event"], "run_finished", "{o:?}\n{last}");
@@ -150,15 +108,15 @@ fn assert_complete(env: &Env, o: &Outcome) -> Vec<Value> {
             && e["outcome"] == "ok"),
         "the always step ran\n{o:?}"
     );
-    assert!(o.stderr.contains("always ran"), "{o:?}");
+    assert!(o.stderr_str().contains("always ran"), "{o:?}");
     events
 }
 
 /// Exit 1, the failed step's error names `at` and says `msg`, in stderr and the record.
-fn assert_step_failed(env: &Env, o: &Outcome, step: &str, at: &str, msg: &str) -> Vec<Value> {
-    assert_eq!(o.code, Some(1), "a failed step exits 1\n{o:?}");
+fn assert_step_failed(env: &Env, o: &Output, step: &str, at: &str, msg: &str) -> Vec<Value> {
+    assert_eq!(o.status.code(), Some(1), "a failed step exits 1\n{o:?}");
     let line = o
-        .stderr
+        .stderr_str()
         .lines()
         .find(|l| l.contains(at))
         .unwrap_or_else(|| panic!("stderr has `{at}`\n{o:?}"));
@@ -178,7 +136,7 @@ fn assert_step_failed(env: &Env, o: &Outcome, step: &str, at: &str, msg: &str) -
 // 1. durations that overflow
 
 /// What the error says for a hostile value: too long, negative, or not a number.
-fn says_why(o: &Outcome) -> bool {
+fn says_why(o: &Output) -> bool {
     [
         "365 days",
         "negative",
@@ -186,7 +144,7 @@ fn says_why(o: &Outcome) -> bool {
         "not a valid duration",
     ]
     .iter()
-    .any(|w| o.stderr.contains(w))
+    .any(|w| o.stderr_str().contains(w))
 }
 
 #[test]
@@ -279,9 +237,9 @@ fn overflowing_durations_in_flags_are_refused_naming_the_flag() {
         for v in ["18446744073709551615s", "1e300", "366d", "inf", "NaN", "-1"] {
             // `--flag=VALUE`, so that `-1` is a value, not another flag.
             let o = run(&env, "n.lua", &[&format!("{flag}={v}")], None);
-            assert_eq!(o.code, Some(2), "{flag} {v}\n{o:?}");
+            assert_eq!(o.status.code(), Some(2), "{flag} {v}\n{o:?}");
             assert!(
-                o.stderr
+                o.stderr_str()
                     .contains(&format!("invalid value '{v}' for '{flag} <DUR>'")),
                 "{flag} {v}\n{o:?}"
             );
@@ -354,8 +312,8 @@ end)"#
         ));
         env.write("n.lua", &text);
         let o = run(&env, "n.lua", &[], None);
-        assert_eq!(o.code, Some(0), "limit = {limit}\n{o:?}");
-        assert!(o.stderr.contains("sum 12"), "{o:?}");
+        assert_eq!(o.status.code(), Some(0), "limit = {limit}\n{o:?}");
+        assert!(o.stderr_str().contains("sum 12"), "{o:?}");
         assert_complete(&env, &o);
     }
 }
@@ -383,14 +341,22 @@ end)"#,
         ));
         env.write("n.lua", &text);
         let o = run(&env, "n.lua", &[], None);
-        assert_eq!(o.code, Some(0), "timeout = {v} is no timeout\n{o:?}");
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "timeout = {v} is no timeout\n{o:?}"
+        );
         let events = assert_complete(&env, &o);
         assert_eq!(events.last().unwrap()["outcome"], "ok", "{o:?}");
     }
     env.write("n.lua", &runbook("step(\"s\", function() sleep(0.3) end)"));
     for v in ["0", "0.0", "0s", "0ms"] {
         let o = run(&env, "n.lua", &["--timeout", v], None);
-        assert_eq!(o.code, Some(0), "--timeout {v} is no timeout\n{o:?}");
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "--timeout {v} is no timeout\n{o:?}"
+        );
         assert_complete(&env, &o);
     }
 }
@@ -432,10 +398,10 @@ end)"#
     env.write("n.lua", &text);
     let o = run(&env, "n.lua", &[], Some(NOFILE));
     assert!(
-        !o.stderr.contains("Too many open files"),
+        !o.stderr_str().contains("Too many open files"),
         "no command ran out of file descriptors\n{o:?}"
     );
-    assert_eq!(o.code, Some(0), "{o:?}");
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
     let events = assert_complete(&env, &o);
     let finished: Vec<&Value> = events
         .iter()
@@ -464,9 +430,9 @@ end)"#
     ));
     env.write("n.lua", &text);
     let o = run(&env, "n.lua", &[], Some(NOFILE));
-    assert!(!o.stderr.contains("Too many open files"), "{o:?}");
+    assert!(!o.stderr_str().contains("Too many open files"), "{o:?}");
     assert!(
-        !o.stderr.contains("runbook stopped itself"),
+        !o.stderr_str().contains("runbook stopped itself"),
         "the step ended by itself, not by the watchdog\n{o:?}"
     );
     let events = assert_step_failed(
@@ -486,7 +452,7 @@ end)"#
     );
     // Every item ended with the step: the killed ones and the never started ones.
     assert!(
-        o.stderr
+        o.stderr_str()
             .contains(&format!("{n} of {n} did not finish: the step was stopped")),
         "one line sums up the stopped items\n{o:?}"
     );
@@ -511,7 +477,11 @@ end)"#
     let args = fleet.args();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let o = run(&env, "n.lua", &args, None);
-    assert_eq!(o.code, Some(0), "no command was refused by sshd\n{o:?}");
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "no command was refused by sshd\n{o:?}"
+    );
     let events = assert_complete(&env, &o);
     let most = most_at_once(&events);
     // The connection's channel limit (8), below sshd's MaxSessions (10).

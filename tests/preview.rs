@@ -11,57 +11,13 @@ use common::*;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
-fn uv_present() -> bool {
-    std::process::Command::new("uv")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-/// Without uv the venv step plans installing it first: another preview.
-macro_rules! require_uv {
-    () => {
-        if !uv_present() {
-            if std::env::var_os("CI").is_some() {
-                panic!("uv is required (scripts/test installs it)");
-            }
-            eprintln!("skipped: uv is not installed (scripts/test installs it)");
-            return;
-        }
-    };
-}
-
 fn bin() -> PathBuf {
     assert_cmd::cargo::cargo_bin!("runbook").to_path_buf()
 }
 
-/// A git checkout of the demo project with `train.py` changed since its commit.
+/// The demo project's checkout with `train.py` changed since its commit.
 fn hacked_repo(dir: &Path) -> PathBuf {
-    let repo = dir.join("dflash");
-    std::fs::create_dir_all(&repo).unwrap();
-    for f in ["kernels.py", "warmup.py", "train.py"] {
-        std::fs::copy(common::repo().join("examples/train").join(f), repo.join(f)).unwrap();
-    }
-    let git = |args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .arg("-C")
-            .arg(&repo)
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-    };
-    git(&["init", "-q"]);
-    git(&["add", "."]);
-    git(&[
-        "-c",
-        "user.name=t",
-        "-c",
-        "user.email=t@example.invalid",
-        "commit",
-        "-qm",
-        "known good",
-    ]);
+    let repo = demo_repo(dir);
     std::fs::write(repo.join("train.py"), "raise SystemExit('hacked')\n").unwrap();
     repo
 }
@@ -132,9 +88,8 @@ fn clean_reset_preview_on_this_machine() {
     let (inductor, triton) = (work.join("inductor"), work.join("triton"));
     cache_of(&inductor, 300_000);
     cache_of(&triton, 1_500);
-    let out = env
-        .cmd()
-        .args(["run", "clean-reset", "--dry-run"])
+    let stderr = Run::new(&env, "clean-reset")
+        .dry_run()
         .args(sets(&[
             ("venv", work.join("venv").display().to_string()),
             ("repo", repo.display().to_string()),
@@ -148,10 +103,9 @@ fn clean_reset_preview_on_this_machine() {
                 format!("{} {}", inductor.display(), triton.display()),
             ),
         ]))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+        .expect_exit(0)
+        .run()
+        .stderr_text();
     let preview = stable(
         &stderr,
         &[
@@ -180,9 +134,8 @@ fn clean_reset_preview_in_a_container_behind_ssh() {
         .tempdir_in("/var/tmp")
         .unwrap();
     let repo = hacked_repo(work.path());
-    let out = env
-        .cmd()
-        .args(["run", "clean-reset", "--dry-run"])
+    let stderr = Run::new(&env, "clean-reset")
+        .dry_run()
         .args(sets(&[
             ("host", "node1".into()),
             ("ct", "200".into()),
@@ -198,11 +151,10 @@ fn clean_reset_preview_in_a_container_behind_ssh() {
                 "/tmp/torchinductor_root /root/.triton/cache".into(),
             ),
         ]))
-        .args(fleet.args())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+        .ssh(&fleet)
+        .expect_exit(0)
+        .run()
+        .stderr_text();
     let preview = stable(
         &stderr,
         &[
@@ -277,16 +229,13 @@ fn a_preview_line_runs_by_hand_through_runbook_script() {
     let rb = env.write("twice.lua", TWICE);
 
     // The read, for real with -v: the terminal line, the record's command, its output.
-    let out = env
-        .cmd()
-        .arg("run")
-        .arg(&rb)
+    let stderr = Run::new(&env, &rb)
         .args(twice_args(&a, &b))
-        .args(["-v", "--dry-run"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+        .arg("-v")
+        .dry_run()
+        .expect_exit(0)
+        .run()
+        .stderr_text();
     let record = env.last_record();
     let started: Vec<&serde_json::Value> = record
         .iter()
@@ -328,17 +277,14 @@ fn a_preview_line_runs_by_hand_through_runbook_script() {
 
     // runbook's own run deletes the same way, with the same command and output.
     cache_of(&b, 10);
-    let real = env
-        .cmd()
-        .arg("run")
-        .arg(&rb)
+    let events = Run::new(&env, &rb)
         .args(twice_args(&a, &b))
-        .args(["--yes", "--json"])
-        .output()
-        .unwrap();
-    assert!(real.status.success(), "{real:?}");
+        .yes()
+        .json()
+        .expect_exit(0)
+        .run()
+        .events();
     assert!(!b.exists());
-    let events = parse_ndjson(&real.stdout);
     let delete = events
         .iter()
         .find(|e| e["event"] == "action_started" && e["script"]["name"] == "cache-delete.sh")
@@ -370,19 +316,13 @@ fn the_record_and_json_carry_each_body_once() {
     cache_of(&a, 4_000);
     cache_of(&b, 10);
     let rb = env.write("twice.lua", TWICE);
-    let out = env
-        .cmd()
-        .arg("run")
-        .arg(&rb)
+    let out = Run::new(&env, &rb)
         .args(twice_args(&a, &b))
-        .args(["--yes", "--json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    for (what, events) in [
-        ("--json", parse_ndjson(&out.stdout)),
-        ("record", env.last_record()),
-    ] {
+        .yes()
+        .json()
+        .expect_exit(0)
+        .run();
+    for (what, events) in [("--json", out.events()), ("record", env.last_record())] {
         let scripts: Vec<&serde_json::Value> =
             events.iter().filter(|e| e["event"] == "script").collect();
         let names: Vec<&str> = scripts
@@ -393,11 +333,7 @@ fn the_record_and_json_carry_each_body_once() {
         for s in &scripts {
             let name = s["name"].as_str().unwrap();
             let body = s["body"].as_str().unwrap();
-            let printed = std::process::Command::new(bin())
-                .args(["script", name])
-                .output()
-                .unwrap();
-            assert!(printed.status.success());
+            let printed = Run::cmd(&env, ["script", name]).expect_exit(0).run();
             assert_eq!(printed.stdout, body.as_bytes(), "{what}: {name}");
             let sha = format!("{:x}", Sha256::digest(&printed.stdout));
             assert_eq!(s["sha256"], sha.as_str(), "{what}: {name}");
@@ -430,16 +366,16 @@ fn the_record_and_json_carry_each_body_once() {
         assert_eq!(copies, 1, "{what}: the body once, in its script event");
     }
 
-    let log = env.cmd().args(["log", "last"]).output().unwrap();
-    let text = String::from_utf8_lossy(&log.stdout);
-    assert!(log.status.success(), "{log:?}");
+    let text = Run::cmd(&env, ["log", "last"])
+        .expect_exit(0)
+        .run()
+        .stdout_text();
     assert!(
         text.contains(&format!("local: cache-delete.sh /tmp {}", b.display())),
         "{text}"
     );
     assert!(!text.contains("script cache-probe.sh (sha256"), "{text}");
-    let log = env.cmd().args(["log", "last", "-v"]).output().unwrap();
-    let text = String::from_utf8_lossy(&log.stdout);
+    let text = Run::cmd(&env, ["log", "last", "-v"]).run().stdout_text();
     assert_eq!(
         text.matches("script cache-probe.sh (sha256").count(),
         1,
@@ -455,12 +391,11 @@ fn the_record_and_json_carry_each_body_once() {
 /// closest one.
 #[test]
 fn runbook_script_lists_prints_and_refuses() {
-    let list = std::process::Command::new(bin())
-        .arg("script")
-        .output()
-        .unwrap();
-    assert!(list.status.success());
-    let text = String::from_utf8_lossy(&list.stdout);
+    let env = Env::new();
+    let text = Run::cmd(&env, ["script"])
+        .expect_exit(0)
+        .run()
+        .stdout_text();
     for name in [
         "venv-build.sh",
         "cache-delete.sh",
@@ -469,12 +404,10 @@ fn runbook_script_lists_prints_and_refuses() {
     ] {
         assert!(text.contains(name), "{text}");
     }
-    let bad = std::process::Command::new(bin())
-        .args(["script", "venv-biuld"])
-        .output()
-        .unwrap();
-    assert_eq!(bad.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&bad.stderr);
+    let bad = Run::cmd(&env, ["script", "venv-biuld"])
+        .expect_exit(2)
+        .run();
+    let err = bad.stderr_str();
     assert!(
         err.contains("no script 'venv-biuld'; did you mean 'venv-build'?")
             && err.contains("cache-delete"),

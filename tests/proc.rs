@@ -1,6 +1,7 @@
 //! `proc.spawn`, `proc.wait_for`, `proc.stop`: detached jobs that outlive the run (and
 //! its SSH connection), waiting on their logs, stopping them.
 mod common;
+use common::running::{alive, gone_within};
 use common::sshd::Fleet;
 use common::*;
 use std::path::{Path, PathBuf};
@@ -10,26 +11,9 @@ use std::time::{Duration, Instant};
 const TICKER: &str =
     r#"{ "sh", "-c", 'i=0; while :; do i=$((i+1)); echo "step $i 21.5 Ktok/s"; sleep 0.2; done' }"#;
 
-/// Whether `pid` is a live (not zombie) process.
-fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let rest = &stat[stat.rfind(')').unwrap() + 2..];
-            !rest.starts_with('Z')
-        }
-        Err(_) => false,
-    }
-}
-
+/// Whether the job `pid` is gone within 5 s.
 fn wait_dead(pid: u32) -> bool {
-    let t0 = Instant::now();
-    while alive(pid) {
-        if t0.elapsed() > Duration::from_secs(5) {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    true
+    gone_within(pid as i32, Duration::from_secs(5))
 }
 
 /// Kills the process groups of the jobs a test started, whatever happens to the test.
@@ -62,57 +46,16 @@ impl Setup {
 
     /// `run FILE --json --yes` with the run lock where runbook puts it by itself (in its
     /// own directory under this XDG_RUNTIME_DIR), not in the test's lock file.
-    fn run_with_own_lock(&self, file: &Path) -> std::process::Output {
-        self.env
-            .cmd()
-            .arg("run")
-            .arg(file)
-            .args(["--json", "--yes"])
-            .env("XDG_RUNTIME_DIR", &self.runtime)
-            .env_remove("RUNBOOK_LOCK_FILE")
-            .output()
-            .unwrap()
+    fn run_with_own_lock(&self, file: &Path) -> Output {
+        self.run(file).yes().env_remove("RUNBOOK_LOCK_FILE").run()
     }
 
-    fn run(&self, file: &Path, extra: &[&str]) -> (std::process::Output, Vec<String>) {
-        let out = self
-            .env
-            .cmd()
-            .arg("run")
-            .arg(file)
-            .arg("--json")
-            .args(extra)
+    /// `run FILE --json` with this XDG_RUNTIME_DIR.
+    fn run(&self, file: &Path) -> Run<'_> {
+        Run::new(&self.env, file)
+            .json()
             .env("XDG_RUNTIME_DIR", &self.runtime)
-            .output()
-            .unwrap();
-        let logs = logs(&out);
-        (out, logs)
     }
-}
-
-fn logs(out: &std::process::Output) -> Vec<String> {
-    parse_ndjson(&out.stdout)
-        .into_iter()
-        .filter(|e| e["event"] == "log")
-        .map(|e| e["message"].as_str().unwrap_or_default().to_string())
-        .collect()
-}
-
-fn step_error(out: &std::process::Output) -> String {
-    parse_ndjson(&out.stdout)
-        .into_iter()
-        .find(|e| e["event"] == "step_finished" && e["outcome"] == "failed")
-        .map(|e| e["error"].as_str().unwrap_or_default().to_string())
-        .unwrap_or_default()
-}
-
-fn describe(out: &std::process::Output) -> String {
-    format!(
-        "status {:?}\nstderr: {}\nstdout: {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    )
 }
 
 /// The value of `key=` in the first log line that has it.
@@ -147,8 +90,9 @@ end)
         ),
     );
     let t0 = Instant::now();
-    let (out, logs) = s.run(&rb, &["--yes"]);
-    assert!(out.status.success(), "{}", describe(&out));
+    let out = s.run(&rb).yes().run();
+    let logs = out.logs();
+    out.assert_exit(0);
     assert!(
         t0.elapsed() < Duration::from_secs(10),
         "the run returned promptly"
@@ -160,7 +104,7 @@ end)
     assert!(logged(&logs, "line").ends_with(" 21.5 Ktok/s"));
 
     // The run is over; the job is not.
-    assert!(alive(pid), "the job survived the end of the run");
+    assert!(alive(pid as i32), "the job survived the end of the run");
     let pid_file = s.runtime.join("runbook/proc-ticker.pid");
     let recorded = std::fs::read_to_string(&pid_file).unwrap();
     assert_eq!(
@@ -187,8 +131,9 @@ step("stop", function()
 end)
 "#,
     );
-    let (out, logs) = s.run(&stop, &["--yes"]);
-    assert!(out.status.success(), "{}", describe(&out));
+    let out = s.run(&stop).yes().run();
+    let logs = out.logs();
+    out.assert_exit(0);
     assert_eq!(logged(&logs, "first"), format!("{pid} true false"));
     assert_eq!(
         logged(&logs, "again"),
@@ -221,10 +166,11 @@ end)
             log = log.display()
         ),
     );
-    let (out, logs) = s.run(&rb, &["--yes"]);
+    let out = s.run(&rb).yes().run();
+    let logs = out.logs();
     let pid: u32 = logged(&logs, "pid").parse().unwrap();
     let _reaper = Reaper(vec![pid]);
-    assert!(out.status.success(), "{}", describe(&out));
+    out.assert_exit(0);
     assert_eq!(logged(&logs, "stop"), format!("{pid} true true"));
     assert!(wait_dead(pid), "KILL ended it");
 }
@@ -254,17 +200,18 @@ step("clean up", {{ always = true }}, function() proc.stop(here, {{ name = "load
         ),
     );
     let t0 = Instant::now();
-    let (out, logs) = s.run(&rb, &["--yes"]);
+    let out = s.run(&rb).yes().run();
+    let logs = out.logs();
     let pid: u32 = logged(&logs, "pid").parse().unwrap();
     let _reaper = Reaper(vec![pid]);
-    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    out.assert_exit(1);
     assert!(t0.elapsed() < Duration::from_secs(15));
     let missing = logged(&logs, "missing");
     assert!(
         missing.contains("within 1.0s") && missing.contains("does not exist"),
         "{missing}"
     );
-    let error = step_error(&out);
+    let error = out.step_error(FAILED);
     assert!(error.contains("slow.lua:"), "names the line: {error}");
     assert!(
         error.contains(&format!(
@@ -304,11 +251,12 @@ end)
             log = log.display()
         ),
     );
-    let (out, logs) = s.run(&rb, &["--yes"]);
+    let out = s.run(&rb).yes().run();
+    let logs = out.logs();
     let pid: u32 = logged(&logs, "pid").parse().unwrap();
     let again: u32 = logged(&logs, "again").parse().unwrap_or(0);
     let _reaper = Reaper(vec![pid, again]);
-    assert!(out.status.success(), "{}", describe(&out));
+    out.assert_exit(0);
     let second = logged(&logs, "second");
     assert!(
         second.starts_with("false ")
@@ -341,8 +289,9 @@ end)
         ),
     );
     let t0 = Instant::now();
-    let (out, logs) = s.run(&rb, &["--dry-run"]);
-    assert!(out.status.success(), "{}", describe(&out));
+    let out = s.run(&rb).dry_run().run();
+    let logs = out.logs();
+    out.assert_exit(0);
     assert!(t0.elapsed() < Duration::from_secs(10), "did not wait");
     assert_eq!(logged(&logs, "dry"), "nil true true nil false");
     assert!(!log.exists(), "nothing was started");
@@ -390,26 +339,19 @@ end)
         ),
     );
     let t0 = Instant::now();
-    let out = env
-        .cmd()
-        .arg("run")
-        .arg(&rb)
-        .args(fleet.args())
-        .args(["--yes", "--json"])
-        .output()
-        .unwrap();
-    let got = logs(&out);
+    let out = Run::new(&env, &rb).ssh(&fleet).yes().json().run();
+    let got = out.logs();
     let node_pid: u32 = logged(&got, "node").parse().unwrap();
     let box_pid: u32 = logged(&got, "box").parse().unwrap();
     let _reaper = Reaper(vec![node_pid, box_pid]);
-    assert!(out.status.success(), "{}", describe(&out));
+    out.assert_exit(0);
     assert!(
         t0.elapsed() < Duration::from_secs(20),
         "the channels closed: the run did not wait for its jobs"
     );
     assert_eq!(logged(&got, "rate"), "21.5");
     assert!(
-        alive(node_pid) && alive(box_pid),
+        alive(node_pid as i32) && alive(box_pid as i32),
         "both jobs outlived the run"
     );
     assert!(
@@ -435,17 +377,10 @@ end)
 "#
         ),
     );
-    let out = env
-        .cmd()
-        .arg("run")
-        .arg(&stop)
-        .args(fleet.args())
-        .args(["--yes", "--json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", describe(&out));
+    let out = Run::new(&env, &stop).ssh(&fleet).yes().json().run();
+    out.assert_exit(0);
     assert_eq!(
-        logged(&logs(&out), "stopped"),
+        logged(&out.logs(), "stopped"),
         format!("{node_pid} true {box_pid} true")
     );
     assert!(wait_dead(node_pid) && wait_dead(box_pid));
@@ -473,49 +408,27 @@ end)
         ),
     );
     let t0 = Instant::now();
-    let (out, _) = s.run(&rb, &["--yes", "--set", "limit=1s"]);
-    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let out = s.run(&rb).yes().set("limit", "1s").run();
+    out.assert_exit(1);
     assert!(t0.elapsed() < Duration::from_secs(6), "{:?}", t0.elapsed());
     assert!(
-        step_error(&out).contains("timed out"),
+        out.step_error(FAILED).contains("timed out"),
         "{}",
-        step_error(&out)
+        out.step_error(FAILED)
     );
 
     std::fs::remove_file(&ready).unwrap();
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin!("runbook"))
-        .arg("run")
-        .arg(&rb)
-        .arg("--yes")
-        .env("RUNBOOK_STATE_DIR", s.env.state())
-        .env("RUNBOOK_LOCK_FILE", s.env.tmp.path().join("runbook.lock"))
+    let mut run = Run::new(&s.env, &rb)
+        .yes()
         .env("XDG_RUNTIME_DIR", &s.runtime)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    while !ready.exists() {
-        assert!(t0.elapsed() < Duration::from_secs(10), "the step started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+        .spawn();
+    // The step started.
+    run.wait_file(&ready, Duration::from_secs(10));
     // Let it get into its wait (a poll waiting on the target, or the pause between).
     std::thread::sleep(Duration::from_millis(1500));
     let sent = Instant::now();
-    // SAFETY: kill only sends a signal to the process this test started.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if sent.elapsed() > Duration::from_secs(10) {
-            let _ = child.kill();
-            panic!("runbook did not end after SIGINT");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert_eq!(status.code(), Some(130));
+    run.signal(libc::SIGINT);
+    assert_eq!(run.code(Duration::from_secs(10)), 130, "{}", run.output());
     assert!(
         sent.elapsed() < Duration::from_secs(4),
         "ended {:?} after SIGINT",
@@ -544,11 +457,11 @@ step("stop", function() proc.stop(here, { name = "quiet" }) end)
 "#,
     );
     let out = s.run_with_own_lock(&rb);
-    let logs = logs(&out);
+    let logs = out.logs();
     if let Ok(pid) = logged(&logs, "pid").parse() {
         reaper.0.push(pid);
     }
-    assert!(out.status.success(), "{}", describe(&out));
+    out.assert_exit(0);
     let dir = s.runtime.join("runbook");
     assert_eq!(
         logged(&logs, "pid_file"),
@@ -564,12 +477,12 @@ step("stop", function() proc.stop(here, { name = "quiet" }) end)
     let elsewhere = s.env.scratch().join("elsewhere");
     std::fs::create_dir_all(&elsewhere).unwrap();
     std::os::unix::fs::symlink(&elsewhere, s.runtime.join("runbook")).unwrap();
-    let (out, _) = s.run(&rb, &["--yes"]);
-    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    let out = s.run(&rb).yes().run();
+    out.assert_exit(1);
     assert!(
-        step_error(&out).contains("is not a plain directory"),
+        out.step_error(FAILED).contains("is not a plain directory"),
         "{}",
-        describe(&out)
+        out.describe()
     );
     assert_eq!(
         std::fs::read_dir(&elsewhere).unwrap().count(),
@@ -606,11 +519,12 @@ step("stop", function() proc.stop(here, {{ name = "fast" }}) end)
             log = log.display()
         ),
     );
-    let (out, logs) = s.run(&rb, &["--yes"]);
+    let out = s.run(&rb).yes().run();
+    let logs = out.logs();
     if let Ok(pid) = logged(&logs, "pid").parse() {
         reaper.0.push(pid);
     }
-    assert!(out.status.success(), "{}", describe(&out));
+    out.assert_exit(0);
     assert_eq!(
         logged(&logs, "rate"),
         "12.5",
@@ -639,11 +553,11 @@ step("job", function() proc.stop(target("local"), { name = "quiet" }) end)
 "#,
     );
     let out = s.run_with_own_lock(&rb);
-    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    out.assert_exit(1);
     assert!(
-        step_error(&out).contains("is a symbolic link"),
+        out.step_error(FAILED).contains("is a symbolic link"),
         "{}",
-        describe(&out)
+        out.describe()
     );
     assert_eq!(
         std::fs::read_to_string(&victim).unwrap(),

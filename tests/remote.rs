@@ -5,32 +5,8 @@ use common::sshd::Fleet;
 use common::*;
 
 /// `runbook run FILE` against the fleet, `--yes --json`, to add to before it runs.
-fn remote_cmd(env: &Env, fleet: &Fleet, file: &std::path::Path) -> assert_cmd::Command {
-    let mut cmd = env.cmd();
-    cmd.arg("run")
-        .arg(file)
-        .args(fleet.args())
-        .args(["--yes", "--json"]);
-    cmd
-}
-
-fn run_remote(
-    env: &Env,
-    fleet: &Fleet,
-    file: &std::path::Path,
-    extra: &[&str],
-) -> std::process::Output {
-    remote_cmd(env, fleet, file).args(extra).output().unwrap()
-}
-
-/// The run succeeded; otherwise fail with what it printed.
-fn assert_ok(out: &std::process::Output) {
-    assert!(
-        out.status.success(),
-        "stderr: {}\nstdout: {}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
+fn remote<'e>(env: &'e Env, fleet: &Fleet, file: &std::path::Path) -> Run<'e> {
+    Run::new(env, file).ssh(fleet).yes().json()
 }
 
 #[test]
@@ -58,13 +34,7 @@ step("in the container", function()
 end)
 "#,
     );
-    let out = run_remote(&env, &fleet, &rb, &[]);
-    assert!(
-        out.status.success(),
-        "stderr: {}\nstdout: {}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
+    remote(&env, &fleet, &rb).expect_exit(0).run();
     assert!(
         ct.join("tmp/made-inside").exists(),
         "the file is in container 200's /tmp"
@@ -88,16 +58,13 @@ local box = target("node1"):pct(200)
 step("clear", function() box:exec({ "rm", "-rf", "--", "/tmp/torchinductor_root" }) end)
 "#,
     );
-    let out = env
-        .cmd()
-        .arg("run")
-        .arg(&rb)
-        .args(fleet.args())
-        .args(["--dry-run", "--offline"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let stderr = Run::new(&env, &rb)
+        .ssh(&fleet)
+        .dry_run()
+        .offline()
+        .expect_exit(0)
+        .run()
+        .stderr_text();
     let expected = format!(
         "$ ssh -F {} node1 -- 'pct exec 200 -- rm -rf -- /tmp/torchinductor_root'",
         fleet.ssh_config().display()
@@ -137,13 +104,7 @@ step("after", {{ always = true }}, function() log.info("cleanup ran") end)
             marks = marks.display()
         ),
     );
-    let out = run_remote(&env, &fleet, &rb, &[]);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = remote(&env, &fleet, &rb).expect_exit(1).run();
     for i in [1, 2, 4, 5, 6] {
         assert!(
             marks.join(format!("node{i}")).exists(),
@@ -151,20 +112,13 @@ step("after", {{ always = true }}, function() log.info("cleanup ran") end)
         );
     }
     assert!(!marks.join("node3").exists());
-    let events = parse_ndjson(&out.stdout);
-    let failed = events
-        .iter()
-        .find(|e| e["event"] == "step_finished" && e["name"] == "touch everywhere")
-        .unwrap();
-    let error = failed["error"].as_str().unwrap();
+    let error = out.step_error("touch everywhere");
     assert!(error.contains("1 of 6 failed"), "{error}");
     assert!(
         error.contains("node3: ") && error.contains("Connection refused"),
         "{error}"
     );
-    assert!(events
-        .iter()
-        .any(|e| e["event"] == "log" && e["message"] == "cleanup ran"));
+    assert!(out.logs().contains(&"cleanup ran".to_string()));
 }
 
 /// Two runs changing the same target: the second fails naming the first, unless it waits.
@@ -190,35 +144,18 @@ end)
             started = started.display()
         ),
     );
-    let bin = assert_cmd::cargo::cargo_bin!("runbook");
-    let mut first = std::process::Command::new(bin)
-        .arg("run")
-        .arg(&rb)
-        .args(fleet.args())
-        .args(["--yes", "--set", "sleep=3"])
-        .env("RUNBOOK_STATE_DIR", env.state())
-        .env("RUNBOOK_LOCK_FILE", env.tmp.path().join("runbook.lock"))
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let t0 = std::time::Instant::now();
-    while !started.exists() {
-        assert!(
-            t0.elapsed() < std::time::Duration::from_secs(10),
-            "the first run started"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let busy = env
-        .cmd()
-        .arg("run")
-        .arg(&rb)
-        .args(fleet.args())
-        .args(["--yes"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&busy.stderr);
-    assert_eq!(busy.status.code(), Some(1), "{stderr}");
+    let mut first = Run::new(&env, &rb)
+        .ssh(&fleet)
+        .yes()
+        .set("sleep", "3")
+        .spawn();
+    first.wait_file(&started, std::time::Duration::from_secs(10));
+    let stderr = Run::new(&env, &rb)
+        .ssh(&fleet)
+        .yes()
+        .expect_exit(1)
+        .run()
+        .stderr_text();
     // Named as the runbook names it, with where that resolves to.
     assert!(
         stderr.contains("node1/ct200 (root@127.0.0.1:")
@@ -226,20 +163,18 @@ end)
         "{stderr}"
     );
     assert!(stderr.contains("--lock-wait"), "{stderr}");
-    let waited = env
-        .cmd()
-        .arg("run")
-        .arg(&rb)
-        .args(fleet.args())
-        .args(["--yes", "--lock-wait", "20s"])
-        .output()
-        .unwrap();
-    assert!(
-        waited.status.success(),
+    Run::new(&env, &rb)
+        .ssh(&fleet)
+        .yes()
+        .args(["--lock-wait", "20s"])
+        .expect_exit(0)
+        .run();
+    assert_eq!(
+        first.code(std::time::Duration::from_secs(60)),
+        0,
         "{}",
-        String::from_utf8_lossy(&waited.stderr)
+        first.output()
     );
-    assert!(first.wait().unwrap().success());
 }
 
 /// The fleet example, run for real: its inventory's hosts pointed at local sshd instances.
@@ -251,35 +186,22 @@ fn fleet_example_runs_against_an_inventory() {
     let env = Env::new();
     let example = repo().join("examples/fleet/gpu-uptime.lua");
     let shipped_inventory = repo().join("examples/fleet/inventory.toml");
-    env.cmd()
-        .arg("check")
-        .arg(&example)
+    Run::cmd(&env, ["check".as_ref(), example.as_os_str()])
         .arg("--inventory")
         .arg(&shipped_inventory)
-        .assert()
-        .success();
+        .expect_exit(0)
+        .run();
     let inventory = env.write(
         "inventory.toml",
         "[hosts.pve1]\naddress = \"node1\"\n[hosts.pve2]\naddress = \"node2\"\n\
          [hosts.trainer]\nvia = \"pve1\"\npct = 200\n[groups]\nnodes = [\"pve1\", \"pve2\"]\n",
     );
-    let out = run_remote(
-        &env,
-        &fleet,
-        &example,
-        &["--inventory", inventory.to_str().unwrap()],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let events = parse_ndjson(&out.stdout);
-    let logs: Vec<&str> = events
-        .iter()
-        .filter(|e| e["event"] == "log")
-        .filter_map(|e| e["message"].as_str())
-        .collect();
+    let logs = remote(&env, &fleet, &example)
+        .arg("--inventory")
+        .arg(&inventory)
+        .expect_exit(0)
+        .run()
+        .logs();
     assert!(
         logs.iter()
             .any(|m| m.starts_with("pve1: ") && m.contains("load average")),
@@ -331,12 +253,11 @@ for _, t in ipairs({ target("node1"), target("node1"):pct(200) }) do
 end
 "#,
     );
-    let out = remote_cmd(&env, &fleet, &rb)
+    let stdout = remote(&env, &fleet, &rb)
         .env("RUNBOOK_PARAM_TOKEN", "s3cr3t-env-VALUE-42")
-        .output()
-        .unwrap();
-    assert_ok(&out);
-    let stdout = String::from_utf8_lossy(&out.stdout);
+        .expect_exit(0)
+        .run()
+        .stdout_text();
     assert!(!stdout.contains("s3cr3t-env-VALUE-42"), "{stdout}");
 }
 
@@ -364,13 +285,12 @@ end)
 "#
         ),
     );
-    let out = remote_cmd(&env, &fleet, &rb)
+    remote(&env, &fleet, &rb)
         .args(["--lock-wait", "0"])
         .env_remove("RUNBOOK_LOCK_FILE")
         .timeout(std::time::Duration::from_secs(60))
-        .output()
-        .unwrap();
-    assert_ok(&out);
+        .expect_exit(0)
+        .run();
 }
 
 /// Env values are bytes, like argv words and stdin: non-UTF-8 bytes arrive exactly on
@@ -393,7 +313,7 @@ for _, t in ipairs({ target("local"), target("node1"), target("node1"):pct(200) 
 end
 "#,
     );
-    assert_ok(&run_remote(&env, &fleet, &rb, &[]));
+    remote(&env, &fleet, &rb).expect_exit(0).run();
 }
 
 /// A secret in `cwd` is an argv word on remote hops (`sh -c 'cd -- "$1" …' sh DIR`):
@@ -411,11 +331,10 @@ step("in a secret dir", function()
 end)
 "#,
     );
-    let out = remote_cmd(&env, &fleet, &rb)
+    let stdout = remote(&env, &fleet, &rb)
         .env("RUNBOOK_PARAM_TOKEN", "cwd-s3cr3t-98765")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+        .run()
+        .stdout_text();
     assert!(stdout.contains("a secret is in the argv of"), "{stdout}");
     assert!(!stdout.contains("cwd-s3cr3t-98765"), "{stdout}");
 }

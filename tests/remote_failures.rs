@@ -6,97 +6,26 @@
 //! (common/sshd.rs) and the `pct` test double (tests/bin/pct). sshd runs on this machine,
 //! so a test can see the files and processes a remote command makes.
 mod common;
-use common::argv::lua_str;
-use common::running::{alive, Reap, Running};
+use common::argv::lua_path;
+use common::run::SshConfig;
+use common::running::{alive, gone_within, Reap};
 use common::sshd::Fleet;
 use common::*;
 
-use serde_json::Value;
-use std::ffi::OsStr;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::Output;
 use std::time::{Duration, Instant};
 
 // ---------------------------------------------------------------------------------------
 // helpers
 
-fn lua_path(p: &Path) -> String {
-    lua_str(p.as_os_str().as_encoded_bytes())
-}
-
-/// `runbook run FILE --yes --json [--ssh-config CFG] EXTRA…`, to completion.
-fn run(env: &Env, cfg: Option<&Path>, file: &Path, extra: &[&str]) -> Output {
-    let mut c = env.cmd();
-    c.arg("run").arg(file).args(["--yes", "--json"]);
-    if let Some(cfg) = cfg {
-        c.arg("--ssh-config").arg(cfg);
-    }
-    c.args(extra).timeout(Duration::from_secs(60));
-    c.output().unwrap()
-}
-
-fn show(out: &Output) -> String {
-    format!(
-        "exit: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-fn events(out: &Output) -> Vec<Value> {
-    parse_ndjson(&out.stdout)
-}
-
-fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    events.iter().filter(|e| e["event"] == kind).collect()
-}
-
-/// The error of the last `step_finished` of step `index`.
-fn step_error(events: &[Value], index: u64) -> String {
-    events
-        .iter()
-        .rev()
-        .find(|e| e["event"] == "step_finished" && e["index"] == index)
-        .unwrap_or_else(|| panic!("no step_finished for step {index}: {events:#?}"))["error"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
-}
-
-fn step_outcome(events: &[Value], index: u64) -> String {
-    events
-        .iter()
-        .rev()
-        .find(|e| e["event"] == "step_finished" && e["index"] == index)
-        .unwrap_or_else(|| panic!("no step_finished for step {index}: {events:#?}"))["outcome"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
-}
-
-/// The latest run record, checked to be complete: newline-terminated JSON lines from
-/// `run_started` to exactly one `run_finished`.
-fn complete_record(env: &Env) -> Vec<Value> {
-    let dir = env.state().join("runs");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("no runs dir {}: {e}", dir.display()))
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    files.sort_by_key(|p| std::fs::metadata(p).unwrap().modified().unwrap());
-    let text = std::fs::read_to_string(files.last().expect("a record")).unwrap();
-    assert!(text.ends_with('\n'), "the record ends with a full line");
-    let events = env.last_record();
-    assert_eq!(events[0]["event"], "run_started", "{events:#?}");
-    assert_eq!(
-        events.last().unwrap()["event"],
-        "run_finished",
-        "the record ends with run_finished: {events:#?}"
-    );
-    assert_eq!(of_kind(&events, "run_finished").len(), 1, "{events:#?}");
-    events
+/// `runbook run FILE --yes --json --ssh-config CFG`, at most a minute.
+fn run<'e>(env: &'e Env, cfg: &(impl SshConfig + ?Sized), file: &Path) -> Run<'e> {
+    Run::new(env, file)
+        .yes()
+        .json()
+        .ssh(cfg)
+        .timeout(Duration::from_secs(60))
 }
 
 /// An ssh_config with no sshd behind it: `Host ALIAS` → 127.0.0.1:PORT entries, strict
@@ -121,31 +50,6 @@ fn closed_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-/// `runbook run FILE --yes --json --ssh-config CFG`, started in the background.
-fn spawn_run(env: &Env, cfg: &Path, file: &Path) -> Running {
-    let args: [&OsStr; 6] = [
-        "run".as_ref(),
-        file.as_ref(),
-        "--yes".as_ref(),
-        "--json".as_ref(),
-        "--ssh-config".as_ref(),
-        cfg.as_ref(),
-    ];
-    Running::spawn(env, args)
-}
-
-/// Polls up to `limit` for `pid` to be gone.
-fn gone_within(pid: i32, limit: Duration) -> bool {
-    let until = Instant::now() + limit;
-    while alive(pid) {
-        if Instant::now() >= until {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    true
 }
 
 /// The pids `pgrep -f PATTERN` lists (none: empty).
@@ -206,9 +110,9 @@ fn unknown_host_key_fails_unless_trusting_new_hosts() {
     let env = Env::new();
     let rb = env.write("probe.lua", ONE_COMMAND);
 
-    let out = run(&env, Some(&fleet.ssh_config()), &rb, &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-    let err = step_error(&events(&out), 0);
+    let out = run(&env, &fleet, &rb).run();
+    out.assert_exit(1);
+    let err = out.step_error(0);
     assert!(err.contains("node1"), "names the host: {err}");
     assert!(
         err.contains("known_hosts") || err.contains("KnownHostsFile"),
@@ -224,8 +128,8 @@ fn unknown_host_key_fails_unless_trusting_new_hosts() {
         "a strict check adds nothing"
     );
 
-    let out = run(&env, Some(&fleet.ssh_config()), &rb, &["--trust-new-hosts"]);
-    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let out = run(&env, &fleet, &rb).arg("--trust-new-hosts").run();
+    out.assert_exit(0);
     let known = std::fs::read_to_string(fleet.known_hosts()).unwrap();
     assert!(
         known.contains(&format!("[127.0.0.1]:{port} ssh-ed25519 ")),
@@ -253,9 +157,9 @@ fn changed_host_key_fails_even_when_trusting_new_hosts() {
     let rb = env.write("probe.lua", ONE_COMMAND);
 
     for extra in [&[][..], &["--trust-new-hosts"][..]] {
-        let out = run(&env, Some(&fleet.ssh_config()), &rb, extra);
-        assert_eq!(out.status.code(), Some(1), "{extra:?}\n{}", show(&out));
-        let err = step_error(&events(&out), 0);
+        let out = run(&env, &fleet, &rb).args(extra).run();
+        assert_eq!(out.status.code(), Some(1), "{extra:?}\n{}", out.describe());
+        let err = out.step_error(0);
         assert!(err.contains("node1"), "names the host: {err}");
         assert!(
             err.to_lowercase().contains("changed"),
@@ -288,14 +192,14 @@ end)
 "#,
     );
     let started = Instant::now();
-    let out = run(&env, Some(&cfg), &rb, &[]);
+    let out = run(&env, &cfg, &rb).run();
     let took = started.elapsed();
-    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    out.assert_exit(1);
     assert!(
         took < Duration::from_secs(5),
         "3 tries against a closed port took {took:?} (the connect timeout is 10s)"
     );
-    let ev = events(&out);
+    let ev = out.events();
     let err = step_error(&ev, 0);
     assert!(err.contains("deadhost"), "names the host: {err}");
     assert!(err.contains("Connection refused"), "says why: {err}");
@@ -333,14 +237,14 @@ end)
         ),
     );
     let started = Instant::now();
-    let out = run(&env, Some(&cfg), &rb, &[]);
+    let out = run(&env, &cfg, &rb).run();
     let took = started.elapsed();
-    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
+    out.assert_exit(1);
     assert!(
         took < Duration::from_secs(5),
         "a 1s connect timeout took {took:?}"
     );
-    let err = step_error(&events(&out), 0);
+    let err = out.step_error(0);
     assert!(
         err.contains(&format!("127.0.0.1:{port}")),
         "names the host: {err}"
@@ -375,7 +279,7 @@ end)
             always = lua_path(&always),
         ),
     );
-    let mut run = spawn_run(&env, &fleet.ssh_config(), &rb);
+    let mut run = run(&env, &fleet, &rb).spawn();
     let sleeper = run.wait_pid(&started, Duration::from_secs(5));
     let _reap = Reap(vec![sleeper]);
     let killed = Instant::now();
@@ -394,8 +298,8 @@ end)
     assert!(err.contains("node1"), "names the host: {err}");
     assert!(!err.contains("exit code 255"), "{err}");
     assert!(always.exists(), "the always step ran on local\n{out}");
-    assert_ne!(step_outcome(&ev, 1), "failed", "{out}");
-    let record = complete_record(&env);
+    assert_ne!(step_finished(&ev, 1)["outcome"], "failed", "{out}");
+    let record = env.complete_record();
     let end = record.last().unwrap();
     assert_eq!(end["outcome"], "failed", "{end}");
     assert_eq!(end["exit_code"], 1, "{end}");
@@ -436,7 +340,7 @@ end)
             done2 = lua_path(&done2),
         ),
     );
-    let mut run = spawn_run(&env, &fleet.ssh_config(), &rb);
+    let mut run = run(&env, &fleet, &rb).spawn();
     let p1 = run.wait_pid(&started1, Duration::from_secs(5));
     let p2 = run.wait_pid(&started2, Duration::from_secs(5));
     let _reap = Reap(vec![p1, p2]);
@@ -451,7 +355,7 @@ end)
         done2.exists(),
         "node2's command completed despite node1 dying\n{out}"
     );
-    complete_record(&env);
+    env.complete_record();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -482,9 +386,9 @@ end)
         ),
     );
     let started = Instant::now();
-    let out = run(&env, Some(&fleet.ssh_config()), &rb, &[]);
+    let out = run(&env, &fleet, &rb).run();
     let took = started.elapsed();
-    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    out.assert_exit(0);
     // 500 ms, then TERM and at most 2 s for the group to go (zombies count until reaped).
     assert!(
         took < Duration::from_millis(4500),
@@ -528,7 +432,7 @@ end)
             child = lua_path(&child),
         ),
     );
-    let mut run = spawn_run(&env, &fleet.ssh_config(), &rb);
+    let mut run = run(&env, &fleet, &rb).spawn();
     let shell_pid = run.wait_pid(&shell, Duration::from_secs(5));
     let child_pid = run.wait_pid(&child, Duration::from_secs(5));
     let _reap = Reap(vec![shell_pid, child_pid]);
@@ -552,7 +456,7 @@ end)
         gone_within(child_pid, Duration::from_secs(3)),
         "the remote shell's background sleep survived Ctrl-C\n{out}"
     );
-    let record = complete_record(&env);
+    let record = env.complete_record();
     assert_eq!(record.last().unwrap()["outcome"], "interrupted");
 }
 
@@ -574,9 +478,9 @@ end)
 "#
         ),
     );
-    let out = run(&env, Some(&fleet.ssh_config()), &rb, &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-    let err = step_error(&events(&out), 0);
+    let out = run(&env, &fleet, &rb).run();
+    out.assert_exit(1);
+    let err = out.step_error(0);
     assert!(err.contains("does not exist"), "{err}");
     assert!(err.contains("node1/ct999"), "names the target: {err}");
 }
@@ -612,9 +516,9 @@ step("bad id", function()
 end)
 "#,
     );
-    let out = run(&env, Some(&fleet.ssh_config()), &rb, &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-    let err = step_error(&events(&out), 0);
+    let out = run(&env, &fleet, &rb).run();
+    out.assert_exit(1);
+    let err = out.step_error(0);
     assert!(err.contains("bad_in_step.lua:4"), "names file:line: {err}");
     assert!(err.contains("container id"), "{err}");
 
@@ -627,13 +531,9 @@ local box = target("node1"):pct("abc")
 step("never", function() box:exec({ "true" }) end)
 "#,
     );
-    let out = run(&env, Some(&fleet.ssh_config()), &rb, &[]);
-    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
-    let all = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run(&env, &fleet, &rb).run();
+    out.assert_exit(2);
+    let all = out.stdout_text() + &out.stderr_text();
     assert!(all.contains("bad_top.lua:3"), "names file:line: {all}");
     assert!(all.contains("container id"), "{all}");
 }
@@ -667,9 +567,7 @@ fn argv_round_trips(utf8: bool) {
             r#"target("node1"):kube("train-0", { namespace = "ml", container = "main" })"#,
         ),
     ];
-    common::argv::round_trips(&env, utf8, &targets, |rb| {
-        run(&env, Some(&fleet.ssh_config()), rb, &[])
-    });
+    common::argv::round_trips(&env, utf8, &targets, |rb| run(&env, &fleet, rb).run());
 }
 
 #[test]
@@ -707,17 +605,14 @@ step("nul", function()
 end)
 "#,
     );
-    let out = run(&env, Some(&fleet.ssh_config()), &rb, &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", show(&out));
-    let err = step_error(&events(&out), 0);
+    let out = run(&env, &fleet, &rb).run();
+    out.assert_exit(1);
+    let err = out.step_error(0);
     assert!(
         err.contains("nul.lua:12") && err.contains("NUL byte") && err.contains("argument 2"),
         "{err}"
     );
-    assert!(
-        of_kind(&events(&out), "action_started").is_empty(),
-        "nothing ran"
-    );
+    assert!(out.of_kind("action_started").is_empty(), "nothing ran");
 }
 
 #[test]
@@ -748,6 +643,6 @@ step("2000 words", function()
 end)
 "#,
     );
-    let out = run(&env, Some(&fleet.ssh_config()), &rb, &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", show(&out));
+    let out = run(&env, &fleet, &rb).run();
+    out.assert_exit(0);
 }

@@ -6,27 +6,18 @@
 //! Locally, over SSH (common/sshd.rs: sshd on this machine, so the test sees the remote
 //! processes) and in a container behind SSH (the `pct` double).
 mod common;
-use common::running::{alive, Reap, Running};
+use common::argv::lua_path;
+use common::running::{alive, gone_within, Reap, Running};
 use common::sshd::Fleet;
 use common::*;
 
 use serde_json::Value;
-use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 // ---------------------------------------------------------------------------------------
 // helpers
-
-fn lua_str(p: &Path) -> String {
-    let mut s = String::from("\"");
-    for b in p.as_os_str().as_encoded_bytes() {
-        s.push_str(&format!("\\{b:03}"));
-    }
-    s.push('"');
-    s
-}
 
 /// Where the loop keeps its files: under /var/tmp, which a container (the pct double,
 /// with its own /tmp) sees too. Removed when dropped.
@@ -55,20 +46,20 @@ step("beat", function()
   on:exec({{ "sh", "-c", 'echo $$ >> "$1"; while [ ! -e "$2" ]; do date +%s%N >> "$1.$$"; sleep 0.1; done', "sh", {pids}, {stop} }})
 end)
 "#,
-            pids = lua_str(&pids),
-            stop = lua_str(&stop),
+            pids = lua_path(&pids),
+            stop = lua_path(&stop),
         ),
     );
     (rb, pids, stop, Scratch(scratch))
 }
 
-fn args(rb: &Path, fleet: Option<&Fleet>, extra: &[&str]) -> Vec<OsString> {
-    let mut a: Vec<OsString> = vec!["run".into(), rb.into(), "--yes".into()];
-    if let Some(f) = fleet {
-        a.extend(f.args().into_iter().map(OsString::from));
+/// `runbook run RB --yes`, against `fleet` when there is one.
+fn orphan_run<'e>(env: &'e Env, rb: &Path, fleet: Option<&Fleet>) -> Run<'e> {
+    let run = Run::new(env, rb).yes();
+    match fleet {
+        Some(f) => run.ssh(f),
+        None => run,
     }
-    a.extend(extra.iter().map(OsString::from));
-    a
 }
 
 /// The pids the heartbeat loop wrote so far, one per copy started.
@@ -117,7 +108,7 @@ fn beats(pids: &Path, pid: i32) -> Vec<u128> {
 /// Starts the run, waits for its loop, kills runbook with SIGKILL: returns the pid of the
 /// loop it leaves behind, checked to be still beating.
 fn killed_run_leaves_a_copy(env: &Env, rb: &Path, pids: &Path, fleet: Option<&Fleet>) -> i32 {
-    let mut first = Running::spawn(env, args(rb, fleet, &[]));
+    let mut first = orphan_run(env, rb, fleet).spawn();
     let pid = wait_copies(&mut first, pids, 1)[0];
     // The group reaches the record a moment after the command starts (over SSH and from
     // a container it travels back first): kill once it is there.
@@ -167,17 +158,6 @@ fn warnings(record: &[Value]) -> Vec<String> {
         .collect()
 }
 
-fn gone_within(pid: i32, limit: Duration) -> bool {
-    let until = Instant::now() + limit;
-    while alive(pid) {
-        if Instant::now() >= until {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    true
-}
-
 /// The whole flow: kill -9 mid-command, the copy survives; a dry-run resume names it and
 /// leaves it; a real resume stops it before it starts the step again, says so in its
 /// record, and finishes with one copy having run at a time.
@@ -187,13 +167,12 @@ fn resume_stops_the_earlier_copy(fleet: Option<&Fleet>, on: &str, target_name: &
     let old = killed_run_leaves_a_copy(&env, &rb, &pids, fleet);
     let _reap = Reap(vec![old]);
 
-    let dry = env
-        .cmd()
-        .args(args(&rb, fleet, &["--resume", "last", "--dry-run"]))
-        .output()
-        .unwrap();
-    let dry_err = String::from_utf8_lossy(&dry.stderr).to_string();
-    assert_eq!(dry.status.code(), Some(0), "{dry_err}");
+    let dry_err = orphan_run(&env, &rb, fleet)
+        .args(["--resume", "last"])
+        .dry_run()
+        .expect_exit(0)
+        .run()
+        .stderr_text();
     assert!(alive(old), "a dry-run resume stops nothing");
     let dry_record = records(&env).pop().unwrap();
     assert_eq!(dry_record[0]["mode"], "dry-run");
@@ -217,7 +196,9 @@ fn resume_and_check(
     old: i32,
     target_name: &str,
 ) {
-    let mut resumed = Running::spawn(env, args(rb, fleet, &["--resume", "last"]));
+    let mut resumed = orphan_run(env, rb, fleet)
+        .args(["--resume", "last"])
+        .spawn();
     let both = wait_copies(&mut resumed, pids, 2);
     let new = both[1];
     let _reap_new = Reap(vec![old, new]);
@@ -318,14 +299,12 @@ fn resume_never_stops_a_process_that_only_has_the_same_number() {
             })
             .collect();
         std::fs::write(&record_path, edited.join("\n") + "\n").unwrap();
-        let out = env
-            .cmd()
-            .args(args(&rb, None, &["--resume"]))
+        let out = orphan_run(&env, &rb, None)
+            .arg("--resume")
             .arg(record_path.file_stem().unwrap())
             .timeout(Duration::from_secs(30))
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
+            .run();
+        let err = out.stderr_text();
         assert_eq!(out.status.code(), Some(0), "{case}: {err}");
         assert!(
             alive(other),
@@ -380,14 +359,12 @@ fn resume_refuses_when_it_cannot_prove_who_runs() {
         .collect();
     std::fs::write(&record_path, edited.join("\n") + "\n").unwrap();
     let before = env.record_count();
-    let out = env
-        .cmd()
-        .args(args(&rb, None, &["--resume", "last"]))
+    let err = orphan_run(&env, &rb, None)
+        .args(["--resume", "last"])
         .timeout(Duration::from_secs(30))
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+        .expect_exit(2)
+        .run()
+        .stderr_text();
     assert!(
         err.contains(&format!("process group {group}")) && err.contains("step \"beat\""),
         "{err}"
@@ -428,7 +405,7 @@ fn resume_after_a_lost_connection_stops_the_command_it_left() {
     let mut fleet = Fleet::start(1);
     let env = Env::new();
     let (rb, pids, stop, _scratch) = heartbeat_runbook(&env, r#"target("node1")"#);
-    let mut first = Running::spawn(&env, args(&rb, Some(&fleet), &[]));
+    let mut first = orphan_run(&env, &rb, Some(&fleet)).spawn();
     let old = wait_copies(&mut first, &pids, 1)[0];
     let _reap = Reap(vec![old]);
     fleet.node("node1").kill();
@@ -451,14 +428,12 @@ fn resume_refuses_when_the_host_cannot_be_reached() {
     let _reap = Reap(vec![old]);
     fleet.node("node1").kill();
     let before = env.record_count();
-    let out = env
-        .cmd()
-        .args(args(&rb, Some(&fleet), &["--resume", "last"]))
+    let err = orphan_run(&env, &rb, Some(&fleet))
+        .args(["--resume", "last"])
         .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+        .expect_exit(2)
+        .run()
+        .stderr_text();
     for part in [
         "cannot check",
         "step \"beat\"",
@@ -495,17 +470,10 @@ step("run", function()
 end)
 "#,
     );
-    let out = env
-        .cmd()
-        .args(args(&rb, Some(&fleet), &[]))
+    orphan_run(&env, &rb, Some(&fleet))
         .timeout(Duration::from_secs(60))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .expect_exit(0)
+        .run();
     let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
     let record = records(&env).pop().unwrap();
     let groups: Vec<&Value> = record

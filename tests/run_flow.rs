@@ -9,7 +9,6 @@ use common::*;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
 // ---------------------------------------------------------------------------------------
 // helpers
@@ -36,60 +35,22 @@ fn set(key: &str, value: impl AsRef<Path>) -> [String; 2] {
     ]
 }
 
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn code(o: &Output) -> i32 {
-    o.status.code().expect("exited normally (not by a signal)")
-}
-
-/// Runs the binary with `args`, with stdin closed (never a terminal).
-fn run(env: &Env, args: &[String]) -> Output {
-    env.cmd().args(args).write_stdin("").output().unwrap()
-}
-
 /// Runs a repo runbook for real without touching this machine's own state: compile caches
 /// and HOME point into the test's scratch dir, and GPUs come from the nvidia-smi double.
 fn run_sandboxed(env: &Env, args: &[String]) -> Output {
     let scratch = env.scratch();
-    let path = format!(
-        "{}:{}",
-        repo().join("tests/bin").display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    env.cmd()
+    Run::cmd(env, args)
         .env("HOME", scratch.join("home"))
         .env("XDG_CACHE_HOME", scratch.join("home/.cache"))
         .env("TORCHINDUCTOR_CACHE_DIR", scratch.join("inductor"))
         .env("TORCH_EXTENSIONS_DIR", scratch.join("extensions"))
         .env("TRITON_CACHE_DIR", scratch.join("triton"))
-        .env("PATH", path)
-        .args(args)
-        .write_stdin("")
-        .output()
-        .unwrap()
+        .path_first(repo().join("tests/bin"))
+        .run()
 }
 
 fn args(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
-}
-
-fn describe(o: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status.code(),
-        stdout(o),
-        stderr(o)
-    )
-}
-
-fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    events.iter().filter(|e| e["event"] == kind).collect()
 }
 
 /// (target, command) of every event of `kind` whose effect is "change".
@@ -113,33 +74,6 @@ fn run_id(events: &[Value]) -> String {
         .to_string()
 }
 
-fn log_messages(events: &[Value]) -> Vec<String> {
-    of_kind(events, "log")
-        .into_iter()
-        .map(|e| e["message"].as_str().unwrap().to_string())
-        .collect()
-}
-
-/// Every `*.jsonl` record in the state dir, concatenated.
-fn all_records(env: &Env) -> String {
-    let Ok(dir) = std::fs::read_dir(env.state().join("runs")) else {
-        return String::new();
-    };
-    let mut out = String::new();
-    for e in dir.flatten() {
-        out.push_str(&std::fs::read_to_string(e.path()).unwrap());
-    }
-    out
-}
-
-fn record_files(env: &Env) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(env.state().join("runs"))
-        .map(|d| d.flatten().map(|e| e.path()).collect())
-        .unwrap_or_default();
-    v.sort();
-    v
-}
-
 /// A param as `runbook show` lists it.
 struct ShownParam {
     name: String,
@@ -150,9 +84,9 @@ struct ShownParam {
 
 /// Parses the params section of `runbook show FILE`.
 fn shown_params(env: &Env, file: &Path) -> Vec<ShownParam> {
-    let o = run(env, &["show".into(), file.display().to_string()]);
-    assert_eq!(code(&o), 0, "show {}: {}", file.display(), describe(&o));
-    let text = stdout(&o);
+    let o = Run::cmd(env, &["show".into(), file.display().to_string()]).run();
+    assert_eq!(o.code(), 0, "show {}: {}", file.display(), o.describe());
+    let text = o.stdout_text();
     let mut params = Vec::new();
     let mut inside = false;
     for line in text.lines() {
@@ -264,13 +198,13 @@ fn dry_run_plans_exactly_the_changes_a_real_run_makes() {
             &[base.clone(), args(&["--dry-run", "--json"])].concat(),
         );
         assert_eq!(
-            code(&dry),
+            dry.code(),
             0,
             "{} --dry-run: {}",
             file.display(),
-            describe(&dry)
+            dry.describe()
         );
-        let dry_events = parse_ndjson(&dry.stdout);
+        let dry_events = dry.events();
         assert!(
             of_kind(&dry_events, "action_started")
                 .iter()
@@ -281,13 +215,13 @@ fn dry_run_plans_exactly_the_changes_a_real_run_makes() {
 
         let real = run_sandboxed(&env, &[base.clone(), args(&["--yes", "--json"])].concat());
         assert_eq!(
-            code(&real),
+            real.code(),
             0,
             "{} --yes: {}",
             file.display(),
-            describe(&real)
+            real.describe()
         );
-        let real_events = parse_ndjson(&real.stdout);
+        let real_events = real.events();
 
         let planned = changes(&dry_events, "action_planned");
         let started = changes(&real_events, "action_started");
@@ -332,23 +266,20 @@ fn offline_dry_run_contacts_nothing_for_every_runbook() {
             .flatten()
             .map(|e| e.path())
             .collect();
-        let o = run(
-            &env,
-            &[
-                vec!["run".to_string(), file.display().to_string()],
-                sets,
-                args(&["--dry-run", "--offline", "--json"]),
-            ]
-            .concat(),
-        );
+        let o = Run::new(&env, &file)
+            .args(&sets)
+            .dry_run()
+            .offline()
+            .json()
+            .run();
         assert_eq!(
-            code(&o),
+            o.code(),
             0,
             "{} --offline: {}",
             file.display(),
-            describe(&o)
+            o.describe()
         );
-        let events = parse_ndjson(&o.stdout);
+        let events = o.events();
         assert_eq!(events[0]["mode"], "dry-run-offline");
         assert!(
             of_kind(&events, "action_started").is_empty(),
@@ -375,17 +306,14 @@ fn offline_dry_run_contacts_nothing_for_every_runbook() {
 fn offline_plans_reads_too() {
     let env = Env::new();
     let dir = env.scratch();
-    let o = run(
-        &env,
-        &[
-            vec!["run".to_string(), fixture_arg("read_only.lua")],
-            set("dir", &dir).to_vec(),
-            args(&["--dry-run", "--offline", "--json"]),
-        ]
-        .concat(),
-    );
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    let events = parse_ndjson(&o.stdout);
+    let o = Run::new(&env, fixture("read_only.lua"))
+        .set("dir", &dir)
+        .dry_run()
+        .offline()
+        .json()
+        .expect_exit(0)
+        .run();
+    let events = o.events();
     let effects: Vec<&Value> = of_kind(&events, "action_planned")
         .iter()
         .map(|e| &e["effect"])
@@ -401,17 +329,13 @@ fn offline_plans_reads_too() {
 fn json_is_one_event_object_per_line() {
     let env = Env::new();
     let dir = env.scratch().join("work");
-    let o = run(
-        &env,
-        &[
-            vec!["run".to_string(), fixture_arg("preview.lua")],
-            set("dir", &dir).to_vec(),
-            args(&["--yes", "--json"]),
-        ]
-        .concat(),
-    );
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    let text = stdout(&o);
+    let o = Run::new(&env, fixture("preview.lua"))
+        .set("dir", &dir)
+        .yes()
+        .json()
+        .expect_exit(0)
+        .run();
+    let text = o.stdout_text();
     let mut kinds = Vec::new();
     for line in text.lines() {
         let v: Value =
@@ -441,7 +365,7 @@ fn json_is_one_event_object_per_line() {
             "no {kind} event in {kinds:?}"
         );
     }
-    let events = parse_ndjson(&o.stdout);
+    let events = o.events();
     // The read in step 1 printed "looking".
     assert!(of_kind(&events, "output")
         .iter()
@@ -451,7 +375,7 @@ fn json_is_one_event_object_per_line() {
     assert_eq!(fin["exit_code"], 0);
     assert_eq!(fin["skipped"], 1);
     // Nothing for humans on stdout in --json mode: the terminal view is off.
-    assert!(!stderr(&o).contains("step 1"), "{}", stderr(&o));
+    assert!(!o.stderr_text().contains("step 1"), "{}", o.stderr_text());
 }
 
 // ---------------------------------------------------------------------------------------
@@ -461,27 +385,28 @@ fn json_is_one_event_object_per_line() {
 fn run_record_holds_the_same_events_and_log_prints_it() {
     let env = Env::new();
     let dir = env.scratch().join("work");
-    let o = run(
-        &env,
-        &[
-            vec!["run".to_string(), fixture_arg("preview.lua")],
-            set("dir", &dir).to_vec(),
-            args(&["--yes", "--json", "--set", "count=3"]),
-        ]
-        .concat(),
-    );
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    let events = parse_ndjson(&o.stdout);
+    let o = Run::new(&env, fixture("preview.lua"))
+        .set("dir", &dir)
+        .yes()
+        .json()
+        .set("count", "3")
+        .expect_exit(0)
+        .run();
+    let events = o.events();
     let id = run_id(&events);
 
-    let files = record_files(&env);
+    let files = env.record_files();
     assert_eq!(files.len(), 1, "{files:?}");
     assert_eq!(
         files[0].file_name().unwrap(),
         format!("{id}.jsonl").as_str()
     );
     let record_text = std::fs::read_to_string(&files[0]).unwrap();
-    assert_eq!(record_text, stdout(&o), "the record differs from --json");
+    assert_eq!(
+        record_text,
+        o.stdout_text(),
+        "the record differs from --json"
+    );
     assert_eq!(env.last_record(), events);
 
     let params = &events[0]["params"];
@@ -490,19 +415,19 @@ fn run_record_holds_the_same_events_and_log_prints_it() {
     assert_eq!(events[0]["mode"], "real");
     assert_eq!(events[0]["runbook"], "flow-preview");
 
-    let h = run(&env, &args(&["history"]));
-    assert_eq!(code(&h), 0, "{}", describe(&h));
-    let line = stdout(&h)
+    let h = Run::cmd(&env, args(&["history"])).expect_exit(0).run();
+    let line = h
+        .stdout_text()
         .lines()
         .find(|l| l.starts_with(&id))
-        .unwrap_or_else(|| panic!("history does not list {id}:\n{}", stdout(&h)))
+        .unwrap_or_else(|| panic!("history does not list {id}:\n{}", h.stdout_text()))
         .to_string();
     assert!(line.contains("flow-preview") && line.contains("real") && line.contains("ok"));
 
     for which in ["last", id.as_str(), &id[..id.len() - 2]] {
-        let l = run(&env, &args(&["log", which]));
-        assert_eq!(code(&l), 0, "log {which}: {}", describe(&l));
-        let text = stdout(&l);
+        let l = Run::cmd(&env, args(&["log", which])).run();
+        assert_eq!(l.code(), 0, "log {which}: {}", l.describe());
+        let text = l.stdout_text();
         assert!(text.contains(&id), "log {which}: {text}");
         for step in ["look", "make", "remove"] {
             assert!(text.contains(step), "log {which} lacks step {step}: {text}");
@@ -512,30 +437,27 @@ fn run_record_holds_the_same_events_and_log_prints_it() {
         assert!(text.contains(&files[0].display().to_string()), "{text}");
     }
 
-    let j = run(&env, &args(&["log", "--json", "last"]));
-    assert_eq!(code(&j), 0, "{}", describe(&j));
-    assert_eq!(stdout(&j), record_text);
+    let j = Run::cmd(&env, args(&["log", "--json", "last"]))
+        .expect_exit(0)
+        .run();
+    assert_eq!(j.stdout_text(), record_text);
 
-    let missing = run(&env, &args(&["log", "nosuchrun"]));
-    assert_eq!(code(&missing), 2, "{}", describe(&missing));
+    Run::cmd(&env, args(&["log", "nosuchrun"]))
+        .expect_exit(2)
+        .run();
 }
 
 #[test]
 fn dry_runs_are_recorded_as_such() {
     let env = Env::new();
-    let o = run(
-        &env,
-        &[
-            vec!["run".to_string(), fixture_arg("preview.lua")],
-            args(&["--dry-run"]),
-        ]
-        .concat(),
-    );
-    assert_eq!(code(&o), 0, "{}", describe(&o));
+    Run::new(&env, fixture("preview.lua"))
+        .dry_run()
+        .expect_exit(0)
+        .run();
     assert_eq!(env.record_count(), 1);
     assert_eq!(env.last_record()[0]["mode"], "dry-run");
-    let h = run(&env, &args(&["history"]));
-    assert!(stdout(&h).contains("dry-run"), "{}", stdout(&h));
+    let h = Run::cmd(&env, args(&["history"])).run();
+    assert!(h.stdout_text().contains("dry-run"), "{}", h.stdout_text());
 }
 
 // ---------------------------------------------------------------------------------------
@@ -543,17 +465,13 @@ fn dry_runs_are_recorded_as_such() {
 
 /// Runs resume.lua (from `file`) once: step 2 fails because the marker is missing.
 fn failed_first_run(env: &Env, file: &str, dir: &Path) -> String {
-    let o = run(
-        env,
-        &[
-            vec!["run".to_string(), file.to_string()],
-            set("dir", dir).to_vec(),
-            args(&["--json", "--yes"]),
-        ]
-        .concat(),
-    );
-    assert_eq!(code(&o), 1, "{}", describe(&o));
-    let events = parse_ndjson(&o.stdout);
+    let o = Run::new(env, file)
+        .set("dir", dir)
+        .json()
+        .yes()
+        .expect_exit(1)
+        .run();
+    let events = o.events();
     let failed = of_kind(&events, "step_finished")
         .into_iter()
         .find(|e| e["outcome"] == "failed")
@@ -574,17 +492,14 @@ fn resume_skips_the_steps_that_succeeded() {
     let first = failed_first_run(&env, &file, &dir);
 
     std::fs::write(dir.join("marker"), "").unwrap();
-    let o = run(
-        &env,
-        &[
-            vec!["run".to_string(), file.clone()],
-            set("dir", &dir).to_vec(),
-            args(&["--json", "--yes", "--resume", "last"]),
-        ]
-        .concat(),
-    );
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    let events = parse_ndjson(&o.stdout);
+    let o = Run::new(&env, &file)
+        .set("dir", &dir)
+        .json()
+        .yes()
+        .args(["--resume", "last"])
+        .expect_exit(0)
+        .run();
+    let events = o.events();
     assert_eq!(events[0]["resumed_from"], first.as_str());
     let skipped = of_kind(&events, "step_skipped");
     assert_eq!(skipped.len(), 1, "{skipped:?}");
@@ -605,17 +520,13 @@ fn resume_skips_the_steps_that_succeeded() {
     assert!(dir.join("step2.done").exists());
 
     // The terminal view says so too: resume the resumed run, everything is done.
-    let o = run(
-        &env,
-        &[
-            vec!["run".to_string(), file],
-            set("dir", &dir).to_vec(),
-            args(&["--yes", "--resume", "last"]),
-        ]
-        .concat(),
-    );
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    let text = stderr(&o);
+    let o = Run::new(&env, &file)
+        .set("dir", &dir)
+        .yes()
+        .args(["--resume", "last"])
+        .expect_exit(0)
+        .run();
+    let text = o.stderr_text();
     assert!(text.contains("resuming run"), "{text}");
     assert!(
         text.contains(&format!("skipped: done in run {first}")),
@@ -640,17 +551,17 @@ fn resume_refuses_a_changed_runbook() {
     body.push_str("-- edited\n");
     std::fs::write(&copy, body).unwrap();
     std::fs::write(dir.join("marker"), "").unwrap();
-    let o = run(
-        &env,
-        &[
-            vec!["run".to_string(), copy.display().to_string()],
-            set("dir", &dir).to_vec(),
-            args(&["--yes", "--resume", "last"]),
-        ]
-        .concat(),
+    let o = Run::new(&env, &copy)
+        .set("dir", &dir)
+        .yes()
+        .args(["--resume", "last"])
+        .expect_exit(2)
+        .run();
+    assert!(
+        o.stderr_text().contains("changed since run"),
+        "{}",
+        o.stderr_text()
     );
-    assert_eq!(code(&o), 2, "{}", describe(&o));
-    assert!(stderr(&o).contains("changed since run"), "{}", stderr(&o));
     assert_eq!(
         env.record_count(),
         records,
@@ -670,35 +581,29 @@ fn resume_refuses_different_params() {
     let file = fixture_arg("resume.lua");
     let first = failed_first_run(&env, &file, &dir);
     std::fs::write(dir.join("marker"), "").unwrap();
-    let o = run(
-        &env,
-        &[
-            vec!["run".to_string(), file],
-            set("dir", &dir).to_vec(),
-            args(&["--yes", "--set", "label=b", "--resume", "last"]),
-        ]
-        .concat(),
-    );
-    assert_eq!(code(&o), 2, "{}", describe(&o));
-    let text = stderr(&o);
+    let o = Run::new(&env, &file)
+        .set("dir", &dir)
+        .yes()
+        .set("label", "b")
+        .args(["--resume", "last"])
+        .expect_exit(2)
+        .run();
+    let text = o.stderr_text();
     assert!(text.contains("param 'label' differs"), "{text}");
     assert!(text.contains(&first), "{text}");
     assert_eq!(env.record_count(), 1);
     assert!(!dir.join("step2.done").exists());
 
-    let o = run(
-        &env,
-        &args(&[
-            "run",
-            &fixture_arg("params.lua"),
-            "--set",
-            "name=x",
-            "--resume",
-            "last",
-        ]),
+    let o = Run::new(&env, fixture("params.lua"))
+        .set("name", "x")
+        .args(["--resume", "last"])
+        .expect_exit(2)
+        .run();
+    assert!(
+        o.stderr_text().contains("no earlier run"),
+        "{}",
+        o.stderr_text()
     );
-    assert_eq!(code(&o), 2, "{}", describe(&o));
-    assert!(stderr(&o).contains("no earlier run"), "{}", stderr(&o));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -714,9 +619,9 @@ fn assert_refused_then_runs_with_yes(fixture_name: &str, reason: &str) {
     .concat();
 
     for extra in [&[][..], &["--json"][..]] {
-        let o = run(&env, &[base.clone(), args(extra)].concat());
-        assert_eq!(code(&o), 2, "{extra:?}: {}", describe(&o));
-        let text = stderr(&o);
+        let o = Run::cmd(&env, [base.clone(), args(extra)].concat()).run();
+        assert_eq!(o.code(), 2, "{extra:?}: {}", o.describe());
+        let text = o.stderr_text();
         assert!(text.contains("needs confirmation"), "{text}");
         assert!(text.contains(reason), "{text}");
         assert!(text.contains("--yes"), "{text}");
@@ -725,12 +630,14 @@ fn assert_refused_then_runs_with_yes(fixture_name: &str, reason: &str) {
     }
 
     // A dry-run needs no confirmation and changes nothing.
-    let o = run(&env, &[base.clone(), args(&["--dry-run"])].concat());
-    assert_eq!(code(&o), 0, "{}", describe(&o));
+    Run::cmd(&env, [base.clone(), args(&["--dry-run"])].concat())
+        .expect_exit(0)
+        .run();
     assert!(!dir.join("created").exists());
 
-    let o = run(&env, &[base, args(&["--yes"])].concat());
-    assert_eq!(code(&o), 0, "{}", describe(&o));
+    Run::cmd(&env, [base, args(&["--yes"])].concat())
+        .expect_exit(0)
+        .run();
     assert_eq!(env.record_count(), 2);
 }
 
@@ -748,28 +655,29 @@ fn confirm_step_needs_yes_without_a_terminal() {
 // 6. params
 
 fn params_run(env: &Env, extra: &[&str]) -> Output {
-    run(
+    Run::cmd(
         env,
-        &[
+        [
             args(&["run", &fixture_arg("params.lua"), "--json"]),
             args(extra),
         ]
         .concat(),
     )
+    .run()
 }
 
 fn assert_invalid(o: &Output, needles: &[&str]) {
-    assert_eq!(code(o), 2, "{}", describe(o));
-    let text = stderr(o);
+    assert_eq!(o.code(), 2, "{}", o.describe());
+    let text = o.stderr_text();
     for n in needles {
         assert!(text.contains(n), "expected {n:?} in:\n{text}");
     }
     // With --json, the one event is the error itself.
-    let events = parse_ndjson(&o.stdout);
+    let events = o.events();
     assert!(
-        stdout(o).is_empty() || (events.len() == 1 && events[0]["event"] == "error"),
+        o.stdout_text().is_empty() || (events.len() == 1 && events[0]["event"] == "error"),
         "an invalid run printed events: {}",
-        stdout(o)
+        o.stdout_text()
     );
 }
 
@@ -833,8 +741,8 @@ fn a_transposed_param_name_gets_a_suggestion() {
 }
 
 fn reported(o: &Output) -> String {
-    assert_eq!(code(o), 0, "{}", describe(o));
-    let msgs = log_messages(&parse_ndjson(&o.stdout));
+    assert_eq!(o.code(), 0, "{}", o.describe());
+    let msgs = o.logs();
     assert_eq!(msgs.len(), 1, "{msgs:?}");
     msgs[0].clone()
 }
@@ -875,60 +783,48 @@ fn param_values_from_set_env_and_defaults() {
         "count=1 flag=false color=red name=y"
     );
 
-    let from_env = env
-        .cmd()
-        .args(["run", &fixture_arg("params.lua"), "--json"])
+    let from_env = Run::new(&env, fixture("params.lua"))
+        .json()
         .env("RUNBOOK_PARAM_NAME", "from-env")
         .env("RUNBOOK_PARAM_COUNT", "7")
         .env("RUNBOOK_PARAM_FLAG", "on")
-        .output()
-        .unwrap();
+        .run();
     assert_eq!(
         reported(&from_env),
         "count=7 flag=true color=red name=from-env"
     );
-    let events = parse_ndjson(&from_env.stdout);
+    let events = from_env.events();
     assert_eq!(events[0]["params"]["name"], "from-env");
     assert_eq!(events[0]["params"]["count"], 7);
     assert_eq!(events[0]["params"]["flag"], true);
 
     // --set beats the environment.
-    let both = env
-        .cmd()
-        .args([
-            "run",
-            &fixture_arg("params.lua"),
-            "--json",
-            "--set",
-            "name=from-set",
-        ])
+    let both = Run::new(&env, fixture("params.lua"))
+        .json()
+        .set("name", "from-set")
         .env("RUNBOOK_PARAM_NAME", "from-env")
-        .output()
-        .unwrap();
+        .run();
     assert_eq!(
         reported(&both),
         "count=1 flag=false color=red name=from-set"
     );
 
     // A bad value from the environment names the variable.
-    let bad = env
-        .cmd()
-        .args(["run", &fixture_arg("params.lua"), "--set", "name=x"])
+    let bad = Run::new(&env, fixture("params.lua"))
+        .set("name", "x")
         .env("RUNBOOK_PARAM_COUNT", "seven")
-        .output()
-        .unwrap();
+        .run();
     assert_invalid(&bad, &["RUNBOOK_PARAM_COUNT", "param 'count'"]);
 }
 
 #[test]
 fn writing_to_params_fails_the_step_at_its_line() {
     let env = Env::new();
-    let o = run(
-        &env,
-        &args(&["run", &fixture_arg("params_write.lua"), "--json"]),
-    );
-    assert_eq!(code(&o), 1, "{}", describe(&o));
-    let events = parse_ndjson(&o.stdout);
+    let o = Run::new(&env, fixture("params_write.lua"))
+        .json()
+        .expect_exit(1)
+        .run();
+    let events = o.events();
     let fin = of_kind(&events, "step_finished");
     assert_eq!(fin[0]["outcome"], "failed");
     let err = fin[0]["error"].as_str().unwrap();
@@ -989,17 +885,16 @@ fn secrets_appear_nowhere() {
         ("offline", args(&["--dry-run", "--offline"]), None),
     ];
     for (what, extra, var) in variants {
-        let mut cmd = env.cmd();
-        cmd.args(&base).args(&extra);
+        let mut run = Run::cmd(&env, &base).args(&extra);
         if let Some((k, v)) = var {
-            cmd.env(k, v);
+            run = run.env(k, v);
         }
-        let o = cmd.output().unwrap();
+        let o = run.run();
         // The last step fails on purpose (with the secrets in its message), in every mode.
-        assert_eq!(code(&o), 1, "{what}: {}", describe(&o));
-        assert_no_secret(&format!("{what}: stdout"), &stdout(&o));
-        assert_no_secret(&format!("{what}: stderr"), &stderr(&o));
-        seen.push(format!("{}{}", stdout(&o), stderr(&o)));
+        assert_eq!(o.code(), 1, "{what}: {}", o.describe());
+        assert_no_secret(&format!("{what}: stdout"), &o.stdout_text());
+        assert_no_secret(&format!("{what}: stderr"), &o.stderr_text());
+        seen.push(format!("{}{}", o.stdout_text(), o.stderr_text()));
 
         for (sub, json) in [("log", false), ("log --json", true)] {
             let mut a = vec!["log".to_string()];
@@ -1007,15 +902,14 @@ fn secrets_appear_nowhere() {
                 a.push("--json".into());
             }
             a.push("last".into());
-            let l = run(&env, &a);
-            assert_eq!(code(&l), 0, "{}", describe(&l));
+            let l = Run::cmd(&env, &a).expect_exit(0).run();
             assert_no_secret(
                 &format!("{what}: {sub}"),
-                &format!("{}{}", stdout(&l), stderr(&l)),
+                &format!("{}{}", l.stdout_text(), l.stderr_text()),
             );
         }
     }
-    assert_no_secret("the run records", &all_records(&env));
+    assert_no_secret("the run records", &env.all_records());
     // The command really printed them, masked.
     let all = seen.join("\n");
     assert!(all.contains("token: *** derived: ***"), "{all}");
@@ -1024,7 +918,7 @@ fn secrets_appear_nowhere() {
     // The real runs did use the real value.
     assert!(dir.join("derived-secret-value").exists());
 
-    let records = all_records(&env);
+    let records = env.all_records();
     assert!(records.contains(r#""token":"***""#), "{records}");
 
     for sub in [
@@ -1033,18 +927,18 @@ fn secrets_appear_nowhere() {
         args(&["list", &fixture(".").display().to_string()]),
         args(&["history"]),
     ] {
-        let o = run(&env, &sub);
-        assert_eq!(code(&o), 0, "{sub:?}: {}", describe(&o));
+        let o = Run::cmd(&env, &sub).run();
+        assert_eq!(o.code(), 0, "{sub:?}: {}", o.describe());
         assert_no_secret(
             &format!("{sub:?}"),
-            &format!("{}{}", stdout(&o), stderr(&o)),
+            &format!("{}{}", o.stdout_text(), o.stderr_text()),
         );
     }
-    let show = run(&env, &args(&["show", &file]));
+    let show = Run::cmd(&env, args(&["show", &file])).run();
     assert!(
-        stdout(&show).contains("secret, default ***"),
+        show.stdout_text().contains("secret, default ***"),
         "{}",
-        stdout(&show)
+        show.stdout_text()
     );
 }
 
@@ -1060,21 +954,26 @@ step("noop", function() end)
 "#,
     );
     for sub in ["run", "check"] {
-        let o = run(
+        let o = Run::cmd(
             &env,
-            &args(&[
+            args(&[
                 sub,
                 &file.display().to_string(),
                 "--set",
                 "token=typo-of-the-real-Secret",
             ]),
-        );
-        assert_eq!(code(&o), 2, "{}", describe(&o));
-        assert!(stderr(&o).contains("param 'token'"), "{}", stderr(&o));
+        )
+        .expect_exit(2)
+        .run();
         assert!(
-            !stderr(&o).contains("typo-of-the-real-Secret"),
+            o.stderr_text().contains("param 'token'"),
+            "{}",
+            o.stderr_text()
+        );
+        assert!(
+            !o.stderr_text().contains("typo-of-the-real-Secret"),
             "{sub}: {}",
-            stderr(&o)
+            o.stderr_text()
         );
     }
 }
@@ -1090,22 +989,22 @@ step("noop", function() end)
     );
     // The year: the first four digits of every run id made today.
     let year = humantime_year();
-    let o = run(
+    Run::cmd(
         &env,
-        &args(&[
+        args(&[
             "run",
             &file.display().to_string(),
             "--json",
             "--set",
             &format!("pin={year}"),
         ]),
-    );
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    let files = record_files(&env);
+    )
+    .expect_exit(0)
+    .run();
+    let files = env.record_files();
     let id = files[0].file_stem().unwrap().to_string_lossy().into_owned();
     assert_eq!(env.last_record()[0]["run_id"], id.as_str());
-    let l = run(&env, &args(&["log", &id]));
-    assert_eq!(code(&l), 0, "{}", describe(&l));
+    Run::cmd(&env, args(&["log", &id])).expect_exit(0).run();
 }
 
 /// The current UTC year, from the system clock (no date crate in dev-dependencies).
@@ -1133,16 +1032,13 @@ fn humantime_year() -> String {
 fn retries_when_and_unchecked_commands() {
     let env = Env::new();
     let dir = env.scratch();
-    let o = run(
-        &env,
-        &[
-            args(&["run", &fixture_arg("options.lua"), "--json", "--yes"]),
-            set("dir", &dir).to_vec(),
-        ]
-        .concat(),
-    );
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    let events = parse_ndjson(&o.stdout);
+    let o = Run::new(&env, fixture("options.lua"))
+        .json()
+        .yes()
+        .set("dir", &dir)
+        .expect_exit(0)
+        .run();
+    let events = o.events();
 
     let attempts: Vec<(u64, u64)> = of_kind(&events, "step_started")
         .iter()
@@ -1165,7 +1061,7 @@ fn retries_when_and_unchecked_commands() {
     assert!(skipped[0]["reason"].as_str().unwrap().contains("when"));
     assert!(!dir.join("never").exists());
 
-    assert!(log_messages(&events).contains(&"code=3 ok=false".to_string()));
+    assert!(logs(&events, None).contains(&"code=3 ok=false".to_string()));
     let fin = events.last().unwrap();
     assert_eq!(fin["outcome"], "ok");
     assert_eq!(fin["skipped"], 1);
@@ -1176,16 +1072,13 @@ fn retries_when_and_unchecked_commands() {
 fn a_failing_step_stops_the_run_but_always_steps_run() {
     let env = Env::new();
     let dir = env.scratch();
-    let o = run(
-        &env,
-        &[
-            args(&["run", &fixture_arg("failing.lua"), "--json", "--yes"]),
-            set("dir", &dir).to_vec(),
-        ]
-        .concat(),
-    );
-    assert_eq!(code(&o), 1, "{}", describe(&o));
-    let events = parse_ndjson(&o.stdout);
+    let o = Run::new(&env, fixture("failing.lua"))
+        .json()
+        .yes()
+        .set("dir", &dir)
+        .expect_exit(1)
+        .run();
+    let events = o.events();
     assert!(dir.join("first").exists());
     assert!(!dir.join("after").exists(), "a step after the failure ran");
     assert!(dir.join("cleanup").exists(), "the always step did not run");
@@ -1213,16 +1106,12 @@ fn a_failing_step_stops_the_run_but_always_steps_run() {
     );
 
     // The terminal view says which step failed and why.
-    let o = run(
-        &env,
-        &[
-            args(&["run", &fixture_arg("failing.lua"), "--yes"]),
-            set("dir", &dir).to_vec(),
-        ]
-        .concat(),
-    );
-    assert_eq!(code(&o), 1, "{}", describe(&o));
-    let text = stderr(&o);
+    let o = Run::new(&env, fixture("failing.lua"))
+        .yes()
+        .set("dir", &dir)
+        .expect_exit(1)
+        .run();
+    let text = o.stderr_text();
     assert!(text.contains("✗ breaks"), "{text}");
     assert!(text.contains("exit code 7"), "{text}");
     assert!(text.contains("skipped: an earlier step failed"), "{text}");
@@ -1242,20 +1131,22 @@ fn read_only_commands_run_during_a_dry_run_and_changes_do_not() {
         set("dir", &dir).to_vec(),
     ]
     .concat();
-    let o = run(
+    let o = Run::cmd(
         &env,
-        &[base.clone(), args(&["--dry-run", "--json"])].concat(),
-    );
-    assert_eq!(code(&o), 0, "{}", describe(&o));
+        [base.clone(), args(&["--dry-run", "--json"])].concat(),
+    )
+    .expect_exit(0)
+    .run();
     assert!(dir.join("by-read").exists(), "the read did not run");
     assert!(!dir.join("by-change").exists(), "the dry-run made a change");
-    let events = parse_ndjson(&o.stdout);
+    let events = o.events();
     assert_eq!(of_kind(&events, "action_started").len(), 1);
     assert_eq!(changes(&events, "action_planned").len(), 1);
 
     std::fs::remove_file(dir.join("by-read")).unwrap();
-    let o = run(&env, &[base.clone(), args(&["--yes"])].concat());
-    assert_eq!(code(&o), 0, "{}", describe(&o));
+    Run::cmd(&env, [base.clone(), args(&["--yes"])].concat())
+        .expect_exit(0)
+        .run();
     assert!(dir.join("by-read").exists());
     assert!(dir.join("by-change").exists());
 }
@@ -1266,16 +1157,17 @@ fn read_only_commands_run_during_a_dry_run_and_changes_do_not() {
 #[test]
 fn check_accepts_good_runbooks_and_names_the_line_of_a_syntax_error() {
     let env = Env::new();
-    let o = run(
+    let o = Run::cmd(
         &env,
-        &args(&[
+        args(&[
             "check",
             &fixture_arg("options.lua"),
             &fixture_arg("params.lua"),
         ]),
-    );
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    let text = stdout(&o);
+    )
+    .expect_exit(0)
+    .run();
+    let text = o.stdout_text();
     assert!(
         text.contains("ok: ") && text.contains("runbook 'flow-options', 1 params, 3 steps"),
         "{text}"
@@ -1286,39 +1178,46 @@ fn check_accepts_good_runbooks_and_names_the_line_of_a_syntax_error() {
     );
 
     let bad = env.write("broken.lua", SYNTAX_ERROR);
-    let o = run(
+    let o = Run::cmd(
         &env,
-        &args(&[
+        args(&[
             "check",
             &fixture_arg("options.lua"),
             &bad.display().to_string(),
         ]),
-    );
-    assert_eq!(code(&o), 2, "{}", describe(&o));
-    let text = stderr(&o);
+    )
+    .expect_exit(2)
+    .run();
+    let text = o.stderr_text();
     assert!(text.contains(&format!("{}:4:", bad.display())), "{text}");
     assert!(
         text.contains("1 of 2 runbook(s) failed the check"),
         "{text}"
     );
     // check validates --set values too.
-    let o = run(
+    let o = Run::cmd(
         &env,
-        &args(&["check", &fixture_arg("params.lua"), "--set", "count=abc"]),
+        args(&["check", &fixture_arg("params.lua"), "--set", "count=abc"]),
+    )
+    .expect_exit(2)
+    .run();
+    assert!(
+        o.stderr_text().contains("param 'count'"),
+        "{}",
+        o.stderr_text()
     );
-    assert_eq!(code(&o), 2, "{}", describe(&o));
-    assert!(stderr(&o).contains("param 'count'"), "{}", stderr(&o));
     // check runs no step.
     let dir = env.scratch();
-    let o = run(
+    Run::cmd(
         &env,
-        &[
+        [
             args(&["check", &fixture_arg("read_only.lua")]),
             set("dir", &dir).to_vec(),
         ]
         .concat(),
-    );
-    assert_eq!(code(&o), 0, "{}", describe(&o));
+    )
+    .expect_exit(0)
+    .run();
     assert!(!dir.join("by-read").exists());
     assert_eq!(env.record_count(), 0);
 }
@@ -1333,9 +1232,10 @@ end)
 #[test]
 fn show_lists_params_and_steps_in_order() {
     let env = Env::new();
-    let o = run(&env, &args(&["show", &fixture_arg("params.lua")]));
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    let text = stdout(&o);
+    let o = Run::cmd(&env, args(&["show", &fixture_arg("params.lua")]))
+        .expect_exit(0)
+        .run();
+    let text = o.stdout_text();
     assert!(text.starts_with("flow-params ("), "{text}");
     assert!(text.contains("reports its params"), "{text}");
     for needle in [
@@ -1349,8 +1249,8 @@ fn show_lists_params_and_steps_in_order() {
         assert!(text.contains(needle), "{needle:?} missing:\n{text}");
     }
 
-    let o = run(&env, &args(&["show", &fixture_arg("failing.lua")]));
-    let text = stdout(&o);
+    let o = Run::cmd(&env, args(&["show", &fixture_arg("failing.lua")])).run();
+    let text = o.stdout_text();
     let steps: Vec<&str> = text
         .split("steps:\n")
         .nth(1)
@@ -1372,8 +1272,8 @@ fn show_lists_params_and_steps_in_order() {
     assert!(steps[3].contains("[always]"), "{}", steps[3]);
     assert!(steps[0].contains("failing.lua:8"), "{}", steps[0]);
 
-    let o = run(&env, &args(&["show", &fixture_arg("options.lua")]));
-    let text = stdout(&o);
+    let o = Run::cmd(&env, args(&["show", &fixture_arg("options.lua")])).run();
+    let text = o.stdout_text();
     assert!(text.contains("1. flaky  [retries=2]"), "{text}");
     assert!(text.contains("2. never  [when]"), "{text}");
 }
@@ -1382,9 +1282,10 @@ fn show_lists_params_and_steps_in_order() {
 fn list_shows_the_runbooks_of_a_dir() {
     let env = Env::new();
     let flow = repo().join("tests/runbooks/flow");
-    let o = run(&env, &args(&["list", &flow.display().to_string()]));
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    let text = stdout(&o);
+    let o = Run::cmd(&env, args(&["list", &flow.display().to_string()]))
+        .expect_exit(0)
+        .run();
+    let text = o.stdout_text();
     for (file, name) in [
         ("options.lua", "flow-options"),
         ("params.lua", "flow-params"),
@@ -1402,9 +1303,8 @@ fn list_shows_the_runbooks_of_a_dir() {
     env.write("runbooks/good.lua", &runbook_named("listed-good"));
     env.write("runbooks/broken.lua", SYNTAX_ERROR);
     env.write("runbooks/notes.txt", "not a runbook");
-    let o = run(&env, &args(&["list"]));
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    let text = stdout(&o);
+    let o = Run::cmd(&env, args(&["list"])).expect_exit(0).run();
+    let text = o.stdout_text();
     assert!(text.starts_with("runbooks:"), "{text}");
     assert!(text.contains("listed-good"), "{text}");
     assert!(
@@ -1414,16 +1314,16 @@ fn list_shows_the_runbooks_of_a_dir() {
     );
     assert!(!text.contains("notes.txt"), "{text}");
 
-    let o = run(&env, &args(&["list", "/nonexistent/flow-dir"]));
-    assert_eq!(code(&o), 2, "{}", describe(&o));
+    Run::cmd(&env, args(&["list", "/nonexistent/flow-dir"]))
+        .expect_exit(2)
+        .run();
 }
 
 #[test]
 fn docs_prints_the_reference_and_a_topic() {
     let env = Env::new();
-    let all = run(&env, &args(&["docs"]));
-    assert_eq!(code(&all), 0, "{}", describe(&all));
-    let all = stdout(&all);
+    let all = Run::cmd(&env, args(&["docs"])).expect_exit(0).run();
+    let all = all.stdout_text();
     assert!(
         all.starts_with("# Lua API reference"),
         "{}",
@@ -1440,9 +1340,8 @@ fn docs_prints_the_reference_and_a_topic() {
         assert!(all.contains(f), "{f} missing from the reference");
     }
 
-    let exec = run(&env, &args(&["docs", "exec"]));
-    assert_eq!(code(&exec), 0, "{}", describe(&exec));
-    let exec = stdout(&exec);
+    let exec = Run::cmd(&env, args(&["docs", "exec"])).expect_exit(0).run();
+    let exec = exec.stdout_text();
     assert!(exec.contains("t:exec(argv, [opts])"), "{exec}");
     assert!(exec.contains("read_only"), "{exec}");
     assert!(
@@ -1451,16 +1350,16 @@ fn docs_prints_the_reference_and_a_topic() {
     );
     assert!(exec.len() < all.len());
 
-    let module = run(&env, &args(&["docs", "step"]));
-    assert_eq!(code(&module), 0, "{}", describe(&module));
-    assert!(stdout(&module).contains("retries"));
+    let module = Run::cmd(&env, args(&["docs", "step"])).expect_exit(0).run();
+    assert!(module.stdout_text().contains("retries"));
 
-    let none = run(&env, &args(&["docs", "nosuchtopic"]));
-    assert_eq!(code(&none), 2, "{}", describe(&none));
+    let none = Run::cmd(&env, args(&["docs", "nosuchtopic"]))
+        .expect_exit(2)
+        .run();
     assert!(
-        stderr(&none).contains("no docs for 'nosuchtopic'"),
+        none.stderr_text().contains("no docs for 'nosuchtopic'"),
         "{}",
-        stderr(&none)
+        none.stderr_text()
     );
 }
 
@@ -1478,33 +1377,40 @@ fn bare_names_are_found_in_the_current_dir_then_runbooks() {
     env.write("runbooks/dup.lua", &runbook_named("dup-sub"));
     env.write("runbooks/only.lua", &runbook_named("only-sub"));
     for (name, expected) in [("dup", "dup-top"), ("only", "only-sub")] {
-        let o = run(&env, &args(&["run", name, "--json"]));
-        assert_eq!(code(&o), 0, "{name}: {}", describe(&o));
-        let events = parse_ndjson(&o.stdout);
+        let o = Run::new(&env, name).json().run();
+        assert_eq!(o.code(), 0, "{name}: {}", o.describe());
+        let events = o.events();
         assert_eq!(events[0]["runbook"], expected, "{name}");
         // Other subcommands find it the same way.
-        let s = run(&env, &args(&["show", name]));
-        assert!(stdout(&s).starts_with(expected), "{}", describe(&s));
+        let s = Run::cmd(&env, args(&["show", name])).run();
+        assert!(s.stdout_text().starts_with(expected), "{}", s.describe());
     }
 
-    let o = run(&env, &args(&["run", "nosuch"]));
-    assert_eq!(code(&o), 2, "{}", describe(&o));
-    let text = stderr(&o);
+    let o = Run::cmd(&env, args(&["run", "nosuch"]))
+        .expect_exit(2)
+        .run();
+    let text = o.stderr_text();
     assert!(text.contains("no runbook 'nosuch'"), "{text}");
     assert!(
         text.contains("./nosuch.lua") && text.contains("./runbooks/nosuch.lua"),
         "{text}"
     );
-    let o = run(&env, &args(&["run", "nosuch.lua"]));
-    assert_eq!(code(&o), 2, "{}", describe(&o));
+    let o = Run::cmd(&env, args(&["run", "nosuch.lua"]))
+        .expect_exit(2)
+        .run();
     assert!(
-        stderr(&o).contains("no such runbook file"),
+        o.stderr_text().contains("no such runbook file"),
         "{}",
-        stderr(&o)
+        o.stderr_text()
     );
-    let o = run(&env, &args(&["run", "runbooks/"]));
-    assert_eq!(code(&o), 2, "{}", describe(&o));
-    assert!(stderr(&o).contains("is a directory"), "{}", stderr(&o));
+    let o = Run::cmd(&env, args(&["run", "runbooks/"]))
+        .expect_exit(2)
+        .run();
+    assert!(
+        o.stderr_text().contains("is a directory"),
+        "{}",
+        o.stderr_text()
+    );
     assert_eq!(env.record_count(), 2);
 }
 
@@ -1525,17 +1431,19 @@ macro_rules! snapshot {
 fn snapshot_dry_run_preview() {
     let env = Env::new();
     copy_fixture(&env, "preview.lua");
-    let o = run(&env, &args(&["run", "preview.lua", "--dry-run"]));
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    assert!(stdout(&o).is_empty());
-    snapshot!("dry_run_preview", stderr(&o));
+    let o = Run::cmd(&env, args(&["run", "preview.lua", "--dry-run"]))
+        .expect_exit(0)
+        .run();
+    assert!(o.stdout_text().is_empty());
+    snapshot!("dry_run_preview", o.stderr_text());
 
-    let o = run(
+    let o = Run::cmd(
         &env,
-        &args(&["run", "preview.lua", "--dry-run", "--offline"]),
-    );
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    snapshot!("dry_run_offline_preview", stderr(&o));
+        args(&["run", "preview.lua", "--dry-run", "--offline"]),
+    )
+    .expect_exit(0)
+    .run();
+    snapshot!("dry_run_offline_preview", o.stderr_text());
 }
 
 #[test]
@@ -1545,9 +1453,9 @@ fn snapshot_error_messages() {
     copy_fixture(&env, "confirm_rm.lua");
     env.write("broken.lua", SYNTAX_ERROR);
 
-    let o = run(
+    let o = Run::cmd(
         &env,
-        &args(&[
+        args(&[
             "run",
             "params.lua",
             "--set",
@@ -1555,20 +1463,22 @@ fn snapshot_error_messages() {
             "--set",
             "count=abc",
         ]),
-    );
-    assert_eq!(code(&o), 2);
-    snapshot!("error_bad_params", stderr(&o));
+    )
+    .run();
+    assert_eq!(o.code(), 2);
+    snapshot!("error_bad_params", o.stderr_text());
 
-    let o = run(&env, &args(&["check", "broken.lua"]));
-    assert_eq!(code(&o), 2);
-    snapshot!("error_syntax", stderr(&o));
+    let o = Run::cmd(&env, args(&["check", "broken.lua"])).run();
+    assert_eq!(o.code(), 2);
+    snapshot!("error_syntax", o.stderr_text());
 
-    let o = run(
+    let o = Run::cmd(
         &env,
-        &args(&["run", "confirm_rm.lua", "--set", "dir=/nonexistent/flow"]),
-    );
-    assert_eq!(code(&o), 2);
-    snapshot!("error_needs_confirmation", stderr(&o));
+        args(&["run", "confirm_rm.lua", "--set", "dir=/nonexistent/flow"]),
+    )
+    .run();
+    assert_eq!(o.code(), 2);
+    snapshot!("error_needs_confirmation", o.stderr_text());
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1606,20 +1516,15 @@ fn any_change_needs_confirmation_without_a_terminal() {
                 "runbook {{ name = \"change\", params = {{ dir = {{ type = \"path\", required = true }} }} }}\nstep(\"change\", function() target(\"local\"):exec({cmd}) end)\n"
             ),
         );
-        let o = run(
-            &env,
-            &args(&[
-                "run",
-                rb.to_str().unwrap(),
-                "--set",
-                &format!("dir={}", dir.display()),
-            ]),
-        );
-        assert_eq!(code(&o), 2, "{what}: {}", describe(&o));
+        let o = Run::new(&env, &rb)
+            .args(["--set", &format!("dir={}", dir.display())])
+            .run();
+        assert_eq!(o.code(), 2, "{what}: {}", o.describe());
         assert!(
-            stderr(&o).contains("makes 1 change and needs confirmation"),
+            o.stderr_text()
+                .contains("makes 1 change and needs confirmation"),
             "{what}: {}",
-            describe(&o)
+            o.describe()
         );
         assert!(
             dir.join("victim/f").exists(),
@@ -1631,39 +1536,6 @@ fn any_change_needs_confirmation_without_a_terminal() {
         );
         assert_eq!(env.record_count(), 0, "{what}");
     }
-}
-
-/// Runs `runbook ARGS…` on a terminal (util-linux `script` gives it a pty) and answers
-/// the prompt with `answer`.
-fn run_on_a_terminal(env: &Env, runbook_args: &[&str], answer: &str) -> (i32, String) {
-    let bin = assert_cmd::cargo::cargo_bin!("runbook");
-    let mut line = format!("{}", bin.display());
-    for a in runbook_args {
-        line.push(' ');
-        line.push_str(&format!("'{}'", a.replace('\'', r"'\''")));
-    }
-    let mut child = std::process::Command::new("script")
-        .args(["-q", "-e", "-c", &line, "/dev/null"])
-        .env("RUNBOOK_STATE_DIR", env.state())
-        .env("RUNBOOK_LOCK_FILE", env.tmp.path().join("runbook.lock"))
-        .env("NO_COLOR", "1")
-        .current_dir(env.tmp.path())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("script (util-linux) runs");
-    {
-        use std::io::Write;
-        let mut stdin = child.stdin.take().unwrap();
-        // The prompt comes after the confirmation pass; the pty keeps the answer until then.
-        stdin.write_all(answer.as_bytes()).unwrap();
-        std::thread::sleep(std::time::Duration::from_secs(3));
-    }
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
 }
 
 /// The user confirmed `rm -rf …/dir1`; the world changed before the real run got there
@@ -1690,8 +1562,7 @@ step("later", function() here:exec({ "touch", params.dir .. "/later" }) end)
 "#,
     );
     let set = format!("dir={}", dir.display());
-    let (code, screen) =
-        run_on_a_terminal(&env, &["run", rb.to_str().unwrap(), "--set", &set], "y\n");
+    let (code, screen) = Run::new(&env, &rb).args(["--set", &set]).on_terminal("y\n");
     assert!(
         screen.contains("dir1"),
         "the plan shown names dir1:\n{screen}"
@@ -1738,8 +1609,7 @@ end)
 "#,
     );
     let set = format!("dir={}", dir.display());
-    let (code, screen) =
-        run_on_a_terminal(&env, &["run", rb.to_str().unwrap(), "--set", &set], "y\n");
+    let (code, screen) = Run::new(&env, &rb).args(["--set", &set]).on_terminal("y\n");
     assert!(screen.contains("will make 2 changes"), "{screen}");
     assert_eq!(code, 0, "{screen}");
     assert!(
@@ -1761,8 +1631,7 @@ step("make", function() here:exec({ "touch", params.dir .. "/made" }) end)
 "#,
     );
     let set = format!("dir={}", dir.display());
-    let (code, screen) =
-        run_on_a_terminal(&env, &["run", rb.to_str().unwrap(), "--set", &set], "n\n");
+    let (code, screen) = Run::new(&env, &rb).args(["--set", &set]).on_terminal("n\n");
     assert!(screen.contains("will make 1 change"), "{screen}");
     assert_eq!(code, 2, "{screen}");
     assert!(
@@ -1805,24 +1674,19 @@ fn a_closed_stdout_ends_quietly() {
 fn log_writes_the_run_to_stdout() {
     let env = Env::new();
     let dir = env.scratch();
-    let o = run(
-        &env,
-        &[
-            args(&["run", &fixture_arg("options.lua"), "--yes"]),
-            set("dir", &dir).to_vec(),
-        ]
-        .concat(),
-    );
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    let o = run(&env, &args(&["log", "last"]));
-    assert_eq!(code(&o), 0, "{}", describe(&o));
-    assert!(stdout(&o).contains("record: "), "{}", describe(&o));
+    Run::new(&env, fixture("options.lua"))
+        .yes()
+        .set("dir", &dir)
+        .expect_exit(0)
+        .run();
+    let o = Run::cmd(&env, args(&["log", "last"])).expect_exit(0).run();
+    assert!(o.stdout_text().contains("record: "), "{}", o.describe());
     assert!(
-        stdout(&o).contains("✓"),
+        o.stdout_text().contains("✓"),
         "the steps are on stdout: {}",
-        describe(&o)
+        o.describe()
     );
-    assert!(stderr(&o).is_empty(), "{}", describe(&o));
+    assert!(o.stderr_text().is_empty(), "{}", o.describe());
 }
 
 #[test]
@@ -1840,10 +1704,10 @@ fn json_errors_before_the_run_are_events_on_stdout() {
             vec!["run", &confirm, "--json", "--set", "dir=/nonexistent/x"],
         ),
     ] {
-        let o = run(&env, &args(&argv));
-        assert_eq!(code(&o), 2, "{what}: {}", describe(&o));
-        let events = parse_ndjson(&o.stdout);
-        assert_eq!(events.len(), 1, "{what}: {}", describe(&o));
+        let o = Run::cmd(&env, args(&argv)).run();
+        assert_eq!(o.code(), 2, "{what}: {}", o.describe());
+        let events = o.events();
+        assert_eq!(events.len(), 1, "{what}: {}", o.describe());
         assert_eq!(events[0]["event"], "error", "{what}");
         assert_eq!(events[0]["exit_code"], 2, "{what}");
         assert!(!events[0]["message"].as_str().unwrap().is_empty(), "{what}");
@@ -1866,16 +1730,13 @@ step("fan out", function()
 end)
 "#,
     );
-    let o = run(
-        &env,
-        &[
-            args(&["run", rb.to_str().unwrap(), "--yes", "--json"]),
-            set("dir", &dir).to_vec(),
-        ]
-        .concat(),
-    );
-    assert_eq!(code(&o), 1, "{}", describe(&o));
-    let events = parse_ndjson(&o.stdout);
+    let o = Run::new(&env, &rb)
+        .yes()
+        .json()
+        .set("dir", &dir)
+        .expect_exit(1)
+        .run();
+    let events = o.events();
     let fin = events.last().unwrap();
     assert_eq!(fin["failed"], 1, "{fin}");
     assert_eq!(fin["changed"], 1, "the failed step changed 4 files: {fin}");
@@ -1897,24 +1758,17 @@ step("read it back", function()
 end)
 "#,
     );
-    let o = run(
-        &env,
-        &[
-            args(&["run", rb.to_str().unwrap()]),
-            set("dir", &dir).to_vec(),
-        ]
-        .concat(),
-    );
-    assert_eq!(code(&o), 2, "{}", describe(&o));
+    let o = Run::new(&env, &rb).set("dir", &dir).expect_exit(2).run();
     assert!(
-        stderr(&o).contains("the plan to confirm could not be made"),
+        o.stderr_text()
+            .contains("the plan to confirm could not be made"),
         "{}",
-        describe(&o)
+        o.describe()
     );
     assert!(
-        stderr(&o).contains("step \"read it back\" failed"),
+        o.stderr_text().contains("step \"read it back\" failed"),
         "{}",
-        describe(&o)
+        o.describe()
     );
     assert!(!dir.join("made").exists());
 }
@@ -1941,8 +1795,7 @@ step("delete", function() here:exec({ "rm", "-f", "--", params.dir .. "/canary" 
 "#,
     );
     let set = format!("dir={}", dir.display());
-    let (code, screen) =
-        run_on_a_terminal(&env, &["run", rb.to_str().unwrap(), "--set", &set], "y\n");
+    let (code, screen) = Run::new(&env, &rb).args(["--set", &set]).on_terminal("y\n");
     assert_eq!(code, 1, "{screen}");
     assert!(
         dir.join("canary").exists(),
@@ -1965,8 +1818,7 @@ step("cleanup", { always = true }, function() here:exec({ "rm", "-f", "--", para
 "#,
     );
     let set = format!("dir={}", dir.display());
-    let (code, screen) =
-        run_on_a_terminal(&env, &["run", rb.to_str().unwrap(), "--set", &set], "y\n");
+    let (code, screen) = Run::new(&env, &rb).args(["--set", &set]).on_terminal("y\n");
     assert_eq!(code, 1, "{screen}");
     assert!(
         !dir.join("started").exists(),

@@ -20,10 +20,8 @@
 //! fixture.
 
 mod common;
-use common::running::Running;
 use common::*;
 
-use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -37,23 +35,6 @@ const SOON: Duration = Duration::from_secs(8);
 struct Sandbox {
     env: Env,
     canary: PathBuf,
-}
-
-struct Outcome {
-    /// None when the process died from a signal (a crash, or killed after `HANG`).
-    code: Option<i32>,
-    stderr: String,
-    took: Duration,
-}
-
-impl std::fmt::Debug for Outcome {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "exit {:?} after {:?}\n--- stderr ---\n{}",
-            self.code, self.took, self.stderr
-        )
-    }
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -101,38 +82,29 @@ impl Sandbox {
     }
 
     /// `runbook run rb/FIXTURE --yes --set canary=…` plus `extra`.
-    fn run(&self, fixture: &str, extra: &[&str]) -> Outcome {
+    fn run(&self, fixture: &str, extra: &[&str]) -> Output {
         self.run_limited(fixture, extra, HANG)
     }
 
-    fn run_limited(&self, fixture: &str, extra: &[&str], limit: Duration) -> Outcome {
+    fn run_limited(&self, fixture: &str, extra: &[&str], limit: Duration) -> Output {
         let canary = format!("canary={}", self.canary.display());
         self.run_args(fixture, &[&["--set", &canary], extra].concat(), limit)
     }
 
     /// `runbook run rb/FIXTURE --yes` plus `args`, for fixtures without a canary param.
-    fn run_plain(&self, fixture: &str) -> Outcome {
+    fn run_plain(&self, fixture: &str) -> Output {
         self.run_args(fixture, &[], HANG)
     }
 
-    fn run_args(&self, fixture: &str, args: &[&str], limit: Duration) -> Outcome {
-        let started = Instant::now();
-        let out = self
-            .env
-            .cmd()
-            .args(["run", &format!("rb/{fixture}"), "--yes"])
+    fn run_args(&self, fixture: &str, args: &[&str], limit: Duration) -> Output {
+        Run::new(&self.env, format!("rb/{fixture}"))
+            .yes()
             .args(args)
             .timeout(limit)
-            .output()
-            .expect("runbook starts");
-        Outcome {
-            code: out.status.code(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-            took: started.elapsed(),
-        }
+            .run()
     }
 
-    fn assert_canary_untouched(&self, o: &Outcome) {
+    fn assert_canary_untouched(&self, o: &Output) {
         let now = std::fs::read_to_string(&self.canary).ok();
         assert_eq!(
             now.as_deref(),
@@ -143,8 +115,12 @@ impl Sandbox {
     }
 
     /// Exit 2, `error: rb/FIXTURE:LINE: …MSG…`, no run record (no step ran), canary as it was.
-    fn assert_refused_at_load(&self, o: &Outcome, fixture: &str, msg: &str) {
-        assert_eq!(o.code, Some(2), "an invalid runbook exits 2\n{o:?}");
+    fn assert_refused_at_load(&self, o: &Output, fixture: &str, msg: &str) {
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "an invalid runbook exits 2\n{o:?}"
+        );
         let line = line_with(o, &format!("error: {} ", loc(fixture)));
         assert!(line.contains(msg), "the error says `{msg}`\n{o:?}");
         assert_eq!(
@@ -157,7 +133,7 @@ impl Sandbox {
 
     /// Exit 1, `✗ escape` then `rb/FIXTURE:LINE: …MSG…` on stderr and in the record,
     /// the step after it skipped, canary as it was.
-    fn assert_step_failed(&self, o: &Outcome, fixture: &str, msg: &str) {
+    fn assert_step_failed(&self, o: &Output, fixture: &str, msg: &str) {
         let at = format!("{} ", loc(fixture));
         self.assert_step_failed_with(o, &at);
         let line = line_with(o, &at);
@@ -171,14 +147,14 @@ impl Sandbox {
     }
 
     /// Like `assert_step_failed`, for a message that is not `FILE:LINE: …`.
-    fn assert_step_failed_with(&self, o: &Outcome, want: &str) {
-        assert_eq!(o.code, Some(1), "a failed step exits 1\n{o:?}");
+    fn assert_step_failed_with(&self, o: &Output, want: &str) {
+        assert_eq!(o.status.code(), Some(1), "a failed step exits 1\n{o:?}");
         let cross = o
-            .stderr
+            .stderr_str()
             .find("✗ escape")
             .unwrap_or_else(|| panic!("stderr has `✗ escape`\n{o:?}"));
         let msg = o
-            .stderr
+            .stderr_str()
             .find(want)
             .unwrap_or_else(|| panic!("stderr has `{want}`\n{o:?}"));
         assert!(cross < msg, "the message follows the ✗ line\n{o:?}");
@@ -194,25 +170,15 @@ impl Sandbox {
 }
 
 /// The stderr line that contains `want` (the test fails when none does).
-fn line_with<'a>(o: &'a Outcome, want: &str) -> &'a str {
-    o.stderr
+fn line_with<'a>(o: &'a Output, want: &str) -> &'a str {
+    o.stderr_str()
         .lines()
         .find(|l| l.contains(want))
         .unwrap_or_else(|| panic!("stderr has `{want}`\n{o:?}"))
 }
 
-/// The error of the failed step NAME in a run record.
-fn step_error(events: &[Value], name: &str) -> String {
-    let ev = events
-        .iter()
-        .find(|e| e["event"] == "step_finished" && e["name"] == name)
-        .unwrap_or_else(|| panic!("step {name} finished: {events:#?}"));
-    assert_eq!(ev["outcome"], "failed", "{ev}");
-    ev["error"].as_str().unwrap_or_default().to_string()
-}
-
-fn assert_success(o: &Outcome) {
-    assert_eq!(o.code, Some(0), "the run succeeds\n{o:?}");
+fn assert_success(o: &Output) {
+    assert_eq!(o.status.code(), Some(0), "the run succeeds\n{o:?}");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -340,7 +306,7 @@ fn require_of_the_stdlib_and_of_files_beside_the_runbook_works() {
         "util: 42",
         "same table: true",
     ] {
-        assert!(o.stderr.contains(want), "stderr has `{want}`\n{o:?}");
+        assert!(o.stderr_str().contains(want), "stderr has `{want}`\n{o:?}");
     }
 }
 
@@ -398,7 +364,7 @@ fn load_of_text_still_works_and_only_as_text() {
         "reader with bytecode: nil attempt to load a binary chunk",
         "loaded chunk sees io: false",
     ] {
-        assert!(o.stderr.contains(want), "stderr has `{want}`\n{o:?}");
+        assert!(o.stderr_str().contains(want), "stderr has `{want}`\n{o:?}");
     }
 }
 
@@ -411,10 +377,10 @@ fn a_bytecode_runbook_file_is_refused() {
     )
     .unwrap();
     let o = sb.run("bytecode.lua", &[]);
-    assert_eq!(o.code, Some(2), "{o:?}");
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
     // A bytecode file has no source lines to name; the file is named.
     assert!(
-        o.stderr.contains(
+        o.stderr_str().contains(
             "error: rb/bytecode.lua: this is a precompiled (bytecode) chunk; runbooks must be Lua source text"
         ),
         "{o:?}"
@@ -426,7 +392,7 @@ fn a_bytecode_runbook_file_is_refused() {
 // ---------------------------------------------------------------------------------------
 // 5. endless loops
 
-fn assert_ended_soon(o: &Outcome) {
+fn assert_ended_soon(o: &Output) {
     assert!(
         o.took >= Duration::from_millis(900),
         "the loop ran until the 1s timeout\n{o:?}"
@@ -458,7 +424,7 @@ fn run_timeout_message_names_the_file_and_line() {
     let sb = Sandbox::new();
     let o = sb.run("loop_run_timeout.lua", &["--timeout", "1s"]);
     sb.assert_step_failed(&o, "loop_run_timeout.lua", "");
-    assert!(o.stderr.contains("--timeout"), "{o:?}");
+    assert!(o.stderr_str().contains("--timeout"), "{o:?}");
 }
 
 #[test]
@@ -491,9 +457,9 @@ fn a_backtracking_pattern_ends_at_the_step_timeout() {
     // One call into C never returns to the VM, so the hook cannot stop it: the watchdog
     // ends the run 10 s past the deadline and closes the record.
     let o = sb.run_limited("pattern_backtrack.lua", &[], Duration::from_secs(30));
-    assert_eq!(o.code, Some(1), "{o:?}");
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
     assert!(
-        o.stderr.contains("step timed out, but did not stop"),
+        o.stderr_str().contains("step timed out, but did not stop"),
         "{o:?}"
     );
     assert!(o.took < Duration::from_secs(20), "{o:?}");
@@ -511,9 +477,9 @@ fn a_backtracking_pattern_ends_at_the_step_timeout() {
 fn endless_loop_at_the_top_level_ends_at_the_load_budget() {
     let sb = Sandbox::new();
     let o = sb.run("loop_top.lua", &[]);
-    assert_eq!(o.code, Some(2), "{o:?}");
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
     assert!(
-        o.stderr.contains(
+        o.stderr_str().contains(
             "error: rb/loop_top.lua:14: the top level of the file ran for over 10s; put work inside step() functions"
         ),
         "{o:?}"
@@ -541,9 +507,9 @@ fn string_rep_of_2_gib_fails_cleanly() {
     // string too large"); either that or the memory limit must stop the step at its line.
     let at = loc("memory_rep_2g.lua");
     assert!(
-        o.stderr
+        o.stderr_str()
             .contains(&format!("{at} resulting string too large"))
-            || o.stderr.contains("out of memory"),
+            || o.stderr_str().contains("out of memory"),
         "{o:?}"
     );
     sb.assert_step_failed_with(&o, &at);
@@ -573,9 +539,9 @@ fn a_growing_table_hits_the_memory_limit() {
 fn a_memory_bomb_at_the_top_level_is_refused() {
     let sb = Sandbox::new();
     let o = sb.run("memory_top.lua", &[]);
-    assert_eq!(o.code, Some(2), "{o:?}");
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
     assert!(
-        o.stderr
+        o.stderr_str()
             .contains("out of memory: the runbook went over its Lua memory limit (256 MiB)"),
         "{o:?}"
     );
@@ -593,9 +559,10 @@ fn memory_limit_errors_name_the_file_and_line() {
     // At the top level, before the instruction hook has seen any line, an allocation
     // failure can only be pinned to the file.
     let o = sb.run("memory_top.lua", &[]);
-    assert_eq!(o.code, Some(2), "{o:?}");
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
     assert!(
-        o.stderr.contains("error: rb/memory_top.lua: out of memory"),
+        o.stderr_str()
+            .contains("error: rb/memory_top.lua: out of memory"),
         "{o:?}"
     );
     sb.assert_canary_untouched(&o);
@@ -699,7 +666,7 @@ fn tampering_with_globals_and_string_reaches_nothing() {
     let sb = Sandbox::new();
     let o = sb.run("tamper.lua", &[]);
     assert!(
-        o.stderr.contains("trimmed: ok"),
+        o.stderr_str().contains("trimmed: ok"),
         "the stdlib still works\n{o:?}"
     );
     // Without the strict-globals metatable `io` is a plain nil: the checks before the
@@ -760,7 +727,10 @@ fn cache_paths_climbing_out_are_refused() {
         "cache_escape_dotdot.lua",
         "cache.clear refused (nothing was deleted)",
     );
-    assert!(o.stderr.contains("contains a '..' component"), "{o:?}");
+    assert!(
+        o.stderr_str().contains("contains a '..' component"),
+        "{o:?}"
+    );
 }
 
 #[test]
@@ -838,9 +808,8 @@ fn check_show_and_list_refuse_a_finalizer_quickly() {
         vec!["show", file.to_str().unwrap()],
     ] {
         let started = Instant::now();
-        let out = sb.env.cmd().args(&args).timeout(HANG).output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        let out = Run::cmd(&sb.env, &args).timeout(HANG).expect_exit(2).run();
+        let stderr = out.stderr_str();
         assert!(
             stderr.contains("finalizers (__gc) are not allowed"),
             "{args:?}: {stderr}"
@@ -855,13 +824,9 @@ fn check_show_and_list_refuse_a_finalizer_quickly() {
     std::fs::create_dir_all(&only).unwrap();
     std::fs::copy(&file, only.join("gc_loop_top.lua")).unwrap();
     let started = Instant::now();
-    let out = sb
-        .env
-        .cmd()
-        .args(["list", only.to_str().unwrap()])
+    let out = Run::cmd(&sb.env, ["list".as_ref(), only.as_os_str()])
         .timeout(HANG)
-        .output()
-        .unwrap();
+        .run();
     assert!(out.status.code().is_some(), "list ends by itself");
     assert!(
         started.elapsed() < SOON,
@@ -902,7 +867,7 @@ fn a_loop_with_the_hook_off_ends_within_the_watchdog_grace() {
     );
     assert!(o.took < Duration::from_secs(1) + PAST_GRACE, "{o:?}");
     assert!(o.took >= GRACE, "the watchdog waits its grace first: {o:?}");
-    assert_eq!(o.code, Some(1), "{o:?}");
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
     let at = loc("close_added_late_hook_off.lua");
     assert!(
         line_with(&o, &at).contains("step timed out, but did not stop"),
@@ -921,18 +886,11 @@ fn a_loop_with_the_hook_off_ends_within_the_watchdog_grace() {
 fn a_signal_ends_a_loop_with_the_hook_off() {
     let sb = Sandbox::new();
     let canary = format!("canary={}", sb.canary.display());
-    let mut run = Running::spawn(
-        &sb.env,
-        [
-            "run",
-            "rb/close_added_late_hook_off.lua",
-            "--yes",
-            "--set",
-            &canary,
-            "--set",
-            "t=1h",
-        ],
-    );
+    let mut run = Run::new(&sb.env, "rb/close_added_late_hook_off.lua")
+        .yes()
+        .args(["--set", &canary])
+        .set("t", "1h")
+        .spawn();
     std::thread::sleep(Duration::from_secs(2));
     run.signal(libc::SIGTERM);
     let signalled = Instant::now();
@@ -971,7 +929,7 @@ fn load_cannot_name_its_chunk_after_another_file() {
         loc("load_chunkname.lua").trim_end_matches(':')
     );
     sb.assert_step_failed_with(&o, &want);
-    assert!(!o.stderr.contains("/etc/passwd"), "{o:?}");
+    assert!(!o.stderr_str().contains("/etc/passwd"), "{o:?}");
 }
 
 /// The watchdog covers the top level too: a long C call there ends at the load budget
@@ -980,10 +938,11 @@ fn load_cannot_name_its_chunk_after_another_file() {
 fn a_long_c_call_at_the_top_level_ends_within_the_load_budget_and_grace() {
     let sb = Sandbox::new();
     let o = sb.run_limited("pattern_top.lua", &[], Duration::from_secs(45));
-    assert_eq!(o.code, Some(2), "{o:?}");
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
     assert!(o.took < Duration::from_secs(10) + PAST_GRACE, "{o:?}");
     assert!(
-        o.stderr.contains("rb/pattern_top.lua") && o.stderr.contains("nothing was changed"),
+        o.stderr_str().contains("rb/pattern_top.lua")
+            && o.stderr_str().contains("nothing was changed"),
         "{o:?}"
     );
     assert_eq!(sb.env.record_count(), 0, "{o:?}");
@@ -994,10 +953,10 @@ fn a_long_c_call_at_the_top_level_ends_within_the_load_budget_and_grace() {
 fn a_signal_ends_a_long_c_call_at_the_top_level() {
     let sb = Sandbox::new();
     let canary = format!("canary={}", sb.canary.display());
-    let mut run = Running::spawn(
-        &sb.env,
-        ["run", "rb/pattern_top.lua", "--yes", "--set", &canary],
-    );
+    let mut run = Run::new(&sb.env, "rb/pattern_top.lua")
+        .yes()
+        .args(["--set", &canary])
+        .spawn();
     std::thread::sleep(Duration::from_millis(500));
     run.signal(libc::SIGINT);
     let signalled = Instant::now();

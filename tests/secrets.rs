@@ -22,15 +22,6 @@ const PIECES: &[&str] = &[
     "3CR3T-TOKEN",
 ];
 
-fn all_records(env: &Env) -> String {
-    let runs = env.state().join("runs");
-    let mut out = String::new();
-    for entry in std::fs::read_dir(&runs).into_iter().flatten() {
-        out.push_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap());
-    }
-    out
-}
-
 fn assert_nothing_of_the_secret(what: &str, text: &str) {
     assert!(!text.contains(SECRET), "{what} shows the secret:\n{text}");
     for p in PIECES {
@@ -49,19 +40,15 @@ fn run(env: &Env, body: &str) -> (i32, String, String) {
             "runbook {{ name = \"leak\", params = {{ token = {{ type = \"string\", secret = true, required = true }} }} }}\nlocal here = target(\"local\")\n{body}"
         ),
     );
-    let out = env
-        .cmd()
-        .arg("run")
-        .arg(&rb)
-        .args(["--yes", "--json"])
+    let out = Run::new(env, &rb)
+        .yes()
+        .json()
         .env("RUNBOOK_PARAM_TOKEN", SECRET)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        .run();
+    let (stdout, stderr) = (out.stdout_text(), out.stderr_text());
     assert_nothing_of_the_secret("stdout (--json)", &stdout);
     assert_nothing_of_the_secret("stderr", &stderr);
-    assert_nothing_of_the_secret("the run record", &all_records(env));
+    assert_nothing_of_the_secret("the run record", &env.all_records());
     (out.status.code().unwrap_or(-1), stdout, stderr)
 }
 
@@ -134,7 +121,7 @@ end)"#,
     for (what, text) in [
         ("stdout", &stdout),
         ("stderr", &stderr),
-        ("record", &all_records(&env)),
+        ("record", &env.all_records()),
     ] {
         assert!(
             !text.contains(made),
@@ -154,14 +141,11 @@ fn show_masks_a_step_name_made_from_a_secret() {
 step("deploy with " .. (params.token or "none"), function() end)
 "#,
     );
-    let out = env
-        .cmd()
-        .args(["show", rb.to_str().unwrap()])
+    let stdout = Run::cmd(&env, ["show".as_ref(), rb.as_os_str()])
         .env("RUNBOOK_PARAM_TOKEN", SECRET)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}");
+        .expect_exit(0)
+        .run()
+        .stdout_text();
     assert_nothing_of_the_secret("show", &stdout);
     assert!(stdout.contains("deploy with ***"), "{stdout}");
 }
@@ -177,14 +161,11 @@ error("bad token " .. params.token)
 "#,
     );
     for cmd in ["run", "check"] {
-        let out = env
-            .cmd()
-            .args([cmd, rb.to_str().unwrap()])
+        let stderr = Run::cmd(&env, [cmd.as_ref(), rb.as_os_str()])
             .env("RUNBOOK_PARAM_TOKEN", SECRET)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{cmd}: {stderr}");
+            .expect_exit(2)
+            .run()
+            .stderr_text();
         assert_nothing_of_the_secret(cmd, &stderr);
         assert!(stderr.contains("bad token ***"), "{cmd}: {stderr}");
     }
@@ -203,18 +184,12 @@ local here = target("local")
 step("say", function() here:exec({ "echo", "we deploy today" }, { read_only = true }) end)
 "#,
     );
-    let out = env
-        .cmd()
-        .args(["run", rb.to_str().unwrap(), "--yes"])
+    Run::new(&env, &rb)
+        .yes()
         .env("RUNBOOK_PARAM_WORD", "deploy")
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("param 'word' is a secret of only 6 characters"),
-        "{stderr}"
-    );
+        .expect_exit(0)
+        .stderr_has("param 'word' is a secret of only 6 characters")
+        .run();
     let events = env.last_record();
     assert_eq!(events[0]["runbook"], "deploy", "{:#?}", events[0]);
     assert!(
@@ -227,20 +202,14 @@ step("say", function() here:exec({ "echo", "we deploy today" }, { read_only = tr
         .find(|e| e["event"] == "output")
         .expect("an output event");
     assert_eq!(out_line["line"], "we *** today", "output is still masked");
-    let history = env.cmd().arg("history").output().unwrap();
-    let history = String::from_utf8_lossy(&history.stdout);
-    assert!(history.contains("deploy"), "{history}");
-    let resumed = env
-        .cmd()
-        .args(["run", rb.to_str().unwrap(), "--yes", "--resume", "last"])
+    Run::cmd(&env, ["history"]).stdout_has("deploy").run();
+    // --resume last finds the run.
+    Run::new(&env, &rb)
+        .yes()
+        .args(["--resume", "last"])
         .env("RUNBOOK_PARAM_WORD", "deploy")
-        .output()
-        .unwrap();
-    assert!(
-        resumed.status.success(),
-        "--resume last finds the run: {}",
-        String::from_utf8_lossy(&resumed.stderr)
-    );
+        .expect_exit(0)
+        .run();
 }
 
 /// A secret placed in an argv is visible to every user of the machine: runbook says so,
@@ -265,14 +234,11 @@ fn check_warns_about_a_secret_in_an_argv() {
         "leaky.lua",
         "runbook { name = \"leaky\", params = { token = { type = \"string\", secret = true, required = true } } }\nlocal here = target(\"local\")\nstep(\"leaky\", function() here:exec({ \"curl\", \"-H\", \"Authorization: \" .. params.token, \"https://api.example\" }) end)\n",
     );
-    let out = env
-        .cmd()
-        .args(["check", rb.to_str().unwrap()])
+    let stderr = Run::cmd(&env, ["check".as_ref(), rb.as_os_str()])
         .env("RUNBOOK_PARAM_TOKEN", SECRET)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+        .expect_exit(0)
+        .run()
+        .stderr_text();
     assert!(
         stderr.contains("warning: ") && stderr.contains("leaky.lua: a secret is in the argv of"),
         "{stderr}"
@@ -308,17 +274,10 @@ fn check_with_looping_always_steps_stays_bounded() {
         "runbook { name = \"loops\", params = { token = { type = \"string\", secret = true, default = \"s3cr3t-default-xyz\" } } }\nstep(\"loop\", function() while true do end end)\nstep(\"c1\", { always = true }, function() while true do end end)\nstep(\"c2\", { always = true }, function() while true do end end)\n",
     );
     let started = std::time::Instant::now();
-    let out = env
-        .cmd()
-        .args(["check", rb.to_str().unwrap()])
+    Run::cmd(&env, ["check".as_ref(), rb.as_os_str()])
         .timeout(std::time::Duration::from_secs(60))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .expect_exit(0)
+        .run();
     assert!(
         started.elapsed() < std::time::Duration::from_secs(15),
         "check took {:?}",

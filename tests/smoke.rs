@@ -5,15 +5,11 @@ use common::*;
 fn quickstart_runs_for_real() {
     let env = Env::new();
     let dir = env.scratch().join("qs");
-    env.cmd()
-        .args([
-            "run",
-            &repo().join("examples/quickstart.lua").display().to_string(),
-            "--yes",
-        ])
-        .args(["--set", &format!("dir={}", dir.display())])
-        .assert()
-        .success();
+    Run::new(&env, repo().join("examples/quickstart.lua"))
+        .yes()
+        .set("dir", &dir)
+        .expect_exit(0)
+        .run();
     assert!(!dir.exists(), "clean up removed the dir");
 }
 
@@ -122,8 +118,8 @@ fn each_error_class_ends_with_its_documented_code() {
         (&["run", ok, "--yes"], 0, ""),
     ];
     for (argv, want, needle) in cases {
-        let o = env.cmd().args(*argv).output().unwrap();
-        let err = String::from_utf8_lossy(&o.stderr);
+        let o = Run::cmd(&env, *argv).run();
+        let err = o.stderr_text();
         let what = format!("runbook {}: {:?}\n{err}", argv.join(" "), o.status);
         assert_eq!(o.status.code(), Some(*want), "{what}");
         assert!(err.contains(needle), "wants {needle:?}: {what}");
@@ -133,8 +129,7 @@ fn each_error_class_ends_with_its_documented_code() {
     }
     assert!(!scratch.join("changed").exists(), "nothing was changed");
     for argv in [&["--help"][..], &["--version"], &["run", "--help"]] {
-        let o = env.cmd().args(argv).output().unwrap();
-        assert_eq!(o.status.code(), Some(0), "{argv:?}");
+        let o = Run::cmd(&env, argv).expect_exit(0).run();
         assert!(!o.stdout.is_empty() && o.stderr.is_empty(), "{argv:?}");
     }
 }
@@ -148,27 +143,17 @@ fn json_ends_with_the_exit_code_of_the_error_or_the_run() {
         "fail.lua",
         "runbook { name = \"fail\" }\nstep(\"s\", function() fail(\"no good\") end)\n",
     );
-    let o = env
-        .cmd()
-        .args(["run", "fail.lua", "--yes", "--json"])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(1));
-    let events = parse_ndjson(&o.stdout);
+    let o = Run::new(&env, "fail.lua").yes().json().expect_exit(1).run();
+    let events = o.events();
     let last = events.last().unwrap();
     assert_eq!(last["event"], "run_finished", "{last}");
     assert_eq!(last["outcome"], "failed", "{last}");
     assert_eq!(last["exit_code"], 1, "{last}");
     assert!(events.iter().all(|e| e["event"] != "error"));
-    assert!(String::from_utf8_lossy(&o.stderr).is_empty());
+    assert!(o.stderr.is_empty());
 
-    let o = env
-        .cmd()
-        .args(["run", "nosuch.lua", "--json"])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    let events = parse_ndjson(&o.stdout);
+    let o = Run::new(&env, "nosuch.lua").json().expect_exit(2).run();
+    let events = o.events();
     assert_eq!(events.len(), 1);
     assert_eq!(events[0]["event"], "error");
     assert_eq!(events[0]["exit_code"], 2);
@@ -193,7 +178,7 @@ fn a_signal_before_the_run_starts_ends_with_its_code_and_no_record() {
                 scratch.display()
             ),
         );
-        let mut run = common::running::Running::spawn(&env, ["run", "slow_plan.lua", "--json"]);
+        let mut run = Run::new(&env, "slow_plan.lua").json().spawn();
         run.wait_file(
             &scratch.join("planning"),
             std::time::Duration::from_secs(10),
@@ -243,22 +228,13 @@ step("try", function()
 end)
 "#,
     );
-    let o = env
-        .cmd()
-        .args(["run", "paths.lua", "--dry-run", "--offline", "--json"])
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let logs: Vec<String> = parse_ndjson(&o.stdout)
-        .into_iter()
-        .filter(|e| e["event"] == "log")
-        .map(|e| e["message"].as_str().unwrap().to_string())
-        .collect();
+    let logs = Run::new(&env, "paths.lua")
+        .dry_run()
+        .offline()
+        .json()
+        .expect_exit(0)
+        .run()
+        .logs();
     assert_eq!(logs.len(), 16, "{logs:#?}");
     for what in [
         "cache.size(): paths",

@@ -6,40 +6,7 @@ use common::*;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-/// uv's binary itself (not a pyenv shim, which needs pyenv's environment), or `None`.
-fn real_uv() -> Option<String> {
-    let found = |cmd: &mut Command| -> Option<String> {
-        let out = cmd.output().ok().filter(|o| o.status.success())?;
-        let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        (!path.is_empty()).then_some(path)
-    };
-    let uv = found(Command::new("pyenv").args(["which", "uv"]))
-        .or_else(|| found(Command::new("sh").args(["-c", "command -v uv"])))?;
-    Command::new(&uv)
-        .arg("--version")
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|_| uv)
-}
-
-/// Skips the calling test when uv is missing, unless CI demands it.
-macro_rules! require_uv {
-    () => {
-        match real_uv() {
-            Some(uv) => uv,
-            None => {
-                if std::env::var_os("CI").is_some() {
-                    panic!("uv is required (scripts/test installs it with pip)");
-                }
-                eprintln!("skipped: uv is not installed (`python3 -m pip install uv`)");
-                return;
-            }
-        }
-    };
-}
+use std::process::Command;
 
 /// The interpreter the venvs are built with: the one on this machine (uv must never
 /// download one in a test).
@@ -113,22 +80,19 @@ end)
     /// `runbook run` with its own uv cache, so tests share nothing.
     fn run(&self, target: &str, extra: &str, args: &[&str]) -> Output {
         let file = self.runbook(target, extra);
-        self.env
-            .cmd()
+        Run::new(&self.env, file)
             .env("UV_CACHE_DIR", self.env.tmp.path().join("uv-cache"))
-            .arg("run")
-            .arg(file)
-            .args(["--yes", "--json"])
+            .yes()
+            .json()
             .args(args)
-            .output()
-            .unwrap()
+            .run()
     }
 
     /// `run` on local with no extra args, which must fail (exit 1): the failed step's error.
     fn failure(&self, extra: &str) -> String {
-        let out = self.run("local", extra, &[]);
-        assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
-        step_error(&out)
+        self.run("local", extra, &[])
+            .assert_exit(1)
+            .step_error(FAILED)
     }
 
     /// What `import rbdemo` gives in the venv's python, or the error.
@@ -173,40 +137,6 @@ fn python_says(python: &Path, code: &str) -> Result<String, String> {
     }
 }
 
-fn describe(out: &Output) -> String {
-    format!(
-        "exit {:?}\nstderr:\n{}\nstdout:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    )
-}
-
-/// The `log` messages of a `--json` run.
-fn logs(out: &Output) -> Vec<String> {
-    parse_ndjson(&out.stdout)
-        .into_iter()
-        .filter(|e| e["event"] == "log")
-        .map(|e| e["message"].as_str().unwrap().to_string())
-        .collect()
-}
-
-/// The error of the failed step of a `--json` run.
-fn step_error(out: &Output) -> String {
-    parse_ndjson(&out.stdout)
-        .iter()
-        .find(|e| e["event"] == "step_finished" && e["outcome"] == "failed")
-        .and_then(|e| e["error"].as_str().map(str::to_string))
-        .unwrap_or_else(|| panic!("no failed step: {}", describe(out)))
-}
-
-fn of_kind(out: &Output, kind: &str) -> Vec<Value> {
-    parse_ndjson(&out.stdout)
-        .into_iter()
-        .filter(|e| e["event"] == kind)
-        .collect()
-}
-
 fn hash_of(lines: &str) -> String {
     Sha256::digest(lines.as_bytes())
         .iter()
@@ -223,9 +153,9 @@ fn fresh_build_installs_verifies_and_reports() {
         r#"packages = { "rbdemo==1.0" }, verify = "import rbdemo""#,
         &[],
     );
-    assert!(out.status.success(), "{}", describe(&out));
+    out.assert_exit(0);
     assert_eq!(case.rbdemo_version(), Ok("1.0".to_string()));
-    let logs = logs(&out);
+    let logs = out.logs();
     let version = python_says(
         Path::new(&case.python),
         "import platform; print(platform.python_version())",
@@ -245,12 +175,13 @@ fn fresh_build_installs_verifies_and_reports() {
     // A second fresh build replaces it; the console script still works after the rename
     // (the venv is built relocatable), and the old venv is gone.
     let out = case.run("local", r#"packages = { "rbdemo==2.0" }"#, &[]);
-    assert!(out.status.success(), "{}", describe(&out));
+    out.assert_exit(0);
     assert_eq!(case.rbdemo_version(), Ok("2.0".to_string()));
     let script = Command::new(case.venv.join("bin/rbdemo")).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&script.stdout).trim(), "2.0");
     case.assert_no_leftovers();
-    let build = of_kind(&out, "action_started")
+    let build = out
+        .of_kind("action_started")
         .into_iter()
         .find(|e| e["effect"] == "change")
         .expect("the build action");
@@ -274,10 +205,10 @@ fn dry_run_plans_the_build_and_builds_nothing() {
         r#"packages = { "rbdemo==1.0" }, verify = "import rbdemo""#,
         &["--dry-run"],
     );
-    assert!(out.status.success(), "{}", describe(&out));
+    out.assert_exit(0);
     assert!(!case.venv.exists(), "a dry-run built the venv");
     case.assert_no_leftovers();
-    let planned = of_kind(&out, "action_planned");
+    let planned = out.of_kind("action_planned");
     assert_eq!(planned.len(), 1, "{planned:?}");
     assert_eq!(planned[0]["effect"], "change");
     assert_eq!(
@@ -296,12 +227,14 @@ fn dry_run_plans_the_build_and_builds_nothing() {
         "{command}"
     );
     // The probe for uv is a read, so it ran.
-    let reads = of_kind(&out, "action_started");
+    let reads = out.of_kind("action_started");
     assert!(
         reads.iter().all(|e| e["effect"] == "read") && !reads.is_empty(),
         "{reads:?}"
     );
-    assert!(logs(&out).contains(&"changed=true planned=true".to_string()));
+    assert!(out
+        .logs()
+        .contains(&"changed=true planned=true".to_string()));
 
     // Fidelity: the real run starts exactly the change the dry-run planned.
     let real = case.run(
@@ -309,8 +242,9 @@ fn dry_run_plans_the_build_and_builds_nothing() {
         r#"packages = { "rbdemo==1.0" }, verify = "import rbdemo""#,
         &[],
     );
-    assert!(real.status.success(), "{}", describe(&real));
-    let started: Vec<Value> = of_kind(&real, "action_started")
+    real.assert_exit(0);
+    let started: Vec<Value> = real
+        .of_kind("action_started")
         .into_iter()
         .filter(|e| e["effect"] == "change")
         .collect();
@@ -323,7 +257,7 @@ fn a_failed_fresh_build_leaves_the_old_venv_working() {
     let _uv = require_uv!();
     let case = Case::new();
     let out = case.run("local", r#"packages = { "rbdemo==1.0" }"#, &[]);
-    assert!(out.status.success(), "{}", describe(&out));
+    out.assert_exit(0);
 
     // A package that the index does not have: uv fails half-way.
     let error = case.failure(r#"packages = { "rbdemo==2.0", "rbdemo-missing==9.9" }"#);
@@ -384,7 +318,7 @@ fn a_timed_out_build_is_cleaned_up_on_the_target() {
     let _uv = require_uv!();
     let case = Case::new();
     let out = case.run("local", r#"packages = { "rbdemo==1.0" }"#, &[]);
-    assert!(out.status.success(), "{}", describe(&out));
+    out.assert_exit(0);
     // The verify hangs; the timeout stops the build, and its trap removes the new dir.
     let error = case.failure(
         r#"packages = { "rbdemo==2.0" }, verify = "import time; time.sleep(60)", timeout = "3s""#,
@@ -403,7 +337,7 @@ fn a_first_build_that_fails_leaves_no_venv() {
         r#"packages = { "rbdemo==1.0" }, verify = "import sys; assert '.runbook-new-' in sys.prefix""#,
         &[],
     );
-    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    out.assert_exit(1);
     assert!(
         !case.venv.exists(),
         "a venv that failed its check was left at PATH"
@@ -420,7 +354,7 @@ fn in_place_install_creates_then_updates() {
         r#"packages = { "rbdemo==1.0" }, fresh = false"#,
         &[],
     );
-    assert!(out.status.success(), "{}", describe(&out));
+    out.assert_exit(0);
     assert_eq!(case.rbdemo_version(), Ok("1.0".to_string()));
     let marker = case.venv.join("kept-by-in-place");
     std::fs::write(&marker, "").unwrap();
@@ -429,10 +363,10 @@ fn in_place_install_creates_then_updates() {
         r#"packages = { "rbdemo==2.0" }, fresh = false"#,
         &[],
     );
-    assert!(out.status.success(), "{}", describe(&out));
+    out.assert_exit(0);
     assert_eq!(case.rbdemo_version(), Ok("2.0".to_string()));
     assert!(marker.exists(), "an in-place install replaced the venv");
-    assert!(logs(&out).contains(&"package=rbdemo==2.0".to_string()));
+    assert!(out.logs().contains(&"package=rbdemo==2.0".to_string()));
     case.assert_no_leftovers();
 }
 
@@ -469,21 +403,18 @@ fn missing_uv_is_a_clear_error() {
             Some(extra) => case.runbook("local", extra),
             None => file.clone(),
         };
-        case.env
-            .cmd()
+        Run::new(&case.env, file)
             .env("PATH", "/usr/bin:/bin")
             .env("HOME", &home)
-            .arg("run")
-            .arg(file)
-            .args(["--yes", "--json"])
+            .yes()
+            .json()
             .args(args)
-            .output()
-            .unwrap()
+            .run()
     };
 
     let out = run(&[], None);
-    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
-    let error = step_error(&out);
+    out.assert_exit(1);
+    let error = out.step_error(FAILED);
     for want in [
         "venv.build: needs uv on local (",
         "~/.local/bin/uv",
@@ -496,16 +427,16 @@ fn missing_uv_is_a_clear_error() {
 
     // A dry-run says so too, before anything is planned.
     let out = run(&["--dry-run"], None);
-    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
-    assert!(step_error(&out).contains("needs uv on local"));
+    out.assert_exit(1);
+    assert!(out.step_error(FAILED).contains("needs uv on local"));
 
     // With install_uv, the dry-run plans installing uv, then the build with that uv.
     let out = run(
         &["--dry-run"],
         Some(r#"packages = { "rbdemo==1.0" }, install_uv = true"#),
     );
-    assert!(out.status.success(), "{}", describe(&out));
-    let planned = of_kind(&out, "action_planned");
+    out.assert_exit(0);
+    let planned = out.of_kind("action_planned");
     assert_eq!(planned.len(), 2, "{planned:?}");
     let install = planned[0]["command"].as_str().unwrap();
     assert!(
@@ -539,19 +470,11 @@ fn options_are_checked_before_anything_runs() {
         r#"runbook { name = "r" }
 step("s", function() venv.build(target("local"), { path = "venv" }) end)"#,
     );
-    let out = case
-        .env
-        .cmd()
-        .args(["run", "--yes"])
-        .arg(rb)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("path must be an absolute path"),
-        "{}",
-        describe(&out)
-    );
+    Run::new(&case.env, rb)
+        .yes()
+        .expect_exit(1)
+        .stderr_has("path must be an absolute path")
+        .run();
 }
 
 #[test]
@@ -563,14 +486,7 @@ fn fresh_build_over_ssh() {
     // `runbook run` of the build on node1 (the uv cache is the node's own).
     let run_on_node1 = |extra: &str| {
         let file = case.runbook("node1", extra);
-        case.env
-            .cmd()
-            .arg("run")
-            .arg(&file)
-            .args(fleet.args())
-            .args(["--yes", "--json"])
-            .output()
-            .unwrap()
+        Run::new(&case.env, &file).ssh(&fleet).yes().json().run()
     };
     // The sshd session's PATH (/usr/local/bin:/usr/bin:/bin) may not hold uv (pyenv, a
     // user install): give its path.
@@ -579,10 +495,11 @@ fn fresh_build_over_ssh() {
         lua(&uv)
     );
     let out = run_on_node1(&extra);
-    assert!(out.status.success(), "{}", describe(&out));
+    out.assert_exit(0);
     assert_eq!(case.rbdemo_version(), Ok("1.0".to_string()));
-    assert!(logs(&out).contains(&"package=rbdemo==1.0".to_string()));
-    let build = of_kind(&out, "action_started")
+    assert!(out.logs().contains(&"package=rbdemo==1.0".to_string()));
+    let build = out
+        .of_kind("action_started")
         .into_iter()
         .find(|e| e["effect"] == "change")
         .expect("the build action");
@@ -595,8 +512,12 @@ fn fresh_build_over_ssh() {
         lua(&uv)
     );
     let out = run_on_node1(&extra);
-    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
-    assert!(step_error(&out).contains("timed out"), "{}", describe(&out));
+    out.assert_exit(1);
+    assert!(
+        out.step_error(FAILED).contains("timed out"),
+        "{}",
+        out.describe()
+    );
     assert_eq!(case.rbdemo_version(), Ok("1.0".to_string()));
     // The remote clean-up finishes right after runbook has given up waiting for it.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
@@ -679,35 +600,30 @@ fn venv_rebuild_installs_from_the_index_url_mirror() {
     let mut mirror = Mirror::serve(&case.wheels, &case.env.tmp.path().join("mirror"));
     let url = mirror.url.clone();
     let run = |extra: &[&str]| {
-        case.env
-            .cmd()
+        Run::new(&case.env, "venv-rebuild")
             .env("UV_CACHE_DIR", case.env.tmp.path().join("uv-cache"))
-            .args(["run", "venv-rebuild", "--json"])
-            .args(["--set", &format!("venv={}", case.venv.display())])
-            .args(["--set", &format!("python={}", case.python)])
-            .args([
-                "--set",
-                "packages=rbdemo==2.0",
-                "--set",
-                "verify=import rbdemo",
-            ])
-            .args(["--set", &format!("index_url={url}")])
+            .json()
+            .set("venv", &case.venv)
+            .set("python", &case.python)
+            .set("packages", "rbdemo==2.0")
+            .set("verify", "import rbdemo")
+            .set("index_url", &url)
             .args(extra)
-            .output()
-            .unwrap()
+            .run()
     };
     let dry = run(&["--dry-run"]);
-    assert!(dry.status.success(), "{}", describe(&dry));
-    let planned = of_kind(&dry, "action_planned");
+    dry.assert_exit(0);
+    let planned = dry.of_kind("action_planned");
     let command = planned[0]["command"].as_str().unwrap();
     assert!(
         command.ends_with(&format!(" --index-url {url} rbdemo==2.0")),
         "{command}"
     );
     let out = run(&["--yes"]);
-    assert!(out.status.success(), "{}", describe(&out));
+    out.assert_exit(0);
     assert_eq!(case.rbdemo_version(), Ok("2.0".to_string()));
-    let started: Vec<Value> = of_kind(&out, "action_started")
+    let started: Vec<Value> = out
+        .of_kind("action_started")
         .into_iter()
         .filter(|e| e["effect"] == "change")
         .collect();
@@ -728,21 +644,24 @@ fn venv_rebuild_installs_from_the_index_url_mirror() {
 fn venv_rebuild_previews_the_wheel_index() {
     let env = Env::new();
     let preview = |sets: &[&str]| {
-        let mut cmd = env.cmd();
-        cmd.args(["run", "venv-rebuild", "--dry-run", "--offline", "--json"])
-            .args(["--set", "venv=/opt/venv", "--set", "torch=2.11.0"]);
+        let mut run = Run::new(&env, "venv-rebuild")
+            .dry_run()
+            .offline()
+            .json()
+            .set("venv", "/opt/venv")
+            .set("torch", "2.11.0");
         for s in sets {
-            cmd.args(["--set", s]);
+            run = run.args(["--set", s]);
         }
-        cmd.output().unwrap()
+        run.run()
     };
     let build = |out: &Output| -> String {
-        assert!(out.status.success(), "{}", describe(out));
-        of_kind(out, "action_planned")
+        out.assert_exit(0);
+        out.of_kind("action_planned")
             .iter()
             .filter_map(|e| e["command"].as_str())
             .find(|c| c.contains("torch==2.11.0"))
-            .unwrap_or_else(|| panic!("no build planned: {}", describe(out)))
+            .unwrap_or_else(|| panic!("no build planned: {}", out.describe()))
             .to_string()
     };
     for (sets, tail) in [
@@ -786,19 +705,18 @@ fn venv_rebuild_previews_the_wheel_index() {
         ),
     ] {
         let out = preview(&[set]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{set}: {}", describe(&out));
+        let stderr = out.stderr_text();
+        assert_eq!(out.status.code(), Some(2), "{set}: {}", out.describe());
         assert!(
             stderr.contains("venv-rebuild.lua:") && stderr.contains(want),
             "{set}: {stderr}"
         );
         assert!(
-            !stderr.contains("hunter2")
-                && !String::from_utf8_lossy(&out.stdout).contains("hunter2"),
+            !stderr.contains("hunter2") && !out.stdout_text().contains("hunter2"),
             "{stderr}"
         );
         assert!(
-            of_kind(&out, "action_planned").is_empty(),
+            out.of_kind("action_planned").is_empty(),
             "{set}: nothing is planned"
         );
     }

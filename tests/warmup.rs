@@ -4,7 +4,6 @@ mod common;
 use common::sshd::Fleet;
 use common::*;
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
 /// Writes N files into CACHE, printing its TORCHINDUCTOR_COMPILE_THREADS and a marker file,
 /// then stays silent for PAUSE seconds.
@@ -70,52 +69,8 @@ end)
     }
 
     fn run(&self, file: &Path, args: &[&str]) -> Output {
-        self.env
-            .cmd()
-            .arg("run")
-            .arg(file)
-            .args(["--yes", "--json"])
-            .args(args)
-            .output()
-            .unwrap()
+        Run::new(&self.env, file).yes().json().args(args).run()
     }
-}
-
-fn events(out: &Output) -> Vec<serde_json::Value> {
-    parse_ndjson(&out.stdout)
-}
-
-fn logs(out: &Output, level: &str) -> Vec<String> {
-    events(out)
-        .iter()
-        .filter(|e| e["event"] == "log" && e["level"] == level)
-        .filter_map(|e| e["message"].as_str().map(str::to_string))
-        .collect()
-}
-
-fn output_lines(out: &Output) -> Vec<String> {
-    events(out)
-        .iter()
-        .filter(|e| e["event"] == "output")
-        .filter_map(|e| e["line"].as_str().map(str::to_string))
-        .collect()
-}
-
-fn step_error(out: &Output) -> String {
-    events(out)
-        .iter()
-        .find(|e| e["event"] == "step_finished" && e["outcome"] == "failed")
-        .and_then(|e| e["error"].as_str().map(str::to_string))
-        .unwrap_or_else(|| panic!("no failed step:\n{}", String::from_utf8_lossy(&out.stderr)))
-}
-
-fn assert_ok(out: &Output) {
-    assert!(
-        out.status.success(),
-        "stderr: {}\nstdout: {}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
 }
 
 #[test]
@@ -123,8 +78,8 @@ fn a_warm_up_that_fills_its_cache_passes() {
     let c = Case::new();
     let rb = c.runbook(5, 0.0, &format!("expect_cache = \"{}\"", c.cache.display()));
     let out = c.run(&rb, &[]);
-    assert_ok(&out);
-    let info = logs(&out, "info");
+    out.assert_exit(0);
+    let info = out.logs_at("info");
     assert!(
         info.contains(&"ok=true planned=false duration=number caches=1".to_string()),
         "{info:?}"
@@ -136,15 +91,15 @@ fn a_warm_up_that_fills_its_cache_passes() {
     );
     assert!(line.ends_with("grew=true"), "{line}");
     // Every line the script printed arrived as an output event, the env default included.
-    let lines = output_lines(&out);
+    let lines = out.output_lines();
     assert!(lines.contains(&"threads=1".to_string()), "{lines:?}");
     assert!(lines.contains(&"done".to_string()), "{lines:?}");
     assert_eq!(std::fs::read_dir(&c.cache).unwrap().count(), 5);
 
     // A second run adds files to a cache that already exists: it grew again.
     let out = c.run(&rb, &[]);
-    assert_ok(&out);
-    let info = logs(&out, "info");
+    out.assert_exit(0);
+    let info = out.logs_at("info");
     let line = info.iter().find(|l| l.starts_with("cache ")).unwrap();
     assert!(line.contains(" 5/") && line.contains(" -> 10/"), "{line}");
 }
@@ -165,13 +120,8 @@ fn a_warm_up_that_leaves_a_cache_empty_fails_naming_it() {
         ),
     );
     let out = c.run(&rb, &[]);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let err = step_error(&out);
+    out.assert_exit(1);
+    let err = out.step_error(FAILED);
     assert!(
         err.contains("warm-up on local ran but left its caches empty"),
         "{err}"
@@ -181,11 +131,7 @@ fn a_warm_up_that_leaves_a_cache_empty_fails_naming_it() {
     // The cache that was full before and is unchanged is already warm: not a failure,
     // but said so.
     assert!(!err.contains(&c.cache.display().to_string()), "{err}");
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let said = out.stdout_text() + &out.stderr_text();
     let warm = format!(
         "{}: already warm (nothing new compiled): {size} → {size}",
         c.cache.display()
@@ -203,8 +149,8 @@ fn single_threaded_can_be_turned_off_and_env_wins() {
     let c = Case::new();
     let rb = c.runbook(0, 0.0, "single_threaded = false");
     let out = c.run(&rb, &[]);
-    assert_ok(&out);
-    assert!(output_lines(&out).contains(&"threads=None".to_string()));
+    out.assert_exit(0);
+    assert!(out.output_lines().contains(&"threads=None".to_string()));
 
     let rb = c.runbook(
         0,
@@ -212,8 +158,8 @@ fn single_threaded_can_be_turned_off_and_env_wins() {
         "env = { TORCHINDUCTOR_COMPILE_THREADS = \"4\" }, cwd = \"/\"",
     );
     let out = c.run(&rb, &[]);
-    assert_ok(&out);
-    let lines = output_lines(&out);
+    out.assert_exit(0);
+    let lines = out.output_lines();
     assert!(lines.contains(&"threads=4".to_string()), "{lines:?}");
     assert!(lines.contains(&"cwd=/".to_string()), "{lines:?}");
 }
@@ -229,9 +175,10 @@ fn venv_picks_its_python() {
     std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
     let rb = c.runbook(1, 0.0, &format!("venv = \"{}/\"", venv.display()));
     let out = c.run(&rb, &[]);
-    assert_ok(&out);
-    assert!(output_lines(&out).contains(&"via-venv".to_string()));
-    let started = events(&out)
+    out.assert_exit(0);
+    assert!(out.output_lines().contains(&"via-venv".to_string()));
+    let started = out
+        .events()
         .into_iter()
         .find(|e| e["event"] == "action_started" && e["effect"] == "change")
         .unwrap();
@@ -245,7 +192,7 @@ fn venv_picks_its_python() {
     );
 
     let rb = c.runbook(1, 0.0, "venv = \"/v\", python = \"python3\"");
-    let err = step_error(&c.run(&rb, &[]));
+    let err = c.run(&rb, &[]).step_error(FAILED);
     assert!(err.contains("give `venv` or `python`, not both"), "{err}");
 }
 
@@ -256,9 +203,9 @@ fn dry_run_plans_the_warm_up_and_measures_before() {
     std::fs::write(c.cache.join("old"), "abc").unwrap();
     let rb = c.runbook(3, 0.0, &format!("expect_cache = \"{}\"", c.cache.display()));
     let out = c.run(&rb, &["--dry-run"]);
-    assert_ok(&out);
+    out.assert_exit(0);
     assert!(!c.marker.exists(), "the script did not run");
-    let info = logs(&out, "info");
+    let info = out.logs_at("info");
     assert!(
         info.contains(&"ok=true planned=true duration=number caches=1".to_string()),
         "{info:?}"
@@ -269,7 +216,7 @@ fn dry_run_plans_the_warm_up_and_measures_before() {
             && line.ends_with("-> nil/nil grew=nil"),
         "{line}"
     );
-    let evs = events(&out);
+    let evs = out.events();
     let planned: Vec<&serde_json::Value> = evs
         .iter()
         .filter(|e| e["event"] == "action_planned")
@@ -284,8 +231,8 @@ fn dry_run_plans_the_warm_up_and_measures_before() {
 
     // Offline: nothing runs, nothing is measured.
     let out = c.run(&rb, &["--dry-run", "--offline"]);
-    assert_ok(&out);
-    let info = logs(&out, "info");
+    out.assert_exit(0);
+    let info = out.logs_at("info");
     let line = info.iter().find(|l| l.starts_with("cache ")).unwrap();
     assert!(line.ends_with("nil/nil -> nil/nil grew=nil"), "{line}");
 }
@@ -295,8 +242,8 @@ fn a_long_silence_warns_while_it_runs() {
     let c = Case::new();
     let rb = c.runbook(1, 2.6, "quiet_warning = \"1s\"");
     let out = c.run(&rb, &[]);
-    assert_ok(&out);
-    let warns = logs(&out, "warn");
+    out.assert_exit(0);
+    let warns = out.logs_at("warn");
     // About one per silent second (2.6 s of sleep), with slack for a slow machine.
     assert!(
         (1..=5).contains(&warns.len()),
@@ -308,7 +255,7 @@ fn a_long_silence_warns_while_it_runs() {
         "{warns:?}"
     );
     // The warning came while the script ran: before its last output line.
-    let evs = events(&out);
+    let evs = out.events();
     let warn_at = evs
         .iter()
         .position(|e| e["event"] == "log" && e["level"] == "warn")
@@ -321,8 +268,8 @@ fn a_long_silence_warns_while_it_runs() {
 
     let rb = c.runbook(1, 1.5, "quiet_warning = false");
     let out = c.run(&rb, &[]);
-    assert_ok(&out);
-    assert!(logs(&out, "warn").is_empty());
+    out.assert_exit(0);
+    assert!(out.logs_at("warn").is_empty());
 }
 
 #[test]
@@ -335,8 +282,8 @@ fn a_failing_script_fails_with_its_error() {
     )
     .unwrap();
     let out = c.run(&rb, &[]);
-    assert_eq!(out.status.code(), Some(1));
-    let err = step_error(&out);
+    out.assert_exit(1);
+    let err = out.step_error(FAILED);
     assert!(
         err.contains("warm-up failed (exit code 1) on local: python3 "),
         "{err}"
@@ -345,14 +292,14 @@ fn a_failing_script_fails_with_its_error() {
 
     let rb = c.runbook(1, 0.0, "timeout = \"300ms\"");
     std::fs::write(&c.script, "import time\ntime.sleep(30)\n").unwrap();
-    let err = step_error(&c.run(&rb, &[]));
+    let err = c.run(&rb, &[]).step_error(FAILED);
     assert!(
         err.contains("warm-up failed (timed out after 300ms)"),
         "{err}"
     );
 
     let rb = c.runbook(1, 0.0, "expect_cahce = \"/x\"");
-    let err = step_error(&c.run(&rb, &[]));
+    let err = c.run(&rb, &[]).step_error(FAILED);
     assert!(
         err.contains("unknown option 'expect_cahce'") && err.contains("expect_cache"),
         "{err}"
@@ -380,21 +327,18 @@ step("warm", function()
 end)
 "#,
     );
-    let out = env
-        .cmd()
-        .arg("run")
-        .arg(&rb)
-        .args(fleet.args())
-        .args(["--yes", "--json"])
-        .output()
-        .unwrap();
-    assert_ok(&out);
-    assert!(logs(&out, "info").contains(&"files_after=4".to_string()));
+    let out = Run::new(&env, &rb)
+        .ssh(&fleet)
+        .yes()
+        .json()
+        .expect_exit(0)
+        .run();
+    assert!(out.logs_at("info").contains(&"files_after=4".to_string()));
     assert_eq!(
         std::fs::read_dir(ct.join("tmp/inductor")).unwrap().count(),
         4
     );
-    assert!(output_lines(&out).contains(&"threads=1".to_string()));
+    assert!(out.output_lines().contains(&"threads=1".to_string()));
 }
 
 /// The shipped `warm-cache`, twice on the same cache: the second warm-up finds every
@@ -412,35 +356,22 @@ fn warm_cache_passes_again_on_a_warm_cache() {
         .success());
     let cache = env.scratch().join("inductor");
     let run = |script: &std::path::Path| {
-        env.cmd()
-            .args(["run", "warm-cache", "--yes"])
-            .arg("--set")
-            .arg(format!("venv={}", venv.display()))
-            .arg("--set")
-            .arg(format!("script={}", script.display()))
-            .arg("--set")
-            .arg(format!("cache_dirs={}", cache.display()))
-            .output()
-            .unwrap()
+        Run::new(&env, "warm-cache")
+            .yes()
+            .set("venv", &venv)
+            .set("script", script)
+            .set("cache_dirs", &cache)
     };
     let warmup = repo().join("examples/train/warmup.py");
-    let first = run(&warmup);
-    let text = String::from_utf8_lossy(&first.stderr);
-    assert!(first.status.success(), "{text}");
-    assert!(text.contains("filled"), "{text}");
-    let second = run(&warmup);
-    let text = String::from_utf8_lossy(&second.stderr);
-    assert!(
-        second.status.success(),
-        "the second run on a warm cache passes:\n{text}"
-    );
-    assert!(text.contains("already warm"), "{text}");
+    run(&warmup).expect_exit(0).stderr_has("filled").run();
+    // The second run on a warm cache passes.
+    run(&warmup).expect_exit(0).stderr_has("already warm").run();
 
     // A warm-up that leaves the cache empty fails.
     std::fs::remove_dir_all(&cache).unwrap();
     let idle = env.write("idle.py", "print('did nothing')\n");
-    let third = run(&idle);
-    let text = String::from_utf8_lossy(&third.stderr);
-    assert_eq!(third.status.code(), Some(1), "{text}");
-    assert!(text.contains("left its caches empty"), "{text}");
+    run(&idle)
+        .expect_exit(1)
+        .stderr_has("left its caches empty")
+        .run();
 }

@@ -35,7 +35,10 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
             json,
             state_dir,
         } => history::log(&run, json, state_dir, verbose, quiet),
-        Command::Docs { topic, markdown } => docs::docs(topic.as_deref(), markdown),
+        Command::Docs { globals: true, .. } => docs::globals(),
+        Command::Docs {
+            topic, markdown, ..
+        } => docs::docs(topic.as_deref(), markdown),
         Command::Script { name } => script::script(name.as_deref()),
         Command::Completions { shell } => {
             use clap::CommandFactory;

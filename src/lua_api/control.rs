@@ -16,6 +16,7 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// Fails the current step with `message` (retries apply). The message names the line.
 ///
 /// ```lua
+/// local r = here:exec({ "sh", "-c", "ls /srv/data | wc -l" }, { read_only = true })
 /// if tonumber(r.stdout) < 3 then fail("expected at least 3 files") end
 /// ```
 fn fail(lua: &Lua, msg: Value) -> mlua::Result<()> {

@@ -43,6 +43,7 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// path in `caches` that exists. Options ([`TakeOptions`]):
 ///
 /// ```lua
+/// local torch = require("runbook.torch")
 /// local now = fingerprint.take(node, { venv = "/opt/venv", repo = "/root/dflash",
 ///                                      caches = torch.caches(node, { user = "root" }) })
 /// ```
@@ -85,7 +86,7 @@ fn state_dir(lua: &Lua) -> mlua::Result<std::path::PathBuf> {
 /// the new known-good after a successful recovery. During `--dry-run` nothing is written.
 ///
 /// ```lua
-/// fingerprint.save("dflash-known-good", now)
+/// fingerprint.save("dflash-known-good", fingerprint.take(node, { venv = "/opt/venv" }))
 /// ```
 fn save(lua: &Lua, (name, fp): (Value, Value)) -> mlua::Result<()> {
     let ctx = require_running(lua, "fingerprint.save()")?;
@@ -131,6 +132,7 @@ fn load(lua: &Lua, name: Value) -> mlua::Result<Value> {
 /// ```lua
 /// local good = fingerprint.load("dflash-known-good")
 /// if good then
+///   local now = fingerprint.take(node, { venv = "/opt/venv", repo = "/root/dflash" })
 ///   for _, c in ipairs(fingerprint.diff(good, now)) do
 ///     log.warn(c.what .. ": " .. tostring(c.before) .. " -> " .. tostring(c.after))
 ///   end

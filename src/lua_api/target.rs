@@ -114,6 +114,7 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// ssh config (or `--ssh-config`), or a host name from the inventory (`inventory.toml` or
 /// `--inventory`), which may be a container on another host. Making a handle contacts
 /// nothing: the first command on an SSH host opens its one connection for the run.
+/// `t.name` is the name messages give it (`node1/ct200` for a container on `node1`).
 ///
 /// ```lua
 /// local here = target("local")

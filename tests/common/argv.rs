@@ -2,10 +2,9 @@
 //! words (bytes that are not UTF-8 included) mixed with fragments that break naive
 //! quoting, sent through a target as `printf '%s\0' WORDS…`.
 
-use super::{parse_ndjson, Env};
+use super::{parse_ndjson, Env, Output};
 use proptest::prelude::*;
 use std::path::Path;
-use std::process::Output;
 
 /// A Lua string literal holding exactly `bytes`: every byte as a `\ddd` escape.
 pub fn lua_str(bytes: &[u8]) -> String {
@@ -16,6 +15,11 @@ pub fn lua_str(bytes: &[u8]) -> String {
     }
     s.push('"');
     s
+}
+
+/// A Lua string literal holding exactly the bytes of path `p`.
+pub fn lua_path(p: &Path) -> String {
+    lua_str(p.as_os_str().as_encoded_bytes())
 }
 
 /// Fragments that break naive quoting, mixed with random bytes into words.

@@ -29,10 +29,11 @@
 //! it): then they fail.
 #![allow(dead_code)]
 
+use super::{Output, Run};
 use std::ffi::OsString;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -541,7 +542,7 @@ impl Ct {
     }
 
     /// `sh -c SCRIPT` inside the container, as root, with LXC's default PATH.
-    pub fn attach(&self, script: &str) -> Output {
+    pub fn attach(&self, script: &str) -> std::process::Output {
         Command::new("lxc-attach")
             .args(["-n", self.vmid, "--clear-env", "--", "sh", "-c", script])
             .stdin(Stdio::null())
@@ -675,13 +676,13 @@ impl Drop for CtDir<'_> {
 /// file in the test's directory (runbook's environment reaches the container); in clear
 /// mode it is the container's own default, shared by the tests, so the run waits for it.
 pub fn run(env: &super::Env, dir: &CtDir<'_>, mode: EnvMode, body: &str, extra: &[&str]) -> Output {
-    Run::new(env, dir, mode).go(body, extra)
+    CtRun::new(env, dir, mode).go(body, extra)
 }
 
 /// A run with more to it than `run`: fields of the `runbook {}` header, directories in
 /// front of PATH (they exist in the container only: PATH reaches it in keep mode), more
 /// environment.
-pub struct Run<'a> {
+pub struct CtRun<'a> {
     env: &'a super::Env,
     dir: &'a CtDir<'a>,
     mode: EnvMode,
@@ -690,9 +691,9 @@ pub struct Run<'a> {
     pub vars: Vec<(String, String)>,
 }
 
-impl<'a> Run<'a> {
+impl<'a> CtRun<'a> {
     pub fn new(env: &'a super::Env, dir: &'a CtDir<'a>, mode: EnvMode) -> Self {
-        Run {
+        CtRun {
             env,
             dir,
             mode,
@@ -717,6 +718,7 @@ impl<'a> Run<'a> {
         self
     }
 
+    /// Runs `body` `--yes --json` with `extra`, three minutes at most.
     pub fn go(&self, body: &str, extra: &[&str]) -> Output {
         let header = if self.header.is_empty() {
             String::new()
@@ -731,125 +733,38 @@ impl<'a> Run<'a> {
             ),
         );
         let path_first: Vec<&str> = self.path_first.iter().map(String::as_str).collect();
-        let mut cmd = command(self.env, self.dir, self.mode, &path_first);
+        let mut run = on_ct(Run::new(self.env, rb), self.dir, self.mode, &path_first);
         for (k, v) in &self.vars {
-            cmd.env(k, v);
+            run = run.env(k, v);
         }
-        cmd.arg("run").arg(rb).args(["--yes", "--json"]).args(extra);
+        run = run.yes().json().args(extra);
         if self.mode == EnvMode::Clear {
             // The container's own lock, which the other tests in it take too.
-            cmd.args(["--lock-wait", "2m"]);
+            run = run.args(["--lock-wait", "2m"]);
         }
-        finish(cmd)
+        run.timeout(Duration::from_secs(180)).run()
     }
 }
 
-/// Runs `cmd` to its end, reading both pipes while waiting, with a limit, so a hung run
-/// fails the test.
-fn finish(mut cmd: Command) -> Output {
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(180);
-    let out_pipe = child.stdout.take().unwrap();
-    let err_pipe = child.stderr.take().unwrap();
-    let read = |mut p: Box<dyn std::io::Read + Send>| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            let _ = p.read_to_end(&mut v);
-            v
-        })
-    };
-    let (o, e) = (read(Box::new(out_pipe)), read(Box::new(err_pipe)));
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            break child.wait().unwrap();
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Output {
-        status,
-        stdout: o.join().unwrap(),
-        stderr: e.join().unwrap(),
-    }
-}
-
-/// The `runbook` command `run` uses, for a run started in the background.
-pub fn command(env: &super::Env, dir: &CtDir<'_>, mode: EnvMode, path_first: &[&str]) -> Command {
+/// `run` as `CtRun` sets it up: the LXC `pct` (and `path_first`) first on PATH, `mode`,
+/// and the run lock where `mode` puts it.
+pub fn on_ct<'e>(run: Run<'e>, dir: &CtDir<'_>, mode: EnvMode, path_first: &[&str]) -> Run<'e> {
     let mut path: Vec<OsString> = path_first.iter().map(OsString::from).collect();
     path.push(super::repo().join("tests/bin/lxc").into_os_string());
     path.push(std::env::var_os("PATH").unwrap_or_default());
     let path = path.join(std::ffi::OsStr::new(":"));
-    let mut cmd = env.std_cmd();
-    cmd.env("PATH", path).env("PCT_ENV", mode.word());
+    let run = run.env("PATH", path).env("PCT_ENV", mode.word());
     match mode {
-        EnvMode::Keep => {
-            cmd.env("RUNBOOK_LOCK_FILE", dir.at("runbook.lock"));
-        }
-        EnvMode::Clear => {
-            cmd.env_remove("RUNBOOK_LOCK_FILE");
-        }
+        EnvMode::Keep => run.env("RUNBOOK_LOCK_FILE", dir.at("runbook.lock")),
+        EnvMode::Clear => run.env_remove("RUNBOOK_LOCK_FILE"),
     }
-    cmd
-}
-
-/// A run's exit, stderr, failed steps' errors and the end of its stdout, for a failure.
-pub fn describe(out: &Output) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let mut start = stdout.len().saturating_sub(3000);
-    while !stdout.is_char_boundary(start) {
-        start += 1;
-    }
-    let errors: Vec<String> = super::parse_ndjson(&out.stdout)
-        .into_iter()
-        .filter(|e| e["event"] == "step_finished" && e["outcome"] == "failed")
-        .map(|e| {
-            format!(
-                "step {}: {}",
-                e["index"],
-                e["error"].as_str().unwrap_or_default()
-            )
-        })
-        .collect();
-    format!(
-        "exit {:?}\nstderr: {}\nfailed steps:\n{}\nstdout (the end): {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr),
-        errors.join("\n"),
-        &stdout[start..]
-    )
-}
-
-/// The runbook's `log.info` messages, in order.
-pub fn logs(out: &Output) -> Vec<String> {
-    super::parse_ndjson(&out.stdout)
-        .into_iter()
-        .filter(|e| e["event"] == "log")
-        .filter_map(|e| e["message"].as_str().map(str::to_string))
-        .collect()
-}
-
-/// The error of the first failed step.
-pub fn step_error(out: &Output) -> String {
-    super::parse_ndjson(&out.stdout)
-        .into_iter()
-        .find(|e| e["event"] == "step_finished" && e["outcome"] == "failed")
-        .and_then(|e| e["error"].as_str().map(str::to_string))
-        .unwrap_or_default()
 }
 
 /// How many change actions ran (started, not only planned).
 pub fn changes_started(out: &Output) -> usize {
-    super::parse_ndjson(&out.stdout)
-        .into_iter()
-        .filter(|e| e["event"] == "action_started" && e["effect"] == "change")
+    out.of_kind("action_started")
+        .iter()
+        .filter(|e| e["effect"] == "change")
         .count()
 }
 

@@ -4,8 +4,15 @@
 
 pub mod argv;
 pub mod lxc;
+pub mod run;
 pub mod running;
 pub mod sshd;
+
+#[allow(unused_imports)]
+pub use run::{
+    complete_record, logs, of_kind, step_error, step_errors, step_finished, step_skipped, Output,
+    Run, Step, FAILED,
+};
 
 use assert_cmd::Command;
 use std::path::{Path, PathBuf};
@@ -62,14 +69,27 @@ impl Env {
 
     /// The events of the only (or latest) run record.
     pub fn last_record(&self) -> Vec<serde_json::Value> {
-        let dir = self.state().join("runs");
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .unwrap()
-            .flatten()
-            .map(|e| e.path())
-            .collect();
-        files.sort_by_key(|p| std::fs::metadata(p).unwrap().modified().unwrap());
-        read_jsonl(files.last().expect("a record"))
+        run::latest_record(&self.state())
+    }
+
+    /// The latest run record, checked to be complete (`run::complete_record`).
+    pub fn complete_record(&self) -> Vec<serde_json::Value> {
+        let files = self.record_files();
+        run::complete_record(files.last().expect("a run record"))
+    }
+
+    /// Every run record in the state dir, concatenated (to look for what must not be in
+    /// any of them).
+    pub fn all_records(&self) -> String {
+        self.record_files()
+            .iter()
+            .map(|f| std::fs::read_to_string(f).unwrap())
+            .collect()
+    }
+
+    /// The run record files, oldest first.
+    pub fn record_files(&self) -> Vec<PathBuf> {
+        run::record_files(&self.state())
     }
 
     pub fn record_count(&self) -> usize {
@@ -93,6 +113,81 @@ pub fn parse_ndjson(stdout: &[u8]) -> Vec<serde_json::Value> {
         .filter(|l| !l.trim().is_empty())
         .map(|l| serde_json::from_str(l).expect("each --json line is JSON"))
         .collect()
+}
+
+/// uv's binary itself (not a pyenv shim, which needs pyenv's environment), or `None`.
+pub fn real_uv() -> Option<String> {
+    let found = |cmd: &mut std::process::Command| -> Option<String> {
+        let out = cmd.output().ok().filter(|o| o.status.success())?;
+        let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        (!path.is_empty()).then_some(path)
+    };
+    let uv = found(std::process::Command::new("pyenv").args(["which", "uv"]))
+        .or_else(|| found(std::process::Command::new("sh").args(["-c", "command -v uv"])))?;
+    std::process::Command::new(&uv)
+        .arg("--version")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|_| uv)
+}
+
+/// uv's path; skips the calling test when uv is missing, unless CI demands it.
+#[macro_export]
+macro_rules! require_uv {
+    () => {
+        match $crate::common::real_uv() {
+            Some(uv) => uv,
+            None => {
+                if std::env::var_os("CI").is_some() {
+                    panic!("uv is required (scripts/test installs it with pip)");
+                }
+                eprintln!("skipped: uv is not installed (`python3 -m pip install uv`)");
+                return;
+            }
+        }
+    };
+}
+
+/// Runs git in `dir` with a fixed identity and no user or system config; its stdout,
+/// trimmed (the test fails when git does).
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.invalid",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A git checkout of the demo training project (examples/train) at `dir/dflash`, its
+/// files committed as "known good": the model code clean-reset restores.
+pub fn demo_repo(dir: &Path) -> PathBuf {
+    let repo = dir.join("dflash");
+    std::fs::create_dir_all(&repo).unwrap();
+    for f in ["kernels.py", "warmup.py", "train.py"] {
+        std::fs::copy(self::repo().join("examples/train").join(f), repo.join(f)).unwrap();
+    }
+    git(&repo, &["init", "-q"]);
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-qm", "known good"]);
+    repo
 }
 
 /// The repository root (for runbooks/ and examples/).

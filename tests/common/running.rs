@@ -5,8 +5,8 @@
 //! output when runbook exits too early or takes too long; dropping a `Running` kills a
 //! runbook that still runs. `alive` and `Reap` look after the processes it started.
 
+use super::run::tail_of;
 use super::{parse_ndjson, Env};
-use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -23,24 +23,17 @@ pub struct Running {
 }
 
 impl Running {
-    /// Starts `runbook ARGS…` as `Env::cmd` sets it up (the test's state dir and lock file,
-    /// no colour, the temp dir as current dir), stdin closed, stdout and stderr going to
-    /// `runbookN.stdout` and `runbookN.stderr` in the temp dir (N: the first number free,
-    /// so that each run of a test keeps its own output).
-    pub fn spawn<I, S>(env: &Env, args: I) -> Running
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<OsStr>,
-    {
+    /// Starts `cmd` (a `runbook` command as `Run::command` sets it up: `Run::spawn`), stdin
+    /// closed, stdout and stderr going to `runbookN.stdout` and `runbookN.stderr` in the
+    /// temp dir (N: the first number free, so that each run of a test keeps its own output).
+    pub fn start(env: &Env, mut cmd: std::process::Command) -> Running {
         let dir = env.tmp.path();
         let n = (0..)
             .find(|n| !dir.join(format!("runbook{n}.stdout")).exists())
             .unwrap();
         let out = dir.join(format!("runbook{n}.stdout"));
         let err = dir.join(format!("runbook{n}.stderr"));
-        let child = env
-            .std_cmd()
-            .args(args)
+        let child = cmd
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(&out).unwrap())
             .stderr(std::fs::File::create(&err).unwrap())
@@ -66,6 +59,11 @@ impl Running {
                 tail_of(&stdout, STDOUT_SHOWN)
             )
         }
+    }
+
+    /// What runbook printed on stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.err).unwrap_or_default()
     }
 
     /// The events of a `--json` run, from what it printed so far.
@@ -116,21 +114,21 @@ impl Running {
 
     /// Waits until `path` exists, while runbook still runs.
     pub fn wait_file(&mut self, path: &Path, limit: Duration) {
-        self.wait_for(path, limit, || path.exists().then_some(()))
+        self.wait_for(path.display(), limit, || path.exists().then_some(()))
     }
 
     /// Waits until `path` holds a pid, while runbook still runs.
     pub fn wait_pid(&mut self, path: &Path, limit: Duration) -> i32 {
-        self.wait_for(path, limit, || {
+        self.wait_for(path.display(), limit, || {
             std::fs::read_to_string(path).ok()?.trim().parse().ok()
         })
     }
 
     /// Polls `found` until it gives a value; fails the test when runbook exits first or
-    /// `path` has not appeared within `limit`.
-    fn wait_for<T>(
+    /// `what` has not appeared within `limit`.
+    pub fn wait_for<T>(
         &mut self,
-        path: &Path,
+        what: impl std::fmt::Display,
         limit: Duration,
         mut found: impl FnMut() -> Option<T>,
     ) -> T {
@@ -141,15 +139,13 @@ impl Running {
             }
             if let Some(status) = self.child.try_wait().unwrap() {
                 panic!(
-                    "runbook exited ({status:?}) before {} appeared\n{}",
-                    path.display(),
+                    "runbook exited ({status:?}) before {what} appeared\n{}",
                     self.output()
                 );
             }
             assert!(
                 Instant::now() < until,
-                "{} did not appear within {limit:?}\n{}",
-                path.display(),
+                "{what} did not appear within {limit:?}\n{}",
                 self.output()
             );
             std::thread::sleep(Duration::from_millis(20));
@@ -164,15 +160,6 @@ impl Drop for Running {
             let _ = self.child.wait();
         }
     }
-}
-
-/// The last `n` bytes of `s` (fewer, to start on a character).
-fn tail_of(s: &str, n: usize) -> &str {
-    let mut start = s.len().saturating_sub(n);
-    while !s.is_char_boundary(start) {
-        start += 1;
-    }
-    &s[start..]
 }
 
 /// `/proc/PID/stat` fields after the command name: state, ppid, …
@@ -190,6 +177,18 @@ pub fn alive(pid: i32) -> bool {
         None => false,
         Some(f) => f.first().is_some_and(|state| state != "Z" && state != "X"),
     }
+}
+
+/// Polls up to `limit` for `pid` to be gone (see `alive`).
+pub fn gone_within(pid: i32, limit: Duration) -> bool {
+    let until = Instant::now() + limit;
+    while alive(pid) {
+        if Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
 }
 
 /// Kills, when dropped, processes a test's runbook started (on the "remote" side too:
