@@ -590,11 +590,11 @@ fn saved_plans() {
         dir.display()
     );
     env.write("change.lua", &body);
-    Run::cmd(&env, &["plan", "change.lua", "-o", "p.json"])
+    Run::cmd(&env, ["plan", "change.lua", "-o", "p.json"])
         .expect_exit(0)
         .run();
     env.write("change.lua", &format!("{body}-- edited after the plan\n"));
-    let out = Run::cmd(&env, &["apply", "p.json", "--yes"])
+    let out = Run::cmd(&env, ["apply", "p.json", "--yes"])
         .expect_exit(2)
         .run();
     // The file's content hash holds the temp dir's random name.
