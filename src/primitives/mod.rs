@@ -445,15 +445,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let plain = dir.path().join("plain");
         std::fs::write(&plain, "").unwrap();
-        let system = std::env::var("PATH").unwrap_or_default();
-        let busybox_sh = applets.path().join("sh");
-        for (shell, path) in [
-            ("dash".to_string(), system),
-            (
-                busybox_sh.display().to_string(),
-                applets.path().display().to_string(),
-            ),
-        ] {
+        for (shell, path) in crate::testing::posix_shells(&applets) {
             let run = |program: &str| {
                 std::process::Command::new(&shell)
                     .args(["-c", NEED_SCRIPT.body, "sh", program, "for a test"])

@@ -617,7 +617,6 @@ mod tests {
         use std::process::Command;
         let applets = crate::testing::busybox_applets();
         let home = tempfile::tempdir().unwrap();
-        let system = std::env::var("PATH").unwrap_or_default();
         let mut job = Command::new("setsid")
             .args(["sleep", "30"])
             .spawn()
@@ -634,14 +633,7 @@ mod tests {
                 .unwrap();
             String::from_utf8_lossy(&out.stdout).into_owned()
         };
-        let busybox_sh = applets.path().join("sh");
-        let shells = [
-            ("dash", system.clone()),
-            (
-                busybox_sh.to_str().unwrap(),
-                applets.path().display().to_string(),
-            ),
-        ];
+        let shells = crate::testing::posix_shells(&applets);
         for (shell, path) in &shells {
             let out = probe(shell, path, "", &pid.to_string());
             assert_eq!(parse_state(&out), Some((pid, true)), "{shell}: {out:?}");

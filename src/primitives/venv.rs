@@ -586,15 +586,7 @@ mod tests {
         let uv = dir.path().join("uv");
         std::fs::write(&uv, "#!/bin/sh\necho 'uv 0.9.0'\n").unwrap();
         std::fs::set_permissions(&uv, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-        let system = std::env::var("PATH").unwrap_or_default();
-        let busybox_sh = applets.path().join("sh");
-        for (shell, path) in [
-            ("dash".to_string(), system),
-            (
-                busybox_sh.display().to_string(),
-                applets.path().display().to_string(),
-            ),
-        ] {
+        for (shell, path) in crate::testing::posix_shells(&applets) {
             let probe = |at: &std::path::Path| {
                 let out = Command::new(&shell)
                     .args([
