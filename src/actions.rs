@@ -1,7 +1,7 @@
 //! The one place that decides "really do it" or "plan it", for every command any Lua
 //! function or primitive runs. It also turns each action into events.
 
-use crate::abort::{Abort, Why};
+use crate::abort::Why;
 use crate::ctx::{Ctx, Mode};
 use crate::events::{Event, Level};
 use crate::script::Script;
@@ -49,7 +49,8 @@ pub fn shown(target: &Target, req: &ExecRequest, script: Option<&Script>) -> Str
 pub enum Performed {
     /// Not run: a dry-run planned it.
     Planned,
-    Ran(ExecOutcome),
+    /// It ran; `shown` is the command as its events showed it (see [`shown`]).
+    Ran { out: ExecOutcome, shown: String },
 }
 
 /// How much of each stream an `action_finished` event keeps (every line is also an
@@ -74,16 +75,6 @@ pub enum ActionError {
     Failed(String),
 }
 
-impl ActionError {
-    /// The Lua error for it, at the runbook line `at`.
-    pub fn raise_at(self, at: &str) -> mlua::Error {
-        match self {
-            ActionError::Stop(why) => Abort::raise(why, at),
-            ActionError::Failed(msg) => mlua::Error::runtime(format!("{at}: {msg}")),
-        }
-    }
-}
-
 impl From<String> for ActionError {
     fn from(msg: String) -> Self {
         ActionError::Failed(msg)
@@ -92,13 +83,8 @@ impl From<String> for ActionError {
 
 /// Why no new command may start in the running step, if one may not.
 fn stopped(ctx: &Ctx) -> Result<(), ActionError> {
-    if ctx.aborted() {
-        return Err(ActionError::Stop(Why::Interrupted));
-    }
-    if ctx.past_deadline() {
-        return Err(ActionError::Stop(Why::TimedOut));
-    }
-    Ok(())
+    ctx.stopped()
+        .map_or(Ok(()), |why| Err(ActionError::Stop(why)))
 }
 
 /// How the warning about a secret in an argv starts (`check` looks for it).
@@ -139,24 +125,42 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
         Mode::DryRun => action.effect == Effect::Change,
         Mode::Offline | Mode::Inspect => true,
     };
-    if action.effect == Effect::Change {
-        let change = || crate::plan::Change {
-            step,
-            target: target.clone(),
-            command: command.clone(),
-            shown: shown.clone(),
-            stdin_digest: crate::plan::Change::digest(action.req.stdin.as_deref()),
-            summary: action.summary.clone(),
-            destructive: action.destructive,
-        };
-        if plan_only {
-            if let Some(recorded) = ctx.recording.borrow_mut().as_mut() {
-                recorded.push(change());
-            }
-        } else if let Some(enforcer) = ctx.enforcer.borrow_mut().as_mut() {
-            // Before the lock, the events and the command: a change nobody saw never starts.
-            let name = ctx.steps.borrow().get(step).map(|s| s.name.clone());
-            enforcer.allow(&change(), &name.unwrap_or_default())?;
+    // A plan pass records every action; a run held to a plan checks each change before
+    // it starts (before the lock, the events and the command: a change nobody saw never
+    // starts) and compares each read. Both name the target by where it resolves, as run
+    // locks do, so an alias that now points elsewhere is a difference.
+    let watched = ctx.recording.borrow().is_some() || ctx.enforcer.borrow().is_some();
+    let destination = match watched {
+        true => ctx.locks.key(action.target).await,
+        false => String::new(),
+    };
+    let step_name = match watched {
+        true => ctx.steps.borrow().get(step).map(|s| s.name.clone()),
+        false => None,
+    }
+    .unwrap_or_default();
+    let summary = action.summary.clone();
+    let seen = || crate::plan::Seen {
+        step,
+        step_name: &step_name,
+        target: &target,
+        destination: &destination,
+        command: &command,
+        shown: &shown,
+        stdin: action.req.stdin.as_deref(),
+        summary: &summary,
+        destructive: action.destructive,
+    };
+    if let Some(rec) = ctx.recording.borrow_mut().as_mut() {
+        rec.target(action.target, &destination);
+        match action.effect {
+            Effect::Change if plan_only => rec.change(&seen()),
+            Effect::Read if plan_only => rec.read(&seen(), None),
+            _ => {}
+        }
+    } else if let Some(enforcer) = ctx.enforcer.borrow_mut().as_mut() {
+        if action.effect == Effect::Change && !plan_only {
+            enforcer.allow(&seen())?;
         }
     }
     if plan_only {
@@ -237,10 +241,10 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
     ctx.bus.emit(Event::ActionStarted {
         step,
         action: id,
-        target,
+        target: target.clone(),
         effect: action.effect,
         summary: action.summary,
-        command: shown,
+        command: shown.clone(),
         script,
     });
     if action.effect == Effect::Change {
@@ -281,6 +285,24 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
             String::new(),
         ),
     };
+    if action.effect == Effect::Read {
+        // What the read returned, for the plan (its digest), or against the plan's.
+        let out = result.as_ref().ok().filter(|_| !secret_output);
+        let returned = out.map(|o| (o.code, o.stdout.as_slice()));
+        let mut warning = None;
+        if let Some(rec) = ctx.recording.borrow_mut().as_mut() {
+            rec.read(&seen(), returned);
+        } else if let Some(enforcer) = ctx.enforcer.borrow_mut().as_mut() {
+            warning = enforcer.read(&seen(), code, returned.map(|(_, out)| out));
+        }
+        if let Some(message) = warning {
+            ctx.bus.emit(Event::Log {
+                step: Some(step),
+                level: Level::Warn,
+                message,
+            });
+        }
+    }
     ctx.bus.emit(Event::ActionFinished {
         step,
         action: id,
@@ -292,5 +314,7 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
         stdout_tail,
         stderr_tail,
     });
-    result.map(Performed::Ran).map_err(ActionError::Failed)
+    result
+        .map(|out| Performed::Ran { out, shown })
+        .map_err(ActionError::Failed)
 }

@@ -45,6 +45,13 @@ pub enum Command {
     /// Run a runbook (or preview it with --dry-run).
     #[command(after_help = EXIT_CODES)]
     Run(RunArgs),
+    /// Make a plan: run the reads, plan the changes (what --dry-run does), and print it,
+    /// or save it with -o for `runbook apply`. Given a saved PLAN.json, show that plan.
+    Plan(PlanArgs),
+    /// Apply a saved plan: refused unless the runbook, params and targets are the ones
+    /// it was made for; each change, when reached, must be the planned one.
+    #[command(after_help = EXIT_CODES)]
+    Apply(ApplyArgs),
     /// Load and validate runbooks (syntax, header, params, steps); contacts nothing.
     Check {
         /// Runbook files or names.
@@ -144,6 +151,89 @@ pub struct RunArgs {
     pub remote: RemoteArgs,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PlanFormat {
+    /// For a terminal.
+    Text,
+    /// Markdown, for a pull request or a ticket.
+    Md,
+    /// The plan file `runbook apply` reads.
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// A runbook file, or a bare name: ./NAME.lua, ./runbooks/NAME.lua, then a shipped
+    /// runbook; or a saved plan (NAME.json) to show, e.g. as Markdown for a review.
+    pub file: String,
+
+    /// Set a param (repeatable).
+    #[arg(long = "set", short = 'e', value_name = "KEY=VALUE", value_parser = parse_set)]
+    pub sets: Vec<(String, String)>,
+
+    /// Write the plan to this file (default format: json, what `runbook apply` reads) instead of printing it.
+    #[arg(short = 'o', long = "output", value_name = "PLAN.json")]
+    pub output: Option<PathBuf>,
+
+    /// text, md or json (default: text when printing, json with -o).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub format: Option<PlanFormat>,
+
+    /// Contact nothing at all: reads are planned too, as with --dry-run --offline.
+    #[arg(long)]
+    pub offline: bool,
+
+    /// Where run records and fingerprints are kept.
+    #[arg(long, env = "RUNBOOK_STATE_DIR", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+
+    /// Stop making the plan after this long (e.g. 30m; 0 means no timeout).
+    #[arg(long, value_name = "DUR", value_parser = parse_timeout)]
+    pub timeout: Option<Duration>,
+
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// A plan saved with `runbook plan FILE -o PLAN.json`.
+    pub plan: PathBuf,
+
+    /// Do not ask: the plan was reviewed.
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+
+    /// A param the plan cannot hold: a secret's value (or RUNBOOK_PARAM_<KEY>). Any other
+    /// param that differs from the plan's is refused.
+    #[arg(long = "set", short = 'e', value_name = "KEY=VALUE", value_parser = parse_set)]
+    pub sets: Vec<(String, String)>,
+
+    /// Refuse a plan older than this (what it read may no longer hold).
+    #[arg(long, value_name = "DUR", value_parser = parse_max_age, default_value = "1h")]
+    pub max_age: Duration,
+
+    /// NDJSON events on stdout instead of the terminal view.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Where run records are kept.
+    #[arg(long, env = "RUNBOOK_STATE_DIR", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+
+    /// Stop the whole run after this long (e.g. 30m, at most 365d; 0 means no timeout); `always` steps still run.
+    #[arg(long, value_name = "DUR", value_parser = parse_timeout)]
+    pub timeout: Option<Duration>,
+
+    /// How long to wait when another run holds the lock on a target this run changes (at most 365d; 0: do not wait).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "0s")]
+    pub lock_wait: Duration,
+
+    /// Default: the inventory and ssh_config the plan was made with.
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+}
+
 /// How to reach machines: shared by `run`, `check` and `show`.
 #[derive(Debug, Args, Clone, Default)]
 pub struct RemoteArgs {
@@ -169,6 +259,15 @@ fn parse_set(s: &str) -> Result<(String, String), String> {
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
     duration::parse(s)
+}
+
+fn parse_max_age(s: &str) -> Result<Duration, String> {
+    match duration::parse(s)? {
+        d if d.is_zero() => {
+            Err("must be more than 0 (a plan is only as good as what it read)".into())
+        }
+        d => Ok(d),
+    }
 }
 
 fn parse_timeout(s: &str) -> Result<Duration, String> {

@@ -1,12 +1,13 @@
 //! The state one run (or one load, for `check`/`show`/`list`) shares between the engine
 //! and the Lua API. It lives in the Lua VM's app data; callbacks fetch it per call.
 
+use crate::abort::Why;
 use crate::cancel::Cancel;
 use crate::events::Bus;
-use crate::params::{Missing, ParamSpec, ParamValue};
+pub use crate::params::Header;
+use crate::params::Missing;
 use crate::targets::registry::{Registry, RemoteSettings};
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -40,17 +41,6 @@ pub enum Phase {
     Declaring,
     /// Steps run one by one.
     Running,
-}
-
-#[derive(Debug, Clone)]
-pub struct Header {
-    pub name: String,
-    pub description: Option<String>,
-    pub params: Vec<ParamSpec>,
-    pub values: BTreeMap<String, Option<ParamValue>>,
-    /// Extra directories (absolute, or `~/…` on the target) under which `cache.clear` may
-    /// delete, beside the built-in cache roots.
-    pub cache_roots: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -104,14 +94,15 @@ pub struct Ctx {
     /// Targets by name, and the connections of this run (shared with the confirmation
     /// pass, so a host is connected to once).
     pub targets: Rc<Registry>,
-    /// The confirmation pass records the changes it plans here.
-    pub recording: RefCell<Option<Vec<crate::plan::Change>>>,
+    /// The plan pass (a confirmation's, or `runbook plan`'s) records what it plans and
+    /// reads here.
+    pub recording: RefCell<Option<crate::plan::Recording>>,
     /// Jobs a dry-run planned to stop, by (target, `name:N` or `pid:N`): a later spawn of
     /// the same job plans its relaunch instead of refusing it as still running.
     pub planned_stops: RefCell<std::collections::HashSet<(String, String)>>,
     /// Where each job `proc.spawn` started begins in its log, by (target, log path).
     pub job_logs: RefCell<std::collections::HashMap<(String, String), u64>>,
-    /// A confirmed real run is held to the changes that were shown.
+    /// A confirmed real run (or an applied plan) is held to the changes that were shown.
     pub enforcer: RefCell<Option<crate::plan::Enforcer>>,
     /// The state dir of this run (set when a run starts; `fingerprint.save/load` use it).
     pub state_dir: RefCell<Option<PathBuf>>,
@@ -184,5 +175,18 @@ impl Ctx {
 
     pub fn past_deadline(&self) -> bool {
         self.deadline.get().is_some_and(|d| Instant::now() >= d)
+    }
+
+    /// Why the running step is being stopped, if it is: the one check that every place
+    /// which notices it (the instruction hook, `sleep`, commands, waiting primitives)
+    /// asks.
+    pub fn stopped(&self) -> Option<Why> {
+        if self.aborted() {
+            Some(Why::Interrupted)
+        } else if self.past_deadline() {
+            Some(Why::TimedOut)
+        } else {
+            None
+        }
     }
 }

@@ -5,8 +5,9 @@ use crate::cancel::{self, Cancel, Signal};
 use crate::ctx::{Ctx, Header, Mode, Phase, StepCursor, StepDecl};
 use crate::duration;
 use crate::error::{Error, Exit, Result};
-use crate::events::{Event, RunOutcome, StepOutcome as StepResult};
+use crate::events::{Event, Level, RunOutcome, StepOutcome as StepResult};
 use crate::lua_api::error_message;
+use crate::plan::Plan;
 use crate::sandbox;
 use crate::sinks::{
     collect::{CollectSink, Collected},
@@ -227,11 +228,28 @@ fn check_globals(lua: &Lua, source: &Source) -> Result<()> {
     }
 }
 
+/// How a real run is approved before it changes anything.
+pub enum Approval {
+    /// `run` without `--yes`: a plan made in memory, shown, confirmed, and enforced.
+    Ask,
+    /// `run --yes`: no plan.
+    Yes,
+    /// `apply`: a saved plan, checked against what would run now, shown and confirmed
+    /// (unless `yes`), and enforced.
+    Saved {
+        plan: Box<Plan>,
+        /// sha256 of the plan file, and the file as the user named it.
+        sha256: String,
+        path: String,
+        yes: bool,
+    },
+}
+
 pub struct RunRequest {
     pub source: Source,
     pub mode: Mode,
     pub sets: Vec<(String, String)>,
-    pub yes: bool,
+    pub approval: Approval,
     pub json: bool,
     pub resume: Option<String>,
     pub state_dir: PathBuf,
@@ -273,9 +291,59 @@ pub async fn run(req: RunRequest) -> Result<()> {
         Some(which) => resume_plan(&req, &loaded, which)?,
         None => ResumePlan::default(),
     };
-    if req.mode == Mode::Real && !req.yes {
-        let confirmed = confirm_gate(&req, &resume, &loaded, cancel.clone()).await?;
-        *loaded.ctx.enforcer.borrow_mut() = Some(crate::plan::Enforcer::new(confirmed));
+    // One path for "what you saw is what runs": a plan (made now, or the saved one),
+    // shown and confirmed, then the real run is held to it.
+    let held_to = match (&req.approval, req.mode) {
+        (_, mode) if mode != Mode::Real => None,
+        (Approval::Yes, _) => None,
+        (Approval::Ask, _) => {
+            let pass = plan_pass(PlanPass {
+                source: &req.source,
+                mode: Mode::DryRun,
+                sets: req.sets.clone(),
+                cancel: cancel.clone(),
+                remote: req.remote.clone(),
+                state_dir: req.state_dir.clone(),
+                timeout: req.timeout,
+                targets: Some(loaded.ctx.targets.clone()),
+                resume: &resume,
+            })
+            .await?;
+            // A plan that could not be made whole cannot be confirmed (the real run would
+            // be held to half a plan and stop where it ends): say why, change nothing.
+            // (A failed plan with no change in it yet needs no confirmation: the real run
+            // is held to "no changes" and stops before any.)
+            if let (Some(why), false) = (&pass.failed, pass.plan.changes.is_empty()) {
+                return Err(Error::PlanFailed(format!(
+                    "{}: the plan to confirm could not be made (its dry-run failed): {why}\n\
+                     nothing was changed; see it with --dry-run, or run without a confirmation with --yes",
+                    req.source.label
+                )));
+            }
+            let hint = "preview with --dry-run, then re-run with --yes";
+            confirm(&req.source.label, &pass.plan, None, req.json, &cancel, hint).await?;
+            Some(pass.plan)
+        }
+        (
+            Approval::Saved {
+                plan,
+                path,
+                yes,
+                sha256,
+            },
+            _,
+        ) => {
+            check_saved(plan, &loaded, &req, path).await?;
+            if !yes {
+                let hint = format!("review it, then re-run with runbook apply {path} --yes");
+                let saved = Some((path.as_str(), sha256.as_str()));
+                confirm(path, plan, saved, req.json, &cancel, &hint).await?;
+            }
+            Some((**plan).clone())
+        }
+    };
+    if let Some(plan) = &held_to {
+        *loaded.ctx.enforcer.borrow_mut() = Some(crate::plan::Enforcer::new(plan));
     }
     let which = req.resume.as_deref().unwrap_or_default();
     let stopped = crate::orphans::settle(&loaded.ctx, which, &resume.orphans).await?;
@@ -304,6 +372,10 @@ pub async fn run(req: RunRequest) -> Result<()> {
         resumed_from: resume.from.clone(),
         user: whoami(),
         host: hostname(),
+        plan: match &req.approval {
+            Approval::Saved { sha256, .. } => Some(sha256.clone()),
+            _ => None,
+        },
     });
     if record_failed.get() {
         ctx.bus.finish();
@@ -313,6 +385,25 @@ pub async fn run(req: RunRequest) -> Result<()> {
         )));
     }
     crate::orphans::log(&ctx.bus, stopped);
+    if let Approval::Saved {
+        plan, sha256, path, ..
+    } = &req.approval
+    {
+        ctx.bus.emit(Event::Log {
+            step: None,
+            level: Level::Info,
+            message: format!(
+                "applying plan {path} (sha256 {}…), made {} by {}: {}; each change is held to it",
+                &sha256[..12.min(sha256.len())],
+                plan.created,
+                plan.created_by,
+                match plan.changes.len() {
+                    1 => "1 change".to_string(),
+                    n => format!("{n} changes"),
+                }
+            ),
+        });
+    }
     crate::watchdog::set_record(record_path.clone());
     ctx.locks.set_holder(format!(
         "run {run_id} by {}@{} (pid {})",
@@ -445,41 +536,56 @@ fn resume_plan(req: &RunRequest, loaded: &Loaded, which: &str) -> Result<ResumeP
     })
 }
 
-/// Before a real run changes anything (Terraform's rule): if its plan holds any change,
-/// or a step asks for it, show the plan and ask once (or refuse without a terminal). The
-/// plan comes from a silent dry-run of the same runbook over the same connections; the
-/// changes it returns are what the real run is then held to (`plan::Enforcer`).
-async fn confirm_gate(
-    req: &RunRequest,
-    resume: &ResumePlan,
-    real: &Loaded,
-    cancel: Rc<Cancel>,
-) -> Result<Vec<crate::plan::Change>> {
+/// What a plan is made from: the runbook, its params, and (for `run`'s confirmation) the
+/// connections of the real run, so that a host is connected to once.
+pub struct PlanPass<'a> {
+    pub source: &'a Source,
+    /// `DryRun` (reads run) or `Offline` (nothing is contacted).
+    pub mode: Mode,
+    pub sets: Vec<(String, String)>,
+    pub cancel: Rc<Cancel>,
+    pub remote: RemoteSettings,
+    pub state_dir: PathBuf,
+    pub timeout: Option<Duration>,
+    pub targets: Option<Rc<crate::targets::registry::Registry>>,
+    resume: &'a ResumePlan,
+}
+
+/// A plan, and why it is not whole when a step of the dry-run failed.
+pub struct Planned {
+    pub plan: Plan,
+    pub failed: Option<String>,
+}
+
+/// Makes a plan: a silent dry-run of the whole runbook that records every change it
+/// plans and every read it runs (`plan::Recording`).
+async fn plan_pass(p: PlanPass<'_>) -> Result<Planned> {
+    let shared = p.targets.is_some();
     let plan = load_with(
-        &req.source,
-        Mode::DryRun,
-        req.sets.clone(),
-        cancel.clone(),
-        req.remote.clone(),
-        Some(real.ctx.targets.clone()),
+        p.source,
+        p.mode,
+        p.sets,
+        p.cancel.clone(),
+        p.remote,
+        p.targets,
     )?;
     let collected = Collected::default();
-    *plan.ctx.state_dir.borrow_mut() = Some(req.state_dir.clone());
-    *plan.ctx.recording.borrow_mut() = Some(Vec::new());
+    *plan.ctx.state_dir.borrow_mut() = Some(p.state_dir);
+    *plan.ctx.recording.borrow_mut() =
+        Some(crate::plan::Recording::new(crate::plan::Salt::random()));
     plan.ctx
         .bus
         .add_sink(Box::new(CollectSink(collected.clone())));
-    let tally = run_steps(&plan, resume, req.timeout, true).await;
-    if let Some(signal) = cancel.interrupted() {
+    let tally = run_steps(&plan, p.resume, p.timeout, true).await;
+    if !shared {
+        plan.ctx.targets.close_all().await;
+    }
+    if let Some(signal) = p.cancel.interrupted() {
         return Err(Error::Interrupted(signal));
     }
-    let changes = plan.ctx.recording.borrow_mut().take().unwrap_or_default();
-    // A plan that could not be made whole cannot be confirmed (the real run would be
-    // held to half a plan and stop where it ends): say why, change nothing.
-    // (A failed plan with no change in it yet needs no confirmation: the real run is held
-    // to "no changes" and stops before any.)
-    if tally.failed > 0 && !changes.is_empty() {
-        let events = collected.0.borrow();
+    let recording = plan.ctx.recording.borrow_mut().take().expect("set above");
+    let events = collected.0.borrow();
+    let failed = (tally.failed > 0).then(|| {
         let why = events.iter().find_map(|ev| match ev {
             Event::StepFinished {
                 name,
@@ -492,59 +598,110 @@ async fn confirm_gate(
             )),
             _ => None,
         });
-        return Err(Error::PlanFailed(plan.ctx.bus.mask(&format!(
-            "{}: the plan to confirm could not be made (its dry-run failed): {}\n\
-             nothing was changed; see it with --dry-run, or run without a confirmation with --yes",
-            req.source.label,
-            why.unwrap_or_else(|| "a step failed".into())
-        ))));
-    }
-
+        plan.ctx
+            .bus
+            .mask(&why.unwrap_or_else(|| "a step failed".into()))
+    });
+    let header = plan.header();
     let steps = plan.steps();
-    let mut lines = Vec::new();
-    let mut current = None;
-    for c in &changes {
-        if current != Some(c.step) {
-            lines.push(format!("  step \"{}\":", steps[c.step].name));
-            current = Some(c.step);
-        }
-        let mark = if c.destructive { "  [deletes]" } else { "" };
-        lines.push(format!("    - on {}: {}{mark}", c.target, c.summary));
+    let mask = |t: &str| plan.ctx.bus.mask(t);
+    let confirms: Vec<bool> = steps.iter().map(|d| d.opts.confirm).collect();
+    let made = Plan::assemble(crate::plan::Pass {
+        header: &header,
+        label: &p.source.label,
+        from_file: p.source.dir.is_some(),
+        sha256: p.source.content_hash(),
+        mode: p.mode.label(),
+        recording,
+        events: &events,
+        created_by: format!("{}@{}", whoami(), hostname()),
+        confirms: &confirms,
+        mask: &mask,
+    });
+    Ok(Planned { plan: made, failed })
+}
+
+/// `runbook plan`: the plan of a runbook, made as `run` makes the one it confirms.
+pub async fn plan(
+    source: &Source,
+    offline: bool,
+    sets: Vec<(String, String)>,
+    state_dir: PathBuf,
+    timeout: Option<Duration>,
+    remote: RemoteSettings,
+) -> Result<Planned> {
+    let cancel = Cancel::new();
+    let _signals = cancel::watch_signals(cancel.clone());
+    plan_pass(PlanPass {
+        source,
+        mode: if offline { Mode::Offline } else { Mode::DryRun },
+        sets,
+        cancel,
+        remote,
+        state_dir,
+        timeout,
+        targets: None,
+        resume: &ResumePlan::default(),
+    })
+    .await
+}
+
+/// `apply`: the saved plan must be of what would run now: the same params (a secret's
+/// salted digest), the same targets, resolved the same way. Otherwise nothing runs.
+async fn check_saved(plan: &Plan, loaded: &Loaded, req: &RunRequest, path: &str) -> Result<()> {
+    let mut problems = plan.param_differences(&loaded.header());
+    problems.extend(
+        crate::plan::target_differences(plan, &loaded.ctx.targets, req.remote.inventory.as_deref())
+            .await,
+    );
+    if problems.is_empty() {
+        return Ok(());
     }
-    let events = collected.0.borrow().clone();
-    for ev in events.iter() {
-        if let Event::StepStarted {
-            index, attempt: 1, ..
-        } = ev
-        {
-            if steps[*index].opts.confirm {
-                lines.push(format!(
-                    "  step \"{}\" asks for confirmation",
-                    steps[*index].name
-                ));
-            }
-        }
+    Err(Error::PlanRefused(loaded.ctx.bus.mask(&format!(
+        "{path}: refused: what would run now is not what the plan was made for, so nothing was changed:\n  - {}\n\
+         make a new plan (runbook plan {} …) and review it",
+        problems.join("\n  - "),
+        plan.runbook.path
+    ))))
+}
+
+/// Before a real run changes anything (Terraform's rule): if its plan holds any change,
+/// or a step asks for it, show the plan and ask once (or refuse without a terminal).
+/// `saved`: the plan file (as named, and its sha256) of an `apply`, which shows the whole
+/// plan (params, targets) rather than only its changes.
+async fn confirm(
+    label: &str,
+    plan: &Plan,
+    saved: Option<(&str, &str)>,
+    json: bool,
+    cancel: &Rc<Cancel>,
+    hint: &str,
+) -> Result<()> {
+    let asks = plan.confirm_steps();
+    if plan.changes.is_empty() && asks.is_empty() {
+        return Ok(());
     }
-    if lines.is_empty() {
-        return Ok(changes);
+    let mut list = match saved {
+        Some(file) => plan.render(crate::plan::Style::Text, Some(file)),
+        None => plan.render_changes(crate::plan::Style::Text),
+    };
+    for name in asks {
+        list.push_str(&format!("  step \"{name}\" asks for confirmation\n"));
     }
-    // Shown through the plan's masker: a summary may hold a secret.
-    let list = plan.ctx.bus.mask(&lines.join("\n"));
+    // The plan's text is masked already.
+    let list = list.trim_end();
     use is_terminal::IsTerminal;
-    let interactive =
-        std::io::stdin().is_terminal() && std::io::stderr().is_terminal() && !req.json;
-    let count = match changes.len() {
+    let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal() && !json;
+    let count = match plan.changes.len() {
         1 => "1 change".to_string(),
         n => format!("{n} changes"),
     };
     if !interactive {
         return Err(Error::NeedsConfirmation(format!(
-            "{} makes {count} and needs confirmation:\n{list}\n\
-             nothing was changed; preview with --dry-run, then re-run with --yes",
-            req.source.label
+            "{label} makes {count} and needs confirmation:\n{list}\nnothing was changed; {hint}"
         )));
     }
-    eprintln!("{} will make {count}:\n{list}", req.source.label);
+    eprintln!("{label} will make {count}:\n{list}");
     eprint!("Proceed? [y/N] ");
     // Read on a blocking thread so that Ctrl-C at the prompt still interrupts the run.
     let read = tokio::task::spawn_blocking(|| {
@@ -560,7 +717,7 @@ async fn confirm_gate(
         }
     };
     if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
-        Ok(changes)
+        Ok(())
     } else {
         Err(Error::NotConfirmed)
     }
@@ -737,6 +894,19 @@ async fn run_step(
         let took = started.elapsed();
         let err = match result {
             Ok(()) => {
+                // Held to a plan: a planned change the step did not make (what it read
+                // said there was nothing to do any more) is no difference, but is said.
+                let not_run = match ctx.enforcer.borrow().as_ref() {
+                    Some(e) => e.not_run(index),
+                    None => Vec::new(),
+                };
+                for message in not_run {
+                    ctx.bus.emit(Event::Log {
+                        step: Some(index),
+                        level: Level::Warn,
+                        message,
+                    });
+                }
                 let outcome = if changed {
                     StepResult::Changed
                 } else {
@@ -827,7 +997,7 @@ async fn run_step(
 /// error points where the hook last saw Lua run.
 fn still_standing(ctx: &Ctx, fallback: &str) -> mlua::Result<()> {
     let at = ctx.last_location.borrow().clone();
-    sandbox::abort_check(ctx, if at.is_empty() { fallback } else { &at })
+    crate::lua_api::vm::abort_check(ctx, if at.is_empty() { fallback } else { &at })
 }
 
 /// Sleeps unless interrupted; returns false when a signal cut it short.

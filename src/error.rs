@@ -101,6 +101,21 @@ pub enum Error {
         source: std::io::Error,
     },
 
+    /// A saved plan (`apply PLAN.json`, `plan PLAN.json`) cannot be read or is not a plan
+    /// this runbook reads (unknown format), or `plan -o` cannot write one.
+    #[error("{0}")]
+    PlanFile(String),
+
+    /// `apply` refused a saved plan before anything ran: too old, or the runbook file, its
+    /// params or its targets differ from the plan's. The message shows the difference.
+    #[error("{0}")]
+    PlanRefused(String),
+
+    /// `runbook plan`: a step failed while planning, so no (half) plan was saved. Exit 1,
+    /// as for a dry-run whose step failed.
+    #[error("{0}")]
+    PlanIncomplete(String),
+
     /// runbook itself could not start: its async runtime, or a Lua VM.
     #[error("{0}")]
     Startup(String),
@@ -132,7 +147,7 @@ impl Error {
     pub fn exit(&self) -> Exit {
         match self {
             Error::Flags(e) if !e.use_stderr() => Exit::Success,
-            Error::RunFailed => Exit::RunFailed,
+            Error::RunFailed | Error::PlanIncomplete(_) => Exit::RunFailed,
             Error::Interrupted(s) | Error::RunInterrupted(s) => Exit::Signal(*s),
             // Problems with runbook's own state dir are found before a run starts
             // changing things, so they count as "nothing was changed".
@@ -146,6 +161,8 @@ impl Error {
             | Error::NoSuchRun(_)
             | Error::Resume(_)
             | Error::PlanFailed(_)
+            | Error::PlanFile(_)
+            | Error::PlanRefused(_)
             | Error::NeedsConfirmation(_)
             | Error::NotConfirmed
             | Error::Record(_)

@@ -26,6 +26,9 @@ pub enum Event {
         resumed_from: Option<String>,
         user: String,
         host: String,
+        /// sha256 of the plan file this run applied (`runbook apply`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        plan: Option<String>,
     },
     StepStarted {
         index: usize,
@@ -186,6 +189,18 @@ pub enum Level {
     Info,
     Warn,
     Error,
+}
+
+impl std::fmt::Display for Level {
+    /// The word in events (`warn`), for text that quotes a log line's level.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Level::Debug => "debug",
+            Level::Info => "info",
+            Level::Warn => "warn",
+            Level::Error => "error",
+        })
+    }
 }
 
 fn is_false(b: &bool) -> bool {

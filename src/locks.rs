@@ -63,8 +63,8 @@ impl Locks {
     }
 
     /// The lock's key: the target's resolved destination (see `Target::destination`),
-    /// looked up once per target name.
-    async fn key(&self, target: &Target) -> String {
+    /// looked up once per target name. Plans name targets by it too.
+    pub async fn key(&self, target: &Target) -> String {
         let name = target.name();
         if let Some(k) = self.keys.borrow().get(&name) {
             return k.clone();

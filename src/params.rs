@@ -5,6 +5,19 @@
 use crate::suggest;
 use std::collections::BTreeMap;
 
+/// What a runbook's `runbook{}` header declares, with the params' values as resolved
+/// (here, below the run's context, so a plan can compare them without it).
+#[derive(Debug, Clone)]
+pub struct Header {
+    pub name: String,
+    pub description: Option<String>,
+    pub params: Vec<ParamSpec>,
+    pub values: BTreeMap<String, Option<ParamValue>>,
+    /// Extra directories (absolute, or `~/…` on the target) under which `cache.clear` may
+    /// delete, beside the built-in cache roots.
+    pub cache_roots: Vec<String>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ParamType {
     String,

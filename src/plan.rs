@@ -1,37 +1,106 @@
-//! "What you saw is what runs": the changes a confirmation showed, and the check that
-//! holds a real run to them.
+//! "What you saw is what runs": a plan of the changes a runbook makes, and the check that
+//! holds a real run to it.
 //!
-//! The confirmation pass (a silent dry-run) records every change it plans. Once the user
-//! confirmed them, the real run compares each change, when it is reached, with the next
-//! confirmed one: same step, same target, same exact command, same standard input. A
-//! difference stops the run before that change, and every later change is refused too.
-//! Each attempt of a step starts at that step's own first confirmed change: a retry does
-//! its changes again, and the changes of steps the run skipped (after a failure, a false
-//! `when`) are passed over, so an `always` cleanup step keeps its place.
+//! A plan is what a silent dry-run of the runbook records: every change (step, target,
+//! the exact command, a digest of its standard input), every read and a digest of what it
+//! returned, the targets as they resolve, the params. `runbook run` makes one in memory,
+//! shows it and asks; `runbook plan -o FILE` saves one and `runbook apply FILE` loads it.
+//! Either way the real run is then held to it by an [`Enforcer`]: each change, when it is
+//! reached, must be one of its step's planned changes (same target, same destination,
+//! same exact command, same standard input). A difference stops the run before that
+//! change, and every later change is refused too. Each attempt of a step starts at that
+//! step's own first planned change: a retry does its changes again, and the changes of
+//! steps the run skipped (after a failure, a false `when`) are passed over, so an
+//! `always` cleanup step keeps its place.
+//!
+//! Digests are salted: `sha256(SALT NUL BYTES)` with a random salt per plan, stored in
+//! the plan. The same secret in two plans gives two unrelated digests, and no table of
+//! precomputed hashes of common passwords matches one; a weak secret can still be
+//! guessed against a plan file one guess at a time, which is why the docs say to keep
+//! plans of runbooks with weak secrets where the secret itself could be kept. Text in a
+//! plan (summaries, commands) has every secret masked; the digests are of the real text.
 
+use crate::events::Event;
+use crate::params::Header;
+use crate::targets::{Hop, Target};
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
 
-/// One change as planned or as about to run.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The plan file format this runbook writes and reads.
+pub const FORMAT: u32 = 1;
+
+/// The random salt of one plan's digests (hex).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Salt(String);
+
+impl Salt {
+    pub fn random() -> Salt {
+        use std::io::Read;
+        let mut bytes = [0u8; 16];
+        let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+        if read.is_err() {
+            // No /dev/urandom (a chroot without /dev): still different per plan.
+            let mut h = Sha256::new();
+            h.update(format!("{:?}", SystemTime::now()));
+            h.update(std::process::id().to_le_bytes());
+            h.update((&bytes as *const _ as usize).to_le_bytes());
+            bytes.copy_from_slice(&h.finalize()[..16]);
+        }
+        Salt(hex(&bytes))
+    }
+
+    /// `sha256(SALT NUL BYTES)`, hex.
+    pub fn digest(&self, bytes: &[u8]) -> String {
+        let mut h = Sha256::new();
+        h.update(self.0.as_bytes());
+        h.update([0u8]);
+        h.update(bytes);
+        hex(&h.finalize())
+    }
+
+    /// The digest of a command's result: its exit code and its standard output.
+    fn result(&self, code: Option<i32>, stdout: &[u8]) -> String {
+        let code = code.map_or("signal".to_string(), |c| c.to_string());
+        self.digest(&[code.as_bytes(), b"\n", stdout].concat())
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// sha256 of a file's bytes, hex: how a plan file is named in records and `history`.
+pub fn file_sha256(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+/// One change as planned (or as about to run).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Change {
+    /// The step's index (0-based) and name.
     pub step: usize,
+    pub step_name: String,
+    /// The target as the runbook names it, and where that is (`Target::destination`:
+    /// `user@host:port` as ssh resolves it, then the container).
     pub target: String,
-    /// The exact command line (the target's own rendering), unmasked.
-    pub command: String,
-    /// The command as messages show it (`actions::shown`: scripts by name).
-    pub shown: String,
-    /// sha256 of the standard input, when there is one.
-    pub stdin_digest: Option<String>,
-    /// For showing: the change's one-line summary and whether it deletes.
+    pub destination: String,
+    /// What it does, with the facts the reads found (sizes, files, packages).
     pub summary: String,
+    /// The command as previews show it (runbook's scripts by name).
+    pub shown: String,
+    /// The exact command line the target runs; secrets masked.
+    pub command: String,
+    pub command_sha256: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdin_sha256: Option<String>,
+    /// Deletes, rebuilds or restores something.
     pub destructive: bool,
 }
 
 impl Change {
-    pub fn digest(stdin: Option<&[u8]>) -> Option<String> {
-        stdin.map(|s| format!("{:x}", Sha256::digest(s)))
-    }
-
     fn same(&self, other: &Change) -> bool {
         self.step == other.step && self.same_but_step(other)
     }
@@ -39,17 +108,574 @@ impl Change {
     /// The same command on the same target with the same input, in whatever step.
     fn same_but_step(&self, other: &Change) -> bool {
         self.target == other.target
-            && self.command == other.command
-            && self.stdin_digest == other.stdin_digest
+            && self.destination == other.destination
+            && self.command_sha256 == other.command_sha256
+            && self.stdin_sha256 == other.stdin_sha256
     }
 }
 
-/// Holds a real run to the changes that were confirmed.
-#[derive(Debug, Default)]
+/// A read the plan ran, and a digest of what it returned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Read {
+    pub step: usize,
+    pub target: String,
+    pub summary: String,
+    pub shown: String,
+    pub command_sha256: String,
+    /// Digest of the exit code and standard output; none when the read did not run
+    /// (`--offline`) or its output is secret.
+    #[serde(default)]
+    pub result_sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+}
+
+/// A command as `actions::perform` sees it, before it is planned, checked or run.
+pub struct Seen<'a> {
+    pub step: usize,
+    pub step_name: &'a str,
+    pub target: &'a str,
+    pub destination: &'a str,
+    pub command: &'a str,
+    pub shown: &'a str,
+    pub stdin: Option<&'a [u8]>,
+    pub summary: &'a str,
+    pub destructive: bool,
+}
+
+impl Seen<'_> {
+    fn change(&self, salt: &Salt) -> Change {
+        Change {
+            step: self.step,
+            step_name: self.step_name.into(),
+            target: self.target.into(),
+            destination: self.destination.into(),
+            summary: self.summary.into(),
+            shown: self.shown.into(),
+            command: self.command.into(),
+            command_sha256: salt.digest(self.command.as_bytes()),
+            stdin_sha256: self.stdin.map(|s| salt.digest(s)),
+            destructive: self.destructive,
+        }
+    }
+}
+
+/// A target a plan used, as it resolved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedTarget {
+    pub name: String,
+    /// `local`, or `user@host:port` as `ssh -G` resolves it, then `/ctN` for a container.
+    pub destination: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+    /// How it is reached, as given (outermost hop first; empty: this machine).
+    pub route: Vec<Hop>,
+}
+
+impl PlannedTarget {
+    fn of(target: &Target, destination: &str) -> PlannedTarget {
+        let (base, container) = match destination.split_once('/') {
+            Some((b, c)) => (b, Some(c.to_string())),
+            None => (destination, None),
+        };
+        let (user, hostport) = match base.rsplit_once('@') {
+            Some((u, h)) => (Some(u.to_string()), h),
+            None => (None, base),
+        };
+        let (host, port) = match hostport.rsplit_once(':') {
+            Some((h, p)) if p.parse::<u16>().is_ok() => (h.to_string(), p.parse().ok()),
+            _ => (hostport.to_string(), None),
+        };
+        PlannedTarget {
+            name: target.name(),
+            destination: destination.into(),
+            user,
+            host: Some(host).filter(|h| h != "local"),
+            port,
+            container,
+            route: target.route(),
+        }
+    }
+}
+
+/// What the plan pass records in its context: changes, reads, targets.
+pub struct Recording {
+    pub salt: Salt,
+    pub changes: Vec<Change>,
+    pub reads: Vec<Read>,
+    pub targets: Vec<PlannedTarget>,
+}
+
+impl Recording {
+    pub fn new(salt: Salt) -> Self {
+        Recording {
+            salt,
+            changes: Vec::new(),
+            reads: Vec::new(),
+            targets: Vec::new(),
+        }
+    }
+
+    pub fn target(&mut self, target: &Target, destination: &str) {
+        let name = target.name();
+        if !self.targets.iter().any(|t| t.name == name) {
+            self.targets.push(PlannedTarget::of(target, destination));
+        }
+    }
+
+    pub fn change(&mut self, seen: &Seen) {
+        self.changes.push(seen.change(&self.salt));
+    }
+
+    /// A read; `result` is (exit code, stdout) when it ran and its output is not secret.
+    pub fn read(&mut self, seen: &Seen, result: Option<(Option<i32>, &[u8])>) {
+        self.reads.push(Read {
+            step: seen.step,
+            target: seen.target.into(),
+            summary: seen.summary.into(),
+            shown: seen.shown.into(),
+            command_sha256: self.salt.digest(seen.command.as_bytes()),
+            result_sha256: result.map(|(code, out)| self.salt.result(code, out)),
+            exit_code: result.and_then(|(code, _)| code),
+        });
+    }
+}
+
+/// How a param is in a plan: its value, or for a secret only a salted digest of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlannedParam {
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub secret: bool,
+    /// The value (null: unset). Never present for a secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<serde_json::Value>,
+    /// For a secret: `sha256(SALT NUL VALUE)` (null: unset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Note {
+    pub level: crate::events::Level,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedStep {
+    pub index: usize,
+    pub name: String,
+    /// "planned" (it ran in the plan) or "skipped".
+    pub outcome: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The step asks for confirmation itself (`confirm = true`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub confirm: bool,
+    /// What it logged while planning (drift found, "no known-good yet").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<Note>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedRunbook {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// As messages named it when the plan was made.
+    pub path: String,
+    /// The file, absolute; or the name of a runbook shipped inside runbook.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shipped: Option<String>,
+    /// sha256 of the runbook's bytes.
+    pub sha256: String,
+}
+
+/// A saved (or in-memory) plan. See docs/plans.md for the file format.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub format: u32,
+    pub runbook_version: String,
+    /// RFC 3339, UTC.
+    pub created: String,
+    /// `user@host` that made it.
+    pub created_by: String,
+    /// "dry-run" (reads ran) or "dry-run-offline" (nothing was contacted).
+    pub mode: String,
+    pub runbook: PlannedRunbook,
+    pub salt: Salt,
+    pub params: BTreeMap<String, PlannedParam>,
+    /// The inventory and ssh_config the targets were resolved with (absolute paths):
+    /// `apply` uses them unless told otherwise, and checks that the targets still
+    /// resolve to the same places.
+    #[serde(default)]
+    pub reached_with: ReachedWith,
+    pub targets: Vec<PlannedTarget>,
+    pub steps: Vec<PlannedStep>,
+    pub changes: Vec<Change>,
+    pub reads: Vec<Read>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReachedWith {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inventory: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_config: Option<String>,
+}
+
+/// What `Plan::assemble` is made from: the plan pass's context, after its steps ran.
+pub struct Pass<'a> {
+    pub header: &'a Header,
+    /// The runbook as messages name it (its path as given, or `<shipped>/NAME.lua`),
+    /// whether it came from a file (not shipped), and its content's sha256.
+    pub label: &'a str,
+    pub from_file: bool,
+    pub sha256: String,
+    pub mode: &'a str,
+    pub recording: Recording,
+    pub events: &'a [Event],
+    pub created_by: String,
+    /// For each declared step: whether it asks for confirmation.
+    pub confirms: &'a [bool],
+    /// The plan pass's masker: every text the plan keeps goes through it.
+    pub mask: &'a dyn Fn(&str) -> String,
+}
+
+impl Plan {
+    pub fn assemble(pass: Pass) -> Plan {
+        let mask = pass.mask;
+        let rec = pass.recording;
+        let salt = rec.salt;
+        let params = pass
+            .header
+            .params
+            .iter()
+            .map(|spec| {
+                let value = pass.header.values.get(&spec.name).cloned().flatten();
+                let p = if spec.secret {
+                    PlannedParam {
+                        secret: true,
+                        value: None,
+                        sha256: value.map(|v| salt.digest(v.display().as_bytes())),
+                    }
+                } else {
+                    PlannedParam {
+                        secret: false,
+                        value: Some(value.map_or(serde_json::Value::Null, |v| v.to_json())),
+                        sha256: None,
+                    }
+                };
+                (spec.name.clone(), p)
+            })
+            .collect();
+        let mut steps: Vec<PlannedStep> = Vec::new();
+        let mut notes: BTreeMap<usize, Vec<Note>> = BTreeMap::new();
+        for ev in pass.events {
+            match ev {
+                Event::StepFinished { index, name, .. } => steps.push(PlannedStep {
+                    index: *index,
+                    name: name.clone(),
+                    outcome: "planned".into(),
+                    reason: None,
+                    confirm: false,
+                    notes: Vec::new(),
+                }),
+                Event::StepSkipped {
+                    index,
+                    name,
+                    reason,
+                } => steps.push(PlannedStep {
+                    index: *index,
+                    name: name.clone(),
+                    outcome: "skipped".into(),
+                    reason: Some(reason.clone()),
+                    confirm: false,
+                    notes: Vec::new(),
+                }),
+                Event::Log {
+                    step: Some(step),
+                    level,
+                    message,
+                } if *level != crate::events::Level::Debug => {
+                    notes.entry(*step).or_default().push(Note {
+                        level: *level,
+                        message: message.clone(),
+                    })
+                }
+                _ => {}
+            }
+        }
+        // (Each step finishes or is skipped once in a run: a retry finishes only at its end.)
+        for s in &mut steps {
+            s.notes = notes.remove(&s.index).unwrap_or_default();
+            s.confirm = pass.confirms.get(s.index).copied().unwrap_or(false);
+        }
+        let mut changes = rec.changes;
+        for c in &mut changes {
+            c.summary = mask(&c.summary);
+            c.shown = mask(&c.shown);
+            c.command = mask(&c.command);
+        }
+        let mut reads = rec.reads;
+        for r in &mut reads {
+            r.summary = mask(&r.summary);
+            r.shown = mask(&r.shown);
+        }
+        for s in &mut steps {
+            for n in &mut s.notes {
+                n.message = mask(&n.message);
+            }
+            if let Some(r) = &mut s.reason {
+                *r = mask(r);
+            }
+        }
+        let label = pass.label;
+        let shipped = match (pass.from_file, label.strip_prefix("<shipped>/")) {
+            (false, Some(rest)) => rest.strip_suffix(".lua").map(str::to_string),
+            _ => None,
+        };
+        let file = match shipped {
+            Some(_) => None,
+            None => std::fs::canonicalize(label)
+                .ok()
+                .map(|p| p.display().to_string()),
+        };
+        Plan {
+            format: FORMAT,
+            runbook_version: env!("CARGO_PKG_VERSION").into(),
+            created: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+            created_by: pass.created_by,
+            mode: pass.mode.into(),
+            runbook: PlannedRunbook {
+                name: pass.header.name.clone(),
+                description: pass.header.description.as_deref().map(mask),
+                path: label.to_string(),
+                file,
+                shipped,
+                sha256: pass.sha256,
+            },
+            salt,
+            params,
+            reached_with: ReachedWith::default(),
+            targets: rec.targets,
+            steps,
+            changes,
+            reads,
+        }
+    }
+
+    /// The plan file's text: pretty JSON and a newline.
+    pub fn to_json(&self) -> String {
+        let mut text = serde_json::to_string_pretty(self).expect("a plan serializes");
+        text.push('\n');
+        text
+    }
+
+    /// Reads a plan file; `path` names it in errors.
+    pub fn parse(text: &str, path: &str) -> Result<Plan, String> {
+        let value: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| format!("{path}: not a runbook plan (not JSON: {e})"))?;
+        match value.get("format") {
+            Some(serde_json::Value::Number(n)) if n.as_u64() == Some(u64::from(FORMAT)) => {}
+            Some(serde_json::Value::Number(n)) => {
+                return Err(format!(
+                    "{path}: plan format {n} is not one this runbook ({}) reads (it reads format {FORMAT}); make the plan again with this runbook",
+                    env!("CARGO_PKG_VERSION")
+                ))
+            }
+            Some(other) => {
+                return Err(format!(
+                    "{path}: \"format\" must be a number, got {other}; this runbook reads plan format {FORMAT}"
+                ))
+            }
+            None => {
+                return Err(format!(
+                    "{path}: not a runbook plan (no \"format\" field); make one with runbook plan FILE -o {path}"
+                ))
+            }
+        }
+        serde_json::from_value(value).map_err(|e| format!("{path}: a broken plan: {e}"))
+    }
+
+    /// Steps that ask for confirmation themselves (`confirm = true`) and ran in the plan.
+    pub fn confirm_steps(&self) -> Vec<&str> {
+        self.steps
+            .iter()
+            .filter(|s| s.outcome == "planned" && s.confirm)
+            .map(|s| s.name.as_str())
+            .collect()
+    }
+
+    /// Refuses a plan made by another version of runbook, or older than `max_age`.
+    pub fn check_made(&self, max_age: Duration, now: SystemTime) -> Result<(), String> {
+        let mut problems = Vec::new();
+        if self.runbook_version != env!("CARGO_PKG_VERSION") {
+            problems.push(format!(
+                "it was made by runbook {}, and this is runbook {}: the commands it holds the run to may differ between versions",
+                self.runbook_version,
+                env!("CARGO_PKG_VERSION")
+            ));
+        }
+        match humantime::parse_rfc3339(&self.created) {
+            Err(e) => problems.push(format!("its \"created\" time '{}' is not RFC 3339: {e}", self.created)),
+            Ok(at) => match now.duration_since(at) {
+                Ok(age) if age > max_age => problems.push(format!(
+                    "it was made {} ago ({}), more than --max-age {}: what it read may no longer hold",
+                    humantime::format_duration(Duration::from_secs(age.as_secs())),
+                    self.created,
+                    humantime::format_duration(max_age)
+                )),
+                Ok(_) => {}
+                // A little clock skew between machines is normal; more is not.
+                Err(e) if e.duration() > Duration::from_secs(300) => problems.push(format!(
+                    "it was made in the future ({}, {} from now): check the clocks",
+                    self.created,
+                    humantime::format_duration(Duration::from_secs(e.duration().as_secs()))
+                )),
+                Err(_) => {}
+            },
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems.join("\n"))
+        }
+    }
+
+    /// How the params that will run differ from the plan's.
+    pub fn param_differences(&self, header: &Header) -> Vec<String> {
+        let mut out = Vec::new();
+        for spec in &header.params {
+            let now = header.values.get(&spec.name).cloned().flatten();
+            let Some(planned) = self.params.get(&spec.name) else {
+                out.push(format!(
+                    "param '{}' is not in the plan (the runbook declares it now)",
+                    spec.name
+                ));
+                continue;
+            };
+            if spec.secret || planned.secret {
+                let digest = now.map(|v| self.salt.digest(v.display().as_bytes()));
+                if !planned.secret || digest != planned.sha256 {
+                    out.push(format!(
+                        "secret param '{}' is not the one planned ({}); give it with --set {}=… or RUNBOOK_PARAM_{}",
+                        spec.name,
+                        match (&planned.sha256, &digest) {
+                            (Some(_), None) => "unset now",
+                            (None, Some(_)) => "it was unset",
+                            _ => "a different value",
+                        },
+                        spec.name,
+                        spec.name.to_ascii_uppercase()
+                    ));
+                }
+                continue;
+            }
+            let now = now.map_or(serde_json::Value::Null, |v| v.to_json());
+            let then = planned.value.clone().unwrap_or(serde_json::Value::Null);
+            if now != then {
+                out.push(format!("param '{}': planned {then}, now {now}", spec.name));
+            }
+        }
+        for name in self.params.keys() {
+            if !header.params.iter().any(|s| &s.name == name) {
+                out.push(format!(
+                    "param '{name}' was planned, and the runbook no longer declares it"
+                ));
+            }
+        }
+        out
+    }
+
+    /// The `--set` pairs that give the run the plan's (non-secret) params.
+    pub fn sets(&self) -> Vec<(String, String)> {
+        self.params
+            .iter()
+            .filter(|(_, p)| !p.secret)
+            .filter_map(|(k, p)| {
+                let text = match p.value.as_ref()? {
+                    serde_json::Value::Null => return None,
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                Some((k.clone(), text))
+            })
+            .collect()
+    }
+}
+
+/// Whether a target a plan used still resolves to the same place: reached again the way
+/// the runbook would reach it now (an inventory name through the inventory, anything else
+/// by its route), where does it lead?
+pub async fn target_differences(
+    plan: &Plan,
+    registry: &crate::targets::registry::Registry,
+    inventory: Option<&crate::inventory::Inventory>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for t in &plan.targets {
+        let by_name = inventory.is_some_and(|inv| inv.host(&t.name).is_some());
+        let now = if by_name {
+            registry.resolve(&t.name)
+        } else {
+            Target::from_route(&t.route, registry)
+        };
+        let now = match now {
+            Ok(now) => now,
+            Err(e) => {
+                out.push(format!(
+                    "target {}: cannot be reached as planned: {e}",
+                    t.name
+                ));
+                continue;
+            }
+        };
+        if now.route() != t.route {
+            out.push(format!(
+                "target {}: planned by way of {}, now {}",
+                t.name,
+                route_text(&t.route),
+                route_text(&now.route())
+            ));
+            continue;
+        }
+        let dest = now.destination().await;
+        if dest != t.destination {
+            out.push(format!(
+                "target {}: planned at {}, now resolves to {}",
+                t.name, t.destination, dest
+            ));
+        }
+    }
+    out
+}
+
+fn route_text(route: &[Hop]) -> String {
+    if route.is_empty() {
+        return "this machine".into();
+    }
+    serde_json::to_string(route).unwrap_or_default()
+}
+
+/// Holds a real run to a plan.
+#[derive(Debug)]
 pub struct Enforcer {
-    confirmed: Vec<Change>,
-    /// Which confirmed changes ran (in this attempt of their step).
+    salt: Salt,
+    planned: Vec<Change>,
+    /// Which planned changes ran (in this attempt of their step).
     used: Vec<bool>,
+    reads: Vec<Read>,
+    reads_used: Vec<bool>,
+    /// Targets this run changed: reads there after that are expected to differ.
+    changed: std::collections::HashSet<String>,
     /// The step whose attempt runs now.
     step: Option<usize>,
     /// Set at the first difference: nothing changes after that.
@@ -57,59 +683,88 @@ pub struct Enforcer {
 }
 
 impl Enforcer {
-    pub fn new(confirmed: Vec<Change>) -> Self {
+    pub fn new(plan: &Plan) -> Self {
         Enforcer {
-            used: vec![false; confirmed.len()],
-            confirmed,
-            ..Default::default()
+            salt: plan.salt.clone(),
+            used: vec![false; plan.changes.len()],
+            planned: plan.changes.clone(),
+            reads_used: vec![false; plan.reads.len()],
+            reads: plan.reads.clone(),
+            changed: Default::default(),
+            step: None,
+            broken: None,
         }
     }
 
-    /// An attempt of `step` starts: its confirmed changes are all to run again (a retry
-    /// repeats them). Steps run in order, so the changes of steps the run skipped are
-    /// simply never asked for.
+    /// An attempt of `step` starts: its planned changes are all to run again (a retry
+    /// repeats them), and its reads are compared again. Steps run in order, so the
+    /// changes of steps the run skipped are simply never asked for.
     pub fn step_attempt(&mut self, step: usize) {
         self.step = Some(step);
-        for (c, used) in self.confirmed.iter().zip(self.used.iter_mut()) {
+        for (c, used) in self.planned.iter().zip(self.used.iter_mut()) {
             if c.step == step {
+                *used = false;
+            }
+        }
+        for (r, used) in self.reads.iter().zip(self.reads_used.iter_mut()) {
+            if r.step == step {
                 *used = false;
             }
         }
     }
 
-    /// Allows `now` when it is one of its step's confirmed changes not run yet (in any
+    /// Allows `now` when it is one of its step's planned changes not run yet (in any
     /// order within the step: `parallel()` items finish in any order); otherwise says
-    /// why not, showing both versions (`step_name` names the step of `now`).
-    pub fn allow(&mut self, now: &Change, step_name: &str) -> Result<(), String> {
+    /// why not, showing both versions.
+    pub fn allow(&mut self, seen: &Seen) -> Result<(), String> {
+        let now = seen.change(&self.salt);
         if let Some(why) = &self.broken {
             return Err(format!(
                 "no change runs after the run left the confirmed plan ({why})"
             ));
         }
-        let open: Vec<usize> = (0..self.confirmed.len())
-            .filter(|&i| !self.used[i] && self.confirmed[i].step == now.step)
+        let open: Vec<usize> = (0..self.planned.len())
+            .filter(|&i| !self.used[i] && self.planned[i].step == now.step)
             .collect();
-        if let Some(&i) = open.iter().find(|&&i| self.confirmed[i].same(now)) {
+        if let Some(&i) = open.iter().find(|&&i| self.planned[i].same(&now)) {
             self.used[i] = true;
+            self.changed.insert(now.target);
             return Ok(());
         }
+        let step_name = seen.step_name;
         let mut lines = vec![format!(
             "step \"{step_name}\": this change is not one that was confirmed for this step; stopped before it, and nothing further is changed"
         )];
-        match open.first().map(|&i| &self.confirmed[i]) {
+        match open.first().map(|&i| &self.planned[i]) {
             Some(want) => {
                 if want.target != now.target {
                     lines.push(format!("  confirmed on: {}", want.target));
                     lines.push(format!("  now on:       {}", now.target));
+                } else if want.destination != now.destination {
+                    lines.push(format!(
+                        "  confirmed on: {} ({})",
+                        want.target, want.destination
+                    ));
+                    lines.push(format!(
+                        "  now on:       {} ({})",
+                        now.target, now.destination
+                    ));
                 }
                 lines.push(format!("  confirmed: {}", want.shown));
                 lines.push(format!("  now:       {}", now.shown));
-                if want.command == now.command && want.stdin_digest != now.stdin_digest {
+                if want.command_sha256 == now.command_sha256
+                    && want.stdin_sha256 != now.stdin_sha256
+                {
                     lines.push("  (the same command, with different standard input)".into());
+                } else if want.shown == now.shown && want.command_sha256 != now.command_sha256 {
+                    lines.push(
+                        "  (shown the same; the exact command lines differ, e.g. in a script's text or a secret)"
+                            .into(),
+                    );
                 }
             }
             None => {
-                let elsewhere = self.confirmed.iter().any(|c| c.same_but_step(now));
+                let elsewhere = self.planned.iter().any(|c| c.same_but_step(&now));
                 lines.push(format!(
                     "  confirmed: nothing more in this step{}",
                     if elsewhere {
@@ -124,51 +779,533 @@ impl Enforcer {
         self.broken = Some(format!("step \"{step_name}\""));
         Err(lines.join("\n"))
     }
+
+    /// What the attempt of `step` that just succeeded left of its planned changes.
+    pub fn not_run(&self, step: usize) -> Vec<String> {
+        (0..self.planned.len())
+            .filter(|&i| self.planned[i].step == step && !self.used[i])
+            .map(|i| {
+                let c = &self.planned[i];
+                format!(
+                    "step \"{}\": the planned change `{}` on {} was not made: the step found nothing to do there any more",
+                    c.step_name, c.summary, c.target
+                )
+            })
+            .collect()
+    }
+
+    /// A read ran: when the plan ran the same read in the same step, on a target this run
+    /// has not changed yet, and it returned something else, the warning to show.
+    pub fn read(
+        &mut self,
+        seen: &Seen,
+        code: Option<i32>,
+        stdout: Option<&[u8]>,
+    ) -> Option<String> {
+        let digest = self.salt.digest(seen.command.as_bytes());
+        let i = (0..self.reads.len()).find(|&i| {
+            !self.reads_used[i]
+                && self.reads[i].step == seen.step
+                && self.reads[i].target == seen.target
+                && self.reads[i].command_sha256 == digest
+        })?;
+        self.reads_used[i] = true;
+        if self.changed.contains(seen.target) {
+            return None;
+        }
+        let then = self.reads[i].result_sha256.as_ref()?;
+        let now = self.salt.result(code, stdout?);
+        if *then == now {
+            return None;
+        }
+        let codes = match (self.reads[i].exit_code, code) {
+            (a, b) if a != b => format!(
+                " (exit code {} then, {} now)",
+                a.map_or("-".into(), |c| c.to_string()),
+                b.map_or("-".into(), |c| c.to_string())
+            ),
+            _ => String::new(),
+        };
+        Some(format!(
+            "step \"{}\": the read `{}` on {} returned something else than when the plan was made{codes}; the changes are still held to the plan",
+            seen.step_name, seen.summary, seen.target
+        ))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Rendering: one walk over the plan, two styles (terminal text and Markdown).
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    Text,
+    Markdown,
+}
+
+/// Markdown-escapes ordinary text (summaries, names, notes).
+fn md(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    for (i, &c) in chars.iter().enumerate() {
+        // An `_` inside a word (`torchinductor_root`) is no emphasis in GitHub's Markdown.
+        let inside_word = c == '_'
+            && i > 0
+            && chars[i - 1].is_alphanumeric()
+            && chars.get(i + 1).is_some_and(|n| n.is_alphanumeric());
+        if "\\`*_[]<>|#~".contains(c) && !inside_word {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.replace('\n', " ")
+}
+
+/// A code span that holds any text (a fence longer than any backtick run in it).
+fn code_span(text: &str) -> String {
+    let text = text.replace('\n', " ");
+    let run = longest_backtick_run(&text);
+    let fence = "`".repeat(run + 1);
+    let pad = if text.starts_with('`') || text.ends_with('`') {
+        " "
+    } else {
+        ""
+    };
+    format!("{fence}{pad}{text}{pad}{fence}")
+}
+
+/// A command after `- runs:` in a list item: inline when it is one line, else a block
+/// under it (a code span would fold its lines into one).
+fn code_in_list(text: &str) -> String {
+    if text.contains('\n') {
+        format!("\n\n{}", code_block(text, "     "))
+    } else {
+        format!(" {}\n", code_span(text))
+    }
+}
+
+/// A fenced block holding `text` as it is, each line after `indent`.
+fn code_block(text: &str, indent: &str) -> String {
+    let fence = "`".repeat(longest_backtick_run(text).max(2) + 1);
+    let mut out = format!("{indent}{fence}sh\n");
+    for line in text.lines() {
+        out.push_str(&format!("{indent}{line}\n"));
+    }
+    out.push_str(&format!("{indent}{fence}\n"));
+    out
+}
+
+fn longest_backtick_run(text: &str) -> usize {
+    let (mut best, mut cur) = (0, 0);
+    for c in text.chars() {
+        if c == '`' {
+            cur += 1;
+            best = best.max(cur);
+        } else {
+            cur = 0;
+        }
+    }
+    best
+}
+
+/// Text in a table cell: GitHub's tables split cells at `|` even inside code spans.
+fn cell(text: &str) -> String {
+    text.replace('|', "\\|")
+}
+
+fn html(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+fn count(n: usize, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
+impl Plan {
+    fn short_sha(&self) -> &str {
+        &self.runbook.sha256[..self.runbook.sha256.len().min(12)]
+    }
+
+    fn steps_with_changes(&self) -> usize {
+        let mut steps: Vec<usize> = self.changes.iter().map(|c| c.step).collect();
+        steps.dedup();
+        steps.len()
+    }
+
+    /// The changes, step by step: what `run` shows before it asks, and the heart of
+    /// every rendering of a plan.
+    pub fn render_changes(&self, style: Style) -> String {
+        let mut out = String::new();
+        let mut current = None;
+        for (i, c) in self.changes.iter().enumerate() {
+            if current != Some(c.step) {
+                current = Some(c.step);
+                match style {
+                    Style::Text => out.push_str(&format!("  step \"{}\":\n", c.step_name)),
+                    Style::Markdown => out.push_str(&format!(
+                        "\n### Step {}: {}\n\n",
+                        c.step + 1,
+                        md(&c.step_name)
+                    )),
+                }
+            }
+            match style {
+                Style::Text => {
+                    let mark = if c.destructive { "  [deletes]" } else { "" };
+                    out.push_str(&format!("    - on {}: {}{mark}\n", c.target, c.summary));
+                    if c.shown != c.summary {
+                        for (n, line) in c.shown.lines().enumerate() {
+                            let lead = if n == 0 { "$ " } else { "  " };
+                            out.push_str(&format!("        {lead}{line}\n"));
+                        }
+                    }
+                }
+                Style::Markdown => {
+                    let mark = if c.destructive {
+                        "**destructive** · "
+                    } else {
+                        ""
+                    };
+                    out.push_str(&format!(
+                        "{}. {mark}on {}: {}\n",
+                        i + 1,
+                        code_span(&c.target),
+                        md(&c.summary)
+                    ));
+                    let exact = c.command == c.shown;
+                    let runs = if exact { "runs, exactly" } else { "runs" };
+                    out.push_str(&format!("   - {runs}:{}", code_in_list(&c.shown)));
+                    if !exact {
+                        out.push_str(&format!(
+                            "   <details><summary>the exact command{}</summary>\n\n{}   </details>\n",
+                            if c.stdin_sha256.is_some() {
+                                ", with its standard input"
+                            } else {
+                                ""
+                            },
+                            code_block(&c.command, "   ")
+                        ));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The whole plan: header, params, targets, changes, skipped steps and notes; `saved`
+    /// is the plan file (as named, and its sha256), when there is one: what `apply` takes
+    /// and what its record and `history` name.
+    pub fn render(&self, style: Style, saved: Option<(&str, &str)>) -> String {
+        match style {
+            Style::Text => self.render_text(saved),
+            Style::Markdown => self.render_markdown(saved),
+        }
+    }
+
+    /// Each param: its value as text, or what is known about it (unset, a secret).
+    fn param_rows(&self) -> Vec<(&str, Result<String, &'static str>)> {
+        self.params
+            .iter()
+            .map(|(k, p)| {
+                let v = match (p.secret, &p.sha256, &p.value) {
+                    (true, Some(_), _) => {
+                        Err("secret: set; the plan holds only a salted sha256 of it")
+                    }
+                    (true, None, _) => Err("secret: unset"),
+                    (false, _, None | Some(serde_json::Value::Null)) => Err("unset"),
+                    (false, _, Some(serde_json::Value::String(s))) => Ok(s.clone()),
+                    (false, _, Some(v)) => Ok(v.to_string()),
+                };
+                (k.as_str(), v)
+            })
+            .collect()
+    }
+
+    fn target_text(t: &PlannedTarget) -> String {
+        let mut s = match (&t.user, &t.host, t.port) {
+            (Some(u), Some(h), Some(p)) => format!("{u}@{h} port {p}"),
+            (None, Some(h), Some(p)) => format!("{h} port {p}"),
+            (_, Some(h), None) => h.clone(),
+            _ => "this machine".into(),
+        };
+        if let Some(c) = &t.container {
+            s.push_str(&format!(", container {}", c.trim_start_matches("ct")));
+        }
+        s
+    }
+
+    fn summary_line(&self) -> String {
+        let destructive = self.changes.iter().filter(|c| c.destructive).count();
+        let mut s = format!(
+            "{} in {}",
+            count(self.changes.len(), "change", "changes"),
+            count(self.steps_with_changes(), "step", "steps")
+        );
+        if destructive > 0 {
+            s.push_str(&format!(
+                ", {destructive} of them destructive (delete, rebuild or restore something)"
+            ));
+        }
+        s
+    }
+
+    fn render_text(&self, saved: Option<(&str, &str)>) -> String {
+        let mut out = format!(
+            "plan for {} ({}, sha256 {}…), made {} by {} with runbook {}{}\n",
+            self.runbook.name,
+            self.runbook.path,
+            self.short_sha(),
+            self.created,
+            self.created_by,
+            self.runbook_version,
+            if self.mode == "dry-run-offline" {
+                " offline (reads did not run)"
+            } else {
+                ""
+            }
+        );
+        if let Some((path, sha)) = saved {
+            out.push_str(&format!(
+                "plan file: {path} (sha256 {}…): apply it with runbook apply {path}\n",
+                &sha[..12.min(sha.len())]
+            ));
+        }
+        let params = self.param_rows();
+        if !params.is_empty() {
+            out.push_str("params:\n");
+            for (k, v) in params {
+                // Quoted, so that an empty value or one with spaces reads as what it is.
+                let v = v.map_or_else(|note| format!("({note})"), |v| format!("{v:?}"));
+                out.push_str(&format!("  {k} = {v}\n"));
+            }
+        }
+        if !self.targets.is_empty() {
+            out.push_str("targets:\n");
+            for t in &self.targets {
+                out.push_str(&format!("  {}: {}\n", t.name, Self::target_text(t)));
+            }
+        }
+        out.push_str(&format!("{}:\n", self.summary_line()));
+        out.push_str(&self.render_changes(Style::Text));
+        for s in &self.steps {
+            if s.outcome == "skipped" {
+                out.push_str(&format!(
+                    "  step \"{}\" is skipped: {}\n",
+                    s.name,
+                    s.reason.as_deref().unwrap_or("")
+                ));
+            }
+            for n in &s.notes {
+                out.push_str(&format!(
+                    "  step \"{}\" says ({}): {}\n",
+                    s.name, n.level, n.message
+                ));
+            }
+        }
+        out
+    }
+
+    fn render_markdown(&self, saved: Option<(&str, &str)>) -> String {
+        let mut out = format!("# Plan: {}\n\n", md(&self.runbook.name));
+        if let Some(d) = &self.runbook.description {
+            out.push_str(&format!("{}\n\n", md(d)));
+        }
+        out.push_str(
+            "Made by running the runbook's reads; nothing was changed. Applying this plan makes \
+             exactly the changes listed below, in this order, and stops before any change that \
+             differs from them.\n\n",
+        );
+        out.push_str("| | |\n|---|---|\n");
+        out.push_str(&format!(
+            "| runbook | {} (sha256 {}) |\n",
+            cell(&code_span(&self.runbook.path)),
+            code_span(self.short_sha())
+        ));
+        out.push_str(&format!(
+            "| made | {} by {} with runbook {}{} |\n",
+            md(&self.created),
+            md(&self.created_by),
+            md(&self.runbook_version),
+            if self.mode == "dry-run-offline" {
+                ", offline (reads did not run)"
+            } else {
+                ""
+            }
+        ));
+        out.push_str(&format!("| changes | {} |\n", md(&self.summary_line())));
+        let (file, sha) = saved.unwrap_or(("PLAN.json", ""));
+        if !sha.is_empty() {
+            out.push_str(&format!(
+                "| plan file | {} (sha256 {}: what the record of its apply names) |\n",
+                cell(&code_span(file)),
+                code_span(&sha[..12.min(sha.len())])
+            ));
+        }
+        out.push_str(&format!(
+            "| apply | {} (refused if the runbook, params or targets differ, or once the plan is older than --max-age, 1h by default) |\n",
+            cell(&code_span(&format!("runbook apply {file}")))
+        ));
+        let params = self.param_rows();
+        if !params.is_empty() {
+            out.push_str("\n## Params\n\n| param | value |\n|---|---|\n");
+            for (k, v) in params {
+                let shown = match v {
+                    Ok(v) if v.is_empty() => "*empty*".to_string(),
+                    Ok(v) => cell(&code_span(&v)),
+                    Err(note) => format!("*{}*", md(note)),
+                };
+                out.push_str(&format!("| {} | {shown} |\n", md(k)));
+            }
+        }
+        if !self.targets.is_empty() {
+            out.push_str("\n## Targets\n\n| target | where |\n|---|---|\n");
+            for t in &self.targets {
+                out.push_str(&format!(
+                    "| {} | {} |\n",
+                    cell(&code_span(&t.name)),
+                    md(&Self::target_text(t))
+                ));
+            }
+        }
+        out.push_str("\n## Changes\n");
+        if self.changes.is_empty() {
+            out.push_str("\nNone: this runbook only reads.\n");
+        } else {
+            out.push_str(&self.render_changes(Style::Markdown));
+        }
+        let skipped: Vec<&PlannedStep> = self
+            .steps
+            .iter()
+            .filter(|s| s.outcome == "skipped")
+            .collect();
+        if !skipped.is_empty() {
+            out.push_str("\n## Skipped steps\n\n");
+            for s in skipped {
+                out.push_str(&format!(
+                    "- Step {}: {}: {}\n",
+                    s.index + 1,
+                    md(&s.name),
+                    md(s.reason.as_deref().unwrap_or(""))
+                ));
+            }
+        }
+        let noted: Vec<&PlannedStep> = self.steps.iter().filter(|s| !s.notes.is_empty()).collect();
+        if !noted.is_empty() {
+            out.push_str("\n## What the steps said\n\n");
+            for s in noted {
+                for n in &s.notes {
+                    out.push_str(&format!(
+                        "- Step {} ({}), {}: {}\n",
+                        s.index + 1,
+                        md(&s.name),
+                        n.level,
+                        md(&n.message)
+                    ));
+                }
+            }
+        }
+        if !self.reads.is_empty() {
+            out.push_str(&format!(
+                "\n<details><summary>What the plan read ({})</summary>\n\n",
+                html(&count(self.reads.len(), "read", "reads"))
+            ));
+            for r in &self.reads {
+                out.push_str(&format!(
+                    "- Step {}, on {}: {}\n",
+                    r.step + 1,
+                    code_span(&r.target),
+                    md(&r.summary)
+                ));
+            }
+            out.push_str("\n</details>\n");
+        }
+        out
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn change(step: usize, command: &str) -> Change {
-        Change {
+    fn salt() -> Salt {
+        Salt("00".into())
+    }
+
+    fn seen<'a>(step: usize, command: &'a str) -> Seen<'a> {
+        Seen {
             step,
-            target: "local".into(),
-            command: command.into(),
-            shown: command.into(),
-            stdin_digest: None,
-            summary: command.into(),
+            step_name: "s",
+            target: "local",
+            destination: "local",
+            command,
+            shown: command,
+            stdin: None,
+            summary: command,
             destructive: false,
+        }
+    }
+
+    fn plan(changes: &[(usize, &str)]) -> Plan {
+        let mut rec = Recording::new(salt());
+        for (step, command) in changes {
+            rec.change(&seen(*step, command));
+        }
+        Plan {
+            format: FORMAT,
+            runbook_version: env!("CARGO_PKG_VERSION").into(),
+            created: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+            created_by: "me@here".into(),
+            mode: "dry-run".into(),
+            runbook: PlannedRunbook {
+                name: "t".into(),
+                description: None,
+                path: "t.lua".into(),
+                file: None,
+                shipped: None,
+                sha256: "ab".repeat(32),
+            },
+            salt: rec.salt,
+            params: BTreeMap::new(),
+            reached_with: ReachedWith::default(),
+            targets: Vec::new(),
+            steps: Vec::new(),
+            changes: rec.changes,
+            reads: rec.reads,
         }
     }
 
     #[test]
     fn the_confirmed_changes_run_in_order_and_nothing_else() {
-        let mut e = Enforcer::new(vec![change(0, "rm -rf -- /x/A"), change(1, "touch b")]);
+        let mut e = Enforcer::new(&plan(&[(0, "rm -rf -- /x/A"), (1, "touch b")]));
         e.step_attempt(0);
-        assert!(e.allow(&change(0, "rm -rf -- /x/A"), "clear").is_ok());
+        assert!(e.allow(&seen(0, "rm -rf -- /x/A")).is_ok());
         e.step_attempt(1);
-        let err = e.allow(&change(1, "rm -rf -- /x/B"), "next").unwrap_err();
+        let err = e.allow(&seen(1, "rm -rf -- /x/B")).unwrap_err();
         assert!(
             err.contains("confirmed: touch b") && err.contains("now:       rm -rf -- /x/B"),
             "{err}"
         );
         // Sticky: the confirmed change itself no longer runs either.
-        assert!(e.allow(&change(1, "touch b"), "next").is_err());
+        assert!(e.allow(&seen(1, "touch b")).is_err());
     }
 
     #[test]
     fn a_retry_repeats_its_steps_changes() {
-        let mut e = Enforcer::new(vec![change(0, "a"), change(0, "b"), change(1, "c")]);
+        let mut e = Enforcer::new(&plan(&[(0, "a"), (0, "b"), (1, "c")]));
         e.step_attempt(0);
-        assert!(e.allow(&change(0, "a"), "s").is_ok());
+        assert!(e.allow(&seen(0, "a")).is_ok());
         e.step_attempt(0);
-        assert!(e.allow(&change(0, "a"), "s").is_ok());
-        assert!(e.allow(&change(0, "b"), "s").is_ok());
+        assert!(e.allow(&seen(0, "a")).is_ok());
+        assert!(e.allow(&seen(0, "b")).is_ok());
         e.step_attempt(1);
-        assert!(e.allow(&change(1, "c"), "t").is_ok());
+        assert!(e.allow(&seen(1, "c")).is_ok());
         assert!(e
-            .allow(&change(1, "d"), "t")
+            .allow(&seen(1, "d"))
             .unwrap_err()
             .contains("nothing more in this step"));
     }
@@ -176,9 +1313,9 @@ mod tests {
     /// A change the user saw in a later step does not run in an earlier one (review F2).
     #[test]
     fn a_confirmed_change_does_not_run_in_another_step() {
-        let mut e = Enforcer::new(vec![change(2, "rm -f canary")]);
+        let mut e = Enforcer::new(&plan(&[(2, "rm -f canary")]));
         e.step_attempt(0);
-        let err = e.allow(&change(0, "rm -f canary"), "early").unwrap_err();
+        let err = e.allow(&seen(0, "rm -f canary")).unwrap_err();
         assert!(err.contains("confirmed for another step"), "{err}");
     }
 
@@ -186,46 +1323,145 @@ mod tests {
     /// runs (review F3).
     #[test]
     fn skipped_steps_changes_are_passed_over() {
-        let mut e = Enforcer::new(vec![
-            change(0, "touch started"),
-            change(1, "touch more"),
-            change(2, "rm -f started"),
-        ]);
+        let mut e = Enforcer::new(&plan(&[
+            (0, "touch started"),
+            (1, "touch more"),
+            (2, "rm -f started"),
+        ]));
         e.step_attempt(0);
-        assert!(e.allow(&change(0, "touch started"), "work").is_ok());
+        assert!(e.allow(&seen(0, "touch started")).is_ok());
         // step 1 skipped; step 2 (always) runs
         e.step_attempt(2);
-        assert!(e.allow(&change(2, "rm -f started"), "cleanup").is_ok());
+        assert!(e.allow(&seen(2, "rm -f started")).is_ok());
         // a step with no confirmed change may make none
         e.step_attempt(3);
-        assert!(e.allow(&change(3, "touch x"), "extra").is_err());
+        assert!(e.allow(&seen(3, "touch x")).is_err());
     }
 
     /// `parallel()` items finish in any order: within a step, any confirmed change may
     /// come next, each once.
     #[test]
     fn within_a_step_the_order_is_free_but_each_change_runs_once() {
-        let mut e = Enforcer::new(vec![change(0, "touch a"), change(0, "touch b")]);
+        let mut e = Enforcer::new(&plan(&[(0, "touch a"), (0, "touch b")]));
         e.step_attempt(0);
-        assert!(e.allow(&change(0, "touch b"), "fan").is_ok());
-        assert!(e.allow(&change(0, "touch a"), "fan").is_ok());
-        assert!(e.allow(&change(0, "touch a"), "fan").is_err());
+        assert!(e.allow(&seen(0, "touch b")).is_ok());
+        assert!(e.allow(&seen(0, "touch a")).is_ok());
+        assert!(e.allow(&seen(0, "touch a")).is_err());
     }
 
     #[test]
     fn different_stdin_is_a_difference() {
-        let mut e = Enforcer::new(vec![Change {
-            stdin_digest: Change::digest(Some(b"one")),
-            ..change(0, "tee f")
-        }]);
+        let mut rec = Recording::new(salt());
+        rec.change(&Seen {
+            stdin: Some(b"one"),
+            ..seen(0, "tee f")
+        });
+        let mut p = plan(&[]);
+        p.changes = rec.changes;
+        let mut e = Enforcer::new(&p);
         e.step_attempt(0);
-        let now = Change {
-            stdin_digest: Change::digest(Some(b"two")),
-            ..change(0, "tee f")
-        };
-        assert!(e
-            .allow(&now, "s")
+        let err = e
+            .allow(&Seen {
+                stdin: Some(b"two"),
+                ..seen(0, "tee f")
+            })
+            .unwrap_err();
+        assert!(err.contains("different standard input"), "{err}");
+    }
+
+    /// The same name, somewhere else (an ssh_config alias that now points at another
+    /// machine): a difference, shown with both destinations.
+    #[test]
+    fn another_destination_is_a_difference() {
+        let mut e = Enforcer::new(&plan(&[(0, "touch a")]));
+        e.step_attempt(0);
+        let err = e
+            .allow(&Seen {
+                destination: "root@10.0.0.9:22",
+                ..seen(0, "touch a")
+            })
+            .unwrap_err();
+        assert!(err.contains("(root@10.0.0.9:22)"), "{err}");
+    }
+
+    #[test]
+    fn a_read_that_returns_something_else_is_a_warning_until_its_target_changed() {
+        let mut rec = Recording::new(salt());
+        rec.read(&seen(0, "cat which"), Some((Some(0), b"A\n")));
+        rec.read(&seen(0, "cat which"), Some((Some(0), b"A\n")));
+        rec.read(&seen(1, "cat which"), Some((Some(0), b"A\n")));
+        let mut p = plan(&[(0, "touch x")]);
+        p.reads = rec.reads;
+        let mut e = Enforcer::new(&p);
+        e.step_attempt(0);
+        assert_eq!(e.read(&seen(0, "cat which"), Some(0), Some(b"A\n")), None);
+        let warned = e
+            .read(&seen(0, "cat which"), Some(1), Some(b"B\n"))
+            .unwrap();
+        assert!(warned.contains("exit code 0 then, 1 now"), "{warned}");
+        e.allow(&seen(0, "touch x")).unwrap();
+        e.step_attempt(1);
+        // After this run changed the target, its reads are expected to differ.
+        assert_eq!(e.read(&seen(1, "cat which"), Some(0), Some(b"B\n")), None);
+    }
+
+    #[test]
+    fn digests_are_salted() {
+        let (a, b) = (Salt("aa".into()), Salt("bb".into()));
+        assert_ne!(a.digest(b"hunter2"), b.digest(b"hunter2"));
+        assert_ne!(a.digest(b"hunter2"), file_sha256(b"hunter2"));
+        assert_ne!(Salt::random(), Salt::random());
+    }
+
+    #[test]
+    fn a_plan_round_trips_and_unknown_formats_are_refused() {
+        let p = plan(&[(0, "touch a")]);
+        let text = p.to_json();
+        assert_eq!(Plan::parse(&text, "p.json").unwrap(), p);
+        let future = text.replacen("\"format\": 1", "\"format\": 2", 1);
+        let err = Plan::parse(&future, "p.json").unwrap_err();
+        assert!(
+            err.contains("plan format 2 is not one this runbook"),
+            "{err}"
+        );
+        let err = Plan::parse("{}", "p.json").unwrap_err();
+        assert!(err.contains("no \"format\" field"), "{err}");
+        let err = Plan::parse("[1,", "p.json").unwrap_err();
+        assert!(err.contains("not JSON"), "{err}");
+    }
+
+    #[test]
+    fn an_old_plan_is_refused() {
+        let mut p = plan(&[]);
+        let now = SystemTime::now();
+        assert!(p.check_made(Duration::from_secs(3600), now).is_ok());
+        p.created = humantime::format_rfc3339_seconds(now - Duration::from_secs(7200)).to_string();
+        let err = p.check_made(Duration::from_secs(3600), now).unwrap_err();
+        assert!(err.contains("made 2h ago"), "{err}");
+        p.created = humantime::format_rfc3339_seconds(now + Duration::from_secs(7200)).to_string();
+        assert!(p
+            .check_made(Duration::from_secs(3600), now)
             .unwrap_err()
-            .contains("different standard input"));
+            .contains("in the future"));
+    }
+
+    #[test]
+    fn markdown_holds_any_text() {
+        assert_eq!(md("a*b_c|d _e_"), "a\\*b_c\\|d \\_e\\_");
+        assert_eq!(code_span("rm `x`"), "`` rm `x` ``");
+        assert_eq!(code_span("plain"), "`plain`");
+    }
+
+    #[test]
+    fn a_destination_is_split_into_its_parts() {
+        let t = PlannedTarget::of(&Target::Local, "root@127.0.0.1:2222/ct200");
+        assert_eq!(t.user.as_deref(), Some("root"));
+        assert_eq!(t.host.as_deref(), Some("127.0.0.1"));
+        assert_eq!(t.port, Some(2222));
+        assert_eq!(t.container.as_deref(), Some("ct200"));
+        let l = PlannedTarget::of(&Target::Local, "local");
+        assert_eq!((l.user, l.host, l.port), (None, None, None));
+        let v6 = PlannedTarget::of(&Target::Local, "u@::1:22");
+        assert_eq!((v6.host.as_deref(), v6.port), (Some("::1"), Some(22)));
     }
 }

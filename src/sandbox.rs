@@ -10,6 +10,7 @@
 
 use crate::ctx::Ctx;
 use crate::embedded;
+use crate::lua_api::vm::{abort_check, MEMORY_LIMIT, USER_THREADS};
 use crate::lua_api::{self, location};
 use crate::suggest;
 use mlua::chunk::ChunkMode;
@@ -18,9 +19,6 @@ use mlua::{
 };
 use std::path::{Component, Path};
 use std::rc::Rc;
-
-/// Lua heap limit per runbook.
-pub const MEMORY_LIMIT: usize = 256 * 1024 * 1024;
 
 /// How often (in VM instructions) the hook checks deadlines and signals.
 const HOOK_EVERY: u32 = 10_000;
@@ -220,27 +218,10 @@ fn install_hook(lua: &Lua) -> mlua::Result<()> {
     )
 }
 
-/// Errors with an [`Abort`](crate::abort::Abort) once the running step is interrupted or
-/// out of time; the engine words the rest.
-pub fn abort_check(ctx: &crate::ctx::Ctx, loc: &str) -> mlua::Result<()> {
-    use crate::abort::{Abort, Why};
-    if ctx.aborted() {
-        return Err(Abort::raise(Why::Interrupted, loc));
-    }
-    if ctx.past_deadline() {
-        return Err(Abort::raise(Why::TimedOut, loc));
-    }
-    Ok(())
-}
-
-/// Name of the registry table (weak keys) holding the coroutines a runbook made with
-/// `coroutine.create`/`coroutine.wrap`; see [`in_runbook_coroutine`].
-const USER_THREADS: &str = "runbook.user_threads";
-
 /// `pcall`, `xpcall`, `coroutine.resume` and `coroutine.close` re-raise once the step is
 /// interrupted or out of time, so a runbook cannot catch its own timeout and loop on.
 /// Coroutines the runbook makes are remembered, so that commands refuse to run in them
-/// (see [`in_runbook_coroutine`]); `coroutine.wrap` is rebuilt on the checked
+/// (see [`lua_api::vm::in_runbook_coroutine`]); `coroutine.wrap` is rebuilt on the checked
 /// `create`/`resume` for that reason.
 fn install_abort_aware_pcall(lua: &Lua) -> mlua::Result<()> {
     let check = lua.create_function(|lua, ()| abort_check(&lua_api::ctx(lua), &location(lua)))?;
@@ -294,29 +275,6 @@ fn install_abort_aware_pcall(lua: &Lua) -> mlua::Result<()> {
         coroutine,
         user_threads,
     ))
-}
-
-/// Whether the running Lua code is inside a coroutine the runbook made. A command (any
-/// async primitive) must not start there: mlua suspends the caller by yielding a
-/// "pending" marker, and that yield would go to the runbook's own `coroutine.resume`,
-/// which leaves the command running unsupervised past its step.
-pub fn in_runbook_coroutine(lua: &Lua) -> bool {
-    let Ok(threads) = lua.named_registry_value::<Table>(USER_THREADS) else {
-        return false;
-    };
-    threads
-        .raw_get::<Value>(lua.current_thread())
-        .is_ok_and(|v| !v.is_nil())
-}
-
-/// Whether the running code can be suspended while a command runs. It cannot inside a
-/// callback that Lua's C code makes (`string.gsub`, `table.sort`, `tostring`'s
-/// `__tostring`, …): suspending there fails with "attempt to yield across a C-call
-/// boundary" after the command was already planned.
-pub fn can_suspend(lua: &Lua) -> bool {
-    // SAFETY: `state()` is the thread running this callback; lua_isyieldable only reads
-    // its C-call counter.
-    lua.exec_raw_lua(|raw| unsafe { mlua::ffi::lua_isyieldable(raw.state()) != 0 })
 }
 
 /// Finalizers (`__gc`) and to-be-closed handlers (`__close`) are the corners of Lua that

@@ -3,7 +3,8 @@
 //! A process-wide copy of the values masks what does not travel as an event: errors
 //! printed by `main`, panics, the text `show`/`check`/`list` print.
 
-use crate::events::Event;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use std::sync::Mutex;
 
 pub const MASK: &str = "***";
@@ -28,6 +29,7 @@ const STRUCTURAL: &[&str] = &[
     "host",
     "boot_id",
     "sha256",
+    "plan",
 ];
 
 /// Secrets shorter than this are likely to be ordinary text too: masking them mangles
@@ -163,8 +165,9 @@ impl Masker {
         out
     }
 
-    /// Masks every text inside the event: messages, commands, output, param values.
-    pub fn mask_event(&self, event: Event) -> Event {
+    /// Masks every text inside the event (any serde value: `events.rs` sits above this
+    /// module): messages, commands, output, param values.
+    pub fn mask_event<E: Serialize + DeserializeOwned>(&self, event: E) -> E {
         if self.is_empty() {
             return event;
         }
@@ -197,6 +200,7 @@ impl Masker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::events::Event;
 
     #[test]
     fn a_secret_across_a_cut_line_is_masked_whole() {

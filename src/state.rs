@@ -75,6 +75,8 @@ pub struct RunInfo {
     /// "ok", "failed", "interrupted", or "incomplete" when the record has no end.
     pub outcome: String,
     pub duration_ms: Option<u64>,
+    /// sha256 of the plan file the run applied (`runbook apply`).
+    pub plan: Option<String>,
 }
 
 pub fn read_events(path: &Path) -> Result<Vec<Stamped>> {
@@ -102,6 +104,7 @@ fn info_from(path: &Path, events: &[Stamped]) -> Option<RunInfo> {
         path: file,
         mode,
         content_hash,
+        plan,
         ..
     } = &first.event
     else {
@@ -125,6 +128,7 @@ fn info_from(path: &Path, events: &[Stamped]) -> Option<RunInfo> {
         content_hash: content_hash.clone(),
         outcome,
         duration_ms,
+        plan: plan.clone(),
     })
 }
 

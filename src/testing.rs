@@ -18,3 +18,16 @@ pub fn busybox_applets() -> tempfile::TempDir {
     }
     dir
 }
+
+/// The shells a target's scripts must work under, each with the PATH it gets: dash with
+/// this machine's tools, and busybox sh with only `applets` (from [`busybox_applets`]).
+pub fn posix_shells(applets: &tempfile::TempDir) -> [(String, String); 2] {
+    let system = std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into());
+    [
+        ("dash".to_string(), system),
+        (
+            applets.path().join("sh").display().to_string(),
+            applets.path().display().to_string(),
+        ),
+    ]
+}

@@ -563,3 +563,51 @@ fn remote() {
         &format!("exit {code}\n{}", run.stderr()),
     );
 }
+
+/// `plan` and `apply`: a saved plan that is not one (PlanFile), a plan that could not be
+/// made (PlanIncomplete, exit 1), and an apply refused because the runbook changed since
+/// the plan (PlanRefused).
+#[test]
+fn saved_plans() {
+    let env = scene();
+    let dir = env.scratch();
+    env.write("notaplan.json", "{\"format\": 1}\n");
+    case(
+        &env,
+        "plan_file_missing",
+        &["apply", "missing.json", "--yes"],
+        2,
+    );
+    case(
+        &env,
+        "plan_file_not_a_plan",
+        &["apply", "notaplan.json", "--yes"],
+        2,
+    );
+    env.write(
+        "plan_fails.lua",
+        "runbook { name = \"plan-fails\" }\nlocal here = target(\"local\")\n\
+         step(\"look\", function() here:exec({ \"sh\", \"-c\", \"echo no such file >&2; exit 1\" }, { read_only = true }) end)\n",
+    );
+    case(&env, "plan_incomplete", &["plan", "plan_fails.lua"], 1);
+    let body = format!(
+        "runbook {{ name = \"change\" }}\nlocal here = target(\"local\")\n\
+         step(\"make\", function() here:exec({{ \"touch\", \"{}/made\" }}) end)\n",
+        dir.display()
+    );
+    env.write("change.lua", &body);
+    Run::cmd(&env, ["plan", "change.lua", "-o", "p.json"])
+        .expect_exit(0)
+        .run();
+    env.write("change.lua", &format!("{body}-- edited after the plan\n"));
+    let out = Run::cmd(&env, ["apply", "p.json", "--yes"])
+        .expect_exit(2)
+        .run();
+    // The file's content hash holds the temp dir's random name.
+    let shown = regex::Regex::new(r"\b[0-9a-f]{12}…")
+        .unwrap()
+        .replace_all(&said(&out), "[SHA]…")
+        .into_owned();
+    snap("plan_refused", &shown);
+    assert!(!dir.join("made").exists(), "nothing was changed");
+}

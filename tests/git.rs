@@ -134,7 +134,8 @@ step("restore", function() show("dry", git.restore(here, {{ repo = "{repo}" }}))
         .run()
         .stderr_text();
     let expected = format!(
-        "restore 3 files in {} to {}: a.txt, b c.txt, keep.txt",
+        // Each file with the lines it differs by: what the restore undoes.
+        "restore 3 files in {} to {}: a.txt (+1 -1), b c.txt (+1 -1), keep.txt (+1 -1)",
         repo.display(),
         &second[..7]
     );

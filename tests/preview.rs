@@ -66,8 +66,9 @@ fn reads_in_one_screen(preview: &str, venv: &str, log: &str) {
         format!(" {venv} python3 fresh 'import torch; print(torch.__version__, torch.version.cuda)' --index-url https://download.pytorch.org/whl/cu128 torch==2.11.0\n"),
         "move aside [CACHE1] (293.0 KiB, 1 file)".into(),
         "move aside [CACHE2] (1.5 KiB, 1 file)".into(),
-        "restore 1 file in [REPO] to [REV]: train.py".into(),
-        format!("start job preview-train in the background: {venv}/bin/python [REPO]/train.py 400 (log {log}, env TORCHINDUCTOR_CACHE_DIR)"),
+        "restore 1 file in [REPO] to [REV]: train.py (+1 -34)".into(),
+        "build venv {venv} (python python3, torch==2.11.0 from https://download.pytorch.org/whl/cu128, fresh)".replace("{venv}", venv),
+        format!("start job preview-train in the background: {venv}/bin/python [REPO]/train.py 400 (in [REPO], log {log}, env TORCHINDUCTOR_CACHE_DIR)"),
         format!("$ cd [REPO] && env TORCHINDUCTOR_CACHE_DIR=[CACHE1] proc-spawn.sh preview-train {log} {venv}/bin/python [REPO]/train.py 400\n"),
         "env PYTHONUNBUFFERED=1 TORCHINDUCTOR_CACHE_DIR=[CACHE1] TORCHINDUCTOR_COMPILE_THREADS=1 ".into(),
     ] {

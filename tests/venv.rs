@@ -187,7 +187,11 @@ fn fresh_build_installs_verifies_and_reports() {
         .expect("the build action");
     let summary = build["summary"].as_str().unwrap();
     assert!(
-        summary.ends_with(&format!("(python {}, 1 package, fresh)", case.python)),
+        summary.ends_with(&format!(
+            "(python {}, rbdemo==2.0 from find-links {}, fresh)",
+            case.python,
+            case.wheels.display()
+        )),
         "{summary}"
     );
 }
@@ -210,9 +214,10 @@ fn dry_run_plans_the_build_and_builds_nothing() {
     assert_eq!(
         planned[0]["summary"],
         format!(
-            "build venv {} (python {}, 1 package, fresh)",
+            "build venv {} (python {}, rbdemo==1.0 from find-links {}, fresh)",
             case.venv.display(),
-            case.python
+            case.python,
+            case.wheels.display()
         )
     );
     let command = planned[0]["command"].as_str().unwrap();
@@ -452,7 +457,10 @@ fn options_are_checked_before_anything_runs() {
     for (extra, want) in [
         (r#"packages = { "--pre" }"#, "packages holds the option"),
         (r#"pakages = { "x" }"#, "unknown option 'pakages'"),
-        (r#"fresh = "yes""#, "fresh: expected true or false"),
+        (
+            r#"fresh = "yes""#,
+            "option 'fresh' must be a boolean, got string",
+        ),
     ] {
         let error = case.failure(extra);
         assert!(error.contains(want), "{extra}: {error}");

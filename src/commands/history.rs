@@ -15,8 +15,8 @@ pub fn history(limit: usize, state_dir: Option<PathBuf>) -> Result<()> {
         return Ok(());
     }
     println!(
-        "{:<22} {:<24} {:<18} {:<16} {:<11} {:>8}  FILE",
-        "RUN", "STARTED", "RUNBOOK", "MODE", "OUTCOME", "TIME"
+        "{:<22} {:<24} {:<18} {:<16} {:<11} {:>8}  {:<12}  FILE",
+        "RUN", "STARTED", "RUNBOOK", "MODE", "OUTCOME", "TIME", "PLAN"
     );
     for r in runs
         .iter()
@@ -30,9 +30,11 @@ pub fn history(limit: usize, state_dir: Option<PathBuf>) -> Result<()> {
             .duration_ms
             .map(|ms| crate::duration::short(Duration::from_millis(ms)))
             .unwrap_or("-".into());
+        // The applied plan's sha256, as `plan -o` and `apply` print it.
+        let plan = r.plan.as_deref().map_or("-", |p| &p[..p.len().min(12)]);
         println!(
-            "{:<22} {:<24} {:<18} {:<16} {:<11} {:>8}  {}",
-            r.id, r.started, r.runbook, r.mode, r.outcome, took, r.file
+            "{:<22} {:<24} {:<18} {:<16} {:<11} {:>8}  {:<12}  {}",
+            r.id, r.started, r.runbook, r.mode, r.outcome, took, plan, r.file
         );
     }
     Ok(())

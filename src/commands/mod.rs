@@ -1,8 +1,10 @@
 //! One module per group of subcommands; `dispatch` picks the one the user asked for.
 
+mod apply;
 mod docs;
 mod history;
 mod inspect;
+mod plan;
 mod run;
 mod script;
 
@@ -18,6 +20,8 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
     let (verbose, quiet) = (cli.verbose, cli.quiet);
     match cli.command {
         Command::Run(args) => run::run(args, verbose, quiet).await,
+        Command::Plan(args) => plan::plan(args, quiet).await,
+        Command::Apply(args) => apply::apply(args, verbose, quiet).await,
         Command::Check {
             files,
             sets,

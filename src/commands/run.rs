@@ -18,7 +18,11 @@ pub async fn run(args: RunArgs, verbose: bool, quiet: bool) -> Result<()> {
         source,
         mode,
         sets: args.sets,
-        yes: args.yes,
+        approval: if args.yes {
+            engine::Approval::Yes
+        } else {
+            engine::Approval::Ask
+        },
         json: args.json,
         resume: args.resume,
         state_dir: state::state_dir(args.state_dir),

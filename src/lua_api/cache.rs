@@ -3,18 +3,47 @@
 //! user; only directories strictly inside a cache root can be cleared: `/tmp`, `/var/tmp`,
 //! `~/.cache`, `~/.triton`, and the header's `cache_roots`.
 
+use super::options::{self, AtLeastOne};
 use super::target::target_arg;
-use super::{
-    bool_value, check_keys, err_at, location, path_list, require_running, whole_number_value,
-};
+use super::to_lua;
+use super::{err_at, path_list, require_running, step_for};
 use crate::primitives::cache::{self, ClearOpts};
-use crate::primitives::{to_lua, Step};
 use crate::targets::Target;
 use mlua::{Lua, Table, Value};
+use serde::Deserialize;
 use std::rc::Rc;
 
-const CLEAR_KEYS: &[&str] = &["keep", "keep_last", "force"];
-const RESTORE_KEYS: &[&str] = &["force"];
+/// Options of `cache.clear`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClearOptions {
+    /// `keep = true`: move the directory aside to `PATH.runbook-kept-<UTC time>` (same
+    /// directory, atomic) instead of deleting it; `cache.restore` puts it back;
+    #[serde(default)]
+    keep: bool,
+    /// `keep_last` (with `keep = true`; a whole number of at least 1, default 2): how many
+    /// kept copies of each path remain afterwards, the one just made included. Older ones
+    /// are deleted, oldest first, each as its own destructive change (the same checked
+    /// deletion as a clear, shown with its size: `delete older kept copy
+    /// /tmp/x.runbook-kept-20250101T000000Z (336.6 MiB, 12,345 files)`), after a log line
+    /// with what they free in all. They are listed in `pruned`, their bytes summed in
+    /// `pruned_bytes`. A path that does not exist keeps its newest `keep_last` copies;
+    /// with `--offline` the copies are not looked at, so none are planned;
+    keep_last: Option<AtLeastOne>,
+    /// `force = true`: clear even while processes use it.
+    #[serde(default)]
+    force: bool,
+}
+
+/// Options of `cache.restore`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreOptions {
+    /// `force = true`: restore even when the path exists again and is not empty: its
+    /// current contents are deleted first.
+    #[serde(default)]
+    force: bool,
+}
 
 pub fn register(lua: &Lua) -> mlua::Result<()> {
     let t = lua.create_table()?;
@@ -38,18 +67,7 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// `~/.triton`, plus `cache_roots` from the header), a symlink (clear its target instead),
 /// a path with a filesystem mounted under it, and a path that a process is using (open
 /// files, mapped libraries or its working directory: a compile in flight; other users'
-/// processes are seen when commands run as root), unless `force = true`. Options:
-/// - `keep = true`: move the directory aside to `PATH.runbook-kept-<UTC time>` (same
-///   directory, atomic) instead of deleting it; `cache.restore` puts it back;
-/// - `keep_last` (with `keep = true`; a whole number of at least 1, default 2): how many
-///   kept copies of each path remain afterwards, the one just made included. Older ones
-///   are deleted, oldest first, each as its own destructive change (the same checked
-///   deletion as a clear, shown with its size: `delete older kept copy
-///   /tmp/x.runbook-kept-20250101T000000Z (336.6 MiB, 12,345 files)`), after a log line
-///   with what they free in all. They are listed in `pruned`, their bytes summed in
-///   `pruned_bytes`. A path that does not exist keeps its newest `keep_last` copies;
-///   with `--offline` the copies are not looked at, so none are planned;
-/// - `force = true`: clear even while processes use it.
+/// processes are seen when commands run as root), unless `force = true`. Options ([`ClearOptions`]):
 ///
 /// Each deletion is one destructive change: a script given the cache root and the
 /// resolved path (`sh -c '…' sh /tmp /tmp/torchinductor_root`) that reaches the path
@@ -73,25 +91,22 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// ```
 async fn clear(lua: Lua, (t, paths, opts): (Value, Value, Option<Table>)) -> mlua::Result<Value> {
     let (ctx, target, paths) = prepare(&lua, "cache.clear", t, paths)?;
-    let mut o = ClearOpts::default();
-    if let Some(opts) = &opts {
-        check_keys(&lua, opts, CLEAR_KEYS, "cache.clear()")?;
-        o.keep = bool_value(&lua, opts.get("keep")?, "cache.clear(): keep", false)?;
-        let last = opts.get::<Value>("keep_last")?;
-        let given = !last.is_nil();
-        let last = whole_number_value(&lua, last, "cache.clear(): keep_last", 1, i64::MAX)?;
-        if given && !o.keep {
+    let given: ClearOptions = options::read(&lua, "cache.clear()", opts)?;
+    let mut o = ClearOpts {
+        keep: given.keep,
+        force: given.force,
+        ..ClearOpts::default()
+    };
+    if let Some(n) = given.keep_last {
+        if !o.keep {
             return Err(err_at(
                 &lua,
                 "cache.clear(): keep_last counts the copies keep = true sets aside; add keep = true (without it nothing is kept)",
             ));
         }
-        if let Some(n) = last {
-            o.keep_last = usize::try_from(n).unwrap_or(usize::MAX);
-        }
-        o.force = bool_value(&lua, opts.get("force")?, "cache.clear(): force", false)?;
+        o.keep_last = n.count();
     }
-    let step = step(&lua, &ctx, &target);
+    let step = step_for(&lua, &ctx, &target);
     let result = cache::clear(&step, &paths, o).await?;
     to_lua(&lua, &result)
 }
@@ -102,9 +117,9 @@ async fn clear(lua: Lua, (t, paths, opts): (Value, Value, Option<Table>)) -> mlu
 /// (`PATH.runbook-kept-<UTC time>`), with the same path rules as `cache.clear`. A path
 /// with no kept copy is not an error (`changed = false`, logged), like clearing an absent
 /// path, so the list given to `cache.clear` can be given back as is. Refused when the path
-/// exists again and is not empty, unless `force = true`: then its current contents are
-/// deleted first; an empty directory in the way is removed. Not available with
-/// `--offline` (which copy to restore is only known by looking at the target).
+/// exists again and is not empty, unless `force = true`; an empty directory in the way
+/// is removed. Not available with `--offline` (which copy to restore is only known by
+/// looking at the target). Options ([`RestoreOptions`]):
 ///
 /// ```lua
 /// step("put the old cache back", { when = function() return params.rollback end }, function()
@@ -113,13 +128,9 @@ async fn clear(lua: Lua, (t, paths, opts): (Value, Value, Option<Table>)) -> mlu
 /// ```
 async fn restore(lua: Lua, (t, paths, opts): (Value, Value, Option<Table>)) -> mlua::Result<Value> {
     let (ctx, target, paths) = prepare(&lua, "cache.restore", t, paths)?;
-    let mut force = false;
-    if let Some(opts) = &opts {
-        check_keys(&lua, opts, RESTORE_KEYS, "cache.restore()")?;
-        force = bool_value(&lua, opts.get("force")?, "cache.restore(): force", false)?;
-    }
-    let step = step(&lua, &ctx, &target);
-    let result = cache::restore(&step, &paths, force).await?;
+    let o: RestoreOptions = options::read(&lua, "cache.restore()", opts)?;
+    let step = step_for(&lua, &ctx, &target);
+    let result = cache::restore(&step, &paths, o.force).await?;
     to_lua(&lua, &result)
 }
 
@@ -141,7 +152,7 @@ async fn restore(lua: Lua, (t, paths, opts): (Value, Value, Option<Table>)) -> m
 /// ```
 async fn size(lua: Lua, (t, paths): (Value, Value)) -> mlua::Result<Value> {
     let (ctx, target, paths) = prepare(&lua, "cache.size", t, paths)?;
-    let step = step(&lua, &ctx, &target);
+    let step = step_for(&lua, &ctx, &target);
     let result = cache::size(&step, &paths).await?;
     to_lua(&lua, &result)
 }
@@ -165,12 +176,4 @@ fn prepare(lua: &Lua, what: &str, t: Value, paths: Value) -> mlua::Result<Prepar
         }
     };
     Ok((ctx, target, paths))
-}
-
-fn step<'a>(lua: &Lua, ctx: &'a crate::ctx::Ctx, target: &'a Target) -> Step<'a> {
-    Step {
-        ctx,
-        target,
-        at: location(lua),
-    }
 }

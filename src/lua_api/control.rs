@@ -58,12 +58,12 @@ async fn sleep(lua: Lua, d: Value) -> mlua::Result<()> {
     let loc = super::location(&lua);
     loop {
         if ctx.aborted() {
-            return crate::sandbox::abort_check(&ctx, &loc);
+            return super::vm::abort_check(&ctx, &loc);
         }
         tokio::select! {
             _ = tokio::time::sleep_until(until.into()) => break,
             _ = ctx.cancel.notified() => {}
         }
     }
-    crate::sandbox::abort_check(&ctx, &loc)
+    super::vm::abort_check(&ctx, &loc)
 }

@@ -1,14 +1,30 @@
 //! `fingerprint.*`: describe an environment, keep the known-good one, say what changed.
 
+use super::options;
 use super::target::target_arg;
-use super::{check_keys, ctx, err_at, location, path_list, require_running, string_value};
+use super::to_lua;
+use super::{ctx, err_at, require_running, step_for, string_value};
 use crate::ctx::Mode;
 use crate::events::Event;
 use crate::primitives::fingerprint::{self, Fingerprint, Scope};
-use crate::primitives::{to_lua, Step};
 use mlua::{Lua, LuaSerdeExt, Table, Value};
+use serde::Deserialize;
 
-const TAKE_KEYS: &[&str] = &["venv", "python", "repo", "caches"];
+/// Options of `fingerprint.take`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TakeOptions {
+    /// `venv`: the venv whose python (and packages) to describe;
+    venv: Option<String>,
+    /// `python` (default `"python3"`): the python to describe, when there is no `venv`;
+    python: Option<String>,
+    /// `repo`: a git repository on `t`, whose HEAD and dirty files are described;
+    repo: Option<String>,
+    /// `caches`: a path or a list of paths, as `cache.clear` takes them, each measured as
+    /// `cache.size` does when it exists (`caches[path] = { bytes, files }`).
+    #[serde(default, deserialize_with = "options::paths")]
+    caches: Option<Vec<String>>,
+}
 
 pub fn register(lua: &Lua) -> mlua::Result<()> {
     let t = lua.create_table()?;
@@ -22,11 +38,9 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// Lua: fingerprint.take(t, { venv, python, repo, caches }) -> fp
 ///
 /// Describes the environment on `t` (a read, so it runs during `--dry-run` too): python,
-/// torch and CUDA versions (of `venv`'s python, else `python`, else `python3`), GPU names
-/// and driver, every installed package (`packages`, with `packages_hash`), the git HEAD
-/// and dirty files of `repo`, and the size of each path in `caches` (a path or a list of
-/// paths, as `cache.clear` takes them) that exists
-/// (`caches[path] = { bytes, files }`, measured as `cache.size` does).
+/// torch and CUDA versions, GPU names and driver, every installed package (`packages`,
+/// with `packages_hash`), the git HEAD and dirty files of `repo`, and the size of each
+/// path in `caches` that exists. Options ([`TakeOptions`]):
 ///
 /// ```lua
 /// local torch = require("runbook.torch")
@@ -36,20 +50,14 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 async fn take(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Value> {
     let ctx = require_running(&lua, "fingerprint.take()")?;
     let target = target_arg(&lua, &t, "fingerprint.take")?;
-    let mut scope = Scope::default();
-    if let Some(o) = &opts {
-        check_keys(&lua, o, TAKE_KEYS, "fingerprint.take()")?;
-        scope.venv = string_value(&lua, o.get("venv")?, "fingerprint.take(): venv")?;
-        scope.python = string_value(&lua, o.get("python")?, "fingerprint.take(): python")?;
-        scope.repo = string_value(&lua, o.get("repo")?, "fingerprint.take(): repo")?;
-        scope.caches =
-            path_list(&lua, "fingerprint.take(): caches", o.get("caches")?)?.unwrap_or_default();
-    }
-    let step = Step {
-        ctx: &ctx,
-        target: &target,
-        at: location(&lua),
+    let o: TakeOptions = options::read(&lua, "fingerprint.take()", opts)?;
+    let scope = Scope {
+        venv: o.venv,
+        python: o.python,
+        repo: o.repo,
+        caches: o.caches.unwrap_or_default(),
     };
+    let step = step_for(&lua, &ctx, &target);
     let fp = fingerprint::take(&step, &scope).await?;
     to_lua(&lua, &fp)
 }

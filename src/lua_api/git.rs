@@ -2,13 +2,29 @@
 //! back to a known-good commit. Git runs on the target (`git -C REPO …`), so these work
 //! over SSH and inside containers; the target needs `git` 2.11 or newer.
 
+use super::options;
 use super::target::target_arg;
-use super::{check_keys, err_at, location, path_list, require_running, string_value};
+use super::to_lua;
+use super::{err_at, require_running, step_for, string_value};
 use crate::primitives::git::{self, RestoreSpec};
-use crate::primitives::{to_lua, Step};
 use mlua::{Lua, Table, Value};
+use serde::Deserialize;
 
-const RESTORE_KEYS: &[&str] = &["repo", "paths", "rev"];
+/// Options of `git.restore`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreOptions {
+    /// `repo` (required): the repository's directory on the target, or a folder inside it:
+    /// then only that folder is restored;
+    repo: Option<String>,
+    /// `paths`: one path or a list of them, as `cache.clear` takes them: files or
+    /// directories, relative to `repo` or absolute under it; without it, every tracked
+    /// file under `repo` is restored;
+    #[serde(default, deserialize_with = "options::paths")]
+    paths: Option<Vec<String>>,
+    /// `rev` (default `"HEAD"`): the commit to put the files back to.
+    rev: Option<String>,
+}
 
 pub fn register(lua: &Lua) -> mlua::Result<()> {
     let t = lua.create_table()?;
@@ -30,16 +46,14 @@ fn repo_arg(lua: &Lua, v: Value, what: &str) -> mlua::Result<String> {
 
 /// Lua: git.restore(t, { repo, paths, rev }) -> { rev, files, changed, planned }
 ///
-/// Puts tracked files of the repository `repo` on `t` back to commit `rev` (default
-/// `"HEAD"`), in the index and the working tree: local edits are discarded, deleted
-/// files come back, files added since `rev` are removed (a commit still holds them).
-/// `paths` is one path or a list of them, as `cache.clear` takes them: files or
-/// directories, relative to `repo` or absolute under it;
-/// without it, every tracked file under `repo` is restored (`repo` may be a folder inside
-/// a repository: then only that folder). Untracked files (never
-/// `git add`ed) are always kept, and a new file that is only staged is unstaged and kept
-/// on disk. Paths are literal (no globs); a path outside `repo` (absolute elsewhere, or
-/// `..` climbing out) is refused, and so is a `rev` that is not a commit.
+/// Puts tracked files of the repository `repo` on `t` back to commit `rev`, in the index
+/// and the working tree: local edits are discarded, deleted files come back, files added
+/// since `rev` are removed (a commit still holds them). Options ([`RestoreOptions`]):
+///
+/// Untracked files (never `git add`ed) are always kept, and a new file that is only
+/// staged is unstaged and kept on disk. Paths are literal (no globs); a path outside
+/// `repo` (absolute elsewhere, or `..` climbing out) is refused, and so is a `rev` that
+/// is not a commit.
 ///
 /// The files that differ are found first (a read, so `--dry-run` shows them: "restore
 /// 3 files in /root/dflash to abc1234: dflash_model.py, …"); when none differ nothing is
@@ -64,8 +78,8 @@ async fn restore(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Va
             "git.restore(): give the options, e.g. git.restore(t, { repo = \"/root/dflash\", rev = \"HEAD\" })",
         ));
     };
-    check_keys(&lua, &opts, RESTORE_KEYS, WHAT)?;
-    let repo = match string_value(&lua, opts.get("repo")?, "git.restore(): repo")? {
+    let o: RestoreOptions = options::read(&lua, WHAT, Some(opts))?;
+    let repo = match o.repo {
         Some(r) if !r.is_empty() => r,
         _ => {
             return Err(err_at(
@@ -74,14 +88,9 @@ async fn restore(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Va
             ))
         }
     };
-    let rev = string_value(&lua, opts.get("rev")?, "git.restore(): rev")?
-        .unwrap_or_else(|| "HEAD".to_string());
-    let paths = path_list(&lua, "git.restore(): paths", opts.get("paths")?)?;
-    let step = Step {
-        ctx: &ctx,
-        target: &target,
-        at: location(&lua),
-    };
+    let rev = o.rev.unwrap_or_else(|| "HEAD".to_string());
+    let paths = o.paths;
+    let step = step_for(&lua, &ctx, &target);
     let restored = git::restore(&step, &RestoreSpec { repo, paths, rev }).await?;
     to_lua(&lua, &restored)
 }
@@ -99,11 +108,7 @@ async fn head(lua: Lua, (t, repo): (Value, Value)) -> mlua::Result<Value> {
     let ctx = require_running(&lua, "git.head()")?;
     let target = target_arg(&lua, &t, "git.head")?;
     let repo = repo_arg(&lua, repo, "git.head")?;
-    let step = Step {
-        ctx: &ctx,
-        target: &target,
-        at: location(&lua),
-    };
+    let step = step_for(&lua, &ctx, &target);
     let h = git::head(&step, &repo).await?;
     to_lua(&lua, &h)
 }
@@ -127,11 +132,7 @@ async fn status(lua: Lua, (t, repo): (Value, Value)) -> mlua::Result<Value> {
     let ctx = require_running(&lua, "git.status()")?;
     let target = target_arg(&lua, &t, "git.status")?;
     let repo = repo_arg(&lua, repo, "git.status")?;
-    let step = Step {
-        ctx: &ctx,
-        target: &target,
-        at: location(&lua),
-    };
+    let step = step_for(&lua, &ctx, &target);
     let s = git::status(&step, &repo).await?;
     to_lua(&lua, &s)
 }

@@ -1,13 +1,31 @@
 //! `gpu.*`: what GPUs a target has and who uses them (`nvidia-smi`), and a check that a
 //! job's GPUs are there before it starts.
 
+use super::options::{self, Whole};
 use super::target::target_arg;
-use super::{bool_value, check_keys, err_at, location, require_running, string_value};
+use super::to_lua;
+use super::{require_running, step_for};
 use crate::primitives::gpu::{self, Probe, Requirement};
-use crate::primitives::{to_lua, Step};
 use mlua::{Lua, Table, Value};
+use serde::Deserialize;
 
-const REQUIRE_KEYS: &[&str] = &["count", "idle", "min_free_mib", "name"];
+type AtLeastZero = Whole<0, { i64::MAX }>;
+
+/// Options of `gpu.require`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequireOptions {
+    /// `count` (a whole number, default 1): how many such GPUs there must be at least;
+    count: Option<AtLeastZero>,
+    /// `idle = true`: each of them runs no compute process;
+    #[serde(default)]
+    idle: bool,
+    /// `min_free_mib` (a whole number): each of them has that many MiB of memory free;
+    min_free_mib: Option<AtLeastZero>,
+    /// `name`: only GPUs whose name contains this count (case-insensitive; all GPUs when
+    /// absent).
+    name: Option<String>,
+}
 
 pub fn register(lua: &Lua) -> mlua::Result<()> {
     let t = lua.create_table()?;
@@ -34,21 +52,17 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 async fn probe(lua: Lua, t: Value) -> mlua::Result<Value> {
     let ctx = require_running(&lua, "gpu.probe()")?;
     let target = target_arg(&lua, &t, "gpu.probe")?;
-    let step = Step {
-        ctx: &ctx,
-        target: &target,
-        at: location(&lua),
-    };
+    let step = step_for(&lua, &ctx, &target);
     let found = gpu::probe(&step).await?;
     probe_to_lua(&lua, &found)
 }
 
 /// Lua: gpu.require(t, { count, idle, min_free_mib, name }) -> { gpu, … }
 ///
-/// Probes `t` (like `gpu.probe`) and fails the step unless it has at least `count` GPUs
-/// (default one) whose name contains `name` (case-insensitive; all GPUs when absent), and
-/// every one of those runs no compute process (when `idle = true`) and has `min_free_mib`
-/// MiB of memory free (when given). The error names what is short:
+/// Probes `t` (like `gpu.probe`) and fails the step unless it has the GPUs the options
+/// ask for. Options ([`RequireOptions`]):
+///
+/// The error names what is short:
 /// `node1: needs 8 GPUs, found 7`,
 /// `GPU 3 (NVIDIA H200) is busy: pid 1234 python (81000 MiB)`,
 /// `GPU 2 has 1200 MiB free, needs 20000`. Returns the probe's list. During `--dry-run`
@@ -65,22 +79,15 @@ async fn probe(lua: Lua, t: Value) -> mlua::Result<Value> {
 async fn require(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Value> {
     let ctx = require_running(&lua, "gpu.require()")?;
     let target = target_arg(&lua, &t, "gpu.require")?;
+    let o: RequireOptions = options::read(&lua, "gpu.require()", opts)?;
     let mut need = Requirement::default();
-    if let Some(o) = &opts {
-        check_keys(&lua, o, REQUIRE_KEYS, "gpu.require()")?;
-        if let Some(n) = whole_number(&lua, o.get("count")?, "gpu.require(): count")? {
-            need.count = n as usize;
-        }
-        need.idle = bool_value(&lua, o.get("idle")?, "gpu.require(): idle", false)?;
-        need.min_free_mib =
-            whole_number(&lua, o.get("min_free_mib")?, "gpu.require(): min_free_mib")?;
-        need.name = string_value(&lua, o.get("name")?, "gpu.require(): name")?;
+    if let Some(n) = o.count {
+        need.count = n.count();
     }
-    let step = Step {
-        ctx: &ctx,
-        target: &target,
-        at: location(&lua),
-    };
+    need.idle = o.idle;
+    need.min_free_mib = o.min_free_mib.map(|n| n.0 as u64);
+    need.name = o.name;
+    let step = step_for(&lua, &ctx, &target);
     let found = gpu::require(&step, &need).await?;
     probe_to_lua(&lua, &found)
 }
@@ -93,23 +100,4 @@ fn probe_to_lua(lua: &Lua, probe: &Probe) -> mlua::Result<Value> {
         }
     }
     Ok(list)
-}
-
-fn whole_number(lua: &Lua, v: Value, what: &str) -> mlua::Result<Option<u64>> {
-    match v {
-        Value::Nil => Ok(None),
-        Value::Integer(n) if n >= 0 => Ok(Some(n as u64)),
-        Value::Number(n) if n >= 0.0 && n.fract() == 0.0 && n < 9.0e15 => Ok(Some(n as u64)),
-        other => Err(err_at(
-            lua,
-            format!(
-                "{what}: expected a whole number of at least 0, got {}",
-                match other {
-                    Value::Integer(n) => n.to_string(),
-                    Value::Number(n) => n.to_string(),
-                    o => o.type_name().to_string(),
-                }
-            ),
-        )),
-    }
 }

@@ -7,20 +7,26 @@
 
 pub mod cache;
 pub mod control;
+mod convert;
 pub mod fingerprint;
 pub mod git;
 pub mod gpu;
 pub mod log;
+pub mod options;
 pub mod parallel;
 pub mod proc;
 pub mod runbook;
 pub mod step;
 pub mod target;
 pub mod venv;
+pub mod vm;
 pub mod warmup;
 
+pub use convert::to_lua;
+
 use crate::ctx::{Ctx, Phase};
-use crate::duration;
+use crate::primitives::Step;
+use crate::targets::Target;
 use mlua::{Lua, Table, Value};
 use std::rc::Rc;
 use std::time::Duration;
@@ -85,13 +91,13 @@ pub fn require_running(lua: &Lua, what: &str) -> mlua::Result<Rc<Ctx>> {
         ));
     }
     // Commands run while the step's code is suspended; that needs the step's own thread.
-    if crate::sandbox::in_runbook_coroutine(lua) {
+    if vm::in_runbook_coroutine(lua) {
         return Err(err_at(
             lua,
             format!("{what} cannot run inside a coroutine made with coroutine.create/wrap (runbook could not supervise it there); call it from the step itself, or use parallel() for concurrency"),
         ));
     }
-    if !crate::sandbox::can_suspend(lua) {
+    if !vm::can_suspend(lua) {
         return Err(err_at(
             lua,
             format!("{what} cannot run inside a callback that Lua calls from C (string.gsub, table.sort, a metamethod such as __tostring or __index, …); collect what you need there and run commands from the step itself"),
@@ -100,259 +106,38 @@ pub fn require_running(lua: &Lua, what: &str) -> mlua::Result<Rc<Ctx>> {
     Ok(ctx)
 }
 
-/// Rejects keys an options table does not know, with a suggestion.
-pub fn check_keys(lua: &Lua, table: &Table, known: &[&str], what: &str) -> mlua::Result<()> {
-    for pair in table.pairs::<Value, Value>() {
-        let (k, _) = pair?;
-        let name = match &k {
-            Value::String(s) => s.to_string_lossy(),
-            other => format!("{other:?}"),
-        };
-        if !known.contains(&name.as_str()) {
-            return Err(err_at(
-                lua,
-                format!(
-                    "{what}: unknown option '{name}'{}; known: {}",
-                    crate::suggest::hint(&name, known.iter().copied()),
-                    known.join(", ")
-                ),
-            ));
-        }
+/// The [`Step`] a primitive runs as when the current Lua line calls it: every call from
+/// `lua_api` into a primitive builds it here.
+pub fn step_for<'a>(lua: &Lua, ctx: &'a Ctx, target: &'a Target) -> Step<'a> {
+    Step {
+        ctx,
+        target,
+        at: location(lua),
     }
-    Ok(())
 }
 
-/// A duration given as a string (`"30s"`) or a number of seconds, checked against
-/// `duration::MAX` (a negative, NaN, infinite or too long one is an error naming the
-/// line). 0 stays 0: for a wait (`sleep`, `delay`) that means no wait. Timeouts read
-/// theirs with `timeout_value`.
+// Readers for positional arguments. Options tables are read by `options::read`; both use
+// the one parser of each kind in `options`. `what` names the argument in errors.
+
+/// A duration argument ([`options::duration_of`]), e.g. `sleep()`'s.
 pub fn duration_value(lua: &Lua, v: Value, what: &str) -> mlua::Result<Option<Duration>> {
-    checked_duration(v).map_err(|e| err_at(lua, format!("{what}: {e}")))
+    options::duration_of(&v).map_err(|e| err_at(lua, e.about(what)))
 }
 
-fn checked_duration(v: Value) -> Result<Option<Duration>, String> {
-    match v {
-        Value::Nil => return Ok(None),
-        Value::Integer(i) => duration::from_whole_secs(i).map_err(|e| format!("{i} {e}")),
-        // `{:?}` keeps a huge or tiny float short (`1e300`, not 301 digits).
-        Value::Number(n) => duration::from_secs(n).map_err(|e| format!("{n:?} {e}")),
-        Value::String(s) => duration::parse(&s.to_string_lossy()),
-        other => Err(format!(
-            "expected a duration like \"30s\" or a number of seconds, got {}",
-            other.type_name()
-        )),
-    }
-    .map(Some)
-}
-
-/// A timeout: like `duration_value`, and 0 in any spelling (`0`, `0.0`, `"0s"`, `"0ms"`)
-/// means no timeout (`None`), as with coreutils `timeout 0`. One meaning for every
-/// spelling: a runbook cannot tell an integer 0 from a float 0.0 at a glance.
-pub fn timeout_value(lua: &Lua, v: Value, what: &str) -> mlua::Result<Option<Duration>> {
-    match checked_duration(v) {
-        Ok(d) => Ok(d.filter(|d| !d.is_zero())),
-        Err(e) => Err(err_at(
-            lua,
-            format!("{what}: {e}{}", duration::NO_TIMEOUT_HINT),
-        )),
-    }
-}
-
-/// A timeout with a default: absent is `default`, 0 (any spelling) is no timeout.
-pub fn timeout_or(
-    lua: &Lua,
-    v: Value,
-    what: &str,
-    default: Duration,
-) -> mlua::Result<Option<Duration>> {
-    let given = checked_duration(v)
-        .map_err(|e| err_at(lua, format!("{what}: {e}{}", duration::NO_TIMEOUT_HINT)))?;
-    Ok(match given {
-        None => Some(default),
-        Some(d) if d.is_zero() => None,
-        Some(d) => Some(d),
-    })
-}
-
-/// A whole number in `min..=max` from Lua: an integer, or a float with no fractional
-/// part (`n / 2` is a float in Lua 5.4 even when it divides evenly). Anything else is an
-/// error naming the line and the value, never a wrapped or saturated cast.
-pub fn whole_number_value(
-    lua: &Lua,
-    v: Value,
-    what: &str,
-    min: i64,
-    max: i64,
-) -> mlua::Result<Option<i64>> {
-    let n = match &v {
-        Value::Nil => return Ok(None),
-        Value::Integer(i) => Some(*i),
-        // Exactly representable and inside i64: the cast is exact.
-        Value::Number(f) if f.fract() == 0.0 && *f >= -(2f64.powi(63)) && *f < 2f64.powi(63) => {
-            Some(*f as i64)
-        }
-        _ => None,
-    };
-    match n {
-        Some(n) if (min..=max).contains(&n) => Ok(Some(n)),
-        _ => {
-            let got = match &v {
-                Value::Integer(i) => i.to_string(),
-                Value::Number(f) => format!("{f:?}"),
-                Value::String(s) => format!("\"{}\"", s.to_string_lossy()),
-                other => other.type_name().to_string(),
-            };
-            let range = if max == i64::MAX {
-                format!("of at least {min}")
-            } else {
-                format!("from {min} to {max}")
-            };
-            Err(err_at(
-                lua,
-                format!("{what}: expected a whole number {range}, got {got}"),
-            ))
-        }
-    }
-}
-
-pub fn bool_value(lua: &Lua, v: Value, what: &str, default: bool) -> mlua::Result<bool> {
-    match v {
-        Value::Nil => Ok(default),
-        Value::Boolean(b) => Ok(b),
-        other => Err(err_at(
-            lua,
-            format!("{what}: expected true or false, got {}", other.type_name()),
-        )),
-    }
-}
-
+/// A string argument ([`options::string_of`]); nil is `None`.
 pub fn string_value(lua: &Lua, v: Value, what: &str) -> mlua::Result<Option<String>> {
-    match v {
-        Value::Nil => Ok(None),
-        Value::String(s) => Ok(Some(s.to_string_lossy())),
-        Value::Integer(i) => Ok(Some(i.to_string())),
-        Value::Number(n) => Ok(Some(n.to_string())),
-        other => Err(err_at(
-            lua,
-            format!("{what}: expected a string, got {}", other.type_name()),
-        )),
-    }
+    options::string_of(&v).map_err(|e| err_at(lua, e.about(what)))
 }
 
-/// Every option that takes paths (`cache.*`'s `paths`, `git.restore`'s `paths`,
-/// `warmup.run`'s `expect_cache`, `fingerprint.take`'s `caches`) reads them here, the same
-/// way: nil is `None`; a string is one path; a list holds strings only (a number is never
-/// a path) and no holes, and may also name its entries (`torch.caches()` names them
-/// `inductor`, …), but any other key is an error rather than silently ignored (an option
-/// in the wrong table, `{ "/tmp/x", keep = true }`). An empty list is `Some([])`: whether
-/// that is allowed is the caller's rule. `what` names the option, e.g. `cache.clear(): paths`.
+/// A path or a list of paths ([`options::paths_of`]: every option that takes paths reads
+/// them the same way), e.g. `cache.clear(): paths`.
 pub fn path_list(lua: &Lua, what: &str, v: Value) -> mlua::Result<Option<Vec<String>>> {
-    let wrong = |got: &str| {
-        err_at(
-            lua,
-            format!("{what} is a path or a list of paths, e.g. {{ \"/tmp/torchinductor_root\" }}; got {got}"),
-        )
-    };
-    let list = match v {
-        Value::Nil => return Ok(None),
-        Value::String(s) => return Ok(Some(vec![s.to_string_lossy()])),
-        Value::Table(list) => list,
-        other => return Err(wrong(other.type_name())),
-    };
-    let len = list.raw_len();
-    let mut out = Vec::with_capacity(len);
-    for i in 1..=len {
-        match list.raw_get::<Value>(i)? {
-            Value::String(s) => out.push(s.to_string_lossy()),
-            other => return Err(wrong(&format!("{} at [{i}]", other.type_name()))),
-        }
-    }
-    for pair in list.pairs::<Value, Value>() {
-        let (k, v) = pair?;
-        let alias = matches!((&k, &v), (Value::String(_), Value::String(s)) if out.contains(&s.to_string_lossy()));
-        let listed = matches!(k, Value::Integer(i) if i >= 1 && i as usize <= len);
-        if !alias && !listed {
-            let key = match &k {
-                Value::String(s) => s.to_string_lossy(),
-                other => format!("{other:?}"),
-            };
-            return Err(wrong(&format!(
-                "a table with the entry '{key}' that is not in its list (an option in the wrong table?)"
-            )));
-        }
-    }
-    Ok(Some(out))
+    options::paths_of(&v).map_err(|e| err_at(lua, e.about(what)))
 }
 
-/// `{ NAME = "value", … }` (or nil) as sorted pairs, for a command's environment. `what`
-/// names the option in errors, e.g. `exec: env`.
-/// Values keep their exact bytes (not only UTF-8), as argv words and stdin do.
-pub fn env_table(
-    lua: &Lua,
-    v: Value,
-    what: &str,
-) -> mlua::Result<Vec<(String, std::ffi::OsString)>> {
-    let t = match v {
-        Value::Nil => return Ok(Vec::new()),
-        Value::Table(t) => t,
-        other => {
-            return Err(err_at(
-                lua,
-                format!(
-                    "{what} must be a table of NAME = \"value\", got {}",
-                    other.type_name()
-                ),
-            ))
-        }
-    };
-    let mut out = Vec::new();
-    for pair in t.pairs::<Value, Value>() {
-        let (k, v) = pair?;
-        let key = string_value(lua, k, what)?.unwrap_or_default();
-        let val: Vec<u8> = match v {
-            Value::String(s) => s.as_bytes().to_vec(),
-            other => string_value(lua, other, &format!("{what}.{key}"))?
-                .unwrap_or_default()
-                .into_bytes(),
-        };
-        if key.is_empty() || key.contains('=') || key.contains('\0') || val.contains(&0) {
-            return Err(err_at(
-                lua,
-                format!("{what}: '{key}' is not a valid variable name (or its value holds a NUL)"),
-            ));
-        }
-        out.push((key, std::os::unix::ffi::OsStringExt::from_vec(val)));
-    }
-    out.sort();
-    Ok(out)
-}
-
-/// The words of a plain Lua list (numbers converted), e.g. an argv: no holes and no
-/// named keys, every word a string. `what` names the list in errors, e.g. `exec: argv`.
+/// The words of a plain Lua list ([`options::words_of`]), e.g. `exec: argv`.
 pub fn word_list(lua: &Lua, t: &Table, what: &str) -> mlua::Result<Vec<std::ffi::OsString>> {
-    use std::os::unix::ffi::OsStringExt;
-    let len = t.raw_len();
-    let mut words = Vec::with_capacity(len);
-    for i in 1..=len {
-        match t.raw_get::<Value>(i)? {
-            Value::String(s) => words.push(std::ffi::OsString::from_vec(s.as_bytes().to_vec())),
-            Value::Integer(n) => words.push(n.to_string().into()),
-            Value::Number(n) => words.push(n.to_string().into()),
-            other => {
-                return Err(err_at(
-                    lua,
-                    format!("{what}[{i}] must be a string, got {}", other.type_name()),
-                ))
-            }
-        }
-    }
-    if t.pairs::<Value, Value>().count() != len {
-        return Err(err_at(
-            lua,
-            format!("{what} must be a plain list (no holes, no named keys)"),
-        ));
-    }
-    Ok(words)
+    options::words_of(t).map_err(|e| err_at(lua, e.about(what)))
 }
 
 /// Strips mlua's wrapping and the traceback from an error, leaving the message a user
@@ -365,7 +150,7 @@ pub fn error_message(e: &mlua::Error) -> String {
         mlua::Error::SyntaxError { message, .. } => message.clone(),
         mlua::Error::MemoryError(_) => format!(
             "out of memory: the runbook went over its Lua memory limit ({} MiB)",
-            crate::sandbox::MEMORY_LIMIT / (1024 * 1024)
+            vm::MEMORY_LIMIT / (1024 * 1024)
         ),
         mlua::Error::ExternalError(inner) => inner.to_string(),
         other => other.to_string(),

@@ -1,14 +1,24 @@
 //! `parallel()`: fan-out over targets (or any items) as Lua coroutines on the one runtime
 //! thread, not an OS thread per host.
 
-use super::{check_keys, err_at, require_running, whole_number_value};
+use super::options::{self, AtLeastOne};
+use super::{err_at, require_running};
 use crate::events::Event;
 use mlua::{Function, Lua, Table, Value};
+use serde::Deserialize;
 use std::rc::Rc;
 use tokio::sync::Semaphore;
 
-const PARALLEL_KEYS: &[&str] = &["limit"];
 const DEFAULT_LIMIT: usize = 8;
+
+/// Options of `parallel`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParallelOptions {
+    /// `limit` (a whole number, default 8; any limit above the number of items means all
+    /// at once): how many items run at a time.
+    limit: Option<AtLeastOne>,
+}
 
 pub fn register(lua: &Lua) -> mlua::Result<()> {
     lua.globals()
@@ -17,13 +27,13 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 
 /// Lua: parallel(items, fn, [opts]) -> results
 ///
-/// Calls `fn(item)` for every item of the list concurrently, at most `limit` at a time
-/// (a whole number, default 8; any limit above the number of items means all at once).
+/// Calls `fn(item)` for every item of the list concurrently, at most `limit` at a time.
 /// Commands are queued, not failed, beyond what the targets can take: commands on one SSH
 /// host share its connection, up to 8 channels at a time, and local commands (`pct` on
 /// this machine included) are bounded by this process's open-file limit. Every
 /// item runs to the end even when others fail; then, if any failed, the step fails with
 /// one line per failed item. Returns the list of `fn`'s results, in item order.
+/// Options ([`ParallelOptions`]):
 ///
 /// ```lua
 /// step("uptime everywhere", function()
@@ -47,15 +57,8 @@ async fn parallel(
             "parallel(): the second argument is a function called with each item",
         ));
     };
-    let mut limit = DEFAULT_LIMIT;
-    if let Some(t) = &opts {
-        check_keys(&lua, t, PARALLEL_KEYS, "parallel()")?;
-        if let Some(n) =
-            whole_number_value(&lua, t.get("limit")?, "parallel(): limit", 1, i64::MAX)?
-        {
-            limit = usize::try_from(n).unwrap_or(usize::MAX);
-        }
-    }
+    let o: ParallelOptions = options::read(&lua, "parallel()", opts)?;
+    let limit = o.limit.map_or(DEFAULT_LIMIT, |n| n.count());
     let items: Vec<Value> = items
         .sequence_values::<Value>()
         .collect::<mlua::Result<_>>()?;
@@ -123,7 +126,7 @@ async fn parallel(
         return Ok(results);
     }
     // An abort (timeout, Ctrl-C) is reported as such by the engine, not as item failures.
-    crate::sandbox::abort_check(&ctx, &super::location(&lua))?;
+    super::vm::abort_check(&ctx, &super::location(&lua))?;
     Err(err_at(
         &lua,
         format!(

@@ -1,22 +1,81 @@
 //! `proc.*`: long-running jobs on a target (training, a server warming up). `spawn` starts
 //! one detached from the run, so it keeps running after the run (and its SSH connection)
 //! ends; `wait_for` waits for a line in its log; `stop` ends it. A job's pid is kept in
-//! `${XDG_RUNTIME_DIR:-/tmp}/runbook-proc-NAME.pid` on the target (`/tmp` inside
-//! containers and over SSH without a login session), so a later run finds it by name.
+//! runbook's own directory on the target, `proc-NAME.pid` in `$XDG_RUNTIME_DIR/runbook`
+//! or else `~/.local/state/runbook` (0700, owned by the user, never a symlink: nobody else
+//! can plant or swap it), so a later run finds it by name.
 //! The target needs `sh` and `setsid` (util-linux or busybox).
 
+use super::options::{self, LuaValue};
 use super::target::target_arg;
-use super::{bool_value, check_keys, err_at, location, require_running, string_value, timeout_or};
-use super::{env_table, word_list};
+use super::to_lua;
+use super::word_list;
+use super::{err_at, require_running, step_for};
 use crate::primitives::proc::{self, SpawnSpec, Which};
-use crate::primitives::{to_lua, Step};
 use mlua::{Lua, Table, Value};
+use serde::Deserialize;
 use std::ffi::OsString;
 use std::time::Duration;
 
-const SPAWN_KEYS: &[&str] = &["cmd", "log", "cwd", "env", "name"];
-const WAIT_KEYS: &[&str] = &["file", "pattern", "timeout", "from_start", "since"];
-const STOP_KEYS: &[&str] = &["name", "pid", "timeout"];
+/// Options of `proc.spawn`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpawnOptions {
+    /// `cmd` (required): the command, a list of words and no shell (`{ "sh", "-c", "…" }`
+    /// for one);
+    cmd: Option<LuaValue>,
+    /// `log` (required): the file its stdout and stderr are appended to; best absolute: a
+    /// relative one is relative to `cwd`, else to where commands start on `t` (the home
+    /// directory over SSH);
+    log: Option<String>,
+    /// `cwd`: the job's working directory;
+    cwd: Option<String>,
+    /// `env` (table): variables for the job, as `t:exec` takes them;
+    #[serde(default, deserialize_with = "options::env")]
+    env: Vec<(String, OsString)>,
+    /// `name` (default: the program's file name): identifies the job: its pid goes to
+    /// `proc-NAME.pid` in runbook's own directory for the target user
+    /// (`$XDG_RUNTIME_DIR/runbook`, else `~/.local/state/runbook`; 0700, never a symlink,
+    /// never /tmp), where `proc.stop` finds it.
+    name: Option<String>,
+}
+
+/// Options of `proc.wait_for`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WaitOptions {
+    /// `file` (required): the file on `t` to read;
+    file: Option<String>,
+    /// `pattern` (required): a regular expression in Rust `regex` syntax
+    /// (<https://docs.rs/regex/latest/regex/#syntax>: like Perl/PCRE without look-around
+    /// or backreferences; `(?i)` for case-insensitive);
+    pattern: Option<String>,
+    /// `timeout` (default `"10m"`; 0 means no timeout): then the step fails with the
+    /// file's last lines in the message; the step's own timeout and Ctrl-C end the wait
+    /// too;
+    #[serde(default, deserialize_with = "options::timeout_given")]
+    timeout: Option<Option<Duration>>,
+    /// `from_start = true`: the whole file counts (an earlier run's lines included);
+    #[serde(default)]
+    from_start: bool,
+    /// `since = job` (the result of `proc.spawn`): the lines that job wrote count.
+    since: Option<LuaValue>,
+}
+
+/// Options of `proc.stop`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StopOptions {
+    /// `name`: the job, by the name `proc.spawn` gave it;
+    name: Option<String>,
+    /// `pid`: any process, by its id, instead of a `name`;
+    pid: Option<LuaValue>,
+    /// `timeout` (default `"30s"`): how long it has to exit after SIGTERM before SIGKILL;
+    /// 0 means no timeout, as everywhere: it waits for the job to exit on SIGTERM (until
+    /// the step's timeout or Ctrl-C) and never sends SIGKILL.
+    #[serde(default, deserialize_with = "options::timeout_given")]
+    timeout: Option<Option<Duration>>,
+}
 
 pub fn register(lua: &Lua) -> mlua::Result<()> {
     let t = lua.create_table()?;
@@ -30,11 +89,15 @@ fn options(lua: &Lua, opts: Option<Table>, what: &str, example: &str) -> mlua::R
     opts.ok_or_else(|| err_at(lua, format!("{what}: give the options, e.g. {example}")))
 }
 
-fn required(lua: &Lua, t: &Table, key: &str, what: &str) -> mlua::Result<String> {
-    match string_value(lua, t.get(key)?, &format!("{what}: {key}"))? {
+fn required(lua: &Lua, v: Option<String>, key: &str, what: &str) -> mlua::Result<String> {
+    match v {
         Some(s) if !s.is_empty() => Ok(s),
         _ => Err(err_at(lua, format!("{what}: {key} is required"))),
     }
+}
+
+fn raw(v: Option<LuaValue>) -> Value {
+    v.map_or(Value::Nil, |v| v.0)
 }
 
 /// A list of strings (numbers converted), e.g. an argv.
@@ -61,19 +124,14 @@ fn argv_value(lua: &Lua, v: Value, what: &str) -> mlua::Result<Vec<OsString>> {
 
 /// Lua: proc.spawn(t, { cmd, log, cwd, env, name }) -> { pid, name, log, pid_file, log_offset, planned }
 ///
-/// Starts `cmd` (a list of words, no shell: `{ "sh", "-c", "…" }` for one) on `t` as a
-/// detached job: its own session (`setsid`), stdin from `/dev/null`, stdout and stderr
-/// appended to `log` (required; best absolute: a relative one is relative to `cwd`, else
-/// to where commands start on `t`, the home directory over SSH).
-/// It keeps running after this command, the step and the run end, SSH connection
-/// included. `cwd` and `env` (table) apply to the job. `name` (default: the program's
-/// file name) identifies it: the pid goes to `proc-NAME.pid` in runbook's own directory
-/// for the target user (`$XDG_RUNTIME_DIR/runbook`, else `~/.local/state/runbook`; 0700,
-/// never a symlink, never /tmp), where `proc.stop` finds it. `log_offset` is the size of
-/// the log before the job started: where its own output begins (`proc.wait_for` on that
-/// log reads from there). Spawning a name whose job is still
-/// running is refused, naming its pid (also during `--dry-run`, which checks but does not
-/// start anything: `pid` is nil there and `planned = true`).
+/// Starts `cmd` on `t` as a detached job: its own session (`setsid`), stdin from
+/// `/dev/null`, stdout and stderr appended to `log`. It keeps running after this command,
+/// the step and the run end, SSH connection included. Options ([`SpawnOptions`]):
+///
+/// `log_offset` is the size of the log before the job started: where its own output
+/// begins (`proc.wait_for` on that log reads from there). Spawning a name whose job is
+/// still running is refused, naming its pid (also during `--dry-run`, which checks but
+/// does not start anything: `pid` is nil there and `planned = true`).
 ///
 /// ```lua
 /// local box = target("root@pve1.example"):pct(200)
@@ -92,23 +150,18 @@ async fn spawn(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Valu
         WHAT,
         "proc.spawn(t, { cmd = { \"python\", \"train.py\" }, log = \"/root/train.log\" })",
     )?;
-    check_keys(&lua, &opts, SPAWN_KEYS, WHAT)?;
-    let argv = argv_value(&lua, opts.get("cmd")?, "proc.spawn(): cmd")?;
-    let log = required(&lua, &opts, "log", WHAT)?;
-    let cwd = string_value(&lua, opts.get("cwd")?, "proc.spawn(): cwd")?;
-    let env = env_table(&lua, opts.get("env")?, "proc.spawn(): env")?;
-    let name = match string_value(&lua, opts.get("name")?, "proc.spawn(): name")? {
+    let o: SpawnOptions = options::read(&lua, WHAT, Some(opts))?;
+    let argv = argv_value(&lua, raw(o.cmd), "proc.spawn(): cmd")?;
+    let log = required(&lua, o.log, "log", WHAT)?;
+    let (cwd, env) = (o.cwd, o.env);
+    let name = match o.name {
         Some(n) => {
             proc::check_name(&n).map_err(|e| err_at(&lua, format!("{WHAT}: {e}")))?;
             n
         }
         None => proc::default_name(&argv),
     };
-    let step = Step {
-        ctx: &ctx,
-        target: &target,
-        at: location(&lua),
-    };
+    let step = step_for(&lua, &ctx, &target);
     let spec = SpawnSpec {
         argv,
         log,
@@ -122,24 +175,20 @@ async fn spawn(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Valu
 
 /// Lua: proc.wait_for(t, { file, pattern, timeout, from_start, since }) -> { line, captures, planned }
 ///
-/// Waits until a line of the growing file `file` on `t` matches `pattern`, a regular
-/// expression in Rust `regex` syntax (<https://docs.rs/regex/latest/regex/#syntax>: like
-/// Perl/PCRE without look-around or backreferences; `(?i)` for case-insensitive). Which
-/// lines count: after a `proc.spawn` of a job logging to `file` on `t` in this run, the
-/// lines that job wrote (from where the log stood when it started: a line it printed at
-/// once is seen, an earlier run's line in an appended log is not); `since = job` (the
-/// result of `proc.spawn`) says so explicitly; otherwise the lines written after the call
-/// starts; `from_start = true` reads the whole file (an earlier run's lines included). Lines end at `\n` or `\r` (progress bars count). The
-/// result has the matching `line` and `captures`, the groups as strings (a group that did
-/// not take part is `false`; named groups are also `captures.NAME`); the groups are also
-/// the result's own fields 1, 2, ….
+/// Waits until a line of the growing file `file` on `t` matches `pattern`. Which lines
+/// count: after a `proc.spawn` of a job logging to `file` on `t` in this run, the lines
+/// that job wrote (from where the log stood when it started: a line it printed at once is
+/// seen, an earlier run's line in an appended log is not; `since` says so explicitly);
+/// otherwise the lines written after the call starts, or with `from_start` all of them.
+/// Lines end at `\n` or `\r` (progress bars count). Options ([`WaitOptions`]):
+///
+/// The result has the matching `line` and `captures`, the groups as strings (a group that
+/// did not take part is `false`; named groups are also `captures.NAME`); the groups are
+/// also the result's own fields 1, 2, ….
 ///
 /// The file is read about once a second (only the new bytes; each read is an action, so
-/// the lines it read are in the run record, and shown with `-v`). `timeout` (default
-/// `"10m"`; 0 means no timeout) fails the step with the file's last lines in the
-/// message; the step's own timeout and Ctrl-C end the wait too. During `--dry-run`
-/// nothing was started, so it
-/// returns at once with `planned = true` and no `line`.
+/// the lines it read are in the run record, and shown with `-v`). During `--dry-run`
+/// nothing was started, so it returns at once with `planned = true` and no `line`.
 ///
 /// ```lua
 /// proc.spawn(box, { name = "train", cmd = { "python", "train.py" }, log = "/root/train.log" })
@@ -157,24 +206,14 @@ async fn wait_for(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<T
         WHAT,
         "proc.wait_for(t, { file = \"/root/train.log\", pattern = \"step [0-9]+\" })",
     )?;
-    check_keys(&lua, &opts, WAIT_KEYS, WHAT)?;
-    let file = required(&lua, &opts, "file", WHAT)?;
-    let pattern = required(&lua, &opts, "pattern", WHAT)?;
+    let o: WaitOptions = options::read(&lua, WHAT, Some(opts))?;
+    let file = required(&lua, o.file, "file", WHAT)?;
+    let pattern = required(&lua, o.pattern, "pattern", WHAT)?;
     let pattern = regex::Regex::new(&pattern)
         .map_err(|e| err_at(&lua, format!("{WHAT}: pattern is not a valid regex: {e}")))?;
-    let timeout = timeout_or(
-        &lua,
-        opts.get("timeout")?,
-        "proc.wait_for(): timeout",
-        Duration::from_secs(600),
-    )?;
-    let from_start = bool_value(
-        &lua,
-        opts.get("from_start")?,
-        "proc.wait_for(): from_start",
-        false,
-    )?;
-    let since = match opts.get::<Value>("since")? {
+    let timeout = o.timeout.unwrap_or(Some(Duration::from_secs(600)));
+    let from_start = o.from_start;
+    let since = match raw(o.since) {
         Value::Nil => None,
         Value::Table(job) => match job.get::<Value>("log_offset")? {
             Value::Integer(n) if n >= 0 => Some(n as u64),
@@ -200,11 +239,7 @@ async fn wait_for(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<T
             ))
         }
     };
-    let step = Step {
-        ctx: &ctx,
-        target: &target,
-        at: location(&lua),
-    };
+    let step = step_for(&lua, &ctx, &target);
     let spec = proc::WaitSpec {
         file,
         pattern,
@@ -243,14 +278,13 @@ async fn wait_for(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<T
 
 /// Lua: proc.stop(t, { name or pid, timeout }) -> { pid, was_running, killed, planned }
 ///
-/// Stops a job started by `proc.spawn` (`name`), or any process by `pid`: SIGTERM to its
-/// process group (the process alone if it leads none), up to `timeout` (default `"30s"`)
-/// for it to exit, then SIGKILL (`killed = true`). `timeout = 0` means no timeout, as
-/// everywhere: it waits for the job to exit on SIGTERM (until the step's timeout or
-/// Ctrl-C) and never sends SIGKILL. A job that is not running is not an
-/// error: `was_running = false` and nothing is changed (`pid` is nil when there is no pid
-/// file). The pid file is removed. During `--dry-run` the check runs and the stop is
-/// planned.
+/// Stops a job started by `proc.spawn`, or any process: SIGTERM to its process group
+/// (the process alone if it leads none), up to `timeout` for it to exit, then SIGKILL
+/// (`killed = true`). Give one of `name` and `pid`. Options ([`StopOptions`]):
+///
+/// A job that is not running is not an error: `was_running = false` and nothing is
+/// changed (`pid` is nil when there is no pid file). The pid file is removed. During
+/// `--dry-run` the check runs and the stop is planned.
 ///
 /// ```lua
 /// local s = proc.stop(box, { name = "train", timeout = "1m" })
@@ -261,9 +295,9 @@ async fn stop(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Value
     let ctx = require_running(&lua, WHAT)?;
     let target = target_arg(&lua, &t, "proc.stop")?;
     let opts = options(&lua, opts, WHAT, "proc.stop(t, { name = \"train\" })")?;
-    check_keys(&lua, &opts, STOP_KEYS, WHAT)?;
-    let name = string_value(&lua, opts.get("name")?, "proc.stop(): name")?;
-    let pid = match opts.get::<Value>("pid")? {
+    let o: StopOptions = options::read(&lua, WHAT, Some(opts))?;
+    let name = o.name;
+    let pid = match raw(o.pid) {
         Value::Nil => None,
         Value::Integer(p) if p > 1 && p <= i64::from(u32::MAX) => Some(p as u32),
         Value::Number(p) if p.fract() == 0.0 && p > 1.0 && p <= f64::from(u32::MAX) => {
@@ -288,17 +322,8 @@ async fn stop(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Value
             ))
         }
     };
-    let timeout = timeout_or(
-        &lua,
-        opts.get("timeout")?,
-        "proc.stop(): timeout",
-        Duration::from_secs(30),
-    )?;
-    let step = Step {
-        ctx: &ctx,
-        target: &target,
-        at: location(&lua),
-    };
+    let timeout = o.timeout.unwrap_or(Some(Duration::from_secs(30)));
+    let step = step_for(&lua, &ctx, &target);
     let stopped = proc::stop(&step, &which, timeout).await?;
     to_lua(&lua, &stopped)
 }

@@ -1,12 +1,49 @@
 //! `runbook{}`, the header every runbook starts with, and the read-only `params` table.
 
-use super::{bool_value, check_keys, ctx, err_at, path_list, string_value};
+use super::options::{self, LuaValue};
+use super::{ctx, err_at};
 use crate::ctx::{Header, Phase};
 use crate::params::{self, ParamSpec, ParamType, ParamValue};
 use mlua::{Lua, Table, Value};
+use serde::Deserialize;
 
-const HEADER_KEYS: &[&str] = &["name", "description", "params", "cache_roots"];
-const PARAM_KEYS: &[&str] = &["type", "default", "required", "help", "secret", "choices"];
+/// The fields of `runbook{}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeaderOptions {
+    /// `name` (required): a short name, e.g. `"clean-reset"`;
+    name: Option<String>,
+    /// `description`: what it is for, in a line (`runbook show` and `runbook list` show it);
+    description: Option<String>,
+    /// `params` (a table of `NAME = { … }`): the parameters it takes, by name (letters,
+    /// digits and `_`);
+    params: Option<LuaValue>,
+    /// `cache_roots`: directories under which `cache.clear` may delete (a path or a list
+    /// of paths, as `cache.clear` takes them; absolute or `~/…`).
+    #[serde(default, deserialize_with = "options::paths")]
+    cache_roots: Option<Vec<String>>,
+}
+
+/// A param's fields, in `runbook{}`'s `params`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParamOptions {
+    /// `type`: one of `string` (default), `integer`, `number`, `boolean`, `path`;
+    #[serde(rename = "type")]
+    ty: Option<String>,
+    /// `default`: its value when none is given, of its type;
+    default: Option<LuaValue>,
+    /// `required = true`: with no value, the run stops before anything happens (exit 2);
+    #[serde(default)]
+    required: bool,
+    /// `help`: what it means, for `runbook show`;
+    help: Option<String>,
+    /// `secret = true`: its value is masked as `***` everywhere runbook writes;
+    #[serde(default)]
+    secret: bool,
+    /// `choices` (a list): the values it may take; `default` must be one of them.
+    choices: Option<LuaValue>,
+}
 
 pub fn register(lua: &Lua) -> mlua::Result<()> {
     lua.globals()
@@ -15,14 +52,13 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 
 /// Lua: runbook { name = "…", description = "…", params = { NAME = { type, default, required, help, secret, choices } }, cache_roots = { … } }
 ///
-/// Declares the runbook. Must come first, once. `type` is one of `string` (default),
-/// `integer`, `number`, `boolean`, `path`. Values come from `--set NAME=VALUE` or the
-/// environment variable `RUNBOOK_PARAM_NAME`, else `default`. A `required` param with no
-/// value stops the run before anything happens (exit 2). A `secret` param's value is
-/// masked as `***` everywhere runbook writes. After the header, `params.NAME` reads a
-/// value; `params` is read-only and reading an undeclared name is an error.
-/// `cache_roots` adds directories under which `cache.clear` may delete (a path or a list
-/// of paths, as `cache.clear` takes them; absolute or `~/…`).
+/// Declares the runbook. Must come first, once. Fields ([`HeaderOptions`]):
+///
+/// Each param ([`ParamOptions`]):
+///
+/// A param's value comes from `--set NAME=VALUE` or the environment variable
+/// `RUNBOOK_PARAM_NAME`, else `default`. After the header, `params.NAME` reads a value;
+/// `params` is read-only and reading an undeclared name is an error.
 ///
 /// ```lua
 /// runbook {
@@ -61,8 +97,8 @@ fn declare(lua: &Lua, decl: Value) -> mlua::Result<()> {
             ),
         ));
     };
-    check_keys(lua, &decl, HEADER_KEYS, "runbook{}")?;
-    let name = match string_value(lua, decl.get("name")?, "runbook{} name")? {
+    let decl: HeaderOptions = options::read(lua, "runbook{}", Some(decl))?;
+    let name = match decl.name {
         Some(n) if !n.trim().is_empty() => n,
         _ => {
             return Err(err_at(
@@ -71,8 +107,8 @@ fn declare(lua: &Lua, decl: Value) -> mlua::Result<()> {
             ))
         }
     };
-    let description = string_value(lua, decl.get("description")?, "runbook{} description")?;
-    let specs = match decl.get::<Value>("params")? {
+    let description = decl.description;
+    let specs = match decl.params.map_or(Value::Nil, |p| p.0) {
         Value::Nil => Vec::new(),
         Value::Table(t) => parse_params(lua, &t)?,
         other => {
@@ -86,8 +122,7 @@ fn declare(lua: &Lua, decl: Value) -> mlua::Result<()> {
         }
     };
 
-    let cache_roots =
-        path_list(lua, "runbook{}: cache_roots", decl.get("cache_roots")?)?.unwrap_or_default();
+    let cache_roots = decl.cache_roots.unwrap_or_default();
     for root in &cache_roots {
         if !(root.starts_with('/') || root.starts_with("~/")) || root.split('/').any(|p| p == "..")
         {
@@ -143,16 +178,16 @@ fn parse_params(lua: &Lua, table: &Table) -> mlua::Result<Vec<ParamSpec>> {
             ));
         };
         let what = format!("param '{name}'");
-        check_keys(lua, &spec, PARAM_KEYS, &what)?;
-        let ty = match string_value(lua, spec.get("type")?, &what)? {
+        let spec: ParamOptions = options::read(lua, &what, Some(spec))?;
+        let ty = match spec.ty {
             None => ParamType::String,
             Some(t) => ParamType::parse(&t).map_err(|e| err_at(lua, format!("{what}: {e}")))?,
         };
-        let default = match spec.get::<Value>("default")? {
-            Value::Nil => None,
-            v => Some(lua_to_param(lua, ty, v, &format!("{what}: default"))?),
+        let default = match spec.default {
+            None => None,
+            Some(v) => Some(lua_to_param(lua, ty, v.0, &format!("{what}: default"))?),
         };
-        let choices = match spec.get::<Value>("choices")? {
+        let choices = match spec.choices.map_or(Value::Nil, |c| c.0) {
             Value::Nil => Vec::new(),
             Value::Table(list) => {
                 let mut out = Vec::new();
@@ -183,14 +218,9 @@ fn parse_params(lua: &Lua, table: &Table) -> mlua::Result<Vec<ParamSpec>> {
             name: name.clone(),
             ty,
             default,
-            required: bool_value(
-                lua,
-                spec.get("required")?,
-                &format!("{what}: required"),
-                false,
-            )?,
-            help: string_value(lua, spec.get("help")?, &format!("{what}: help"))?,
-            secret: bool_value(lua, spec.get("secret")?, &format!("{what}: secret"), false)?,
+            required: spec.required,
+            help: spec.help,
+            secret: spec.secret,
             choices,
         });
     }

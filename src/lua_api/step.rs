@@ -1,13 +1,36 @@
 //! `step()`: declares the units a run is made of.
 
-use super::{
-    bool_value, check_keys, ctx, duration_value, err_at, location, string_value, timeout_value,
-    whole_number_value,
-};
+use super::options::{self, Whole};
+use super::{ctx, err_at, location, string_value};
 use crate::ctx::{Phase, StepDecl, StepOptions};
 use mlua::{Lua, Table, Value, Variadic};
+use serde::Deserialize;
+use std::time::Duration;
 
-const STEP_KEYS: &[&str] = &["retries", "delay", "timeout", "when", "always", "confirm"];
+/// Options of `step`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeclareOptions {
+    /// `retries` (a whole number from 0 to 1000, default 0): how many more tries a failed
+    /// step gets;
+    retries: Option<Whole<0, 1000>>,
+    /// `delay` (a duration, default `"1s"`; 0 retries at once): the wait between tries;
+    #[serde(default, deserialize_with = "options::duration")]
+    delay: Option<Duration>,
+    /// `timeout` (duration): covers the step's commands *and* its Lua code; 0 (in any
+    /// spelling: `0`, `0.0`, `"0s"`) means no timeout;
+    #[serde(default, deserialize_with = "options::timeout")]
+    timeout: Option<Duration>,
+    /// `when` (function returning a boolean): false skips the step;
+    #[serde(default, deserialize_with = "options::function")]
+    when: Option<mlua::Function>,
+    /// `always` (boolean): runs even after an earlier failure or Ctrl-C, like `finally`;
+    #[serde(default)]
+    always: bool,
+    /// `confirm` (boolean): a real run asks before it starts (or needs `--yes`).
+    #[serde(default)]
+    confirm: bool,
+}
 
 pub fn register(lua: &Lua) -> mlua::Result<()> {
     lua.globals().raw_set("step", lua.create_function(declare)?)
@@ -16,14 +39,7 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// Lua: step(name, [opts], fn)
 ///
 /// Declares a step. Steps run in the order they are declared, after the whole file has
-/// loaded; the first failing step stops the run. Options:
-/// - `retries` (whole number from 0 to 1000, default 0) and `delay` (duration between
-///   tries, default `"1s"`; 0 retries at once);
-/// - `timeout` (duration): covers the step's commands *and* its Lua code; 0 (in any
-///   spelling: `0`, `0.0`, `"0s"`) means no timeout;
-/// - `when` (function returning a boolean): false skips the step;
-/// - `always` (boolean): runs even after an earlier failure or Ctrl-C, like `finally`;
-/// - `confirm` (boolean): a real run asks before it starts (or needs `--yes`).
+/// loaded; the first failing step stops the run. Options ([`DeclareOptions`]):
 ///
 /// ```lua
 /// step("make files", { retries = 2, delay = "1s", timeout = "30s" }, function()
@@ -69,13 +85,7 @@ fn declare(lua: &Lua, args: Variadic<Value>) -> mlua::Result<()> {
             ),
         ));
     }
-    let opts = match opts {
-        None => StepOptions {
-            delay: std::time::Duration::from_secs(1),
-            ..Default::default()
-        },
-        Some(t) => parse_options(lua, &name, &t)?,
-    };
+    let opts = parse_options(lua, &name, opts)?;
     ctx.steps.borrow_mut().push(StepDecl {
         name,
         opts,
@@ -85,31 +95,14 @@ fn declare(lua: &Lua, args: Variadic<Value>) -> mlua::Result<()> {
     Ok(())
 }
 
-fn parse_options(lua: &Lua, name: &str, t: &Table) -> mlua::Result<StepOptions> {
-    let what = format!("step(\"{name}\")");
-    check_keys(lua, t, STEP_KEYS, &what)?;
-    let retries = whole_number_value(lua, t.get("retries")?, &format!("{what}: retries"), 0, 1000)?
-        .unwrap_or(0) as u32;
-    let when = match t.get::<Value>("when")? {
-        Value::Nil => None,
-        Value::Function(f) => Some(f),
-        other => {
-            return Err(err_at(
-                lua,
-                format!(
-                    "{what}: when must be a function returning true or false, got {}",
-                    other.type_name()
-                ),
-            ))
-        }
-    };
+fn parse_options(lua: &Lua, name: &str, t: Option<Table>) -> mlua::Result<StepOptions> {
+    let o: DeclareOptions = options::read(lua, &format!("step(\"{name}\")"), t)?;
     Ok(StepOptions {
-        retries,
-        delay: duration_value(lua, t.get("delay")?, &format!("{what}: delay"))?
-            .unwrap_or(std::time::Duration::from_secs(1)),
-        timeout: timeout_value(lua, t.get("timeout")?, &format!("{what}: timeout"))?,
-        when,
-        always: bool_value(lua, t.get("always")?, &format!("{what}: always"), false)?,
-        confirm: bool_value(lua, t.get("confirm")?, &format!("{what}: confirm"), false)?,
+        retries: o.retries.map_or(0, |n| n.0 as u32),
+        delay: o.delay.unwrap_or(Duration::from_secs(1)),
+        timeout: o.timeout,
+        when: o.when,
+        always: o.always,
+        confirm: o.confirm,
     })
 }

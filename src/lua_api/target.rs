@@ -1,28 +1,53 @@
 //! `target()` and target handles: `t:exec(argv, opts)`, `t:shell(script, opts)`.
 
-use super::{
-    bool_value, check_keys, ctx, duration_value, env_table, err_at, location, require_running,
-    string_value, timeout_value, whole_number_value, word_list,
-};
-use crate::actions::{self, Action, Effect, Performed};
+use super::options::{self, Whole};
+use super::{ctx, err_at, location, require_running, string_value, word_list};
+use crate::actions::Effect;
+use crate::primitives::{Cmd, Ran, Step};
 use crate::targets::registry::expand_home;
 use crate::targets::ssh::SshSpec;
-use crate::targets::{Container, ExecOutcome, ExecRequest, Target};
+use crate::targets::{Container, ExecRequest, Target};
 use mlua::{Lua, Table, UserData, UserDataMethods, UserDataRef, Value};
+use serde::Deserialize;
 use std::ffi::OsString;
 use std::rc::Rc;
+use std::time::Duration;
 
-const EXEC_KEYS: &[&str] = &[
-    "check",
-    "timeout",
-    "env",
-    "cwd",
-    "stdin",
-    "read_only",
-    "destructive",
-    "summary",
-    "secret_output",
-];
+/// Options of `t:exec` and `t:shell`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandOptions {
+    /// `check` (default true): a non-zero exit fails the step; with `false`, look at
+    /// `ok`/`code`;
+    #[serde(default = "options::yes")]
+    check: bool,
+    /// `timeout` (duration): stops the command and its whole process tree; 0 (in any
+    /// spelling) means no timeout of its own (the step's still applies). It counts from
+    /// when the command starts, not from when it was queued for a free slot;
+    #[serde(default, deserialize_with = "options::timeout")]
+    timeout: Option<Duration>,
+    /// `env` (table of `NAME = "value"`): variables for the command;
+    #[serde(default, deserialize_with = "options::env")]
+    env: Vec<(String, OsString)>,
+    /// `cwd` (string): the directory it runs in;
+    cwd: Option<String>,
+    /// `stdin` (string): what it reads on standard input, byte for byte;
+    #[serde(default, deserialize_with = "options::bytes")]
+    stdin: Option<Vec<u8>>,
+    /// `read_only = true`: declares that it only looks, so it also runs during `--dry-run`;
+    #[serde(default)]
+    read_only: bool,
+    /// `destructive`: whether it deletes/overwrites (asks before a real run); guessed from
+    /// the program name (`rm`, `dd`, …) when absent;
+    destructive: Option<bool>,
+    /// `summary`: a one-line description for previews and records (default: the command);
+    summary: Option<String>,
+    /// `secret_output = true`: the command prints a secret (a token it mints or reads):
+    /// its output shows as `***` in every sink while it runs, and its stdout is a secret
+    /// from then on, like `secret()`.
+    #[serde(default)]
+    secret_output: bool,
+}
 
 /// Programs whose whole purpose is to delete or overwrite: a real run that plans one asks
 /// first (or needs `--yes`). `destructive = true/false` in the options overrides this.
@@ -110,14 +135,28 @@ fn target(lua: &Lua, name: Value) -> mlua::Result<TargetHandle> {
     Ok(TargetHandle(resolved))
 }
 
-const SSH_KEYS: &[&str] = &["user", "port", "identity", "jump", "connect_timeout"];
+/// Options of `ssh`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SshOptions {
+    /// `user`: the user to log in as;
+    user: Option<String>,
+    /// `port` (a whole number from 1 to 65535): the port sshd listens on;
+    port: Option<Whole<1, 65535>>,
+    /// `identity`: a key file (`~/` works);
+    identity: Option<String>,
+    /// `jump`: a bastion to go through, like `ssh -J`;
+    jump: Option<String>,
+    /// `connect_timeout` (default `"10s"`; unlike other timeouts it cannot be 0): how long
+    /// connecting may take.
+    #[serde(default, deserialize_with = "options::duration")]
+    connect_timeout: Option<Duration>,
+}
 
 /// Lua: ssh(host, [opts]) -> target
 ///
-/// An SSH target with explicit options: `user`, `port`, `identity` (a key file; `~/`
-/// works), `jump` (a bastion, like `ssh -J`), `connect_timeout` (default `"10s"`; unlike
-/// other timeouts it cannot be 0). Your ssh config still applies to anything these do
-/// not set.
+/// An SSH target with explicit options; your ssh config still applies to anything these
+/// do not set. Options ([`SshOptions`]):
 ///
 /// ```lua
 /// local node2 = ssh("gpu-node-2.example", { user = "root", port = 22,
@@ -132,27 +171,24 @@ fn ssh(lua: &Lua, (host, opts): (Value, Option<Table>)) -> mlua::Result<TargetHa
         ));
     };
     let mut spec = SshSpec::parse(&host).map_err(|e| err_at(lua, format!("ssh(): {e}")))?;
-    if let Some(t) = opts {
-        check_keys(lua, &t, SSH_KEYS, "ssh()")?;
-        if let Some(u) = string_value(lua, t.get("user")?, "ssh(): user")? {
-            spec.user = Some(u);
+    let o: SshOptions = options::read(lua, "ssh()", opts)?;
+    if let Some(u) = o.user {
+        spec.user = Some(u);
+    }
+    if let Some(p) = o.port {
+        spec.port = Some(p.0 as u16);
+    }
+    spec.identity = o.identity.map(|p| expand_home(&p));
+    spec.jump = o.jump;
+    if let Some(d) = o.connect_timeout {
+        // Connecting must end by itself: a hung handshake has nothing else to stop it.
+        if d.is_zero() {
+            return Err(err_at(
+                lua,
+                "ssh(): connect_timeout must be more than 0 (the default is \"10s\")",
+            ));
         }
-        if let Some(p) = whole_number_value(lua, t.get("port")?, "ssh(): port", 1, 65535)? {
-            spec.port = Some(p as u16);
-        }
-        spec.identity =
-            string_value(lua, t.get("identity")?, "ssh(): identity")?.map(|p| expand_home(&p));
-        spec.jump = string_value(lua, t.get("jump")?, "ssh(): jump")?;
-        if let Some(d) = duration_value(lua, t.get("connect_timeout")?, "ssh(): connect_timeout")? {
-            // Connecting must end by itself: a hung handshake has nothing else to stop it.
-            if d.is_zero() {
-                return Err(err_at(
-                    lua,
-                    "ssh(): connect_timeout must be more than 0 (the default is \"10s\")",
-                ));
-            }
-            spec.connect_timeout = d;
-        }
+        spec.connect_timeout = d;
     }
     Ok(TargetHandle(ctx(lua).targets.ssh(spec)))
 }
@@ -231,13 +267,22 @@ fn container_name(lua: &Lua, v: Value, what: &str, example: &str) -> mlua::Resul
     }
 }
 
+/// Options of `t:lxc`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LxcOptions {
+    /// `keep_env = true`: `--keep-env` instead (the old LXC default, and Proxmox VE 8's).
+    #[serde(default)]
+    keep_env: bool,
+}
+
 /// Lua: t:lxc(name, [opts]) -> target
 ///
 /// The LXC container `name` on `t` (LXC without Proxmox): every command becomes
 /// `lxc-attach -n NAME --clear-env -- argv…` on `t`, with the argv kept word for word.
 /// `--clear-env`: a command sees the container's own environment (`PATH` and
-/// `container=lxc`) plus its `env`, never that of whoever ran runbook. `keep_env = true`
-/// uses `--keep-env` instead (the old LXC default, and Proxmox VE 8's).
+/// `container=lxc`) plus its `env`, never that of whoever ran runbook.
+/// Options ([`LxcOptions`]):
 ///
 /// ```lua
 /// local web = target("root@host.example"):lxc("web")
@@ -250,21 +295,25 @@ fn lxc(
     opts: Option<Table>,
 ) -> mlua::Result<TargetHandle> {
     let name = container_name(lua, name, "lxc()", "t:lxc(\"web\")")?;
-    let mut keep_env = false;
-    if let Some(t) = opts {
-        check_keys(lua, &t, &["keep_env"], "lxc()")?;
-        keep_env = bool_value(lua, t.get("keep_env")?, "lxc(): keep_env", false)?;
-    }
-    let ct = Container::lxc(&name, keep_env).map_err(|e| err_at(lua, format!("lxc(): {e}")))?;
+    let o: LxcOptions = options::read(lua, "lxc()", opts)?;
+    let ct = Container::lxc(&name, o.keep_env).map_err(|e| err_at(lua, format!("lxc(): {e}")))?;
     Ok(inside(this, ct))
+}
+
+/// Options of `t:docker` and `t:podman`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineOptions {
+    /// `user` (`-u`: a name, uid, `name:group` or `uid:gid`; default: the image's user):
+    /// who commands run as.
+    user: Option<String>,
 }
 
 /// Lua: t:docker(name, [opts]) -> target
 ///
 /// The Docker container `name` (or id) on `t`: every command becomes
 /// `docker exec -i [-u USER] NAME argv…` on `t`, so `target("root@h.example"):docker("trainer")`
-/// runs `ssh … docker exec -i trainer …`. Option: `user` (`-u`: a name, uid,
-/// `name:group` or `uid:gid`; default: the image's user).
+/// runs `ssh … docker exec -i trainer …`. Options ([`EngineOptions`]):
 ///
 /// The container needs `sh` and `setsid` (every command runs through them, so that a
 /// timeout or Ctrl-C stops its whole tree inside the container). `env` values travel on
@@ -320,23 +369,30 @@ fn engine(
         "t:docker(\"trainer\")"
     };
     let name = container_name(lua, name, what, example)?;
-    let mut user = None;
-    if let Some(t) = opts {
-        check_keys(lua, &t, &["user"], what)?;
-        user = string_value(lua, t.get("user")?, &format!("{what}: user"))?;
-    }
-    let ct = Container::engine(podman, &name, user.as_deref())
+    let o: EngineOptions = options::read(lua, what, opts)?;
+    let ct = Container::engine(podman, &name, o.user.as_deref())
         .map_err(|e| err_at(lua, format!("{what}: {e}")))?;
     Ok(inside(this, ct))
+}
+
+/// Options of `t:kube`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KubeOptions {
+    /// `container` (default: the pod's default container, which kubectl names on stderr
+    /// when the pod has several);
+    container: Option<String>,
+    /// `namespace` (default: the context's);
+    namespace: Option<String>,
+    /// `context` (a kubeconfig context; default: the current one).
+    context: Option<String>,
 }
 
 /// Lua: t:kube(pod, [opts]) -> target
 ///
 /// The pod `pod` as reached from `t` with `kubectl exec`: every command becomes
 /// `kubectl exec -i [--context=CONTEXT] [--namespace=NS] [--container=C] POD -- argv…` on
-/// `t`. Options: `container` (default: the pod's default container, which kubectl names
-/// on stderr when the pod has several), `namespace` (default: the context's),
-/// `context` (a kubeconfig context; default: the current one).
+/// `t`. Options ([`KubeOptions`]):
 ///
 /// As with `t:docker`: the container needs `sh` and `setsid`, `env` values travel on
 /// standard input, words that are not UTF-8 arrive intact. The command's exit code is
@@ -355,18 +411,12 @@ fn kube(
     opts: Option<Table>,
 ) -> mlua::Result<TargetHandle> {
     let pod = container_name(lua, pod, "kube()", "t:kube(\"trainer-0\")")?;
-    let (mut container, mut namespace, mut context) = (None, None, None);
-    if let Some(t) = opts {
-        check_keys(lua, &t, &["container", "namespace", "context"], "kube()")?;
-        container = string_value(lua, t.get("container")?, "kube(): container")?;
-        namespace = string_value(lua, t.get("namespace")?, "kube(): namespace")?;
-        context = string_value(lua, t.get("context")?, "kube(): context")?;
-    }
+    let o: KubeOptions = options::read(lua, "kube()", opts)?;
     let ct = Container::kube(
         &pod,
-        container.as_deref(),
-        namespace.as_deref(),
-        context.as_deref(),
+        o.container.as_deref(),
+        o.namespace.as_deref(),
+        o.context.as_deref(),
     )
     .map_err(|e| err_at(lua, format!("kube(): {e}")))?;
     Ok(inside(this, ct))
@@ -382,47 +432,21 @@ struct ExecOptions {
 }
 
 fn parse_options(lua: &Lua, opts: Option<Table>, what: &str) -> mlua::Result<ExecOptions> {
-    let mut out = ExecOptions {
-        check: true,
-        read_only: false,
-        destructive: None,
-        summary: None,
-        req: ExecRequest::default(),
-    };
-    let Some(t) = opts else { return Ok(out) };
-    check_keys(lua, &t, EXEC_KEYS, what)?;
-    out.check = bool_value(lua, t.get("check")?, &format!("{what}: check"), true)?;
-    out.read_only = bool_value(
-        lua,
-        t.get("read_only")?,
-        &format!("{what}: read_only"),
-        false,
-    )?;
-    out.destructive = match t.get::<Value>("destructive")? {
-        Value::Nil => None,
-        v => Some(bool_value(lua, v, &format!("{what}: destructive"), false)?),
-    };
-    out.req.timeout = timeout_value(lua, t.get("timeout")?, &format!("{what}: timeout"))?;
-    out.summary = string_value(lua, t.get("summary")?, &format!("{what}: summary"))?;
-    out.req.cwd = string_value(lua, t.get("cwd")?, &format!("{what}: cwd"))?;
-    out.req.stdin = match t.get::<Value>("stdin")? {
-        Value::Nil => None,
-        Value::String(s) => Some(s.as_bytes().to_vec()),
-        other => {
-            return Err(err_at(
-                lua,
-                format!("{what}: stdin must be a string, got {}", other.type_name()),
-            ))
-        }
-    };
-    out.req.env = env_table(lua, t.get("env")?, &format!("{what}: env"))?;
-    out.req.secret_output = bool_value(
-        lua,
-        t.get("secret_output")?,
-        &format!("{what}: secret_output"),
-        false,
-    )?;
-    Ok(out)
+    let o: CommandOptions = options::read(lua, what, opts)?;
+    Ok(ExecOptions {
+        check: o.check,
+        read_only: o.read_only,
+        destructive: o.destructive,
+        summary: o.summary,
+        req: ExecRequest {
+            timeout: o.timeout,
+            cwd: o.cwd,
+            stdin: o.stdin,
+            env: o.env,
+            secret_output: o.secret_output,
+            ..ExecRequest::default()
+        },
+    })
 }
 
 /// An argv from a Lua list of strings (numbers are accepted and converted).
@@ -449,19 +473,7 @@ fn argv_from(lua: &Lua, v: Value) -> mlua::Result<Vec<OsString>> {
 /// Lua: t:exec(argv, [opts]) -> { ok, code, stdout, stderr, duration, timed_out, planned }
 ///
 /// Runs a program with its arguments, no shell involved: each list item reaches the
-/// program as one argument, byte for byte. Options:
-/// - `check` (default true): a non-zero exit fails the step; with `false`, look at `ok`/`code`;
-/// - `timeout` (duration): stops the command and its whole process tree; 0 (in any
-///   spelling) means no timeout of its own (the step's still applies). It counts from
-///   when the command starts, not from when it was queued for a free slot;
-/// - `env` (table), `cwd` (string), `stdin` (string);
-/// - `read_only = true`: declares that it only looks, so it also runs during `--dry-run`;
-/// - `destructive`: whether it deletes/overwrites (asks before a real run); guessed from
-///   the program name (`rm`, `dd`, …) when absent;
-/// - `summary`: a one-line description for previews and records (default: the command);
-/// - `secret_output = true`: the command prints a secret (a token it mints or reads):
-///   its output shows as `***` in every sink while it runs, and its stdout is a secret
-///   from then on, like `secret()`.
+/// program as one argument, byte for byte. Options ([`CommandOptions`]):
 ///
 /// `env` values never pass through an argv on any hop (they reach remote commands on
 /// standard input through a small wrapper), so that is the way to hand a command a
@@ -560,22 +572,35 @@ async fn run(
         Effect::Change
     };
     let timeout = o.req.timeout;
-    // As the preview showed it (the env/cwd wrappers of a remote hop not spelt out).
-    let command = actions::shown(target, &o.req, None);
-    let action = Action {
-        target,
-        req: o.req,
-        effect,
-        summary,
-        destructive,
+    // `req.script` is left behind: nothing reads it.
+    let ExecRequest {
+        argv,
+        env,
+        cwd,
+        stdin,
+        secret_output,
+        ..
+    } = o.req;
+    let cmd = Cmd {
+        argv,
+        env,
+        cwd,
+        stdin,
+        timeout,
         script: None,
+        secret_output,
     };
-    let performed = actions::perform(ctx, action)
-        .await
-        .map_err(|e| e.raise_at(&loc))?;
+    let step = Step {
+        ctx,
+        target,
+        at: loc,
+    };
+    let ran = step.run(cmd, summary, effect, destructive).await?;
+    let ok = ran.ok();
     let result = lua.create_table()?;
-    let out = match performed {
-        Performed::Planned => {
+    // As the preview showed it (the env/cwd wrappers of a remote hop not spelt out).
+    let (out, command) = match ran {
+        Ran::Planned => {
             result.raw_set("ok", true)?;
             result.raw_set("code", 0)?;
             result.raw_set("stdout", "")?;
@@ -584,16 +609,8 @@ async fn run(
             result.raw_set("planned", true)?;
             return Ok(result);
         }
-        Performed::Ran(out) => out,
+        Ran::Done { out, shown } => (out, shown),
     };
-    use crate::abort::{Abort, Why};
-    if out.interrupted {
-        return Err(Abort::raise(Why::Interrupted, &loc));
-    }
-    if out.deadline_hit {
-        return Err(Abort::raise(Why::TimedOut, &loc));
-    }
-    let ok = out.code == Some(0) && !out.timed_out;
     result.raw_set("ok", ok)?;
     result.raw_set("code", out.code)?;
     result.raw_set("stdout", lua.create_string(&out.stdout)?)?;
@@ -605,27 +622,11 @@ async fn run(
         result.raw_set("truncated", true)?;
     }
     if !ok && o.check {
-        return Err(mlua::Error::runtime(failure_message(
-            &loc,
-            &target.name(),
-            &command,
-            &out,
-            timeout,
-        )));
+        let head = out.failed("command", Some(&target.name()), timeout);
+        let tail = out.stderr_tail(crate::targets::failure::TAIL_LINES);
+        return Err(step.fail(format!("{head}: {command}{tail}")).into());
     }
     Ok(result)
-}
-
-fn failure_message(
-    loc: &str,
-    target: &str,
-    command: &str,
-    out: &ExecOutcome,
-    timeout: Option<std::time::Duration>,
-) -> String {
-    let head = out.failed("command", Some(target), timeout);
-    let tail = out.stderr_tail(crate::targets::failure::TAIL_LINES);
-    format!("{loc}: {head}: {command}{tail}")
 }
 
 /// The target a primitive was given as its first argument (`cache.clear(t, …)`).

@@ -1,29 +1,64 @@
 //! `venv.build`: Python virtual environments built with uv on the target, fresh and
 //! swapped in only once they verify.
 
-use super::{
-    bool_value, check_keys, err_at, location, require_running, string_value, timeout_value,
-};
+use super::options::{self, LuaValue};
+use super::to_lua;
+use super::{err_at, require_running, step_for, string_value};
 use crate::lua_api::target::target_arg;
 use crate::primitives::venv::{self as prim, BuildSpec, IndexOptions};
-use crate::primitives::{to_lua, Step};
 use mlua::{Lua, Table, Value};
+use serde::Deserialize;
+use std::time::Duration;
 
-const BUILD_KEYS: &[&str] = &[
-    "path",
-    "python",
-    "packages",
-    "requirements",
-    "index_url",
-    "extra_index_url",
-    "find_links",
-    "no_index",
-    "fresh",
-    "verify",
-    "install_uv",
-    "uv",
-    "timeout",
-];
+/// Options of `venv.build`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuildOptions {
+    /// `path` (required): the venv's absolute path on the target;
+    path: Option<String>,
+    /// `python`: the interpreter for `uv venv --python`, a version (`"3.12"`) or a path;
+    /// uv never downloads one (`UV_PYTHON_DOWNLOADS=never`): it must be installed;
+    python: Option<String>,
+    /// `packages`: a list of requirement specifiers (`"torch==2.11.0"`); pip options
+    /// (`"--pre"`) are refused there, each has its own option;
+    packages: Option<LuaValue>,
+    /// `requirements`: a requirements file on the target (`-r`), with or instead of
+    /// `packages`;
+    requirements: Option<String>,
+    /// `index_url`: the index packages come from instead of PyPI (`--index-url`);
+    index_url: Option<String>,
+    /// `extra_index_url` (a string or a list): more indexes to look in;
+    extra_index_url: Option<LuaValue>,
+    /// `find_links` (a directory or URL, or a list): wheels to install from as well;
+    find_links: Option<LuaValue>,
+    /// `no_index = true`: no index at all; an offline cluster uses
+    /// `no_index = true, find_links = "/srv/wheels"`;
+    #[serde(default)]
+    no_index: bool,
+    /// `fresh` (default true): build in a new sibling directory `PATH.runbook-new-<ts>`,
+    /// install, run `verify`, and only then swap it into `PATH` (the old venv is renamed
+    /// to `PATH.runbook-old-<ts>`, then deleted). A failed install or verify leaves the old
+    /// venv in place and working, removes the half-built one, and fails the step with uv's
+    /// messages. `fresh = false` installs into `PATH` in place (creating it if missing);
+    /// a failure there can leave it partly updated, and an existing venv keeps its python;
+    #[serde(default = "options::yes")]
+    fresh: bool,
+    /// `verify`: Python code run with the new venv's interpreter (`python -c`, from `/`)
+    /// before it is put in place, e.g. `"import torch"`; it is run again once the venv is
+    /// at `PATH` (the old one is restored if that fails);
+    verify: Option<String>,
+    /// `install_uv = true`: when no uv is found, install it first, for the user the target
+    /// runs commands as, with `python3 -m pip install --user uv` (using the index options
+    /// above; needs pip and a reachable index);
+    #[serde(default)]
+    install_uv: bool,
+    /// `uv`: uv's path on the target, when it is somewhere else;
+    uv: Option<String>,
+    /// `timeout`: for each command, the build included (default: none, large wheels take
+    /// long), e.g. `"30m"`; a stopped build cleans up like a failed one.
+    #[serde(default, deserialize_with = "options::timeout")]
+    timeout: Option<Duration>,
+}
 
 pub fn register(lua: &Lua) -> mlua::Result<()> {
     let venv = lua.create_table()?;
@@ -35,30 +70,7 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 ///
 /// Builds a Python virtual environment at `opts.path` on target `t` with
 /// [uv](https://docs.astral.sh/uv/), which must be on the target (on its PATH, at
-/// `~/.local/bin/uv` or `~/.cargo/bin/uv`, or given as `uv`). Options:
-/// - `path` (required): the venv's absolute path on the target;
-/// - `python`: the interpreter for `uv venv --python`, a version (`"3.12"`) or a path;
-///   uv never downloads one (`UV_PYTHON_DOWNLOADS=never`): it must be installed;
-/// - `packages`: a list of requirement specifiers (`"torch==2.11.0"`), and/or
-///   `requirements`: a requirements file on the target (`-r`);
-/// - `index_url`, `extra_index_url` (a string or a list), `find_links` (a directory or
-///   URL, or a list), `no_index = true`: where packages come from; an offline cluster
-///   uses `no_index = true, find_links = "/srv/wheels"`;
-/// - `fresh` (default true): build in a new sibling directory `PATH.runbook-new-<ts>`,
-///   install, run `verify`, and only then swap it into `PATH` (the old venv is renamed
-///   to `PATH.runbook-old-<ts>`, then deleted). A failed install or verify leaves the old
-///   venv in place and working, removes the half-built one, and fails the step with uv's
-///   messages. `fresh = false` installs into `PATH` in place (creating it if missing);
-///   a failure there can leave it partly updated, and an existing venv keeps its python;
-/// - `verify`: Python code run with the new venv's interpreter (`python -c`, from `/`)
-///   before it is put in place, e.g. `"import torch"`; it is run again once the venv is
-///   at `PATH` (the old one is restored if that fails);
-/// - `uv`: uv's path on the target, when it is somewhere else;
-/// - `install_uv = true`: when no uv is found, install it first, for the user the target
-///   runs commands as, with `python3 -m pip install --user uv` (using the index options
-///   above; needs pip and a reachable index);
-/// - `timeout`: for each command, the build included (default: none, large wheels take
-///   long), e.g. `"30m"`; a stopped build cleans up like a failed one.
+/// `~/.local/bin/uv` or `~/.cargo/bin/uv`, or given as `uv`). Options ([`BuildOptions`]):
 ///
 /// `PATH` must be a venv (have a `pyvenv.cfg`) or not exist: anything else is refused.
 /// Replacing an existing venv counts as destructive (a real run asks first). Venvs are
@@ -90,11 +102,7 @@ async fn build(lua: Lua, (t, opts): (Value, Value)) -> mlua::Result<Value> {
     let ctx = require_running(&lua, "venv.build()")?;
     let target = target_arg(&lua, &t, "venv.build")?;
     let spec = parse_build(&lua, opts)?;
-    let step = Step {
-        ctx: &ctx,
-        target: &target,
-        at: location(&lua),
-    };
+    let step = step_for(&lua, &ctx, &target);
     let built = prim::build(&step, &spec).await?;
     to_lua(&lua, &built)
 }
@@ -110,26 +118,24 @@ fn parse_build(lua: &Lua, opts: Value) -> mlua::Result<BuildSpec> {
             ),
         ));
     };
-    check_keys(lua, &t, BUILD_KEYS, WHAT)?;
-    let text = |key: &str| string_value(lua, t.get(key)?, &format!("{WHAT}: {key}"));
-    let flag =
-        |key: &str, default: bool| bool_value(lua, t.get(key)?, &format!("{WHAT}: {key}"), default);
+    let o: BuildOptions = options::read(lua, WHAT, Some(t))?;
+    let raw = |v: Option<LuaValue>| v.map_or(Value::Nil, |v| v.0);
     let spec = BuildSpec {
-        path: venv_path(lua, text("path")?)?,
-        python: non_empty(lua, text("python")?, "python")?,
-        packages: packages(lua, t.get("packages")?)?,
-        requirements: non_empty(lua, text("requirements")?, "requirements")?,
+        path: venv_path(lua, o.path)?,
+        python: non_empty(lua, o.python, "python")?,
+        packages: packages(lua, raw(o.packages))?,
+        requirements: non_empty(lua, o.requirements, "requirements")?,
         index: IndexOptions {
-            index_url: non_empty(lua, text("index_url")?, "index_url")?,
-            extra_index_urls: string_list(lua, t.get("extra_index_url")?, "extra_index_url")?,
-            find_links: string_list(lua, t.get("find_links")?, "find_links")?,
-            no_index: flag("no_index", false)?,
+            index_url: non_empty(lua, o.index_url, "index_url")?,
+            extra_index_urls: string_list(lua, raw(o.extra_index_url), "extra_index_url")?,
+            find_links: string_list(lua, raw(o.find_links), "find_links")?,
+            no_index: o.no_index,
         },
-        fresh: flag("fresh", true)?,
-        verify: non_empty(lua, text("verify")?, "verify")?,
-        install_uv: flag("install_uv", false)?,
-        uv: non_empty(lua, text("uv")?, "uv")?,
-        timeout: timeout_value(lua, t.get("timeout")?, &format!("{WHAT}: timeout"))?,
+        fresh: o.fresh,
+        verify: non_empty(lua, o.verify, "verify")?,
+        install_uv: o.install_uv,
+        uv: non_empty(lua, o.uv, "uv")?,
+        timeout: o.timeout,
     };
     Ok(spec)
 }

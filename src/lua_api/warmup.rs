@@ -1,29 +1,61 @@
 //! `warmup.*`: run the script that fills the compile caches, and check that it did.
 
+use super::options;
 use super::target::target_arg;
-use super::{
-    bool_value, check_keys, err_at, location, path_list, require_running, string_value,
-    timeout_value,
-};
+use super::to_lua;
+use super::{err_at, require_running, step_for};
 use crate::primitives::warmup::{self, Spec};
-use crate::primitives::{to_lua, Step};
 use mlua::{Lua, Table, Value};
+use serde::{Deserialize, Deserializer};
 use std::ffi::OsString;
-use std::os::unix::ffi::OsStringExt;
 use std::time::Duration;
 
-const RUN_KEYS: &[&str] = &[
-    "venv",
-    "python",
-    "script",
-    "args",
-    "env",
-    "cwd",
-    "timeout",
-    "single_threaded",
-    "expect_cache",
-    "quiet_warning",
-];
+/// Options of `warmup.run`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunOptions {
+    /// `venv`: the venv whose python runs the script (`<venv>/bin/python`);
+    venv: Option<String>,
+    /// `python` (default `"python3"`): the python to run it with, when there is no `venv`;
+    python: Option<String>,
+    /// `script` (required): the python file that warms the caches, on `t`;
+    script: Option<String>,
+    /// `args`: its arguments, a list of words (numbers are converted);
+    #[serde(default, deserialize_with = "options::words")]
+    args: Vec<OsString>,
+    /// `env`: as in `t:exec`;
+    #[serde(default, deserialize_with = "options::env")]
+    env: Vec<(String, OsString)>,
+    /// `cwd`: as in `t:exec`;
+    cwd: Option<String>,
+    /// `timeout`: as in `t:exec`;
+    #[serde(default, deserialize_with = "options::timeout")]
+    timeout: Option<Duration>,
+    /// `single_threaded` (default true): sets `TORCHINDUCTOR_COMPILE_THREADS=1` (an `env`
+    /// entry of the same name wins); `PYTHONUNBUFFERED=1` is set too, so output is live;
+    #[serde(default = "options::yes")]
+    single_threaded: bool,
+    /// `expect_cache`: a path or a list of paths, as `cache.clear` takes them (`~/` is the
+    /// target user's home), measured (files, bytes, as `cache.size` does) before and
+    /// after; each must exist afterwards and have more files or more bytes, else the step
+    /// fails naming the path with its before → after;
+    #[serde(default, deserialize_with = "options::paths")]
+    expect_cache: Option<Vec<String>>,
+    /// `quiet_warning` (default `"2m"`, at least `"1s"`; `false` or 0 for never): a `warn`
+    /// log line after that long without an output line, and again after each further
+    /// stretch.
+    #[serde(default, deserialize_with = "quiet_warning")]
+    quiet_warning: Option<Option<Duration>>,
+}
+
+/// `false` or a timeout (0 is never too).
+fn quiet_warning<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<Duration>>, D::Error> {
+    options::parse(d, |v| match v {
+        Value::Boolean(false) => Ok(None),
+        v => options::timeout_of(v),
+    })
+    .map(Some)
+}
 
 const DEFAULT_QUIET: Duration = Duration::from_secs(120);
 
@@ -36,18 +68,7 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// Lua: warmup.run(t, { script, args, venv, python, env, cwd, timeout, single_threaded, expect_cache, quiet_warning }) -> { ok, duration, caches, planned }
 ///
 /// Runs `PYTHON SCRIPT ARGS…` on `t` to fill compile caches, then checks that it did.
-/// `PYTHON` is `<venv>/bin/python` when `venv` is given, else `python` (default
-/// `"python3"`). `env`, `cwd` and `timeout` work as in `t:exec`. Options:
-/// - `single_threaded` (default true): sets `TORCHINDUCTOR_COMPILE_THREADS=1` (an `env`
-///   entry of the same name wins); `PYTHONUNBUFFERED=1` is set too, so output is live;
-/// - `expect_cache`: a path or a list of paths, as `cache.clear` takes them (`~/` is the
-///   target user's home), measured
-///   (files, bytes, as `cache.size` does) before and after; each must exist afterwards
-///   and have more files or more bytes, else the step fails naming the path with its
-///   before → after;
-/// - `quiet_warning` (default `"2m"`, at least `"1s"`; `false` or 0 for never): a `warn`
-///   log line after that long without an output line, and again after each further
-///   stretch.
+/// `PYTHON` is `<venv>/bin/python` when `venv` is given, else `python`. Options ([`RunOptions`]):
 ///
 /// Every output line is shown live (the spinner's latest line, `-v`, `--json`). Result:
 /// `ok`, `duration` (seconds), `caches = { { path, files_before, bytes_before,
@@ -74,28 +95,22 @@ async fn run(lua: Lua, (t, opts): (Value, Value)) -> mlua::Result<Value> {
              warmup.run(t, { script = \"warmup.py\", expect_cache = \"/tmp/torchinductor_root\" })",
         ));
     };
-    let spec = parse_spec(&lua, &o)?;
-    let step = Step {
-        ctx: &ctx,
-        target: &target,
-        at: location(&lua),
-    };
+    let spec = parse_spec(&lua, o)?;
+    let step = step_for(&lua, &ctx, &target);
     let outcome = warmup::run(&step, &spec).await?;
     to_lua(&lua, &outcome)
 }
 
-fn parse_spec(lua: &Lua, o: &Table) -> mlua::Result<Spec> {
+fn parse_spec(lua: &Lua, o: Table) -> mlua::Result<Spec> {
     const W: &str = "warmup.run()";
-    check_keys(lua, o, RUN_KEYS, W)?;
-    let Some(script) = string_value(lua, o.get("script")?, "warmup.run(): script")? else {
+    let o: RunOptions = options::read(lua, W, Some(o))?;
+    let Some(script) = o.script else {
         return Err(err_at(
             lua,
             "warmup.run(): `script` is required: the python file that warms the caches",
         ));
     };
-    let venv = string_value(lua, o.get("venv")?, "warmup.run(): venv")?;
-    let python = string_value(lua, o.get("python")?, "warmup.run(): python")?;
-    let python = match (venv, python) {
+    let python = match (o.venv, o.python) {
         (Some(_), Some(_)) => {
             return Err(err_at(
                 lua,
@@ -108,76 +123,25 @@ fn parse_spec(lua: &Lua, o: &Table) -> mlua::Result<Spec> {
     };
     // 0 is "never", like `false`; below a second the warning would repeat as fast as the
     // runtime can loop, flooding the terminal and the record.
-    let quiet_warning = match o.get::<Value>("quiet_warning")? {
-        Value::Nil => Some(DEFAULT_QUIET),
-        Value::Boolean(false) => None,
-        v => match timeout_value(lua, v, "warmup.run(): quiet_warning")? {
-            Some(d) if d < Duration::from_secs(1) => {
-                return Err(err_at(
-                    lua,
-                    "warmup.run(): quiet_warning must be at least 1s (false or 0: never)",
-                ))
-            }
-            d => d,
-        },
+    let quiet_warning = match o.quiet_warning {
+        None => Some(DEFAULT_QUIET),
+        Some(Some(d)) if d < Duration::from_secs(1) => {
+            return Err(err_at(
+                lua,
+                "warmup.run(): quiet_warning must be at least 1s (false or 0: never)",
+            ))
+        }
+        Some(d) => d,
     };
     Ok(Spec {
         python,
         script,
-        args: args(lua, o.get("args")?)?,
-        env: super::env_table(lua, o.get("env")?, "warmup.run(): env")?,
-        cwd: string_value(lua, o.get("cwd")?, "warmup.run(): cwd")?,
-        timeout: timeout_value(lua, o.get("timeout")?, "warmup.run(): timeout")?,
-        single_threaded: bool_value(
-            lua,
-            o.get("single_threaded")?,
-            "warmup.run(): single_threaded",
-            true,
-        )?,
-        expect_cache: path_list(lua, "warmup.run(): expect_cache", o.get("expect_cache")?)?
-            .unwrap_or_default(),
+        args: o.args,
+        env: o.env,
+        cwd: o.cwd,
+        timeout: o.timeout,
+        single_threaded: o.single_threaded,
+        expect_cache: o.expect_cache.unwrap_or_default(),
         quiet_warning,
     })
-}
-
-/// A list of words (strings or numbers), kept byte for byte.
-fn args(lua: &Lua, v: Value) -> mlua::Result<Vec<OsString>> {
-    let t = match v {
-        Value::Nil => return Ok(Vec::new()),
-        Value::Table(t) => t,
-        other => {
-            return Err(err_at(
-                lua,
-                format!(
-                    "warmup.run(): args must be a list like {{ \"--steps\", 3 }}, got {}",
-                    other.type_name()
-                ),
-            ))
-        }
-    };
-    let mut out = Vec::new();
-    for (i, v) in t.sequence_values::<Value>().enumerate() {
-        match v? {
-            Value::String(s) => out.push(OsString::from_vec(s.as_bytes().to_vec())),
-            Value::Integer(n) => out.push(n.to_string().into()),
-            Value::Number(n) => out.push(n.to_string().into()),
-            other => {
-                return Err(err_at(
-                    lua,
-                    format!(
-                        "warmup.run(): args[{}] must be a string, got {}",
-                        i + 1,
-                        other.type_name()
-                    ),
-                ))
-            }
-        }
-    }
-    if t.pairs::<Value, Value>().count() != out.len() {
-        return Err(err_at(
-            lua,
-            "warmup.run(): args must be a plain list (no holes, no named keys)",
-        ));
-    }
-    Ok(out)
 }

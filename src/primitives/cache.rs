@@ -12,7 +12,7 @@
 //! that holds it, and does not delete across a mount. A user who owns a directory on the
 //! way can swap it for a symlink after the probe; the change then fails, inside the root.
 
-use super::{human_bytes, human_size, thousands, Cmd, Ran, Script, Step};
+use super::{human_bytes, human_size, thousands, Cmd, Ran, Result, Script, Step};
 use crate::events::Event;
 use serde::Serialize;
 
@@ -197,11 +197,7 @@ impl Default for ClearOpts {
 }
 
 /// `cache.clear`: validates every path, then deletes (or moves aside) each one that exists.
-pub async fn clear(
-    step: &Step<'_>,
-    paths: &[String],
-    opts: ClearOpts,
-) -> mlua::Result<Vec<Cleared>> {
+pub async fn clear(step: &Step<'_>, paths: &[String], opts: ClearOpts) -> Result<Vec<Cleared>> {
     let Some((tidied, probe)) = look(step, paths, "clear").await? else {
         return plan_offline(step, paths, opts).await;
     };
@@ -254,11 +250,7 @@ pub async fn clear(
 }
 
 /// `cache.restore`: puts the newest kept copy of each path back.
-pub async fn restore(
-    step: &Step<'_>,
-    paths: &[String],
-    force: bool,
-) -> mlua::Result<Vec<Restored>> {
+pub async fn restore(step: &Step<'_>, paths: &[String], force: bool) -> Result<Vec<Restored>> {
     let Some((tidied, probe)) = look(step, paths, "restore").await? else {
         return Err(step.fail(
             "cache.restore: cannot plan with --offline: which kept copy to restore is only known by looking at the target",
@@ -332,7 +324,7 @@ pub async fn restore(
 }
 
 /// `cache.size`: how big each path is (a read; nothing is refused but relative paths).
-pub async fn size(step: &Step<'_>, paths: &[String]) -> mlua::Result<Vec<Size>> {
+pub async fn size(step: &Step<'_>, paths: &[String]) -> Result<Vec<Size>> {
     let Some((tidied, probe)) = look(step, paths, "size").await? else {
         return Ok(paths
             .iter()
@@ -373,7 +365,7 @@ pub async fn size(step: &Step<'_>, paths: &[String]) -> mlua::Result<Vec<Size>> 
 /// the probe saw; `None` with `--offline`, where the probe is only planned.
 type Looked = (Vec<Result<usize, String>>, Probe);
 
-async fn look(step: &Step<'_>, paths: &[String], mode: &str) -> mlua::Result<Option<Looked>> {
+async fn look(step: &Step<'_>, paths: &[String], mode: &str) -> Result<Option<Looked>> {
     let mut sent: Vec<String> = Vec::new();
     let tidied: Vec<Result<usize, String>> = paths
         .iter()
@@ -413,11 +405,7 @@ fn roots(step: &Step<'_>) -> Vec<String> {
 
 /// With `--offline` nothing is looked at: the changes are planned from the paths as
 /// written (sizes unknown); only the rules that need no target are checked.
-async fn plan_offline(
-    step: &Step<'_>,
-    paths: &[String],
-    opts: ClearOpts,
-) -> mlua::Result<Vec<Cleared>> {
+async fn plan_offline(step: &Step<'_>, paths: &[String], opts: ClearOpts) -> Result<Vec<Cleared>> {
     let tidied: Vec<Result<String, String>> = paths.iter().map(|p| tidy(p)).collect();
     let refusals: Vec<String> = paths
         .iter()
@@ -482,7 +470,7 @@ fn root_of<'p>(probe: &'p Probe, f: &Found) -> &'p str {
         .expect("a path that passed the rules is inside a root")
 }
 
-async fn delete(step: &Step<'_>, root: &str, f: &Found) -> mlua::Result<()> {
+async fn delete(step: &Step<'_>, root: &str, f: &Found) -> Result<()> {
     let cmd = Cmd::script(&DELETE_SCRIPT, [root, f.resolved.as_str()]);
     let summary = format!("delete {} ({})", f.resolved, f.size());
     let ran = step.change(cmd, summary, true).await?;
@@ -490,12 +478,7 @@ async fn delete(step: &Step<'_>, root: &str, f: &Found) -> mlua::Result<()> {
 }
 
 /// Returns the kept copy's name (`None` in a dry-run, where the name is made at run time).
-async fn move_aside(
-    step: &Step<'_>,
-    root: &str,
-    path: &str,
-    size: &str,
-) -> mlua::Result<Option<String>> {
+async fn move_aside(step: &Step<'_>, root: &str, path: &str, size: &str) -> Result<Option<String>> {
     let summary = format!("move aside {path} ({size}) → {path}{KEPT}…");
     let ran = step
         .change(Cmd::script(&MOVE_ASIDE_SCRIPT, [root, path]), summary, true)
@@ -519,7 +502,7 @@ async fn prune<'f>(
     root: &str,
     f: &'f Found,
     keep_last: usize,
-) -> mlua::Result<Vec<&'f Kept>> {
+) -> Result<Vec<&'f Kept>> {
     let keep_old = keep_last.saturating_sub(usize::from(f.exists()));
     let mut doomed: Vec<&Kept> = by_age(&f.kept).into_iter().skip(keep_old).collect();
     if doomed.is_empty() {
@@ -556,7 +539,7 @@ async fn prune<'f>(
 }
 
 /// Fails the step when a command that ran did not succeed, with its last error lines.
-fn check(step: &Step<'_>, ran: &Ran, what: &str) -> mlua::Result<()> {
+fn check(step: &Step<'_>, ran: &Ran, what: &str) -> Result<()> {
     if ran.ok() {
         return Ok(());
     }
@@ -565,7 +548,7 @@ fn check(step: &Step<'_>, ran: &Ran, what: &str) -> mlua::Result<()> {
 }
 
 /// One error for every refused path, so a call is fixed in one go.
-fn refuse(step: &Step<'_>, what: &str, refusals: &[String], nothing: &str) -> mlua::Result<()> {
+fn refuse(step: &Step<'_>, what: &str, refusals: &[String], nothing: &str) -> Result<()> {
     if refusals.is_empty() {
         return Ok(());
     }

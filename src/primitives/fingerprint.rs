@@ -2,7 +2,7 @@
 //! the next incident starts from "what changed since it last worked" rather than from a
 //! hunch. One read command gathers everything on the target.
 
-use super::{Cmd, Script, Step};
+use super::{Cmd, Result, Script, Step};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -61,7 +61,7 @@ pub(crate) static FINGERPRINT_SCRIPT: Script = Script::new(
     SCRIPT,
 );
 
-pub async fn take(step: &Step<'_>, scope: &Scope) -> mlua::Result<Fingerprint> {
+pub async fn take(step: &Step<'_>, scope: &Scope) -> Result<Fingerprint> {
     let py = match (&scope.venv, &scope.python) {
         (Some(v), _) => format!("{}/bin/python", v.trim_end_matches('/')),
         (None, Some(p)) => p.clone(),

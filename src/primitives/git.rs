@@ -4,7 +4,7 @@
 //! container; paths always come after `--`, and `--literal-pathspecs` keeps names with
 //! `*` or `:` literal.
 
-use super::{Cmd, Ran, Step};
+use super::{Cmd, Error, Ran, Result, Step};
 use crate::targets::failure::TAIL_LINES;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -72,13 +72,13 @@ where
 }
 
 /// A failed git command's message: `WHAT failed (WHY) on TARGET` and git's last lines.
-fn git_error(step: &Step<'_>, ran: &Ran, what: impl std::fmt::Display) -> mlua::Error {
+fn git_error(step: &Step<'_>, ran: &Ran, what: impl std::fmt::Display) -> Error {
     step.fail(ran.failure(what, Some(&step.target.name()), None))
 }
 
 /// `needs git on TARGET` where the shell found no git (exit 127). Every git primitive
 /// reads before it changes anything, so this comes before any change.
-fn missing_git(step: &Step<'_>, what: &str, ran: &Ran) -> Option<mlua::Error> {
+fn missing_git(step: &Step<'_>, what: &str, ran: &Ran) -> Option<Error> {
     ran.outcome().filter(|o| o.code == Some(127)).map(|_| {
         step.fail(format!(
             "{what}: {}",
@@ -99,7 +99,7 @@ fn split_z(out: &[u8]) -> Vec<String> {
         .collect()
 }
 
-fn check_repo(step: &Step<'_>, what: &str, repo: &str) -> mlua::Result<()> {
+fn check_repo(step: &Step<'_>, what: &str, repo: &str) -> Result<()> {
     if repo.is_empty() {
         return Err(step.fail(format!("{what}: repo is empty")));
     }
@@ -107,7 +107,7 @@ fn check_repo(step: &Step<'_>, what: &str, repo: &str) -> mlua::Result<()> {
 }
 
 /// The commit at HEAD of `repo` (two reads).
-pub async fn head(step: &Step<'_>, repo: &str) -> mlua::Result<Head> {
+pub async fn head(step: &Step<'_>, repo: &str) -> Result<Head> {
     check_repo(step, "git.head", repo)?;
     let cmd = git(
         repo,
@@ -164,7 +164,7 @@ async fn read_or_fail(
     repo: &str,
     summary: String,
     failing: &str,
-) -> mlua::Result<Option<Ran>> {
+) -> Result<Option<Ran>> {
     let ran = step.read(cmd, summary).await?;
     if ran.planned() {
         return Ok(None);
@@ -179,7 +179,7 @@ async fn read_or_fail(
 }
 
 /// `git status --porcelain=v1 -z`, parsed.
-pub async fn status(step: &Step<'_>, repo: &str) -> mlua::Result<Status> {
+pub async fn status(step: &Step<'_>, repo: &str) -> Result<Status> {
     check_repo(step, "git.status", repo)?;
     let cmd = git(repo, ["status", "--porcelain=v1", "-z"]);
     let Some(ran) = read_or_fail(
@@ -293,12 +293,17 @@ fn check_rev(rev: &str) -> Result<(), String> {
 }
 
 /// "a.py, b.py, c.py" or "a.py, b.py, … (+8 more)".
-fn list_preview(files: &[String]) -> String {
+/// The first files of a batch, each with the lines it differs by from the known-good
+/// commit (`train.py (+3 -1)`) when the working tree's diff said.
+fn list_preview(files: &[String], stats: &BTreeMap<String, String>) -> String {
     const SHOWN: usize = 5;
     let mut s = files
         .iter()
         .take(SHOWN)
-        .map(String::as_str)
+        .map(|f| match stats.get(f).filter(|s| !s.is_empty()) {
+            Some(stat) => format!("{f} ({stat})"),
+            None => f.clone(),
+        })
         .collect::<Vec<_>>()
         .join(", ");
     if files.len() > SHOWN {
@@ -343,7 +348,7 @@ async fn diff(
     args: &[&str],
     pathspecs: &[String],
     summary: String,
-) -> mlua::Result<BTreeMap<String, String>> {
+) -> Result<BTreeMap<String, String>> {
     let mut argv: Vec<String> = [
         "--literal-pathspecs",
         "diff",
@@ -367,7 +372,23 @@ async fn diff(
     }
     let fields = split_z(&ran.outcome().map(|o| o.stdout.clone()).unwrap_or_default());
     let mut out = BTreeMap::new();
-    if args.contains(&"--name-status") {
+    if args.contains(&"--numstat") {
+        // `ADDED<TAB>DELETED<TAB>PATH` (with --no-renames, never the two-path form); `-`
+        // for both counts when git sees the file as binary.
+        for record in fields {
+            let mut parts = record.splitn(3, '\t');
+            if let (Some(added), Some(deleted), Some(path)) =
+                (parts.next(), parts.next(), parts.next())
+            {
+                let stat = if added == "-" {
+                    "binary".to_string()
+                } else {
+                    format!("+{added} -{deleted}")
+                };
+                out.insert(path.to_string(), stat);
+            }
+        }
+    } else if args.contains(&"--name-status") {
         for pair in fields.chunks(2) {
             if let [status, path] = pair {
                 out.insert(path.clone(), status.clone());
@@ -387,7 +408,7 @@ async fn diff(
 /// changes: `git checkout REV -- files` for the files `rev` has, `git rm` for files added
 /// since `rev` that a commit still holds, and `git rm --cached` (unstage, keep the file)
 /// for new files no commit holds. Untracked files are never touched.
-pub async fn restore(step: &Step<'_>, spec: &RestoreSpec) -> mlua::Result<Restored> {
+pub async fn restore(step: &Step<'_>, spec: &RestoreSpec) -> Result<Restored> {
     check_repo(step, "git.restore", &spec.repo)?;
     check_rev(&spec.rev).map_err(|e| step.fail(format!("git.restore: {e}")))?;
     let pathspecs: Vec<String> = match &spec.paths {
@@ -439,7 +460,7 @@ pub async fn restore(step: &Step<'_>, spec: &RestoreSpec) -> mlua::Result<Restor
                 ),
                 Some(_) => format!(
                     "restore {} in {} to {}",
-                    list_preview(&pathspecs),
+                    list_preview(&pathspecs, &BTreeMap::new()),
                     spec.repo,
                     spec.rev
                 ),
@@ -471,11 +492,12 @@ pub async fn restore(step: &Step<'_>, spec: &RestoreSpec) -> mlua::Result<Restor
         )));
     }
     let short: String = sha.chars().take(7).collect();
-    // Working tree against REV: modified, deleted and added-since tracked files.
+    // Working tree against REV: modified, deleted and added-since tracked files, with the
+    // lines each differs by (what the restore undoes), for the summaries a reviewer reads.
     let worktree = diff(
         step,
         spec,
-        &["--name-only", &sha],
+        &["--numstat", &sha],
         &pathspecs,
         format!("files in {} that differ from {short}", spec.repo),
     )
@@ -526,6 +548,7 @@ pub async fn restore(step: &Step<'_>, spec: &RestoreSpec) -> mlua::Result<Restor
         spec,
         &["--literal-pathspecs", "checkout", &sha, "--"],
         &checkout,
+        &worktree,
         |n| format!("restore {} in {} to {short}", plural(n, "file"), spec.repo),
     )
     .await?;
@@ -541,6 +564,7 @@ pub async fn restore(step: &Step<'_>, spec: &RestoreSpec) -> mlua::Result<Restor
             "--",
         ],
         &remove,
+        &worktree,
         |n| {
             format!(
                 "remove {} that {short} does not have from {}",
@@ -563,6 +587,7 @@ pub async fn restore(step: &Step<'_>, spec: &RestoreSpec) -> mlua::Result<Restor
             "--",
         ],
         &unstage,
+        &worktree,
         |n| {
             format!(
                 "unstage {} in {} (kept on disk)",
@@ -587,13 +612,14 @@ async fn change_in_batches(
     spec: &RestoreSpec,
     args: &[&str],
     files: &[String],
+    stats: &BTreeMap<String, String>,
     what: impl Fn(usize) -> String,
-) -> mlua::Result<bool> {
+) -> Result<bool> {
     let mut planned = false;
     for batch in batches(files) {
         let mut argv: Vec<String> = args.iter().map(|a| a.to_string()).collect();
         argv.extend(batch.iter().cloned());
-        let summary = format!("{}: {}", what(batch.len()), list_preview(batch));
+        let summary = format!("{}: {}", what(batch.len()), list_preview(batch, stats));
         planned |= run_change(step, spec, git(&spec.repo, argv), summary).await?;
     }
     Ok(planned)
@@ -605,7 +631,7 @@ async fn run_change(
     spec: &RestoreSpec,
     cmd: Cmd,
     summary: String,
-) -> mlua::Result<bool> {
+) -> Result<bool> {
     let ran = step.change(cmd, summary, true).await?;
     if ran.planned() {
         return Ok(true);
@@ -666,8 +692,20 @@ mod tests {
     #[test]
     fn previews_and_batches() {
         let files: Vec<String> = (1..=7).map(|i| format!("f{i}")).collect();
-        assert_eq!(list_preview(&files[..2]), "f1, f2");
-        assert_eq!(list_preview(&files), "f1, f2, f3, f4, f5, … (+2 more)");
+        let none = BTreeMap::new();
+        assert_eq!(list_preview(&files[..2], &none), "f1, f2");
+        assert_eq!(
+            list_preview(&files, &none),
+            "f1, f2, f3, f4, f5, … (+2 more)"
+        );
+        let stats = BTreeMap::from([
+            ("f1".to_string(), "+3 -1".to_string()),
+            ("f2".to_string(), "binary".to_string()),
+        ]);
+        assert_eq!(
+            list_preview(&files[..3], &stats),
+            "f1 (+3 -1), f2 (binary), f3"
+        );
         assert_eq!(batches(&files).len(), 1);
         let big: Vec<String> = (0..3000).map(|i| format!("{i:040}")).collect();
         let b = batches(&big);

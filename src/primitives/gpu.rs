@@ -2,7 +2,7 @@
 //! compute processes on them), both reads. `require` checks a probe against what a job
 //! needs and names whatever is short.
 
-use super::{Cmd, Ran, Step};
+use super::{Cmd, Ran, Result, Step};
 use serde::Serialize;
 use std::time::Duration;
 
@@ -78,7 +78,7 @@ impl Default for Requirement {
     }
 }
 
-pub async fn probe(step: &Step<'_>) -> mlua::Result<Probe> {
+pub async fn probe(step: &Step<'_>) -> Result<Probe> {
     let gpus = query(step, "--query-gpu", GPU_FIELDS, "nvidia-smi: list GPUs").await?;
     let Some(gpus) = gpus else {
         return Ok(Probe {
@@ -110,7 +110,7 @@ pub async fn probe(step: &Step<'_>) -> mlua::Result<Probe> {
 }
 
 /// Probes, then fails naming what is short. A planned probe (`--offline`) checks nothing.
-pub async fn require(step: &Step<'_>, need: &Requirement) -> mlua::Result<Probe> {
+pub async fn require(step: &Step<'_>, need: &Requirement) -> Result<Probe> {
     let probe = probe(step).await?;
     if probe.planned {
         return Ok(probe);
@@ -120,12 +120,7 @@ pub async fn require(step: &Step<'_>, need: &Requirement) -> mlua::Result<Probe>
 }
 
 /// Runs one query. `None` when it was only planned; "" when the driver sees no GPU.
-async fn query(
-    step: &Step<'_>,
-    flag: &str,
-    fields: &str,
-    summary: &str,
-) -> mlua::Result<Option<String>> {
+async fn query(step: &Step<'_>, flag: &str, fields: &str, summary: &str) -> Result<Option<String>> {
     let argv = [
         "nvidia-smi".to_string(),
         format!("{flag}={fields}"),
@@ -134,7 +129,7 @@ async fn query(
     let ran = step
         .read(Cmd::new(argv).timeout(QUERY_TIMEOUT), summary)
         .await?;
-    let Ran::Done(out) = &ran else {
+    let Ran::Done { out, .. } = &ran else {
         return Ok(None);
     };
     let stdout = ran.stdout();

@@ -5,8 +5,8 @@
 //! scripts passed as argv (`sh -c SCRIPT sh ARG…`), never values pasted into script text;
 //! each is a named [`Script`] (listed in [`SCRIPTS`]), shown by its name in previews.
 //!
-//! The Lua side (`lua_api/<table>.rs`) parses arguments and converts results; the logic
-//! lives here.
+//! The Lua side (`lua_api/<table>.rs`) parses arguments and converts results and errors
+//! ([`Error`]); the logic lives here, and knows nothing of Lua.
 
 pub mod cache;
 pub mod fingerprint;
@@ -16,13 +16,28 @@ pub mod proc;
 pub mod venv;
 pub mod warmup;
 
-use crate::actions::{self, Action, Effect, Performed};
+use crate::abort::{Abort, Why};
+use crate::actions::{self, Action, ActionError, Effect, Performed};
 use crate::ctx::{Ctx, Mode};
 pub use crate::script::Script;
 use crate::targets::failure::TAIL_LINES;
 use crate::targets::{ExecOutcome, ExecRequest, Target};
 use std::ffi::OsString;
 use std::time::Duration;
+
+/// Why a primitive stopped short. Each carries the runbook line that called the
+/// primitive (`Step::at`); `lua_api` turns it into the Lua error, in one place.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// What went wrong, worded for the user: `AT: MSG`.
+    #[error("{at}: {msg}")]
+    Failed { at: String, msg: String },
+    /// The step is being stopped (see `abort.rs`).
+    #[error(transparent)]
+    Stop(Abort),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Options of one command a primitive runs.
 #[derive(Debug, Clone, Default)]
@@ -34,6 +49,8 @@ pub struct Cmd {
     pub timeout: Option<Duration>,
     /// The script `argv` runs (`sh -c BODY sh ARG…`), so it is shown by name.
     pub script: Option<&'static Script>,
+    /// The command prints a secret (see `ExecRequest::secret_output`).
+    pub secret_output: bool,
 }
 
 /// Every script a primitive runs, for `runbook script`.
@@ -138,7 +155,12 @@ pub struct Step<'a> {
 /// What a command gave back, or that it only was planned.
 pub enum Ran {
     Planned,
-    Done(ExecOutcome),
+    /// `shown` is the command as people saw it (previews, events): rendered once, by
+    /// `actions::perform`.
+    Done {
+        out: ExecOutcome,
+        shown: String,
+    },
 }
 
 impl Ran {
@@ -149,7 +171,7 @@ impl Ran {
     /// The outcome, for a command that must have run (reads outside `--offline`).
     pub fn outcome(&self) -> Option<&ExecOutcome> {
         match self {
-            Ran::Done(o) => Some(o),
+            Ran::Done { out, .. } => Some(out),
             Ran::Planned => None,
         }
     }
@@ -157,7 +179,7 @@ impl Ran {
     pub fn ok(&self) -> bool {
         match self {
             Ran::Planned => true,
-            Ran::Done(o) => o.code == Some(0) && !o.timed_out,
+            Ran::Done { out, .. } => out.code == Some(0) && !out.timed_out,
         }
     }
 
@@ -192,7 +214,7 @@ impl Ran {
         timeout: Option<Duration>,
     ) -> String {
         match self {
-            Ran::Done(o) => o.failed(what, target, timeout),
+            Ran::Done { out, .. } => out.failed(what, target, timeout),
             Ran::Planned => format!("{what} was only planned"),
         }
     }
@@ -205,8 +227,8 @@ impl Ran {
 
 impl Step<'_> {
     /// A command that only looks: it runs during `--dry-run` too (planned only offline).
-    pub async fn read(&self, cmd: Cmd, summary: impl Into<String>) -> mlua::Result<Ran> {
-        self.perform(cmd, summary.into(), Effect::Read, false).await
+    pub async fn read(&self, cmd: Cmd, summary: impl Into<String>) -> Result<Ran> {
+        self.run(cmd, summary.into(), Effect::Read, false).await
     }
 
     /// A command that changes the target: planned, not run, during `--dry-run`.
@@ -215,8 +237,8 @@ impl Step<'_> {
         cmd: Cmd,
         summary: impl Into<String>,
         destructive: bool,
-    ) -> mlua::Result<Ran> {
-        self.perform(cmd, summary.into(), Effect::Change, destructive)
+    ) -> Result<Ran> {
+        self.run(cmd, summary.into(), Effect::Change, destructive)
             .await
     }
 
@@ -241,7 +263,7 @@ impl Step<'_> {
         why: &str,
         env: &[(String, OsString)],
         cwd: Option<&str>,
-    ) -> mlua::Result<()> {
+    ) -> Result<()> {
         if self.dry_run() {
             return Ok(());
         }
@@ -263,17 +285,40 @@ impl Step<'_> {
     }
 
     /// An error that names the Lua line and the target.
-    pub fn fail(&self, msg: impl std::fmt::Display) -> mlua::Error {
-        mlua::Error::runtime(format!("{}: {msg}", self.at))
+    pub fn fail(&self, msg: impl std::fmt::Display) -> Error {
+        Error::Failed {
+            at: self.at.clone(),
+            msg: msg.to_string(),
+        }
     }
 
-    async fn perform(
+    /// The error for a step that is being stopped, noticed at this primitive's line.
+    pub fn stop(&self, why: Why) -> Error {
+        Error::Stop(Abort {
+            why,
+            at: self.at.clone(),
+        })
+    }
+
+    /// Fails once the step is interrupted or out of time: for a primitive that waits
+    /// between commands, since no command of its own would notice.
+    pub fn check_stopped(&self) -> Result<()> {
+        match self.ctx.stopped() {
+            Some(why) => Err(self.stop(why)),
+            None => Ok(()),
+        }
+    }
+
+    /// Any command, read or change: the one way a command of a runbook runs (`t:exec`
+    /// and `t:shell` too), so that stopping the step and the errors it gives are the
+    /// same for all of them.
+    pub async fn run(
         &self,
         cmd: Cmd,
         summary: String,
         effect: Effect,
         destructive: bool,
-    ) -> mlua::Result<Ran> {
+    ) -> Result<Ran> {
         let action = Action {
             target: self.target,
             req: ExecRequest {
@@ -283,39 +328,32 @@ impl Step<'_> {
                 stdin: cmd.stdin,
                 timeout: cmd.timeout,
                 script: None,
-                secret_output: false,
+                secret_output: cmd.secret_output,
             },
             effect,
             summary,
             destructive,
             script: cmd.script,
         };
-        match actions::perform(self.ctx, action)
+        let performed = actions::perform(self.ctx, action)
             .await
-            .map_err(|e| e.raise_at(&self.at))?
-        {
+            .map_err(|e| match e {
+                ActionError::Stop(why) => self.stop(why),
+                ActionError::Failed(msg) => self.fail(msg),
+            })?;
+        match performed {
             Performed::Planned => Ok(Ran::Planned),
-            Performed::Ran(out) => {
-                use crate::abort::{Abort, Why};
+            Performed::Ran { out, shown } => {
                 if out.interrupted {
-                    return Err(Abort::raise(Why::Interrupted, &self.at));
+                    return Err(self.stop(Why::Interrupted));
                 }
                 if out.deadline_hit {
-                    return Err(Abort::raise(Why::TimedOut, &self.at));
+                    return Err(self.stop(Why::TimedOut));
                 }
-                Ok(Ran::Done(out))
+                Ok(Ran::Done { out, shown })
             }
         }
     }
-}
-
-/// A serde value as a Lua value, with `None` as nil (mlua's default is a truthy null).
-pub fn to_lua<T: serde::Serialize>(lua: &mlua::Lua, value: &T) -> mlua::Result<mlua::Value> {
-    use mlua::LuaSerdeExt;
-    let opts = mlua::serde::ser::Options::new()
-        .serialize_none_to_null(false)
-        .serialize_unit_to_null(false);
-    lua.to_value_with(value, opts)
 }
 
 /// A size for people, in binary units (what `ls -h`, `du -h` and `df -h` mean): bytes
@@ -407,15 +445,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let plain = dir.path().join("plain");
         std::fs::write(&plain, "").unwrap();
-        let system = std::env::var("PATH").unwrap_or_default();
-        let busybox_sh = applets.path().join("sh");
-        for (shell, path) in [
-            ("dash".to_string(), system),
-            (
-                busybox_sh.display().to_string(),
-                applets.path().display().to_string(),
-            ),
-        ] {
+        for (shell, path) in crate::testing::posix_shells(&applets) {
             let run = |program: &str| {
                 std::process::Command::new(&shell)
                     .args(["-c", NEED_SCRIPT.body, "sh", program, "for a test"])

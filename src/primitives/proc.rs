@@ -11,7 +11,7 @@
 //! pid to kill, or a symlink for root to write through.
 //! Liveness reads `/proc` (a zombie is not alive), falling back to `kill -0` elsewhere.
 
-use super::{Cmd, Ran, Script, Step};
+use super::{Cmd, Error, Ran, Result, Script, Step};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -163,12 +163,12 @@ pub fn default_name(argv: &[OsString]) -> String {
 }
 
 /// A failed command's message: `WHAT failed (WHY) on TARGET` and the script's last lines.
-fn proc_error(step: &Step<'_>, ran: &Ran, what: impl std::fmt::Display) -> mlua::Error {
+fn proc_error(step: &Step<'_>, ran: &Ran, what: impl std::fmt::Display) -> Error {
     step.fail(ran.failure(what, Some(&step.target.name()), None))
 }
 
 /// Whether the job is alive now: `Some(pid)` with true/false, `None` without a pid file.
-async fn probe(step: &Step<'_>, which: &Which, what: &str) -> mlua::Result<Option<(u32, bool)>> {
+async fn probe(step: &Step<'_>, which: &Which, what: &str) -> Result<Option<(u32, bool)>> {
     let (name, pid, label) = match which {
         Which::Name(n) => (n.clone(), String::new(), format!("job {n}")),
         Which::Pid(p) => (String::new(), p.to_string(), format!("pid {p}")),
@@ -200,7 +200,7 @@ fn parse_state(out: &str) -> Option<(u32, bool)> {
 }
 
 /// Starts the job detached; refuses while a job of the same name runs.
-pub async fn spawn(step: &Step<'_>, spec: &SpawnSpec) -> mlua::Result<Spawned> {
+pub async fn spawn(step: &Step<'_>, spec: &SpawnSpec) -> Result<Spawned> {
     check_name(&spec.name).map_err(|e| step.fail(format!("proc.spawn: {e}")))?;
     if spec.argv.is_empty() {
         return Err(step.fail("proc.spawn: cmd is empty"));
@@ -237,8 +237,12 @@ pub async fn spawn(step: &Step<'_>, spec: &SpawnSpec) -> mlua::Result<Spawned> {
         [] => String::new(),
         names => format!(", env {}", names.join(" ")),
     };
+    let cwd = match &spec.cwd {
+        Some(dir) => format!("in {dir}, "),
+        None => String::new(),
+    };
     let summary = format!(
-        "start job {} in the background: {} (log {}{env})",
+        "start job {} in the background: {} ({cwd}log {}{env})",
         spec.name,
         crate::quote::join(&spec.argv),
         spec.log
@@ -296,11 +300,7 @@ pub async fn spawn(step: &Step<'_>, spec: &SpawnSpec) -> mlua::Result<Spawned> {
 }
 
 /// TERM the job's process group, wait up to `timeout` (`None`: until it exits), then KILL.
-pub async fn stop(
-    step: &Step<'_>,
-    which: &Which,
-    timeout: Option<Duration>,
-) -> mlua::Result<Stopped> {
+pub async fn stop(step: &Step<'_>, which: &Which, timeout: Option<Duration>) -> Result<Stopped> {
     let label = match which {
         Which::Name(n) => format!("job {n}"),
         Which::Pid(p) => format!("pid {p}"),
@@ -468,7 +468,7 @@ struct Polled {
     bytes: Vec<u8>,
 }
 
-async fn poll(step: &Step<'_>, file: &str, offset: Option<u64>, wait: u64) -> mlua::Result<Polled> {
+async fn poll(step: &Step<'_>, file: &str, offset: Option<u64>, wait: u64) -> Result<Polled> {
     let off = offset.map_or_else(|| "end".to_string(), |o| o.to_string());
     let cmd = Cmd::script(
         &POLL_SCRIPT,
@@ -507,11 +507,11 @@ async fn poll(step: &Step<'_>, file: &str, offset: Option<u64>, wait: u64) -> ml
 }
 
 /// Waits until `until` (or the step's deadline), ending early on Ctrl-C.
-async fn pause(step: &Step<'_>, until: Instant) -> mlua::Result<()> {
+async fn pause(step: &Step<'_>, until: Instant) -> Result<()> {
     let ctx = step.ctx;
     let until = ctx.deadline.get().map_or(until, |d| d.min(until));
     loop {
-        crate::sandbox::abort_check(ctx, &step.at)?;
+        step.check_stopped()?;
         if Instant::now() >= until {
             return Ok(());
         }
@@ -523,7 +523,7 @@ async fn pause(step: &Step<'_>, until: Instant) -> mlua::Result<()> {
 }
 
 /// Polls the file about once a second until a new line matches.
-pub async fn wait_for(step: &Step<'_>, spec: &WaitSpec) -> mlua::Result<Matched> {
+pub async fn wait_for(step: &Step<'_>, spec: &WaitSpec) -> Result<Matched> {
     if step.dry_run() {
         // The job it waits on was not started: nothing to wait for.
         return Ok(Matched {
@@ -573,12 +573,7 @@ pub async fn wait_for(step: &Step<'_>, spec: &WaitSpec) -> mlua::Result<Matched>
     }
 }
 
-async fn timeout_error(
-    step: &Step<'_>,
-    spec: &WaitSpec,
-    lines: &Lines,
-    existed: bool,
-) -> mlua::Error {
+async fn timeout_error(step: &Step<'_>, spec: &WaitSpec, lines: &Lines, existed: bool) -> Error {
     let head = format!(
         "proc.wait_for: no line of {} matched /{}/ within {}",
         spec.file,
@@ -622,7 +617,6 @@ mod tests {
         use std::process::Command;
         let applets = crate::testing::busybox_applets();
         let home = tempfile::tempdir().unwrap();
-        let system = std::env::var("PATH").unwrap_or_default();
         let mut job = Command::new("setsid")
             .args(["sleep", "30"])
             .spawn()
@@ -639,14 +633,7 @@ mod tests {
                 .unwrap();
             String::from_utf8_lossy(&out.stdout).into_owned()
         };
-        let busybox_sh = applets.path().join("sh");
-        let shells = [
-            ("dash", system.clone()),
-            (
-                busybox_sh.to_str().unwrap(),
-                applets.path().display().to_string(),
-            ),
-        ];
+        let shells = crate::testing::posix_shells(&applets);
         for (shell, path) in &shells {
             let out = probe(shell, path, "", &pid.to_string());
             assert_eq!(parse_state(&out), Some((pid, true)), "{shell}: {out:?}");

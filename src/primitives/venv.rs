@@ -11,7 +11,7 @@
 //!    the real run: the `<ts>` of the build directory is therefore taken on the target;
 //! 3. a read lists what ended up installed.
 
-use super::{Cmd, Ran, Script, Step};
+use super::{Cmd, Error, Ran, Result, Script, Step};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::time::Duration;
@@ -53,6 +53,26 @@ pub struct IndexOptions {
 }
 
 impl IndexOptions {
+    /// Where packages come from, for a summary: ` from URL`, ` from the default index`,
+    /// plus extra indexes and find-links dirs.
+    fn described(&self) -> String {
+        let mut from = Vec::new();
+        if !self.no_index {
+            from.push(
+                self.index_url
+                    .clone()
+                    .unwrap_or_else(|| "the default index".into()),
+            );
+        }
+        from.extend(self.extra_index_urls.iter().cloned());
+        from.extend(self.find_links.iter().map(|d| format!("find-links {d}")));
+        if from.is_empty() {
+            " (no index)".to_string()
+        } else {
+            format!(" from {}", from.join(" + "))
+        }
+    }
+
     /// The flags both uv and pip understand with these exact names.
     fn args(&self) -> Vec<String> {
         let mut out = Vec::new();
@@ -92,7 +112,7 @@ pub struct Built {
 }
 
 /// Builds (or, in a dry-run, plans) the venv described by `spec` on the step's target.
-pub async fn build(step: &Step<'_>, spec: &BuildSpec) -> mlua::Result<Built> {
+pub async fn build(step: &Step<'_>, spec: &BuildSpec) -> Result<Built> {
     let probe = probe(
         step,
         spec.uv.as_deref(),
@@ -165,7 +185,7 @@ pub async fn build(step: &Step<'_>, spec: &BuildSpec) -> mlua::Result<Built> {
 }
 
 /// An error naming the Lua line (from `step.fail`) and the target.
-fn fail(step: &Step<'_>, msg: impl std::fmt::Display) -> mlua::Error {
+fn fail(step: &Step<'_>, msg: impl std::fmt::Display) -> Error {
     step.fail(format!("venv.build on {}: {msg}", step.target.name()))
 }
 
@@ -210,7 +230,7 @@ async fn probe(
     python: Option<&str>,
     path: &str,
     timeout: Option<Duration>,
-) -> mlua::Result<Option<Probe>> {
+) -> Result<Option<Probe>> {
     let mut cmd = Cmd::script(
         &PROBE_SCRIPT,
         [uv.unwrap_or(""), path, python.unwrap_or("")],
@@ -257,7 +277,7 @@ async fn find_or_install_uv(
     step: &Step<'_>,
     spec: &BuildSpec,
     probe: Option<&Probe>,
-) -> mlua::Result<String> {
+) -> Result<String> {
     let Some(probe) = probe else {
         // Offline plan: nothing was looked at; show the command with the uv we would look for.
         return Ok(spec.uv.clone().unwrap_or_else(|| "uv".to_string()));
@@ -303,7 +323,7 @@ async fn find_or_install_uv(
 /// `python3 -m pip install --user uv`, with the build's index options. pip refuses
 /// `--user` installs into a distribution's "externally managed" Python (PEP 668) unless
 /// told otherwise; a `--user` install does not touch the system's packages, so it is told.
-async fn install_uv(step: &Step<'_>, spec: &BuildSpec, home: &str) -> mlua::Result<String> {
+async fn install_uv(step: &Step<'_>, spec: &BuildSpec, home: &str) -> Result<String> {
     let mut argv: Vec<String> = ["python3", "-m", "pip", "install", "--user"]
         .map(String::from)
         .to_vec();
@@ -403,25 +423,40 @@ fn build_cmd(spec: &BuildSpec, uv: &str) -> Cmd {
     cmd
 }
 
-/// `build venv /opt/venv (python 3.12, 3 packages, fresh)`.
+/// `build venv /opt/venv (python 3.12, torch==2.11.0 numpy from https://…/cu128, fresh)`:
+/// every package spec (the first few when there are many) and the index they come from,
+/// the facts a reviewer approves.
 fn summary(spec: &BuildSpec) -> String {
+    const SHOWN: usize = 8;
     let python = match &spec.python {
         Some(p) => format!("python {p}"),
         None => "uv's default python".to_string(),
     };
-    let n = spec.packages.len();
     let mut what = Vec::new();
-    if n > 0 {
-        what.push(format!("{n} package{}", if n == 1 { "" } else { "s" }));
+    if !spec.packages.is_empty() {
+        let mut list = spec
+            .packages
+            .iter()
+            .take(SHOWN)
+            .map(|p| crate::quote::quote_word(std::ffi::OsStr::new(p)))
+            .collect::<Vec<_>>()
+            .join(" ");
+        if spec.packages.len() > SHOWN {
+            list.push_str(&format!(" … (+{} more)", spec.packages.len() - SHOWN));
+        }
+        what.push(list);
     }
     if let Some(req) = &spec.requirements {
         what.push(format!("-r {req}"));
     }
-    let what = if what.is_empty() {
+    let mut what = if what.is_empty() {
         "no packages".to_string()
     } else {
         what.join(" + ")
     };
+    if !spec.packages.is_empty() || spec.requirements.is_some() {
+        what.push_str(&spec.index.described());
+    }
     let mode = if spec.fresh { "fresh" } else { "in place" };
     format!("build venv {} ({python}, {what}, {mode})", spec.path)
 }
@@ -496,7 +531,7 @@ pub(crate) static LIST_SCRIPT: Script = Script::new(
     LIST,
 );
 
-async fn installed(step: &Step<'_>, path: &str, uv: &str) -> mlua::Result<(String, Vec<Package>)> {
+async fn installed(step: &Step<'_>, path: &str, uv: &str) -> Result<(String, Vec<Package>)> {
     let ran = step
         .read(
             Cmd::script(&LIST_SCRIPT, [uv, path]),
@@ -551,15 +586,7 @@ mod tests {
         let uv = dir.path().join("uv");
         std::fs::write(&uv, "#!/bin/sh\necho 'uv 0.9.0'\n").unwrap();
         std::fs::set_permissions(&uv, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-        let system = std::env::var("PATH").unwrap_or_default();
-        let busybox_sh = applets.path().join("sh");
-        for (shell, path) in [
-            ("dash".to_string(), system),
-            (
-                busybox_sh.display().to_string(),
-                applets.path().display().to_string(),
-            ),
-        ] {
+        for (shell, path) in crate::testing::posix_shells(&applets) {
             let probe = |at: &std::path::Path| {
                 let out = Command::new(&shell)
                     .args([
@@ -626,7 +653,7 @@ mod tests {
     fn summary_reads_like_a_sentence() {
         assert_eq!(
             summary(&spec()),
-            "build venv /opt/venv (python 3.12, 3 packages, fresh)"
+            "build venv /opt/venv (python 3.12, torch==2.11.0 numpy rich from the default index, fresh)"
         );
         let s = BuildSpec {
             python: None,
@@ -637,7 +664,21 @@ mod tests {
         };
         assert_eq!(
             summary(&s),
-            "build venv /opt/venv (uv's default python, 1 package + -r /r.txt, in place)"
+            "build venv /opt/venv (uv's default python, a + -r /r.txt from the default index, in place)"
+        );
+        let s = BuildSpec {
+            packages: (1..=10).map(|i| format!("p{i}")).collect(),
+            index: IndexOptions {
+                index_url: Some("https://download.pytorch.org/whl/cu128".into()),
+                extra_index_urls: vec!["https://pypi.example/simple".into()],
+                ..Default::default()
+            },
+            ..spec()
+        };
+        assert_eq!(
+            summary(&s),
+            "build venv /opt/venv (python 3.12, p1 p2 p3 p4 p5 p6 p7 p8 … (+2 more) from \
+             https://download.pytorch.org/whl/cu128 + https://pypi.example/simple, fresh)"
         );
     }
 

@@ -6,7 +6,7 @@
 //! spinner shows the latest); what this adds is a warning when the script stays silent
 //! for long, since a compile that prints nothing for minutes looks exactly like a hang.
 
-use super::{human_size, Cmd, Ran, Script, Step};
+use super::{human_size, Cmd, Ran, Result, Script, Step};
 use crate::duration;
 use crate::events::{Event, Sink, Stamped};
 use crate::targets::ExecRequest;
@@ -73,7 +73,7 @@ pub(crate) static MEASURE_SCRIPT: Script = Script::new(
     MEASURE,
 );
 
-pub async fn run(step: &Step<'_>, spec: &Spec) -> mlua::Result<Outcome> {
+pub async fn run(step: &Step<'_>, spec: &Spec) -> Result<Outcome> {
     let mut caches: Vec<CacheGrowth> = spec
         .expect_cache
         .iter()
@@ -123,7 +123,7 @@ pub async fn run(step: &Step<'_>, spec: &Spec) -> mlua::Result<Outcome> {
                 planned: true,
             })
         }
-        Ran::Done(out) => out,
+        Ran::Done { out, .. } => out,
     };
     let target = step.target.name();
     if !ran.ok() {
@@ -243,7 +243,7 @@ async fn measure(
     step: &Step<'_>,
     paths: &[String],
     when: &str,
-) -> mlua::Result<Option<Vec<Option<(u64, u64)>>>> {
+) -> Result<Option<Vec<Option<(u64, u64)>>>> {
     if paths.is_empty() {
         return Ok(None);
     }
@@ -328,12 +328,7 @@ impl Sink for SilenceSink {
 /// after each further `quiet`. The output lines themselves are seen through a sink on
 /// the event bus, so nothing about the command changes (no wrapper process, streams
 /// kept apart, the same kill path on timeout or Ctrl-C).
-async fn run_watched(
-    step: &Step<'_>,
-    cmd: Cmd,
-    summary: String,
-    quiet: Duration,
-) -> mlua::Result<Ran> {
+async fn run_watched(step: &Step<'_>, cmd: Cmd, summary: String, quiet: Duration) -> Result<Ran> {
     let ctx = step.ctx;
     let req = ExecRequest {
         argv: cmd.argv.clone(),

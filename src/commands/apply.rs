@@ -1,0 +1,77 @@
+//! `runbook apply`: runs a saved plan's runbook, held to the plan.
+
+use crate::cli::ApplyArgs;
+use crate::ctx::Mode;
+use crate::engine::{self, Approval, RunRequest};
+use crate::error::{Error, Result};
+use crate::plan::Plan;
+use crate::sinks::terminal::TerminalOptions;
+use crate::source::{self, Source};
+use crate::state;
+use std::time::SystemTime;
+
+pub async fn apply(args: ApplyArgs, verbose: bool, quiet: bool) -> Result<()> {
+    let shown = args.plan.display().to_string();
+    let bytes = std::fs::read(&args.plan)
+        .map_err(|e| Error::PlanFile(format!("cannot read plan {shown}: {e}")))?;
+    let text = std::str::from_utf8(&bytes)
+        .map_err(|_| Error::PlanFile(format!("{shown}: not a runbook plan (not UTF-8 text)")))?;
+    let plan = Plan::parse(text, &shown).map_err(Error::PlanFile)?;
+    let refuse = |why: String| {
+        Error::PlanRefused(format!(
+            "{shown}: refused, nothing was changed: {why}\nmake a new plan (runbook plan {} …) and review it",
+            plan.runbook.path
+        ))
+    };
+    plan.check_made(args.max_age, SystemTime::now())
+        .map_err(&refuse)?;
+    let source = match (&plan.runbook.shipped, &plan.runbook.file) {
+        (Some(name), _) => Source::shipped(name).ok_or_else(|| {
+            refuse(format!(
+                "it is a plan of the shipped runbook '{name}', which this runbook does not ship"
+            ))
+        })?,
+        (None, Some(file)) => source::locate(file).map_err(|e| refuse(e.to_string()))?,
+        (None, None) => return Err(refuse("it names no runbook file".into())),
+    };
+    let now = source.content_hash();
+    if now != plan.runbook.sha256 {
+        return Err(refuse(format!(
+            "{} changed since the plan was made (sha256 {}… then, {}… now)",
+            source.label,
+            &plan.runbook.sha256[..12.min(plan.runbook.sha256.len())],
+            &now[..12]
+        )));
+    }
+    // The plan's params, then what the command line adds (a secret's value); a param
+    // that then differs from the plan's is refused once the runbook is loaded.
+    let mut sets = plan.sets();
+    sets.extend(args.sets);
+    let mut remote_args = args.remote.clone();
+    if remote_args.inventory.is_none() {
+        remote_args.inventory = plan.reached_with.inventory.clone().map(Into::into);
+    }
+    if remote_args.ssh_config.is_none() {
+        remote_args.ssh_config = plan.reached_with.ssh_config.clone().map(Into::into);
+    }
+    let mut remote = super::remote_settings(&remote_args)?;
+    remote.lock_wait = args.lock_wait;
+    engine::run(RunRequest {
+        source,
+        mode: Mode::Real,
+        sets,
+        approval: Approval::Saved {
+            sha256: crate::plan::file_sha256(&bytes),
+            plan: Box::new(plan),
+            path: shown,
+            yes: args.yes,
+        },
+        json: args.json,
+        resume: None,
+        state_dir: state::state_dir(args.state_dir),
+        timeout: args.timeout.filter(|t| !t.is_zero()),
+        term: TerminalOptions::detect(verbose, quiet),
+        remote,
+    })
+    .await
+}

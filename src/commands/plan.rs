@@ -1,0 +1,132 @@
+//! `runbook plan`: the plan of a runbook, printed or saved for `runbook apply`.
+
+use crate::cli::{PlanArgs, PlanFormat};
+use crate::engine;
+use crate::error::{Error, Result};
+use crate::plan::{Plan, ReachedWith, Style};
+use crate::{source, state};
+use std::io::Write;
+use std::path::Path;
+
+pub async fn plan(args: PlanArgs, quiet: bool) -> Result<()> {
+    if args.file.ends_with(".json") {
+        return show_saved(args);
+    }
+    let source = source::locate(&args.file)?;
+    let remote = super::remote_settings(&args.remote)?;
+    let reached_with = ReachedWith {
+        inventory: remote.inventory.as_ref().map(|i| absolute(&i.path)),
+        ssh_config: remote.ssh.config.as_deref().map(absolute),
+    };
+    let planned = engine::plan(
+        &source,
+        args.offline,
+        args.sets,
+        state::state_dir(args.state_dir),
+        args.timeout.filter(|t| !t.is_zero()),
+        remote,
+    )
+    .await?;
+    if let Some(why) = planned.failed {
+        return Err(Error::PlanIncomplete(format!(
+            "{}: the plan could not be made: {why}\nnothing was saved; see the whole dry-run with runbook run {} --dry-run",
+            source.label, args.file
+        )));
+    }
+    let mut plan = planned.plan;
+    plan.reached_with = reached_with;
+    let format = args.format.unwrap_or(match args.output {
+        Some(_) => PlanFormat::Json,
+        None => PlanFormat::Text,
+    });
+    let Some(out) = args.output else {
+        print!("{}", rendered(&plan, format, None));
+        return Ok(());
+    };
+    let text = rendered(&plan, format, None);
+    write_new(&out, text.as_bytes())?;
+    let shown = out.display().to_string();
+    let sha = crate::plan::file_sha256(text.as_bytes());
+    if !quiet {
+        match format {
+            PlanFormat::Json => {
+                print!("{}", plan.render(Style::Text, Some((&shown, &sha))));
+                eprintln!(
+                    "plan saved to {shown}; the Markdown of this very plan, for a review: runbook plan {shown} --format md"
+                );
+            }
+            _ => eprintln!("plan written to {shown}"),
+        }
+    }
+    Ok(())
+}
+
+fn rendered(plan: &Plan, format: PlanFormat, saved: Option<(&str, &str)>) -> String {
+    match format {
+        PlanFormat::Json => plan.to_json(),
+        PlanFormat::Text => plan.render(Style::Text, saved),
+        PlanFormat::Md => plan.render(Style::Markdown, saved),
+    }
+}
+
+/// `runbook plan PLAN.json [--format text|md] [-o FILE]`: a saved plan, shown (nothing is
+/// planned again: the reviewer reads the very plan `apply` will hold the run to).
+fn show_saved(args: PlanArgs) -> Result<()> {
+    if !args.sets.is_empty() || args.offline {
+        return Err(Error::Usage(format!(
+            "{}: a saved plan is shown as it is; --set and --offline are for making one (runbook plan RUNBOOK …)",
+            args.file
+        )));
+    }
+    let bytes = std::fs::read(&args.file)
+        .map_err(|e| Error::PlanFile(format!("cannot read plan {}: {e}", args.file)))?;
+    let text = String::from_utf8_lossy(&bytes);
+    let plan = Plan::parse(&text, &args.file).map_err(Error::PlanFile)?;
+    let sha = crate::plan::file_sha256(&bytes);
+    let format = args.format.unwrap_or(PlanFormat::Text);
+    let out = rendered(&plan, format, Some((&args.file, &sha)));
+    match args.output {
+        None => print!("{out}"),
+        Some(path) => write_new(&path, out.as_bytes())?,
+    }
+    Ok(())
+}
+
+fn absolute(p: &Path) -> String {
+    std::fs::canonicalize(p)
+        .unwrap_or_else(|_| p.to_path_buf())
+        .display()
+        .to_string()
+}
+
+/// Writes `bytes` to `path` whole or not at all: into a new file beside it (a random name,
+/// created exclusively, so nothing planted there is followed), then renamed over it.
+fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| Error::PlanFile(format!("-o {}: not a file name", path.display())))?;
+    let salt = crate::plan::Salt::random();
+    let tmp = dir.join(format!(
+        ".{}.{}",
+        name.to_string_lossy(),
+        &salt.digest(b"tmp")[..16]
+    ));
+    let fail = |e: std::io::Error| {
+        Error::PlanFile(format!("-o {}: cannot write the plan: {e}", path.display()))
+    };
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .map_err(fail)?;
+    let written = f.write_all(bytes).and_then(|()| f.sync_all());
+    if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(fail(e));
+    }
+    Ok(())
+}
