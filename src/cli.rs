@@ -106,6 +106,23 @@ pub enum Command {
     Completions { shell: clap_complete::Shell },
 }
 
+/// What `run` and `apply` share about the run itself: where its record goes and how long
+/// it may take (one definition, so the two commands' flags cannot drift apart).
+#[derive(Debug, Args)]
+pub struct RunLimits {
+    /// Where run records are kept.
+    #[arg(long, env = "RUNBOOK_STATE_DIR", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+
+    /// Stop the whole run after this long (e.g. 30m, at most 365d; 0 means no timeout); `always` steps still run.
+    #[arg(long, value_name = "DUR", value_parser = parse_timeout)]
+    pub timeout: Option<Duration>,
+
+    /// How long to wait when another run holds the lock on a target this run changes (at most 365d; 0: do not wait).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "0s")]
+    pub lock_wait: Duration,
+}
+
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// A runbook file, or a bare name: ./NAME.lua, ./runbooks/NAME.lua, then a shipped runbook.
@@ -135,17 +152,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "RUN|last")]
     pub resume: Option<String>,
 
-    /// Where run records are kept.
-    #[arg(long, env = "RUNBOOK_STATE_DIR", value_name = "DIR")]
-    pub state_dir: Option<PathBuf>,
-
-    /// Stop the whole run after this long (e.g. 30m, at most 365d; 0 means no timeout); `always` steps still run.
-    #[arg(long, value_name = "DUR", value_parser = parse_timeout)]
-    pub timeout: Option<Duration>,
-
-    /// How long to wait when another run holds the lock on a target this run changes (at most 365d; 0: do not wait).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "0s")]
-    pub lock_wait: Duration,
+    #[command(flatten)]
+    pub limits: RunLimits,
 
     #[command(flatten)]
     pub remote: RemoteArgs,
@@ -217,17 +225,8 @@ pub struct ApplyArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Where run records are kept.
-    #[arg(long, env = "RUNBOOK_STATE_DIR", value_name = "DIR")]
-    pub state_dir: Option<PathBuf>,
-
-    /// Stop the whole run after this long (e.g. 30m, at most 365d; 0 means no timeout); `always` steps still run.
-    #[arg(long, value_name = "DUR", value_parser = parse_timeout)]
-    pub timeout: Option<Duration>,
-
-    /// How long to wait when another run holds the lock on a target this run changes (at most 365d; 0: do not wait).
-    #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "0s")]
-    pub lock_wait: Duration,
+    #[command(flatten)]
+    pub limits: RunLimits,
 
     /// Default: the inventory and ssh_config the plan was made with.
     #[command(flatten)]

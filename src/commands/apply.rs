@@ -55,7 +55,7 @@ pub async fn apply(args: ApplyArgs, verbose: bool, quiet: bool) -> Result<()> {
         remote_args.ssh_config = plan.reached_with.ssh_config.clone().map(Into::into);
     }
     let mut remote = super::remote_settings(&remote_args)?;
-    remote.lock_wait = args.lock_wait;
+    remote.lock_wait = args.limits.lock_wait;
     engine::run(RunRequest {
         source,
         mode: Mode::Real,
@@ -68,8 +68,8 @@ pub async fn apply(args: ApplyArgs, verbose: bool, quiet: bool) -> Result<()> {
         },
         json: args.json,
         resume: None,
-        state_dir: state::state_dir(args.state_dir),
-        timeout: args.timeout.filter(|t| !t.is_zero()),
+        state_dir: state::state_dir(args.limits.state_dir),
+        timeout: args.limits.timeout.filter(|t| !t.is_zero()),
         term: TerminalOptions::detect(verbose, quiet),
         remote,
     })

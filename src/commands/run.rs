@@ -25,13 +25,13 @@ pub async fn run(args: RunArgs, verbose: bool, quiet: bool) -> Result<()> {
         },
         json: args.json,
         resume: args.resume,
-        state_dir: state::state_dir(args.state_dir),
+        state_dir: state::state_dir(args.limits.state_dir),
         // `--timeout 0` is no timeout, as 0 is for every timeout in a runbook.
-        timeout: args.timeout.filter(|t| !t.is_zero()),
+        timeout: args.limits.timeout.filter(|t| !t.is_zero()),
         term: TerminalOptions::detect(verbose, quiet),
         remote: {
             let mut r = super::remote_settings(&args.remote)?;
-            r.lock_wait = args.lock_wait;
+            r.lock_wait = args.limits.lock_wait;
             r
         },
     })
