@@ -883,6 +883,29 @@ fn podman_image() -> Result<(), String> {
     sh(&["podman", "import", "-q", tar.to_str().unwrap(), IMAGE]).map(|_| ())
 }
 
+/// Whether the container runs a command now. Podman's own `State.Running` is not
+/// enough: a container whose processes were killed outside podman (a CI job's cgroup
+/// torn down, the machine's /run kept) still reads "running", and every exec then fails
+/// with crun's "the container ... is not running".
+fn podman_answers() -> Result<(), String> {
+    sh(&["podman", "exec", PODMAN, "true"]).map(|_| ())
+}
+
+/// What podman knows about a container that does not answer, for the failure message.
+fn podman_state() -> String {
+    let state = sh(&[
+        "podman",
+        "container",
+        "inspect",
+        "-f",
+        "{{.State.Status}} (exit {{.State.ExitCode}}) {{.State.Error}}",
+        PODMAN,
+    ])
+    .unwrap_or_else(|e| e);
+    let logs = sh(&["podman", "logs", "--tail", "5", PODMAN]).unwrap_or_else(|e| e);
+    format!("state: {state}; logs: {logs}")
+}
+
 /// Starts the container, the way this machine lets podman do it: see the report in
 /// `podman()`.
 fn podman_make() -> Result<Vec<String>, String> {
@@ -900,7 +923,8 @@ fn podman_make() -> Result<Vec<String>, String> {
         "/bin/sleep",
         "2147483647",
     ];
-    if let Err(e) = sh(&[&["podman"][..], &plain].concat()) {
+    let started = sh(&[&["podman"][..], &plain].concat()).and_then(|_| podman_answers());
+    if let Err(e) = started {
         notes.push(format!("podman run with podman's defaults failed: {e}"));
         let _ = sh(&["podman", "rm", "-f", PODMAN]);
         // This machine's processes lack CAP_SYS_RESOURCE, so crun cannot raise the
@@ -938,6 +962,12 @@ fn podman_make() -> Result<Vec<String>, String> {
             &limited,
         ]
         .concat())?;
+        podman_answers().map_err(|e| {
+            format!(
+                "the container started but runs nothing ({e}); {}",
+                podman_state()
+            )
+        })?;
         notes.push("it starts with --ulimit nofile=1024:1024 --ulimit nproc=1024:1024, in a mount namespace without /sys/fs/cgroup/unified".into());
     }
     sh(&[
@@ -957,15 +987,7 @@ fn podman() -> bool {
         if sh(&["podman", "--version"]).is_err() {
             return Err("podman is not installed (apt-get install podman)".into());
         }
-        let running = sh(&[
-            "podman",
-            "container",
-            "inspect",
-            "-f",
-            "{{.State.Running}}",
-            PODMAN,
-        ]);
-        if running.as_deref() == Ok("true")
+        if podman_answers().is_ok()
             && sh(&["podman", "container", "exists", PODMAN_STOPPED]).is_ok()
         {
             return Ok(Vec::new());

@@ -129,8 +129,10 @@ pub async fn run(
         child.stderr.take().expect("piped"),
     );
     if let Some(stop) = pump.run(own, deadline, io, &mut out).await {
-        if let (Some(remote), Some(kill)) = (pump.pgid, kill_remote) {
-            kill(remote).await;
+        if let Some(kill) = kill_remote {
+            if let Some(remote) = pump.group_after_stop(io, &mut out, pump::REPORT_WAIT).await {
+                kill(remote).await;
+            }
         }
         if let Some(pgid) = pgid {
             kill_group(pgid, libc::SIGTERM);

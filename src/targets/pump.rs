@@ -25,6 +25,9 @@ pub enum Stop {
 /// number (see `wrap.rs`, `Group::parse`). Never shown to users.
 pub const PGID_MARKER: &str = "\u{1e}runbook-pgid=";
 
+/// How long a stopped command's group report is waited for (`Pump::group_after_stop`).
+pub const REPORT_WAIT: Duration = Duration::from_secs(2);
+
 pub fn effective_deadline(
     own: Option<Duration>,
     started: Instant,
@@ -87,6 +90,27 @@ impl<O: AsyncRead + Unpin, E: AsyncRead + Unpin> Pump<O, E> {
             }
         }
         None
+    }
+
+    /// The remote group to kill after a stop. A stop can win the race against the
+    /// wrapper's report still sitting unread in the pipe (seen under load: Ctrl-C landed
+    /// after the tree started but before the pump read its first stderr line), and a
+    /// report still on its way means the tree is about to start; either way killing only
+    /// the local client would leave that tree running. So read on, up to `limit`, until
+    /// the report arrives or the streams end.
+    pub async fn group_after_stop(
+        &mut self,
+        io: &ExecIo<'_>,
+        out: &mut ExecOutcome,
+        limit: Duration,
+    ) -> Option<u32> {
+        let _ = tokio::time::timeout(limit, async {
+            while self.pgid.is_none() && !(self.out_done && self.err_done) {
+                self.step(io, out).await;
+            }
+        })
+        .await;
+        self.pgid
     }
 
     /// Reads whatever the (dying) command still prints, until both streams end.

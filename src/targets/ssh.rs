@@ -424,8 +424,10 @@ impl SshHost {
             child.stderr().take().expect("piped"),
         );
         if let Some(stop) = pump.run(own, deadline, io, &mut out).await {
-            if let (Some(pgid), Some(kill)) = (pump.pgid, kill) {
-                kill(pgid).await;
+            if let Some(kill) = kill {
+                if let Some(pgid) = pump.group_after_stop(io, &mut out, pump::REPORT_WAIT).await {
+                    kill(pgid).await;
+                }
             }
             match stop {
                 Stop::Timeout => out.timed_out = true,
