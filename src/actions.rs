@@ -251,6 +251,13 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
         ctx.mark_changed();
     }
     let result = action.target.exec(&action.req, &io).await;
+    if let Some(message) = result.as_ref().ok().and_then(|o| o.notice.clone()) {
+        ctx.bus.emit(Event::Log {
+            step: Some(step),
+            level: Level::Warn,
+            message,
+        });
+    }
     // A line cut at 64 KiB at the very end: what was held back is shown now.
     for stream in [Stream::Stdout, Stream::Stderr] {
         let rest = std::mem::take(&mut carry.borrow_mut()[stream as usize]);

@@ -422,6 +422,9 @@ fn the_real_docker_client_sends_our_argv_and_its_errors_read_clearly() {
         )
         .env("PATH", &path)
         .env("DOCKER_HOST", format!("unix://{}", sock.display()))
+        // The words as the client sends them for a command of its own (a session
+        // sends them on stdin, after its loop: see tests/session.rs).
+        .env("RUNBOOK_SESSIONS", "off")
         .run();
         let _ = fake.kill();
         let _ = fake.wait();
@@ -561,6 +564,7 @@ end)
         )
         .path_first(kubectl.parent().unwrap())
         .env("KUBECONFIG", &config)
+        .env("RUNBOOK_SESSIONS", "off")
         .run();
         let errors = out.step_errors();
         assert!(errors.contains(want), "{mode}: {}", out.describe());

@@ -11,6 +11,7 @@ pub mod hold;
 pub mod local;
 pub mod pump;
 pub mod registry;
+pub mod session;
 pub mod slots;
 pub mod ssh;
 pub mod wrap;
@@ -65,6 +66,9 @@ pub struct ExecOutcome {
     pub deadline_hit: bool,
     /// A signal (Ctrl-C, TERM) stopped it.
     pub interrupted: bool,
+    /// Something the run should be told once about how the command ran (a target whose
+    /// shell cannot keep a session: commands there take a channel each).
+    pub notice: Option<String>,
 }
 
 /// What a running command reports to and is controlled by.
@@ -158,6 +162,13 @@ pub enum Target {
         /// Its inventory name, if it came from there.
         label: Option<String>,
     },
+}
+
+/// What `Target::in_session` did.
+enum InSession {
+    Done(Result<ExecOutcome, String>),
+    /// Run it on a channel of its own, and tell the run this (once).
+    Fallback(Option<String>),
 }
 
 /// Where a chain of targets really runs its process.
@@ -287,10 +298,171 @@ impl Target {
             };
             return local::run(spawn, io, None).await;
         }
-        let (inner, stdin) = wrap::env_and_cwd(req)?;
         let kill = |pgid: u32| -> Pin<Box<dyn Future<Output = ()> + '_>> {
             Box::pin(self.kill_tree(pgid))
         };
+        let notice = match self
+            .in_session(req, io, session::Mode::Group, Some(&kill))
+            .await
+        {
+            InSession::Done(r) => return r,
+            InSession::Fallback(notice) => notice,
+        };
+        let mut out = self.exec_alone(req, io, &kill).await;
+        if let (Ok(o), Some(n)) = (&mut out, notice) {
+            o.notice = Some(n);
+        }
+        out
+    }
+
+    /// Runs `req` in a session of this target (see `session.rs`), or says why not: the
+    /// caller then runs it on a channel (a container entry) of its own.
+    async fn in_session(
+        &self,
+        req: &ExecRequest,
+        io: &ExecIo<'_>,
+        mode: session::Mode,
+        kill: Option<&KillFn<'_>>,
+    ) -> InSession {
+        if matches!(self, Target::Local) || !session::enabled() || session::unsuited(req).is_some()
+        {
+            return InSession::Fallback(None);
+        }
+        let (base, chain) = self.home();
+        let local_pool;
+        let pool: &session::Pool = match &base {
+            Base::Ssh(h) => &h.sessions,
+            Base::Local => {
+                local_pool = session::local();
+                &local_pool
+            }
+        };
+        if pool.cannot(&chain) {
+            return InSession::Fallback(None);
+        }
+        let mut s = match pool.take(&chain) {
+            Some(s) => s,
+            None => {
+                if !pool.room() {
+                    return InSession::Fallback(None);
+                }
+                let (_, argv) = self.flatten(session::loop_argv());
+                let proc = match &base {
+                    Base::Ssh(h) => match h.open_channel(session::line_of(&argv), io).await {
+                        Ok(p) => p,
+                        Err(e) => return InSession::Done(Err(e)),
+                    },
+                    Base::Local => match session::spawn_local(&argv) {
+                        Ok(p) => p,
+                        Err(e) => {
+                            return InSession::Done(Err(format!(
+                                "cannot run a command on {}: {e}",
+                                self.name()
+                            )))
+                        }
+                    },
+                };
+                match pool.start(proc, io).await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        if io.cancel.count() > io.abort_at {
+                            return InSession::Done(Ok(ExecOutcome {
+                                interrupted: true,
+                                ..Default::default()
+                            }));
+                        }
+                        let why = match e {
+                            session::StartError::Ended(said) => {
+                                // A container tool that would not let anything in says so
+                                // to a channel of its own too: that is the error.
+                                if let Some(why) = self.refused(&said) {
+                                    return InSession::Done(Err(format!(
+                                        "cannot run a command on {}: {why}",
+                                        self.name()
+                                    )));
+                                }
+                                if let Base::Ssh(h) = &base {
+                                    if let Err(e) = h.alive().await {
+                                        return InSession::Done(Err(e));
+                                    }
+                                }
+                                let said = said.trim();
+                                if said.is_empty() {
+                                    "its shell ended without running it".to_string()
+                                } else {
+                                    format!("its shell said: {}", failure::tail(said, 2).trim())
+                                }
+                            }
+                            session::StartError::Cannot(why) => why,
+                        };
+                        let first = pool.refuse(&chain, why.clone());
+                        return InSession::Fallback(first.then(|| {
+                            format!(
+                                "{} cannot keep a session open ({why}); each command there takes a channel of its own (slower)",
+                                self.name()
+                            )
+                        }));
+                    }
+                }
+            }
+        };
+        if s.nostdin && req.stdin.is_some() {
+            pool.put(chain, s);
+            return InSession::Fallback(None);
+        }
+        let (request, token) = match session::request(req, mode) {
+            Ok(r) => r,
+            Err(e) => {
+                pool.put(chain, s);
+                return InSession::Done(Err(e));
+            }
+        };
+        match s.exec(&request, &token, req.timeout, io, kill).await {
+            Ok((out, reusable)) => {
+                if reusable {
+                    pool.put(chain, s);
+                } else {
+                    s.close().await;
+                }
+                InSession::Done(Ok(out))
+            }
+            Err(why) => {
+                let lost = match &base {
+                    Base::Ssh(h) => h.alive().await.err(),
+                    Base::Local => None,
+                };
+                let lost =
+                    lost.unwrap_or_else(|| format!("connection lost to {}: {why}", self.name()));
+                InSession::Done(Err(format!(
+                    "{lost} while the command ran (its exit status is unknown; runbook does not run it again)"
+                )))
+            }
+        }
+    }
+
+    /// Where this target's sessions live: its connection, and the containers on the way
+    /// from there, outermost first.
+    fn home(&self) -> (Base, session::Chain) {
+        match self {
+            Target::Local => (Base::Local, Vec::new()),
+            Target::Ssh(h) => (Base::Ssh(h.clone()), Vec::new()),
+            Target::In { parent, ct, .. } => {
+                let (base, mut chain) = parent.home();
+                chain.push(ct.clone());
+                (base, chain)
+            }
+        }
+    }
+
+    /// Runs `req` on a channel (a container entry) of its own.
+    async fn exec_alone(
+        &self,
+        req: &ExecRequest,
+        io: &ExecIo<'_>,
+        kill: &KillFn<'_>,
+    ) -> Result<ExecOutcome, String> {
+        let (inner, stdin) = wrap::env_and_cwd(req)?;
+        let kill = Some(kill);
         if let Target::Ssh(h) = self {
             let line = wrap::report_pgid_then_exec(&inner, h.boot_id().is_none());
             // The first command on a connection reads the boot id, the others take it
@@ -312,7 +484,7 @@ impl Target {
                 abort_at: io.abort_at,
                 on_group: Some(&report),
             };
-            return h.run(line, stdin, req.timeout, &io, Some(&kill)).await;
+            return h.run(line, stdin, req.timeout, &io, kill).await;
         }
         // The wrapper's first act inside the container is to report its group: a command
         // that ends without one never started there, and what the tools on the way said
@@ -340,17 +512,11 @@ impl Target {
                     stdin,
                     timeout: req.timeout,
                 };
-                local::run(spawn, &io, Some(&kill)).await?
+                local::run(spawn, &io, kill).await?
             }
             (Base::Ssh(h), argv) => {
-                h.run(
-                    quote::join_bytes(&argv),
-                    stdin,
-                    req.timeout,
-                    &io,
-                    Some(&kill),
-                )
-                .await?
+                h.run(quote::join_bytes(&argv), stdin, req.timeout, &io, kill)
+                    .await?
             }
         };
         let stopped = out.timed_out || out.deadline_hit || out.interrupted;
@@ -387,7 +553,6 @@ impl Target {
     /// Runs a short command of runbook's own (no events, no output shown, no interruption)
     /// through this target's chain of hops, within 15 s.
     pub async fn run_plain(&self, argv: Vec<OsString>) -> Result<ExecOutcome, String> {
-        let (base, argv) = self.flatten(argv);
         let quiet = |_: Stream, _: &str, _: bool| {};
         let cancel = Cancel::default();
         let io = ExecIo {
@@ -397,6 +562,18 @@ impl Target {
             abort_at: u32::MAX,
             on_group: None,
         };
+        let req = ExecRequest {
+            argv,
+            ..Default::default()
+        };
+        // Boxed: a kill runs while the command it stops holds its own session, and
+        // `in_session` may call this again through its kill.
+        let in_session: Pin<Box<dyn Future<Output = InSession> + '_>> =
+            Box::pin(self.in_session(&req, &io, session::Mode::Plain, None));
+        if let InSession::Done(r) = in_session.await {
+            return r;
+        }
+        let (base, argv) = self.flatten(req.argv);
         match base {
             Base::Local => {
                 let spawn = local::Spawn {

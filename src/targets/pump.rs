@@ -157,7 +157,7 @@ impl<O: AsyncRead + Unpin, E: AsyncRead + Unpin> Pump<O, E> {
 
 /// The longest line kept whole: a command printing megabytes without a newline is cut
 /// into pieces of this size, so memory stays bounded whatever it prints.
-const LINE_LIMIT: usize = 64 * 1024;
+pub(super) const LINE_LIMIT: usize = 64 * 1024;
 
 fn line_ready(buf: &[u8]) -> bool {
     buf.ends_with(b"\n") || buf.len() >= LINE_LIMIT
@@ -192,7 +192,7 @@ async fn read_line_capped<R: AsyncRead + Unpin>(
     }
 }
 
-fn take_line(buf: &mut Vec<u8>, stream: Stream, out: &mut ExecOutcome, io: &ExecIo<'_>) {
+pub(super) fn take_line(buf: &mut Vec<u8>, stream: Stream, out: &mut ExecOutcome, io: &ExecIo<'_>) {
     let (store, truncated) = match stream {
         Stream::Stdout => (&mut out.stdout, &mut out.stdout_truncated),
         Stream::Stderr => (&mut out.stderr, &mut out.stderr_truncated),

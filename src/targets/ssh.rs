@@ -151,6 +151,9 @@ pub struct SshHost {
     boot_id: RefCell<Option<String>>,
     connecting: Mutex<()>,
     channels: Semaphore,
+    /// The sessions (`session.rs`) on this connection: the host's own and its
+    /// containers', each a channel, so at most `CHANNELS` of them.
+    pub(super) sessions: super::session::Pool,
 }
 
 impl std::fmt::Debug for SshHost {
@@ -168,6 +171,7 @@ impl SshHost {
             boot_id: RefCell::new(None),
             connecting: Mutex::new(()),
             channels: Semaphore::new(CHANNELS),
+            sessions: super::session::Pool::new(CHANNELS),
         }
     }
 
@@ -360,10 +364,47 @@ impl SshHost {
         msg
     }
 
-    /// Forgets a connection that broke, so that a retry opens a fresh one.
+    /// Forgets a connection that broke, so that a retry opens a fresh one (and its
+    /// sessions, which went with it).
     fn drop_session(&self) {
         self.session.borrow_mut().take();
         self.boot_id.borrow_mut().take();
+        drop(self.sessions.clear());
+    }
+
+    /// A channel running `line` with all three streams piped: the process of a session.
+    pub(super) async fn open_channel(
+        &self,
+        line: OsString,
+        io: &ExecIo<'_>,
+    ) -> Result<super::session::Proc, String> {
+        let session = self.session(io).await?;
+        let mut cmd = Session::to_raw_command(session.clone(), line);
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        match cmd.spawn().await {
+            Ok(c) => Ok(super::session::Proc::Ssh(c)),
+            Err(e) => Err(self
+                .lost_or(
+                    &session,
+                    format!("cannot open a session on {}: {e}", self.name()),
+                )
+                .await),
+        }
+    }
+
+    /// Whether the master still runs; when it does not, it is forgotten and the error
+    /// says the connection was lost.
+    pub(super) async fn alive(&self) -> Result<(), String> {
+        let Some(session) = self.session.borrow().clone() else {
+            return Ok(());
+        };
+        if session.check().await.is_err() {
+            self.drop_session();
+            return Err(format!("connection lost to {}", self.name()));
+        }
+        Ok(())
     }
 
     /// The boot id a command on the current connection reported, if one did.
@@ -503,6 +544,7 @@ impl SshHost {
 
     /// Closes the master connection (end of run).
     pub async fn close(&self) {
+        self.sessions.close_all().await;
         self.boot_id.borrow_mut().take();
         let session = self.session.borrow_mut().take();
         if let Some(s) = session {

@@ -35,16 +35,7 @@ pub fn env_and_cwd(req: &ExecRequest) -> Result<(Vec<OsString>, Option<Vec<u8>>)
     if !req.env.is_empty() {
         let mut header = Vec::new();
         for (k, v) in &req.env {
-            let name_ok = k
-                .bytes()
-                .next()
-                .is_some_and(|b| b == b'_' || b.is_ascii_alphabetic())
-                && k.bytes().all(|b| b == b'_' || b.is_ascii_alphanumeric());
-            if !name_ok {
-                return Err(format!(
-                    "env: '{k}' is not a variable name a remote shell can set (letters, digits and _, not starting with a digit)"
-                ));
-            }
+            check_env_name(k)?;
             header.extend_from_slice(k.as_bytes());
             header.push(b'\n');
             header.extend_from_slice(&escape_for_printf_b(v.as_bytes()));
@@ -71,6 +62,22 @@ pub fn env_and_cwd(req: &ExecRequest) -> Result<(Vec<OsString>, Option<Vec<u8>>)
     }
     argv.extend(req.argv.iter().cloned());
     Ok((argv, stdin))
+}
+
+/// A name a remote shell can `export`, or why not.
+pub fn check_env_name(k: &str) -> Result<(), String> {
+    let name_ok = k
+        .bytes()
+        .next()
+        .is_some_and(|b| b == b'_' || b.is_ascii_alphabetic())
+        && k.bytes().all(|b| b == b'_' || b.is_ascii_alphanumeric());
+    if name_ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "env: '{k}' is not a variable name a remote shell can set (letters, digits and _, not starting with a digit)"
+        ))
+    }
 }
 
 /// One line for `printf %b`: backslash and newline escaped, every other byte as is.

@@ -1,0 +1,999 @@
+//! A persistent session: one long-lived shell on a target (one SSH channel for a host,
+//! one `pct exec`/`docker exec`/… for a container) that runs `sh/session.sh`, a read-eval
+//! loop, so that each command costs a fork and an exec there instead of a new SSH
+//! session, a login shell and a container entry.
+//!
+//! What a command gets through a session is what it gets through a channel of its own:
+//! its argv byte for byte (rendered once by `quote.rs`), its environment (values on the
+//! session's stdin, never in an argv) and working directory, its own stdin (from a file
+//! in a private directory, never the loop's input), stdout and stderr apart, line by line,
+//! its exit status, and a process group of its own, reported before it starts, that a
+//! timeout or Ctrl-C kills (`kill_tree`), and nothing else. Its output is framed by lines
+//! carrying a token drawn afresh for each command, which the command never sees, so it
+//! cannot end its frame early or fake its group.
+//!
+//! Sessions are pooled per connection (`Pool`): a command takes an idle session for its
+//! target or starts one, and gives it back when it ends cleanly. A session that dies
+//! takes its command with it ("connection lost"); it is never run again by itself, and
+//! the next command starts a new session. Where the target cannot host the loop (no
+//! POSIX sh, no setsid, a login shell that cannot run `sh -c`), commands there use a
+//! channel (or container entry) each, as before, and the run is told once.
+
+use super::pump::{take_line, Stop, LINE_LIMIT, REPORT_WAIT};
+use super::{Container, ExecIo, ExecOutcome, ExecRequest, Group, KillFn, Stream};
+use crate::quote;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::future::Future;
+use std::os::unix::ffi::OsStrExt;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// The loop, as it is sent (without its comments).
+static LOOP: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| super::wrap::script_body(include_str!("sh/session.sh")));
+
+/// A command's stdin up to this size travels through the session (the loop reads it a
+/// byte at a time); a larger one gets a channel of its own.
+pub const INLINE_STDIN: usize = 1024 * 1024;
+/// How long a new session may take to say it is ready (container tools can be slow).
+const START_LIMIT: Duration = Duration::from_secs(20);
+/// After a stop and the kill, how long the session gets to report the end of the
+/// command before it is given up.
+const END_WAIT: Duration = Duration::from_secs(5);
+/// Sessions open at once in this process, for every target together: each holds a few
+/// file descriptors here without holding a command slot (`slots.rs`).
+fn most_sessions() -> usize {
+    (super::slots::size() / 2).max(1)
+}
+
+/// `RUNBOOK_SESSIONS=off` in runbook's environment: a channel (a container entry) per
+/// command, as before sessions (to compare, or to rule them out).
+pub fn enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("RUNBOOK_SESSIONS").is_none_or(|v| v != "off"))
+}
+
+thread_local! {
+    static OPEN: Cell<usize> = const { Cell::new(0) };
+}
+
+/// The argv that starts the loop (for a container, wrapped by the caller).
+pub fn loop_argv() -> Vec<OsString> {
+    vec!["sh".into(), "-c".into(), LOOP.as_str().into(), "sh".into()]
+}
+
+/// The process a session's loop runs in, on this machine: a channel of an SSH master,
+/// or a local process (`pct exec …` on a Proxmox node runbook runs on).
+pub enum Proc {
+    Ssh(openssh::Child<Rc<openssh::Session>>),
+    Local(tokio::process::Child),
+}
+
+struct Reader {
+    r: Box<dyn AsyncRead + Unpin>,
+    /// Bytes read and not yet taken apart.
+    pending: Vec<u8>,
+    eof: bool,
+}
+
+impl Reader {
+    /// One read; false at the end of the stream. Cancel-safe.
+    async fn fill(&mut self) -> bool {
+        let mut buf = [0u8; 16 * 1024];
+        match self.r.read(&mut buf).await {
+            Ok(0) | Err(_) => {
+                self.eof = true;
+                false
+            }
+            Ok(n) => {
+                self.pending.extend_from_slice(&buf[..n]);
+                true
+            }
+        }
+    }
+}
+
+pub struct Session {
+    /// Turns true when the loop's process (or channel) ended.
+    exited: tokio::sync::watch::Receiver<bool>,
+    /// The local process's group (a container of this machine), to kill if it hangs.
+    local_pgid: Option<u32>,
+    stdin: Box<dyn AsyncWrite + Unpin>,
+    out: Reader,
+    err: Reader,
+    /// No `mktemp` there: commands with stdin take another way.
+    pub nostdin: bool,
+    /// Set when a command on it saw it die, or left it in a state it cannot go on from.
+    broken: bool,
+    _open: Open,
+}
+
+/// Counts a session in its pool and in the process while it lives.
+struct Open(Rc<Cell<usize>>);
+
+impl Open {
+    fn new(pool: Rc<Cell<usize>>) -> Open {
+        pool.set(pool.get() + 1);
+        OPEN.with(|o| o.set(o.get() + 1));
+        Open(pool)
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.set(self.0.get().saturating_sub(1));
+        OPEN.with(|o| o.set(o.get().saturating_sub(1)));
+    }
+}
+
+/// Why a session did not start.
+#[derive(Debug)]
+pub enum StartError {
+    /// The loop said this target cannot host it, or the shell there did not run it.
+    Cannot(String),
+    /// The process ended before the loop was ready: what it said on stderr, which names
+    /// the reason when a container tool refused to enter (see `Container::refused`).
+    Ended(String),
+}
+
+impl Session {
+    /// Waits until the loop on `proc` says it is ready.
+    async fn start(mut proc: Proc, open: Open, io: &ExecIo<'_>) -> Result<Session, StartError> {
+        let (stdin, out, err): (
+            Box<dyn AsyncWrite + Unpin>,
+            Box<dyn AsyncRead + Unpin>,
+            Box<dyn AsyncRead + Unpin>,
+        ) = match &mut proc {
+            Proc::Ssh(c) => (
+                Box::new(c.stdin().take().expect("piped")),
+                Box::new(c.stdout().take().expect("piped")),
+                Box::new(c.stderr().take().expect("piped")),
+            ),
+            Proc::Local(c) => (
+                Box::new(c.stdin.take().expect("piped")),
+                Box::new(c.stdout.take().expect("piped")),
+                Box::new(c.stderr.take().expect("piped")),
+            ),
+        };
+        let local_pgid = match &proc {
+            Proc::Local(c) => c.id(),
+            Proc::Ssh(_) => None,
+        };
+        // The loop may end while a command it started still holds the streams open (its
+        // process killed, say): its end is watched apart from them.
+        let (tell, exited) = tokio::sync::watch::channel(false);
+        tokio::task::spawn_local(async move {
+            match proc {
+                Proc::Ssh(c) => {
+                    let _ = c.wait().await;
+                }
+                Proc::Local(mut c) => {
+                    let _ = c.wait().await;
+                }
+            }
+            let _ = tell.send(true);
+        });
+        let mut s = Session {
+            exited,
+            local_pgid,
+            stdin,
+            out: Reader {
+                r: out,
+                pending: Vec::new(),
+                eof: false,
+            },
+            err: Reader {
+                r: err,
+                pending: Vec::new(),
+                eof: false,
+            },
+            nostdin: false,
+            broken: false,
+            _open: open,
+        };
+        const READY: &[u8] = b"\x1erunbook-session ";
+        let wait = async {
+            loop {
+                // What a login script prints before the loop starts is skipped (bounded).
+                if let Some(at) = find(&s.out.pending, READY) {
+                    if let Some(nl) = s.out.pending[at..].iter().position(|&b| b == b'\n') {
+                        let line =
+                            String::from_utf8_lossy(&s.out.pending[at + READY.len()..at + nl])
+                                .into_owned();
+                        s.out.pending.drain(..at + nl + 1);
+                        return Ok(line);
+                    }
+                }
+                if s.out.pending.len() > 64 * 1024 {
+                    return Err(StartError::Cannot(
+                        "the shell there printed too much before the loop started".into(),
+                    ));
+                }
+                if s.out.eof {
+                    // Read what it said while ending.
+                    while !s.err.eof && s.err.pending.len() < 64 * 1024 {
+                        s.err.fill().await;
+                    }
+                    return Err(StartError::Ended(
+                        String::from_utf8_lossy(&s.err.pending).into_owned(),
+                    ));
+                }
+                tokio::select! {
+                    _ = s.out.fill() => {}
+                    _ = s.err.fill(), if !s.err.eof && s.err.pending.len() < 64 * 1024 => {}
+                }
+            }
+        };
+        let line = tokio::select! {
+            r = tokio::time::timeout(START_LIMIT, wait) => match r {
+                Ok(r) => r?,
+                Err(_) => return Err(StartError::Cannot(format!("the loop did not start within {}s", START_LIMIT.as_secs()))),
+            },
+            _ = aborted(io) => return Err(StartError::Cannot("interrupted".into())),
+        };
+        let mut words = line.split_whitespace();
+        match words.next() {
+            Some("ready") => {
+                s.nostdin = words.any(|w| w == "nostdin");
+                // What the loop said on stderr before it was ready is no command's.
+                s.err.pending.clear();
+                Ok(s)
+            }
+            Some("cannot") => Err(StartError::Cannot(
+                line.trim_start_matches("cannot").trim().to_string(),
+            )),
+            _ => Err(StartError::Cannot(format!("the loop answered '{line}'"))),
+        }
+    }
+
+    /// Whether the session still runs: nothing it could have ended with is waiting to be
+    /// read. What a finished command's stray background processes printed since is
+    /// dropped here (it belongs to no command).
+    fn alive(&mut self) -> bool {
+        if self.broken || *self.exited.borrow() {
+            return false;
+        }
+        for r in [&mut self.out, &mut self.err] {
+            let waker = std::task::Waker::noop();
+            let mut cx = std::task::Context::from_waker(waker);
+            loop {
+                let polled = {
+                    let mut fut = std::pin::pin!(r.fill());
+                    fut.as_mut().poll(&mut cx)
+                };
+                match polled {
+                    std::task::Poll::Ready(true) => r.pending.clear(),
+                    std::task::Poll::Ready(false) => return false,
+                    std::task::Poll::Pending => break,
+                }
+            }
+        }
+        true
+    }
+
+    /// Runs one command. `Ok((outcome, reusable))`; `Err` when the session died while the
+    /// command ran (its status is unknown).
+    pub async fn exec(
+        &mut self,
+        request: &[u8],
+        token: &str,
+        timeout: Option<Duration>,
+        io: &ExecIo<'_>,
+        kill: Option<&KillFn<'_>>,
+    ) -> Result<(ExecOutcome, bool), String> {
+        let started = Instant::now();
+        let mut out = ExecOutcome::default();
+        let mut frame = Frame::new(token);
+        let (own, deadline) = super::pump::effective_deadline(timeout, started, io);
+        let send = async {
+            self.stdin.write_all(request).await?;
+            self.stdin.flush().await
+        };
+        let far = Instant::now() + crate::duration::MAX;
+        let sleep = tokio::time::sleep_until(deadline.unwrap_or(far).into());
+        tokio::pin!(sleep);
+        // A request too large for the pipe is written while nothing is read: the loop
+        // reads all of it before the command starts and prints nothing meanwhile.
+        let mut stop = tokio::select! {
+            r = send => match r {
+                Ok(()) => None,
+                Err(e) => {
+                    self.broken = true;
+                    return Err(format!("the session ended ({e})"));
+                }
+            },
+            _ = &mut sleep => {
+                self.broken = true;
+                Some(if own.is_some() && own == deadline { Stop::Timeout } else { Stop::Deadline })
+            },
+            _ = aborted(io) => {
+                self.broken = true;
+                Some(Stop::Interrupted)
+            }
+        };
+        if stop.is_none() {
+            while !frame.done() {
+                if io.cancel.count() > io.abort_at {
+                    stop = Some(Stop::Interrupted);
+                    break;
+                }
+                tokio::select! {
+                    r = self.step(&mut frame, io, &mut out) => r?,
+                    _ = &mut sleep => {
+                        stop = Some(if own.is_some() && own == deadline { Stop::Timeout } else { Stop::Deadline });
+                        break;
+                    }
+                    _ = io.cancel.notified() => {}
+                }
+            }
+        }
+        let Some(stop) = stop else {
+            out.code = frame.status;
+            out.duration = started.elapsed();
+            return Ok((out, true));
+        };
+        match stop {
+            Stop::Timeout => out.timed_out = true,
+            Stop::Deadline => out.deadline_hit = true,
+            Stop::Interrupted => out.interrupted = true,
+        }
+        if self.broken {
+            // Stopped while the request was on its way: whether it started is unknown,
+            // and the loop may be reading half a request. The session is given up
+            // (its channel closes, the loop reads its end); a command it started goes
+            // with its group's kill below if it was reported in time.
+            out.duration = started.elapsed();
+            return Ok((out, false));
+        }
+        // The group may still be on its way (see `Pump::group_after_stop`).
+        let _ = tokio::time::timeout(REPORT_WAIT, async {
+            while frame.pgid.is_none() && !frame.done() {
+                if self.step(&mut frame, io, &mut out).await.is_err() {
+                    break;
+                }
+            }
+        })
+        .await;
+        if let (Some(kill), Some(pgid)) = (kill, frame.pgid) {
+            if !frame.done() {
+                kill(pgid).await;
+            }
+        }
+        let ended = tokio::time::timeout(END_WAIT, async {
+            while !frame.done() {
+                if self.step(&mut frame, io, &mut out).await.is_err() {
+                    return false;
+                }
+            }
+            true
+        })
+        .await
+        .unwrap_or(false);
+        out.code = if ended { frame.status } else { None };
+        out.duration = started.elapsed();
+        if !ended {
+            self.broken = true;
+        }
+        Ok((out, ended))
+    }
+
+    /// One read on whichever stream has data, taken apart into the command's lines and
+    /// its frame. `Err` when the session ended before the command's frame did.
+    async fn step(
+        &mut self,
+        frame: &mut Frame,
+        io: &ExecIo<'_>,
+        out: &mut ExecOutcome,
+    ) -> Result<(), String> {
+        let out_open = !frame.out.ended;
+        let err_open = !frame.err.ended;
+        if *self.exited.borrow() {
+            // What it printed before it ended may still be on its way: read on briefly,
+            // but not for whatever it started and left holding the streams.
+            let rest = tokio::time::timeout(Duration::from_millis(300), async {
+                while !(frame.done() || self.out.eof && self.err.eof) {
+                    tokio::select! {
+                        _ = self.out.fill(), if !self.out.eof && !frame.out.ended => {}
+                        _ = self.err.fill(), if !self.err.eof && !frame.err.ended => {}
+                        else => break,
+                    }
+                    frame.take(Stream::Stdout, &mut self.out.pending, io, out);
+                    frame.take(Stream::Stderr, &mut self.err.pending, io, out);
+                }
+            });
+            let _ = rest.await;
+            if frame.done() {
+                return Ok(());
+            }
+            self.broken = true;
+            return Err("the session ended while the command ran".into());
+        }
+        let mut exited = self.exited.clone();
+        tokio::select! {
+            _ = exited.changed() => {}
+            more = self.out.fill(), if out_open => {
+                frame.take(Stream::Stdout, &mut self.out.pending, io, out);
+                if !more && !frame.out.ended {
+                    self.broken = true;
+                    return Err("the session ended while the command ran".into());
+                }
+            }
+            more = self.err.fill(), if err_open => {
+                frame.take(Stream::Stderr, &mut self.err.pending, io, out);
+                if !more && !frame.err.ended {
+                    self.broken = true;
+                    return Err("the session ended while the command ran".into());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the session: its stdin closes (the loop reads its end and exits), then the
+    /// process or channel goes.
+    pub async fn close(mut self) {
+        // Dropped, not shut down: a pipe's end closes only when its descriptor does.
+        self.stdin = Box::new(tokio::io::sink());
+        let ended = tokio::time::timeout(Duration::from_secs(2), self.exited.wait_for(|e| *e))
+            .await
+            .is_ok();
+        if let (false, Some(pgid)) = (ended, self.local_pgid) {
+            // SAFETY: killpg only sends a signal; the group is the tool's own
+            // (`process_group(0)` in `spawn_local`).
+            unsafe {
+                libc::killpg(pgid as i32, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+/// One stream of one command, as its frame is read.
+#[derive(Default)]
+struct Side {
+    begun: bool,
+    ended: bool,
+    /// The line being read (up to `LINE_LIMIT`).
+    line: Vec<u8>,
+}
+
+/// What is known of one command's frame on both streams.
+struct Frame {
+    marker: Vec<u8>,
+    out: Side,
+    err: Side,
+    status: Option<i32>,
+    pgid: Option<u32>,
+}
+
+impl Frame {
+    fn new(token: &str) -> Frame {
+        let mut marker = b"\x1e".to_vec();
+        marker.extend_from_slice(token.as_bytes());
+        marker.push(b' ');
+        Frame {
+            marker,
+            out: Side::default(),
+            err: Side::default(),
+            status: None,
+            pgid: None,
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.out.ended && self.err.ended
+    }
+
+    /// Takes apart what `pending` holds: the command's bytes become lines, frame lines
+    /// are acted on, and a tail that may be the start of a frame line waits for more.
+    fn take(
+        &mut self,
+        stream: Stream,
+        pending: &mut Vec<u8>,
+        io: &ExecIo<'_>,
+        out: &mut ExecOutcome,
+    ) {
+        loop {
+            let side = match stream {
+                Stream::Stdout => &self.out,
+                Stream::Stderr => &self.err,
+            };
+            if side.ended {
+                // What follows belongs to no command yet (the next one's frame starts with
+                // its own marker).
+                return;
+            }
+            let begun = side.begun;
+            let (data_end, frame_line) = match find(pending, &self.marker) {
+                Some(at) => match pending[at..].iter().position(|&b| b == b'\n') {
+                    Some(nl) => (at, Some((at, at + nl))),
+                    None => (at, None),
+                },
+                None => (keep_from(pending, &self.marker), None),
+            };
+            // Before the command's "begin": another command's stray output. Dropped.
+            if begun && data_end > 0 {
+                self.data(stream, &pending[..data_end], io, out);
+            }
+            let Some((at, nl)) = frame_line else {
+                pending.drain(..data_end);
+                return;
+            };
+            let text = String::from_utf8_lossy(&pending[at + self.marker.len()..nl]).into_owned();
+            pending.drain(..nl + 1);
+            let (word, rest) = text.split_once(' ').unwrap_or((&text, ""));
+            match word {
+                "begin" => self.side(stream).begun = true,
+                "pgid" if stream == Stream::Stderr => {
+                    if let Some(group) = Group::parse(rest) {
+                        self.pgid = Some(group.pgid);
+                        if let Some(report) = io.on_group {
+                            report(&group);
+                        }
+                    }
+                }
+                "end" => {
+                    if stream == Stream::Stdout {
+                        self.status = rest.trim().parse().ok();
+                    }
+                    let side = self.side(stream);
+                    side.ended = true;
+                    if !side.line.is_empty() {
+                        let mut line = std::mem::take(&mut side.line);
+                        take_line(&mut line, stream, out, io);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn side(&mut self, stream: Stream) -> &mut Side {
+        match stream {
+            Stream::Stdout => &mut self.out,
+            Stream::Stderr => &mut self.err,
+        }
+    }
+
+    /// The command's own bytes: each whole line (or `LINE_LIMIT` piece) goes out at once.
+    fn data(&mut self, stream: Stream, mut bytes: &[u8], io: &ExecIo<'_>, out: &mut ExecOutcome) {
+        let line = &mut self.side(stream).line;
+        while !bytes.is_empty() {
+            let room = LINE_LIMIT - line.len();
+            let window = &bytes[..bytes.len().min(room)];
+            match window.iter().position(|&b| b == b'\n') {
+                Some(i) => {
+                    line.extend_from_slice(&window[..=i]);
+                    take_line(line, stream, out, io);
+                    bytes = &bytes[i + 1..];
+                }
+                None => {
+                    line.extend_from_slice(window);
+                    bytes = &bytes[window.len()..];
+                    if line.len() >= LINE_LIMIT {
+                        take_line(line, stream, out, io);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Where the part of `pending` that may be the start of `marker` begins (its length
+/// when no tail can be). A marker starts with \036, which text rarely holds, so a line
+/// that ends in a newline is never held back.
+fn keep_from(pending: &[u8], marker: &[u8]) -> usize {
+    let from = pending.len().saturating_sub(marker.len() - 1);
+    (from..pending.len())
+        .find(|&i| marker.starts_with(&pending[i..]))
+        .unwrap_or(pending.len())
+}
+
+async fn aborted(io: &ExecIo<'_>) {
+    loop {
+        if io.cancel.count() > io.abort_at {
+            return;
+        }
+        io.cancel.notified().await;
+    }
+}
+
+/// A token nobody can guess: 128 bits from the kernel, as hex.
+pub fn token() -> String {
+    let mut bytes = [0u8; 16];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        // SAFETY: getrandom writes at most the given length into the buffer.
+        let n = unsafe {
+            libc::getrandom(bytes[filled..].as_mut_ptr().cast(), bytes.len() - filled, 0)
+        };
+        if n <= 0 {
+            // No getrandom (very old kernels): /dev/urandom.
+            use std::io::Read;
+            std::fs::File::open("/dev/urandom")
+                .and_then(|mut f| f.read_exact(&mut bytes[filled..]))
+                .expect("no source of randomness (getrandom, /dev/urandom)");
+            break;
+        }
+        filled += n as usize;
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// How a command runs in a session: `Group` in a process group of its own, reported
+/// (every command of a runbook); `Plain` as is (runbook's own short commands: kills).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Group,
+    Plain,
+}
+
+/// Why a request cannot go through a session (the command takes a channel of its own).
+pub fn unsuited(req: &ExecRequest) -> Option<&'static str> {
+    if req.stdin.as_ref().is_some_and(|s| s.len() > INLINE_STDIN) {
+        return Some("stdin");
+    }
+    // The loop's own variables are `_rb_*`: one of the command's own would be unset.
+    if req.env.iter().any(|(k, _)| k.starts_with("_rb_")) {
+        return Some("env");
+    }
+    None
+}
+
+/// The request the loop reads for `req`, and its token.
+pub fn request(req: &ExecRequest, mode: Mode) -> Result<(Vec<u8>, String), String> {
+    for (k, _) in &req.env {
+        super::wrap::check_env_name(k)?;
+    }
+    let token = token();
+    let mut words: Vec<OsString> = vec![
+        "_rb_run".into(),
+        token.clone().into(),
+        match mode {
+            Mode::Group => "g",
+            Mode::Plain => "p",
+        }
+        .into(),
+        if req.stdin.is_some() { "1" } else { "0" }.into(),
+        match &req.cwd {
+            Some(d) => format!("+{d}").into(),
+            None => "-".into(),
+        },
+    ];
+    for (k, v) in &req.env {
+        words.push(k.into());
+        words.push(v.clone());
+    }
+    words.push("--".into());
+    words.extend(req.argv.iter().cloned());
+    let script = quote::join_bytes(&words);
+    let mut text = Vec::with_capacity(script.len() + 16);
+    for line in script.as_bytes().split(|&b| b == b'\n') {
+        text.push(b'=');
+        text.extend_from_slice(line);
+        text.push(b'\n');
+    }
+    text.extend_from_slice(b".\n");
+    if let Some(input) = &req.stdin {
+        for chunk in input.chunks(4096) {
+            text.push(b'=');
+            for &b in chunk {
+                match b {
+                    b'\\' => text.extend_from_slice(b"\\\\"),
+                    b'\n' => text.extend_from_slice(b"\\n"),
+                    0 => text.extend_from_slice(b"\\0000"),
+                    _ => text.push(b),
+                }
+            }
+            text.push(b'\n');
+        }
+        text.extend_from_slice(b".\n");
+    }
+    Ok((text, token))
+}
+
+/// The containers on the way from a connection to where a session runs (none: the
+/// connection's own machine).
+pub type Chain = Vec<Container>;
+
+/// The sessions of one connection (an SSH master, or this machine for its containers).
+pub struct Pool {
+    idle: RefCell<HashMap<Chain, Vec<Session>>>,
+    open: Rc<Cell<usize>>,
+    /// Sessions this connection may have open at once (SSH: its channel limit).
+    cap: usize,
+    /// Where the loop could not run, and why: commands there take a channel each.
+    cannot: RefCell<HashMap<Chain, String>>,
+}
+
+impl Pool {
+    pub fn new(cap: usize) -> Pool {
+        Pool {
+            idle: RefCell::new(HashMap::new()),
+            open: Rc::new(Cell::new(0)),
+            cap,
+            cannot: RefCell::new(HashMap::new()),
+        }
+    }
+
+    pub fn cannot(&self, chain: &Chain) -> bool {
+        self.cannot.borrow().contains_key(chain)
+    }
+
+    /// Remembers that `chain` cannot host the loop; true the first time (say so then).
+    pub fn refuse(&self, chain: &Chain, why: String) -> bool {
+        self.cannot
+            .borrow_mut()
+            .insert(chain.clone(), why)
+            .is_none()
+    }
+
+    /// An idle session for `chain` that still runs.
+    pub fn take(&self, chain: &Chain) -> Option<Session> {
+        let mut idle = self.idle.borrow_mut();
+        let list = idle.get_mut(chain)?;
+        while let Some(mut s) = list.pop() {
+            if s.alive() {
+                return Some(s);
+            }
+            // Dropped: its channel or process goes with it.
+        }
+        None
+    }
+
+    /// Room for one more session: below this connection's cap (closing an idle session
+    /// of another chain if that is what it takes) and below the process's.
+    pub fn room(&self) -> bool {
+        if OPEN.with(Cell::get) >= most_sessions() {
+            return false;
+        }
+        if self.open.get() < self.cap {
+            return true;
+        }
+        let mut idle = self.idle.borrow_mut();
+        for list in idle.values_mut() {
+            if let Some(s) = list.pop() {
+                drop(s);
+                return self.open.get() < self.cap;
+            }
+        }
+        false
+    }
+
+    /// What counts a new session in this pool.
+    fn counter(&self) -> Open {
+        Open::new(self.open.clone())
+    }
+
+    /// Gives a session back after a command that ended cleanly.
+    pub fn put(&self, chain: Chain, s: Session) {
+        self.idle.borrow_mut().entry(chain).or_default().push(s);
+    }
+
+    /// Forgets every session (their connection is gone, or the run ends).
+    pub fn clear(&self) -> Vec<Session> {
+        self.idle
+            .borrow_mut()
+            .drain()
+            .flat_map(|(_, v)| v)
+            .collect()
+    }
+
+    /// Closes every idle session.
+    pub async fn close_all(&self) {
+        for s in self.clear() {
+            s.close().await;
+        }
+    }
+
+    /// Starts a session in `proc` and waits for it to be ready.
+    pub async fn start(&self, proc: Proc, io: &ExecIo<'_>) -> Result<Session, StartError> {
+        Session::start(proc, self.counter(), io).await
+    }
+}
+
+thread_local! {
+    /// Sessions in containers of this machine (`pct exec` on the node runbook runs on).
+    static LOCAL: Rc<Pool> = Rc::new(Pool::new(64));
+}
+
+/// The pool of this machine's containers.
+pub fn local() -> Rc<Pool> {
+    LOCAL.with(Rc::clone)
+}
+
+/// Starts the loop as a local process (for a container of this machine).
+pub fn spawn_local(argv: &[OsString]) -> Result<Proc, String> {
+    let child = tokio::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        // Its own group: a Ctrl-C at the terminal reaches runbook, which stops the
+        // command in the container itself; the tool must not die of it first.
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", argv[0].to_string_lossy()))?;
+    Ok(Proc::Local(child))
+}
+
+/// The line an SSH channel runs for `argv`: the login shell `exec`s it, so the loop
+/// is the channel's only process there.
+pub fn line_of(argv: &[OsString]) -> OsString {
+    let mut line = b"exec ".to_vec();
+    line.extend_from_slice(quote::join_bytes(argv).as_bytes());
+    std::os::unix::ffi::OsStringExt::from_vec(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cancel::Cancel;
+
+    /// Runs the loop under `shell` with `path` as its PATH, on `input`.
+    fn run_loop((shell, path): &(String, String), input: &[u8]) -> (Vec<u8>, Vec<u8>) {
+        use std::io::Write;
+        let mut child = std::process::Command::new(shell)
+            .env("PATH", path)
+            .arg("-c")
+            .arg(LOOP.as_str())
+            .arg("sh")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        let out = child.wait_with_output().unwrap();
+        (out.stdout, out.stderr)
+    }
+
+    fn collect(
+        token: &str,
+        out: &[u8],
+        err: &[u8],
+    ) -> (ExecOutcome, Vec<(Stream, String)>, Option<u32>) {
+        let lines = RefCell::new(Vec::new());
+        let on_line = |s: Stream, l: &str, _: bool| lines.borrow_mut().push((s, l.to_string()));
+        let cancel = Cancel::default();
+        let pgid = Cell::new(None);
+        let on_group = |g: &Group| pgid.set(Some(g.pgid));
+        let io = ExecIo {
+            on_line: &on_line,
+            deadline: None,
+            cancel: &cancel,
+            abort_at: u32::MAX,
+            on_group: Some(&on_group),
+        };
+        let mut frame = Frame::new(token);
+        let mut o = ExecOutcome::default();
+        // Byte by byte: a frame line or a command line cut anywhere still reads right.
+        let mut po = Vec::new();
+        for b in out {
+            po.push(*b);
+            frame.take(Stream::Stdout, &mut po, &io, &mut o);
+        }
+        let mut pe = Vec::new();
+        for b in err {
+            pe.push(*b);
+            frame.take(Stream::Stderr, &mut pe, &io, &mut o);
+        }
+        assert!(
+            frame.done(),
+            "{:?} {:?}",
+            String::from_utf8_lossy(out),
+            String::from_utf8_lossy(err)
+        );
+        o.code = frame.status;
+        (o, lines.into_inner(), pgid.get())
+    }
+
+    /// The loop under every shell a target may have: argv, env, cwd and stdin arrive as
+    /// sent, the streams stay apart, the status comes back, and the group is the
+    /// command's own.
+    #[test]
+    fn the_loop_runs_commands_as_sent_in_every_shell() {
+        let dir = tempfile::tempdir().unwrap();
+        let weird = dir.path().join("a dir 'q' $x");
+        std::fs::create_dir(&weird).unwrap();
+        let value = "v a l'ue \\n \\c %s $(id)\nline two\n";
+        let req = ExecRequest {
+            argv: vec![
+                "sh".into(),
+                "-c".into(),
+                "pwd; printf '%s|' \"$X\" \"$1\"; echo; cat; echo; echo oops >&2; cut -d' ' -f5 /proc/self/stat; exit 7".into(),
+                "sh".into(),
+                std::ffi::OsString::from_vec(b"\xff\n'\"$HOME".to_vec()),
+            ],
+            env: vec![("X".into(), value.into())],
+            cwd: Some(weird.to_str().unwrap().into()),
+            stdin: Some(b"in\0put\\n\nend".to_vec()),
+            ..Default::default()
+        };
+        use std::os::unix::ffi::OsStringExt;
+        let (r1, t1) = request(&req, Mode::Group).unwrap();
+        let (r2, t2) = request(
+            &ExecRequest {
+                argv: vec!["true".into()],
+                ..Default::default()
+            },
+            Mode::Group,
+        )
+        .unwrap();
+        let input = [r1, r2].concat();
+        let applets = crate::testing::busybox_applets();
+        for shell in crate::testing::posix_shells(&applets) {
+            let (out, err) = run_loop(&shell, &input);
+            let (o, lines, pgid) = collect(&t1, &out, &err);
+            assert_eq!(o.code, Some(7), "{shell:?}: {lines:?}");
+            let want_out = format!(
+                "{}\n{value}|\u{fffd}\n'\"$HOME|\nin\0put\\n\nend",
+                weird.display()
+            );
+            let got: Vec<&str> = lines
+                .iter()
+                .filter(|(s, _)| *s == Stream::Stdout)
+                .map(|(_, l)| l.as_str())
+                .collect();
+            let pg = got.last().unwrap().to_string();
+            assert_eq!(
+                Some(pg.parse::<u32>().unwrap()),
+                pgid,
+                "{shell:?}: the reported group is the command's"
+            );
+            let stdout = String::from_utf8_lossy(&o.stdout);
+            assert_eq!(stdout, format!("{want_out}\n{pg}\n"), "{shell:?}");
+            assert_eq!(o.stderr, b"oops\n", "{shell:?}");
+            // The second command's frame follows, whole.
+            let (o2, _, _) = collect(&t2, &out, &err);
+            assert_eq!(o2.code, Some(0), "{shell:?}");
+        }
+    }
+
+    /// A command that prints a frame line of its own (another token, a guess) is only
+    /// printing: its frame ends where the loop ends it.
+    #[test]
+    fn a_command_cannot_end_its_own_frame() {
+        let forged = "\x1eaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa end 0\n\x1erunbook-session ready 1\n";
+        let req = ExecRequest {
+            argv: vec![
+                "sh".into(),
+                "-c".into(),
+                "printf \"$1\"; printf \"$1\" >&2; printf 'partial'; exit 4".into(),
+                "sh".into(),
+                forged.into(),
+            ],
+            ..Default::default()
+        };
+        let (r, t) = request(&req, Mode::Group).unwrap();
+        let applets = crate::testing::busybox_applets();
+        for shell in crate::testing::posix_shells(&applets) {
+            let (out, err) = run_loop(&shell, &r);
+            let (o, _, _) = collect(&t, &out, &err);
+            assert_eq!(o.code, Some(4), "{shell:?}");
+            assert_eq!(
+                String::from_utf8_lossy(&o.stdout),
+                format!("{forged}partial")
+            );
+            assert_eq!(String::from_utf8_lossy(&o.stderr), forged);
+        }
+        assert_ne!(token(), token());
+        assert_eq!(token().len(), 32);
+    }
+
+    #[test]
+    fn a_frame_line_cut_anywhere_waits_and_text_does_not() {
+        let m = b"\x1eabc ";
+        assert_eq!(keep_from(b"line\n", m), 5);
+        assert_eq!(keep_from(b"line\n\x1ea", m), 5);
+        assert_eq!(keep_from(b"line\x1eab", m), 4);
+        assert_eq!(keep_from(b"line\x1ex", m), 6);
+    }
+}

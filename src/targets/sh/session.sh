@@ -1,0 +1,109 @@
+# session.sh: runbook's read-eval loop on a target (`sh -c SCRIPT sh`), one per SSH
+# channel or container exec, so that a command costs a fork and an exec instead of a new
+# SSH session, a login shell and a `pct exec` (see targets/session.rs).
+#
+# Input (from runbook only: no command ever reads it): requests, each a shell script of
+# lines that start with "=", ended by a line ".". A script calls `_rb_run` once; the
+# words in it were quoted by runbook's quote.rs. A command's stdin follows its request
+# as lines "=DATA" (DATA escaped for printf %b), ended by ".".
+#
+# Output: the command's own stdout and stderr, as it writes them, framed by lines that
+# start with \036 and the command's TOKEN (random, fresh per command, never in any argv
+# or environment, so a command cannot print its own frame's end):
+#   stderr  TOKEN pgid PGID BOOT_ID STAT_LINE   the group, before the command starts
+#   stdout  TOKEN begin / stderr TOKEN begin    what came before is not the command's
+#   stdout  TOKEN end STATUS / stderr TOKEN end the command ended with STATUS
+# The loop prints "\036runbook-session ready 1 [nostdin]" when it is ready, or
+# "\036runbook-session cannot WHY" and exits when this target cannot host it.
+_rb_nl='
+'
+if ! command -v setsid >/dev/null 2>&1; then
+  printf '\036runbook-session cannot needs setsid (util-linux or busybox)\n'
+  exit 0
+fi
+_rb_boot=-
+IFS= read -r _rb_boot 2>/dev/null </proc/sys/kernel/random/boot_id || _rb_boot=-
+# Without /proc a command cannot read its own pid: a `sh -c` reports `$$` instead.
+_rb_proc=1
+[ -r /proc/self/stat ] || _rb_proc=
+_rb_dir='' _rb_f='' _rb_in=''
+trap '[ -z "$_rb_dir" ] || rm -rf -- "$_rb_dir"' EXIT
+trap 'exit 129' HUP
+trap 'exit 141' PIPE
+trap 'exit 143' TERM
+
+# _rb_stdin: reads the command's stdin (the "=DATA" lines up to ".") into a file in a
+# private directory (mktemp -d: 0700, a name nobody can guess), opens it as fd 4 and
+# removes it, so nothing is left behind whatever happens to the command.
+_rb_stdin() {
+  if [ -z "$_rb_dir" ]; then
+    _rb_dir=$(umask 077 && mktemp -d "${TMPDIR:-/tmp}/runbook-session.XXXXXXXXXX" 2>/dev/null) || _rb_dir=
+  fi
+  _rb_f=/dev/null _rb_in=bad
+  if [ -n "$_rb_dir" ] && [ -d "$_rb_dir" ]; then _rb_f=$_rb_dir/stdin _rb_in=; fi
+  while IFS= read -r _rb_l && [ "$_rb_l" != . ]; do
+    printf '%b' "${_rb_l#=}"
+  done >"$_rb_f"
+  exec 4<"$_rb_f"
+  [ "$_rb_f" = /dev/null ] || rm -f -- "$_rb_f"
+}
+
+# _rb_run TOKEN MODE STDIN CWD [NAME VALUE]... -- ARGV...
+#   MODE  g: ARGV leads a new session (so a process group of its own) and the group is
+#         reported; p: runbook's own short command, run as is
+#   STDIN 1: read by _rb_stdin first; 0: /dev/null
+#   CWD   "-" or "+DIR"
+# The subshell is the command's process: it reports its own pid, sets the environment
+# and directory, then execs setsid, which makes it a session leader in place (a subshell
+# never leads a group, so setsid does not fork). A foreground subshell, not `&`: a
+# background job of a shell without job control would ignore SIGINT and SIGQUIT.
+_rb_run() {
+  _rb_t=$1 _rb_m=$2 _rb_i=$3 _rb_d=$4
+  shift 4
+  if [ "$_rb_i" = 1 ]; then _rb_stdin; else exec 4</dev/null; fi
+  (
+    exec <&4 4<&-
+    printf '\036%s begin\n' "$_rb_t"
+    printf '\036%s begin\n' "$_rb_t" >&2
+    if [ "$_rb_m" = g ] && [ -n "$_rb_proc" ]; then
+      _rb_s=-
+      IFS= read -r _rb_s </proc/self/stat
+      printf '\036%s pgid %s %s %s\n' "$_rb_t" "${_rb_s%% *}" "$_rb_boot" "$_rb_s" >&2
+    fi
+    [ -z "$_rb_in" ] || { echo "runbook: cannot keep the command's stdin: no private directory in ${TMPDIR:-/tmp} (mktemp -d)" >&2; exit 125; }
+    while [ "$1" != -- ]; do
+      export "$1=$2" || exit 125
+      shift 2
+    done
+    shift
+    if [ "$_rb_d" != - ]; then cd -- "${_rb_d#+}" || exit 1; fi
+    # Nothing of the loop's own reaches the command: only what was exported above.
+    _rb_x=$_rb_m$_rb_proc
+    _rb_a=$_rb_t _rb_b=$_rb_boot
+    unset _rb_s _rb_l _rb_f _rb_dir _rb_in _rb_d _rb_i _rb_nl _rb_q _rb_proc _rb_m _rb_t _rb_boot
+    # shellcheck disable=SC2016
+    case $_rb_x in
+      g1) unset _rb_x _rb_a _rb_b; exec setsid "$@" ;;
+      g) unset _rb_x; exec setsid sh -c 'printf "\036%s pgid %s %s -\n" "$1" "$$" "$2" >&2; shift 2; exec "$@"' sh "$_rb_a" "$_rb_b" "$@" ;;
+      *) unset _rb_x _rb_a _rb_b; exec "$@" ;;
+    esac
+  )
+  _rb_st=$?
+  exec 4<&-
+  printf '\036%s end %s\n' "$_rb_t" "$_rb_st"
+  printf '\036%s end\n' "$_rb_t" >&2
+}
+
+if command -v mktemp >/dev/null 2>&1; then
+  printf '\036runbook-session ready 1\n'
+else
+  printf '\036runbook-session ready 1 nostdin\n'
+fi
+_rb_q=
+while IFS= read -r _rb_l; do
+  case $_rb_l in
+    =*) _rb_q=$_rb_q${_rb_l#=}$_rb_nl ;;
+    .) eval "$_rb_q"; _rb_q= ;;
+    *) printf '\036runbook-session cannot read a request\n'; exit 1 ;;
+  esac
+done

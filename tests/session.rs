@@ -1,0 +1,269 @@
+//! Persistent sessions (src/targets/session.rs) against a real OpenSSH sshd on 127.0.0.1
+//! and the `pct` double: one loop per host and per container runs every command there;
+//! a session that dies fails its command as "connection lost" and is replaced; a
+//! command's stdin is its own; a command cannot end its frame; a host whose shell cannot
+//! keep a session gets a channel per command, and the run is told once.
+mod common;
+use common::argv::lua_path;
+use common::sshd::Fleet;
+use common::*;
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn remote<'e>(env: &'e Env, fleet: &Fleet, file: &Path) -> Run<'e> {
+    Run::new(env, file).ssh(fleet).yes().json()
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Every command's parent is the same process, the session's loop, on the host and in a
+/// container; over a channel per command each would have its own (sshd's session).
+#[test]
+fn one_session_runs_every_command_of_a_host_and_of_a_container() {
+    require_sshd!();
+    let fleet = Fleet::start(1);
+    fleet.container(200);
+    let env = Env::new();
+    let scratch = env.scratch();
+    let host = scratch.join("host");
+    let rb = env.write(
+        "reuse.lua",
+        &format!(
+            r#"
+runbook {{ name = "reuse" }}
+local node = target("node1")
+local box = node:pct(200)
+step("many commands", function()
+  for i = 1, 20 do
+    node:exec({{ "sh", "-c", 'echo "$PPID" >> "$1"', "sh", {host} }}, {{ read_only = true }})
+  end
+  local cmd = node:exec({{ "sh", "-c", 'tr "\\000" " " < /proc/$PPID/cmdline' }}, {{ read_only = true }})
+  log.info("loop: " .. cmd.stdout)
+  local seen = {{}}
+  for i = 1, 10 do
+    local r = box:exec({{ "sh", "-c", 'echo "$PPID"' }}, {{ read_only = true }})
+    seen[r.stdout] = true
+  end
+  local n = 0
+  for _ in pairs(seen) do n = n + 1 end
+  log.info("container parents: " .. n)
+end)
+"#,
+            host = lua_path(&host),
+        ),
+    );
+    let out = remote(&env, &fleet, &rb).expect_exit(0).run();
+    let parents: BTreeSet<String> = lines(&host).into_iter().collect();
+    assert_eq!(lines(&host).len(), 20);
+    assert_eq!(parents.len(), 1, "one parent for 20 commands: {parents:?}");
+    let logs = out.logs().join("\n");
+    assert!(
+        logs.contains("loop: sh -c ") && logs.contains("_rb_run"),
+        "the parent is the session's loop: {logs}"
+    );
+    assert!(
+        logs.contains("container parents: 1"),
+        "one loop in the container: {logs}"
+    );
+}
+
+/// `parallel` on one host runs its commands at once, on a pool of sessions no larger
+/// than the connection's channel limit (8, below sshd's MaxSessions of 10), and a second
+/// batch reuses them.
+#[test]
+fn parallel_on_one_host_uses_a_bounded_pool_of_sessions() {
+    require_sshd!();
+    let fleet = Fleet::start(1);
+    let env = Env::new();
+    let scratch = env.scratch();
+    let seen = scratch.join("parents");
+    let rb = env.write(
+        "pool.lua",
+        &format!(
+            r#"
+runbook {{ name = "pool" }}
+local node = target("node1")
+local jobs = {{}}
+for i = 1, 12 do jobs[i] = i end
+step("two batches", function()
+  for batch = 1, 2 do
+    parallel(jobs, function()
+      node:exec({{ "sh", "-c", 'echo "$PPID" >> "$1"; sleep 0.3', "sh", {seen} }}, {{ read_only = true }})
+    end, {{ limit = 12 }})
+  end
+end)
+"#,
+            seen = lua_path(&seen),
+        ),
+    );
+    let started = Instant::now();
+    remote(&env, &fleet, &rb).expect_exit(0).run();
+    let took = started.elapsed();
+    let all = lines(&seen);
+    assert_eq!(all.len(), 24);
+    let parents: BTreeSet<&String> = all.iter().collect();
+    assert!(
+        parents.len() > 1 && parents.len() <= 8,
+        "between 2 and 8 sessions: {parents:?}"
+    );
+    // 24 commands of 0.3 s, 8 at a time: 3 rounds, not 24 (and not 12 at once).
+    assert!(took < Duration::from_secs(7), "took {took:?}");
+}
+
+/// The loop killed while its command runs: that command fails as "connection lost", is
+/// not run again, and the next command gets a new session. (The command here keeps no
+/// stream of the session open; one that does holds the channel open until it ends,
+/// and is lost then: sshd reports a loop killed by a signal only when the channel
+/// closes.)
+#[test]
+fn a_session_killed_mid_command_loses_that_command_only() {
+    require_sshd!();
+    let fleet = Fleet::start(1);
+    let env = Env::new();
+    let scratch = env.scratch();
+    let parent = scratch.join("parent");
+    let sleeper = scratch.join("sleeper");
+    let runs = scratch.join("runs");
+    let after = scratch.join("after");
+    let rb = env.write(
+        "killed.lua",
+        &format!(
+            r#"
+runbook {{ name = "killed-session" }}
+local node = target("node1")
+step("warm", function() node:exec({{ "true" }}, {{ read_only = true }}) end)
+step("long", function()
+  node:exec({{ "sh", "-c", 'echo x >> "$3"; echo "$PPID" > "$1.tmp"; mv "$1.tmp" "$1"; echo $$ > "$2.tmp"; mv "$2.tmp" "$2"; exec sleep 30 >/dev/null 2>&1', "sh", {parent}, {sleeper}, {runs} }}, {{ read_only = true }})
+end)
+step("next", {{ always = true }}, function()
+  node:exec({{ "sh", "-c", 'echo "$PPID" > "$1"', "sh", {after} }}, {{ read_only = true }})
+end)
+"#,
+            parent = lua_path(&parent),
+            sleeper = lua_path(&sleeper),
+            runs = lua_path(&runs),
+            after = lua_path(&after),
+        ),
+    );
+    let mut run = remote(&env, &fleet, &rb).spawn();
+    let loop_pid = run.wait_pid(&parent, Duration::from_secs(10));
+    let sleep_pid = run.wait_pid(&sleeper, Duration::from_secs(5));
+    let killed = Instant::now();
+    // SAFETY: kill only sends a signal, to processes this test's runbook started.
+    unsafe { libc::kill(loop_pid, libc::SIGKILL) };
+    let code = run.code(Duration::from_secs(15));
+    let noticed = killed.elapsed();
+    unsafe { libc::kill(sleep_pid, libc::SIGKILL) };
+    let out = run.output();
+    assert_eq!(code, 1, "{out}");
+    assert!(noticed < Duration::from_secs(5), "took {noticed:?}\n{out}");
+    let err = step_error(&run.events(), 1);
+    assert!(err.contains("connection lost to node1"), "{err}\n{out}");
+    assert!(err.contains("does not run it again"), "{err}");
+    assert_eq!(lines(&runs).len(), 1, "the command ran once");
+    let next: i32 = lines(&after)[0].parse().unwrap();
+    assert_ne!(next, loop_pid, "the next command has a new session\n{out}");
+    env.complete_record();
+}
+
+/// A command's stdin is its own: one that reads all of it gets exactly its bytes (NULs,
+/// backslashes, no final newline), one without stdin reads nothing (never the loop's
+/// input), and the commands after them run as sent. Output that looks like a frame line
+/// (a guessed token, the loop's own "ready") is only output.
+#[test]
+fn stdin_is_per_command_and_frames_cannot_be_forged() {
+    require_sshd!();
+    let fleet = Fleet::start(1);
+    fleet.container(200);
+    let env = Env::new();
+    let rb = env.write(
+        "stdin.lua",
+        r#"
+runbook { name = "stdin" }
+local forged = "\030" .. string.rep("a", 32) .. " end 0\n\030runbook-session ready 1\n\030" .. string.rep("b", 32) .. " pgid 1 - -\n"
+for _, t in ipairs({ target("node1"), target("node1"):pct(200) }) do
+  step("on " .. t.name, function()
+    local input = "a\0b\\n\\\\c\n\nlast"
+    local r = t:exec({ "cat" }, { stdin = input, read_only = true })
+    if r.stdout ~= input then fail("stdin came back as " .. string.format("%q", r.stdout)) end
+    local r = t:exec({ "sh", "-c", "cat; echo done" }, { read_only = true })
+    if r.stdout ~= "done\n" then fail("a command without stdin read " .. string.format("%q", r.stdout)) end
+    local big = string.rep("0123456789abcdef", 20000)
+    local r = t:exec({ "wc", "-c" }, { stdin = big, read_only = true })
+    if tonumber(r.stdout) ~= #big then fail("big stdin: " .. r.stdout) end
+    local r = t:exec({ "sh", "-c", 'printf "%s" "$1"; printf "%s" "$1" >&2; exit 3', "sh", forged }, { read_only = true, check = false })
+    if r.code ~= 3 or r.stdout ~= forged or r.stderr ~= forged then
+      fail("forged frame: code " .. tostring(r.code) .. " " .. string.format("%q", r.stdout))
+    end
+    local r = t:exec({ "echo", "after" }, { read_only = true })
+    if r.stdout ~= "after\n" then fail("after: " .. r.stdout) end
+  end)
+end
+"#,
+    );
+    remote(&env, &fleet, &rb).expect_exit(0).run();
+}
+
+/// A host whose shell cannot keep a session (here: no setsid on its PATH) gets a channel
+/// per command, as before: every command still runs, and the run says so once.
+#[test]
+fn a_host_that_cannot_keep_a_session_falls_back_and_says_so_once() {
+    require_sshd!();
+    let mut fleet = Fleet::start(1);
+    let env = Env::new();
+    let bin = env.scratch().join("bin-without-setsid");
+    std::fs::create_dir_all(&bin).unwrap();
+    for dir in ["/usr/local/bin", "/usr/bin", "/bin"] {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let name = e.file_name();
+            let link = bin.join(&name);
+            if name != "setsid" && !link.exists() {
+                std::os::unix::fs::symlink(e.path(), link).unwrap();
+            }
+        }
+    }
+    let node = fleet.node("node1");
+    let cfg = std::fs::read_to_string(&node.config).unwrap();
+    let cfg: String = cfg
+        .lines()
+        .map(|l| match l.strip_prefix("SetEnv PATH=") {
+            Some(rest) => {
+                let (_, others) = rest.split_once(' ').unwrap();
+                format!("SetEnv PATH={} {others}\n", bin.display())
+            }
+            None => format!("{l}\n"),
+        })
+        .collect();
+    std::fs::write(&node.config, cfg).unwrap();
+    node.kill();
+    node.start();
+    let rb = env.write(
+        "fallback.lua",
+        r#"
+runbook { name = "fallback" }
+local node = target("node1")
+step("commands", function()
+  for i = 1, 3 do
+    local r = node:exec({ "sh", "-c", 'printf "%s" "$X"' }, { env = { X = "v" .. i }, read_only = true })
+    if r.stdout ~= "v" .. i then fail("got " .. r.stdout) end
+  end
+end)
+"#,
+    );
+    let out = remote(&env, &fleet, &rb).expect_exit(0).run();
+    let warned: Vec<String> = out
+        .logs_at("warn")
+        .into_iter()
+        .filter(|l| l.contains("cannot keep a session open"))
+        .collect();
+    assert_eq!(warned.len(), 1, "told once: {:?}", out.logs());
+    assert!(warned[0].contains("needs setsid"), "{warned:?}");
+    assert!(warned[0].contains("node1"), "{warned:?}");
+}
