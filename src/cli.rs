@@ -121,6 +121,10 @@ pub struct RunLimits {
     /// How long to wait when another run holds the lock on a target this run changes (at most 365d; 0: do not wait).
     #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "0s")]
     pub lock_wait: Duration,
+
+    /// Keep each SSH connection open this long (idle) after the run, so that a run within it skips the handshake (e.g. 10m; uses the ControlPath your ssh_config sets, if any).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub keep_connections: Option<Duration>,
 }
 
 #[derive(Debug, Args)]

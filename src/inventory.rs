@@ -14,6 +14,9 @@
 //!
 //! [groups]
 //! gpu = ["node1", "node2"]
+//!
+//! [ssh]
+//! keep_connections = "10m"   # as --keep-connections: masters outlive a run by this
 //! ```
 
 use crate::suggest;
@@ -42,6 +45,15 @@ struct InventoryFile {
     hosts: BTreeMap<String, HostEntry>,
     #[serde(default)]
     groups: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    ssh: SshTable,
+}
+
+/// `[ssh]`: how every SSH host of the inventory is reached.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SshTable {
+    keep_connections: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -49,6 +61,8 @@ pub struct Inventory {
     pub path: PathBuf,
     pub hosts: BTreeMap<String, HostEntry>,
     pub groups: BTreeMap<String, Vec<String>>,
+    /// `[ssh] keep_connections`: what `--keep-connections` is when not given.
+    pub keep_connections: Option<std::time::Duration>,
 }
 
 impl Inventory {
@@ -59,10 +73,17 @@ impl Inventory {
             .map_err(|e| format!("inventory {}: {e}", path.display()))?;
         let file: InventoryFile =
             toml::from_str(&text).map_err(|e| format!("inventory {}: {e}", path.display()))?;
+        let keep_connections = match &file.ssh.keep_connections {
+            None => None,
+            Some(t) => Some(crate::duration::parse(t).map_err(|e| {
+                format!("inventory {}: [ssh] keep_connections: {e}", path.display())
+            })?),
+        };
         let inv = Inventory {
             path: path.to_path_buf(),
             hosts: file.hosts,
             groups: file.groups,
+            keep_connections,
         };
         inv.validate()?;
         Ok(inv)

@@ -267,3 +267,129 @@ end)
     assert!(warned[0].contains("needs setsid"), "{warned:?}");
     assert!(warned[0].contains("node1"), "{warned:?}");
 }
+
+/// The master's pid, as `ssh -O check` on its socket says (`None`: no master there).
+fn master_pid(socket: &Path) -> Option<u32> {
+    let out = std::process::Command::new("ssh")
+        .arg("-o")
+        .arg(format!("ControlPath={}", socket.display()))
+        .args(["-O", "check", "x"])
+        .output()
+        .ok()?;
+    let said = String::from_utf8_lossy(&out.stderr);
+    said.split("pid=").nth(1)?.split(')').next()?.parse().ok()
+}
+
+fn stop_master(socket: &Path) {
+    let _ = std::process::Command::new("ssh")
+        .arg("-o")
+        .arg(format!("ControlPath={}", socket.display()))
+        .args(["-O", "exit", "x"])
+        .output();
+}
+
+/// `--keep-connections`: the master outlives the run, in a private directory, and the
+/// next run uses that very master (no handshake); where the ssh_config sets a
+/// ControlPath, that is the socket, and the inventory's `[ssh] keep_connections` does
+/// what the flag does.
+#[test]
+fn kept_connections_serve_the_next_run_at_the_users_control_path_too() {
+    require_sshd!();
+    let fleet = Fleet::start(1);
+    let env = Env::new();
+    let runtime = env.scratch().join("runtime");
+    std::fs::create_dir_all(&runtime).unwrap();
+    std::fs::set_permissions(
+        &runtime,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let rb = env.write(
+        "kept.lua",
+        r#"
+runbook { name = "kept" }
+step("one", function() target("node1"):exec({ "true" }, { read_only = true }) end)
+"#,
+    );
+    let kept = |cfg: &Path, extra: &[&str]| {
+        Run::new(&env, &rb)
+            .args(["--ssh-config".as_ref(), cfg.as_os_str()])
+            .args(extra)
+            .yes()
+            .json()
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .expect_exit(0)
+            .run()
+    };
+    kept(&fleet.ssh_config(), &["--keep-connections", "30s"]);
+    let dir = runtime.join("runbook/ssh");
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
+    let sockets: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(sockets.len(), 1, "{sockets:?}");
+    let socket = &sockets[0];
+    let first = master_pid(socket).expect("the master outlived the run");
+    kept(&fleet.ssh_config(), &["--keep-connections", "30s"]);
+    assert_eq!(
+        master_pid(socket),
+        Some(first),
+        "the second run used the same master"
+    );
+    stop_master(socket);
+
+    // The user's ControlPath, and the inventory's setting.
+    let cp = env.scratch().join("cp");
+    std::fs::create_dir_all(&cp).unwrap();
+    let cfg = env.scratch().join("ssh_config_cp");
+    std::fs::write(
+        &cfg,
+        format!(
+            "Host *\n  ControlPath {}/m-%C\n{}",
+            cp.display(),
+            std::fs::read_to_string(fleet.ssh_config()).unwrap()
+        ),
+    )
+    .unwrap();
+    let inv = env.write(
+        "inventory.toml",
+        "[hosts.node1]\naddress = \"node1\"\n\n[ssh]\nkeep_connections = \"30s\"\n",
+    );
+    kept(&cfg, &["--inventory", inv.to_str().unwrap()]);
+    let mine: Vec<_> = std::fs::read_dir(&cp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(
+        mine.len(),
+        1,
+        "the socket is at the ssh_config's ControlPath: {mine:?}"
+    );
+    let pid = master_pid(&mine[0]).expect("a master at the user's ControlPath");
+    // The user's own ssh finds it too.
+    let st = std::process::Command::new("ssh")
+        .arg("-F")
+        .arg(&cfg)
+        .args(["-o", "ControlMaster=no", "node1", "true"])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    kept(&cfg, &["--inventory", inv.to_str().unwrap()]);
+    assert_eq!(master_pid(&mine[0]), Some(pid));
+    stop_master(&mine[0]);
+    let bad = env.write("bad.toml", "[ssh]\nkeep_connections = \"soon\"\n");
+    let out = Run::new(&env, &rb)
+        .args(["--inventory", bad.to_str().unwrap()])
+        .yes()
+        .run();
+    assert_ne!(out.code(), 0);
+    assert!(
+        out.stderr_text().contains("[ssh] keep_connections"),
+        "{}",
+        out.describe()
+    );
+}

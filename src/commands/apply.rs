@@ -56,6 +56,7 @@ pub async fn apply(args: ApplyArgs, verbose: bool, quiet: bool) -> Result<()> {
     }
     let mut remote = super::remote_settings(&remote_args)?;
     remote.lock_wait = args.limits.lock_wait;
+    remote.ssh.keep = args.limits.keep_connections.or(remote.ssh.keep);
     engine::run(RunRequest {
         source,
         mode: Mode::Real,

@@ -32,6 +32,7 @@ pub async fn run(args: RunArgs, verbose: bool, quiet: bool) -> Result<()> {
         remote: {
             let mut r = super::remote_settings(&args.remote)?;
             r.lock_wait = args.limits.lock_wait;
+            r.ssh.keep = args.limits.keep_connections.or(r.ssh.keep);
             r
         },
     })

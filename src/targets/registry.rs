@@ -27,8 +27,14 @@ pub struct Registry {
 
 impl Registry {
     pub fn new(remote: RemoteSettings) -> Self {
+        let mut ssh = remote.ssh;
+        // The command line's `--keep-connections` wins over the inventory's; 0: close.
+        ssh.keep = ssh
+            .keep
+            .or(remote.inventory.as_ref().and_then(|i| i.keep_connections))
+            .filter(|d| !d.is_zero());
         Registry {
-            settings: Rc::new(remote.ssh),
+            settings: Rc::new(ssh),
             inventory: remote.inventory,
             hosts: RefCell::new(HashMap::new()),
         }
@@ -147,6 +153,7 @@ impl Registry {
         for h in hosts {
             h.close().await;
         }
+        super::session::local().close_all().await;
     }
 }
 

@@ -34,6 +34,9 @@ pub struct SshSettings {
     pub trust_new_hosts: bool,
     /// Where the control sockets live (short path: sockets have a 108-byte limit).
     pub control_dir: PathBuf,
+    /// `--keep-connections DUR`: masters outlive the run by this much idle time, at a
+    /// socket the next run finds (`keep.rs`); `None`: they close when the run ends.
+    pub keep: Option<Duration>,
 }
 
 impl Default for SshSettings {
@@ -42,6 +45,7 @@ impl Default for SshSettings {
             config: None,
             trust_new_hosts: false,
             control_dir: std::env::temp_dir(),
+            keep: None,
         }
     }
 }
@@ -143,7 +147,7 @@ impl SshSpec {
 
 pub struct SshHost {
     pub spec: SshSpec,
-    settings: Rc<SshSettings>,
+    pub(super) settings: Rc<SshSettings>,
     session: RefCell<Option<Rc<Session>>>,
     /// The host's boot id as a command on the current connection reported it. A reboot
     /// ends the connection, so it holds for every later command on the same one, and
@@ -184,6 +188,22 @@ impl SshHost {
     /// `root@127.0.0.1:2222`) give the same answer. Falls back to the name as given when
     /// ssh cannot say.
     pub async fn destination(&self) -> String {
+        let fields = self.resolved().await;
+        let field = |key: &str| {
+            fields
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.clone())
+        };
+        match (field("user"), field("hostname"), field("port")) {
+            (Some(u), Some(h), Some(p)) => format!("{u}@{h}:{p}"),
+            _ => self.name(),
+        }
+    }
+
+    /// What `ssh -G` says of this host (the ssh_config applied), `key value` per line;
+    /// empty when ssh cannot say.
+    pub(super) async fn resolved(&self) -> Vec<(String, String)> {
         let mut cmd = tokio::process::Command::new("ssh");
         cmd.arg("-G");
         if let Some(cfg) = &self.settings.config {
@@ -199,17 +219,47 @@ impl SshHost {
         cmd.stdin(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
         let Ok(out) = cmd.output().await else {
-            return self.name();
+            return Vec::new();
         };
-        let text = String::from_utf8_lossy(&out.stdout);
-        let field = |key: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ').map(str::to_string))
-        };
-        match (field("user"), field("hostname"), field("port")) {
-            (Some(u), Some(h), Some(p)) if out.status.success() => format!("{u}@{h}:{p}"),
-            _ => self.name(),
+        if !out.status.success() {
+            return Vec::new();
         }
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// Everything that decides where and as whom this host is reached, as one string.
+    pub(super) fn spec_key(&self) -> String {
+        let s = &self.spec;
+        format!(
+            "{:?}@{}:{:?} i={:?} j={:?}",
+            s.user, s.host, s.port, s.identity, s.jump
+        )
+    }
+
+    /// The `ssh` words that reach this host: config, port, identity, jump, destination.
+    pub(super) fn reach_args(&self) -> Vec<OsString> {
+        let mut words: Vec<OsString> = Vec::new();
+        if let Some(cfg) = &self.settings.config {
+            words.extend(["-F".into(), cfg.clone().into()]);
+        }
+        if let Some(p) = self.spec.port {
+            words.extend(["-p".into(), p.to_string().into()]);
+        }
+        if let Some(id) = &self.spec.identity {
+            words.extend(["-i".into(), id.clone().into()]);
+        }
+        if let Some(j) = &self.spec.jump {
+            words.extend(["-J".into(), j.into()]);
+        }
+        if let Some(u) = &self.spec.user {
+            words.extend(["-l".into(), u.into()]);
+        }
+        words.extend(["--".into(), self.spec.host.clone().into()]);
+        words
     }
 
     /// The channels a command waits for (see `CHANNELS`).
@@ -282,6 +332,15 @@ impl SshHost {
         if let Some(s) = self.session.borrow().clone() {
             return Ok(s);
         }
+        if let Some(keep) = self.settings.keep {
+            let session = tokio::select! {
+                r = self.kept_master(keep) => Rc::new(r?),
+                _ = wait_for_abort(io) => return Err("interrupted while connecting".into()),
+            };
+            self.boot_id.borrow_mut().take();
+            *self.session.borrow_mut() = Some(session.clone());
+            return Ok(session);
+        }
         let mut b = SessionBuilder::default();
         b.known_hosts_check(if self.settings.trust_new_hosts {
             KnownHosts::Add
@@ -338,6 +397,11 @@ impl SshHost {
             cause = format!("{cause}: {s}");
             src = s.source();
         }
+        self.connect_message(&cause)
+    }
+
+    /// "cannot connect to HOST: CAUSE", with what to do about a host key.
+    pub(super) fn connect_message(&self, cause: &str) -> String {
         let cause = cause.trim().replace('\n', " ");
         let mut msg = format!("cannot connect to {}: {cause}", self.name());
         let known = match &self.settings.config {
@@ -547,6 +611,10 @@ impl SshHost {
         self.sessions.close_all().await;
         self.boot_id.borrow_mut().take();
         let session = self.session.borrow_mut().take();
+        if self.settings.keep.is_some() {
+            // Kept for the next run: the master ends by itself after its idle time.
+            return;
+        }
         if let Some(s) = session {
             if let Ok(s) = Rc::try_unwrap(s) {
                 let _ = tokio::time::timeout(Duration::from_secs(5), s.close()).await;
