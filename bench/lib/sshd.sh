@@ -1,10 +1,12 @@
 # Shared by the bench scripts: start N sshd instances on 127.0.0.1 (aliases node1..nodeN)
-# with throw-away keys, and write an ssh_config for them. Source it, then:
+# with throw-away keys, and write an ssh_config for them. FLEET_PATH_FIRST (optional) goes
+# first on the sessions' PATH (bench/run puts the `pct` test double there, with its
+# containers under DIR/pct). Source it, then:
 #   fleet_start DIR N    # sets FLEET_CFG (ssh_config path); FLEET_PORTS (array)
 #   fleet_stop           # kills them (also set as an EXIT trap by the caller)
 fleet_start() {
   local dir=$1 n=$2 i port
-  mkdir -p "$dir" /run/sshd
+  mkdir -p "$dir" /run/sshd "$dir/pct/ct/200/tmp" "$dir/pct/ct/200/root"
   ssh-keygen -q -t ed25519 -N '' -f "$dir/host" <<<y >/dev/null
   ssh-keygen -q -t ed25519 -N '' -f "$dir/client" <<<y >/dev/null
   cp "$dir/client.pub" "$dir/authorized_keys"
@@ -27,7 +29,7 @@ PermitRootLogin yes
 MaxSessions 10
 MaxStartups 100:30:200
 LogLevel ERROR
-SetEnv SHLVL=1 RUNBOOK_LOCK_FILE=/tmp/runbook-bench-$i.lock
+SetEnv SHLVL=1 RUNBOOK_LOCK_FILE=/tmp/runbook-bench-$i.lock PATH=${FLEET_PATH_FIRST:+$FLEET_PATH_FIRST:}/usr/local/bin:/usr/bin:/bin PCT_DOUBLE_ROOT=$dir/pct
 CONF
     /usr/sbin/sshd -D -e -f "$dir/sshd_$i.conf" 2>>"$dir/sshd.log" &
     FLEET_PIDS+=($!)

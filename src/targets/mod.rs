@@ -432,11 +432,14 @@ impl Target {
                     Base::Ssh(h) => h.alive().await.err(),
                     Base::Local => None,
                 };
-                let lost =
-                    lost.unwrap_or_else(|| format!("connection lost to {}: {why}", self.name()));
-                InSession::Done(Err(format!(
-                    "{lost} while the command ran (its exit status is unknown; runbook does not run it again)"
-                )))
+                InSession::Done(Err(match lost {
+                    // As for a channel of its own: the connection went.
+                    Some(lost) => format!("{lost} while the command ran"),
+                    None => format!(
+                        "connection lost to {}: {why} (its exit status is unknown; runbook does not run it again)",
+                        self.name()
+                    ),
+                }))
             }
         }
     }

@@ -409,7 +409,7 @@ impl Session {
                 return Ok(());
             }
             self.broken = true;
-            return Err("the session ended while the command ran".into());
+            return Err("the session running the command ended".into());
         }
         let mut exited = self.exited.clone();
         tokio::select! {
@@ -418,14 +418,14 @@ impl Session {
                 frame.take(Stream::Stdout, &mut self.out.pending, io, out);
                 if !more && !frame.out.ended {
                     self.broken = true;
-                    return Err("the session ended while the command ran".into());
+                    return Err("the session running the command ended".into());
                 }
             }
             more = self.err.fill(), if err_open => {
                 frame.take(Stream::Stderr, &mut self.err.pending, io, out);
                 if !more && !frame.err.ended {
                     self.broken = true;
-                    return Err("the session ended while the command ran".into());
+                    return Err("the session running the command ended".into());
                 }
             }
         }
