@@ -393,3 +393,40 @@ step("one", function() target("node1"):exec({ "true" }, { read_only = true }) en
         out.describe()
     );
 }
+
+/// The confirmation pass (the plan shown before a real run) and the real run share the
+/// host's connection and its session: the read both passes run has the same parent.
+#[test]
+fn the_confirmation_pass_and_the_run_share_the_session() {
+    require_sshd!();
+    let fleet = Fleet::start(1);
+    let env = Env::new();
+    let scratch = env.scratch();
+    let seen = scratch.join("parents");
+    let made = scratch.join("made");
+    let rb = env.write(
+        "confirm.lua",
+        &format!(
+            r#"
+runbook {{ name = "confirm-shares" }}
+local node = target("node1")
+step("look, then change", function()
+  node:exec({{ "sh", "-c", 'echo "$PPID" >> "$1"', "sh", {seen} }}, {{ read_only = true }})
+  node:exec({{ "touch", {made} }})
+end)
+"#,
+            seen = lua_path(&seen),
+            made = lua_path(&made),
+        ),
+    );
+    let (code, shown) = Run::new(&env, &rb).ssh(&fleet).on_terminal("y\n");
+    assert_eq!(code, 0, "{shown}");
+    assert!(made.exists(), "{shown}");
+    let parents = lines(&seen);
+    assert_eq!(
+        parents.len(),
+        2,
+        "the read ran in the plan and in the run: {parents:?}"
+    );
+    assert_eq!(parents[0], parents[1], "one session for both passes");
+}
