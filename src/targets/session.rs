@@ -988,6 +988,32 @@ mod tests {
         assert_eq!(token().len(), 32);
     }
 
+    /// A request cut short (runbook gave up while sending it) runs nothing: not a
+    /// half-read script, and not a command with half its stdin.
+    #[test]
+    fn a_request_cut_short_runs_nothing() {
+        let req = ExecRequest {
+            argv: vec!["sh".into(), "-c".into(), "echo RAN; cat".into()],
+            stdin: Some(b"line one\nline two\n".to_vec()),
+            ..Default::default()
+        };
+        let (r, _) = request(&req, Mode::Group).unwrap();
+        let script_end = r.windows(3).position(|w| w == b"\n.\n").unwrap() + 3;
+        let applets = crate::testing::busybox_applets();
+        for shell in crate::testing::posix_shells(&applets) {
+            for cut in [script_end - 4, script_end + 5, r.len() - 2] {
+                let (out, _) = run_loop(&shell, &r[..cut]);
+                assert!(
+                    !String::from_utf8_lossy(&out).contains("RAN"),
+                    "{shell:?}, cut at {cut}: {}",
+                    String::from_utf8_lossy(&out)
+                );
+            }
+            let (out, _) = run_loop(&shell, &r);
+            assert!(String::from_utf8_lossy(&out).contains("RAN"), "{shell:?}");
+        }
+    }
+
     #[test]
     fn a_frame_line_cut_anywhere_waits_and_text_does_not() {
         let m = b"\x1eabc ";

@@ -41,9 +41,13 @@ _rb_stdin() {
   fi
   _rb_f=/dev/null _rb_in=bad
   if [ -n "$_rb_dir" ] && [ -d "$_rb_dir" ]; then _rb_f=$_rb_dir/stdin _rb_in=; fi
+  _rb_l=
   while IFS= read -r _rb_l && [ "$_rb_l" != . ]; do
     printf '%b' "${_rb_l#=}"
   done >"$_rb_f"
+  # Input that ends before the stdin did (runbook gave up on the session while sending):
+  # the command must not run with half its stdin.
+  [ "$_rb_l" = . ] || exit 0
   exec 4<"$_rb_f"
   [ "$_rb_f" = /dev/null ] || rm -f -- "$_rb_f"
 }
