@@ -329,6 +329,9 @@ impl Target {
         {
             return InSession::Fallback(None);
         }
+        // A command's duration counts from here, connecting and starting a session
+        // included, as a channel of its own counts its connect.
+        let started = Instant::now();
         let (base, chain) = self.home();
         let local_pool;
         let pool: &session::Pool = match &base {
@@ -419,7 +422,8 @@ impl Target {
             }
         };
         match s.exec(&request, &token, req.timeout, io, kill).await {
-            Ok((out, reusable)) => {
+            Ok((mut out, reusable)) => {
+                out.duration = started.elapsed();
                 if reusable {
                     pool.put(chain, s);
                 } else {
