@@ -321,7 +321,19 @@ pub async fn run(req: RunRequest) -> Result<()> {
                 )));
             }
             let hint = "preview with --dry-run, then re-run with --yes";
-            confirm(&req.source.label, &pass.plan, None, req.json, &cancel, hint).await?;
+            let shown = Shown {
+                saved: None,
+                whole: req.term.verbose,
+            };
+            confirm(
+                &req.source.label,
+                &pass.plan,
+                shown,
+                req.json,
+                &cancel,
+                hint,
+            )
+            .await?;
             Some(pass.plan)
         }
         (
@@ -336,8 +348,11 @@ pub async fn run(req: RunRequest) -> Result<()> {
             check_saved(plan, &loaded, &req, path).await?;
             if !yes {
                 let hint = format!("review it, then re-run with runbook apply {path} --yes");
-                let saved = Some((path.as_str(), sha256.as_str()));
-                confirm(path, plan, saved, req.json, &cancel, &hint).await?;
+                let shown = Shown {
+                    saved: Some((path.as_str(), sha256.as_str())),
+                    whole: req.term.verbose,
+                };
+                confirm(path, plan, shown, req.json, &cancel, &hint).await?;
             }
             Some((**plan).clone())
         }
@@ -665,14 +680,21 @@ async fn check_saved(plan: &Plan, loaded: &Loaded, req: &RunRequest, path: &str)
     ))))
 }
 
+/// How `confirm` shows a plan.
+struct Shown<'a> {
+    /// The plan file (as named, and its sha256) of an `apply`, which shows the whole plan
+    /// (params, targets) rather than only its changes.
+    saved: Option<(&'a str, &'a str)>,
+    /// Long scripts unfolded (`-v`).
+    whole: bool,
+}
+
 /// Before a real run changes anything (Terraform's rule): if its plan holds any change,
 /// or a step asks for it, show the plan and ask once (or refuse without a terminal).
-/// `saved`: the plan file (as named, and its sha256) of an `apply`, which shows the whole
-/// plan (params, targets) rather than only its changes.
 async fn confirm(
     label: &str,
     plan: &Plan,
-    saved: Option<(&str, &str)>,
+    shown: Shown<'_>,
     json: bool,
     cancel: &Rc<Cancel>,
     hint: &str,
@@ -681,9 +703,9 @@ async fn confirm(
     if plan.changes.is_empty() && asks.is_empty() {
         return Ok(());
     }
-    let mut list = match saved {
-        Some(file) => plan.render(crate::plan::Style::Text, Some(file)),
-        None => plan.render_changes(crate::plan::Style::Text),
+    let mut list = match shown.saved {
+        Some(file) => plan.render(crate::plan::Style::Text, Some(file), shown.whole),
+        None => plan.render_changes(crate::plan::Style::Text, shown.whole),
     };
     for name in asks {
         list.push_str(&format!("  step \"{name}\" asks for confirmation\n"));

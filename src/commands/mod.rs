@@ -20,7 +20,7 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
     let (verbose, quiet) = (cli.verbose, cli.quiet);
     match cli.command {
         Command::Run(args) => run::run(args, verbose, quiet).await,
-        Command::Plan(args) => plan::plan(args, quiet).await,
+        Command::Plan(args) => plan::plan(args, verbose, quiet).await,
         Command::Apply(args) => apply::apply(args, verbose, quiet).await,
         Command::Check {
             files,
