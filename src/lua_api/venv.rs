@@ -49,7 +49,8 @@ pub struct BuildOptions {
     verify: Option<String>,
     /// `install_uv = true`: when no uv is found, install it first, for the user the target
     /// runs commands as, with `python3 -m pip install --user uv` (using the index options
-    /// above; needs pip and a reachable index);
+    /// above, with `index_url` searched besides the default index rather than instead
+    /// of it, since a torch wheel index holds no uv; needs pip and a reachable index);
     #[serde(default)]
     install_uv: bool,
     /// `uv`: uv's path on the target, when it is somewhere else;
