@@ -540,7 +540,6 @@ async fn shell(
     let mut o = parse_options(&lua, opts, "shell")?;
     let destructive = o.destructive.unwrap_or_else(|| script_deletes(&script));
     o.req.argv = vec!["sh".into(), "-c".into(), script.clone().into()];
-    o.req.script = Some(script.clone());
     let first = script.lines().next().unwrap_or_default();
     let summary = match (o.summary.clone(), script.lines().nth(1).is_some()) {
         (Some(s), _) => s,
@@ -572,7 +571,6 @@ async fn run(
         Effect::Change
     };
     let timeout = o.req.timeout;
-    // `req.script` is left behind: nothing reads it.
     let ExecRequest {
         argv,
         env,

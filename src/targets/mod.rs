@@ -35,7 +35,6 @@ pub struct ExecRequest {
     pub cwd: Option<String>,
     pub stdin: Option<Vec<u8>>,
     pub timeout: Option<Duration>,
-    pub script: Option<String>,
     /// The command prints a secret: its output is masked whole in every sink, and its
     /// stdout becomes a secret when it ends.
     pub secret_output: bool,
