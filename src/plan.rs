@@ -842,16 +842,20 @@ pub enum Style {
     Markdown,
 }
 
-/// One planned change as people read it in text: the dry-run preview (as each change is
-/// reached), `run`'s confirmation and `runbook plan` all print a change through this, so
-/// what the user confirmed reads the same as what they previewed. (The Markdown plan lays
-/// the same facts out for a page: `render_changes`.)
+/// One planned change as people read it: the dry-run preview (as each change is reached),
+/// `run`'s confirmation, `runbook plan`'s text and its Markdown all render a change
+/// through this, so what a reviewer approved and what the user confirmed read as what
+/// they previewed: the same head (where, the summary's facts, destructive or not) and the
+/// same command.
 pub struct ChangeText<'a> {
     pub target: &'a str,
     pub summary: &'a str,
     /// The command as it runs on its target (named scripts by name): `actions::shown`.
     pub shown: &'a str,
     pub destructive: bool,
+    /// The exact command line, and whether it has standard input, where known (a plan;
+    /// the preview's events carry only `shown`): the Markdown shows it when it differs.
+    pub exact: Option<(&'a str, bool)>,
 }
 
 /// A line of a change's command as `ChangeText::command` gives it.
@@ -870,6 +874,52 @@ impl CommandLine {
 }
 
 impl ChangeText<'_> {
+    /// The change in text: its head after `lead`, its command lines under it, `indent`
+    /// spaces in, folded as `command` says.
+    pub fn text(&self, lead: &str, indent: usize, whole: bool) -> String {
+        let indent = " ".repeat(indent);
+        let mut out = format!("{lead}{}\n", self.head());
+        for line in self.command(whole) {
+            let line = match line {
+                CommandLine::Line(l) => l,
+                CommandLine::Folded(n) => format!("  {}", CommandLine::fold_note(n)),
+            };
+            out.push_str(&format!("{indent}{line}\n"));
+        }
+        out
+    }
+
+    /// The change as item `n` of a Markdown list: the head, the command shown, and the
+    /// exact command in a `<details>` when it differs (every command whole).
+    pub fn markdown(&self, n: usize) -> String {
+        let mark = if self.destructive {
+            "**destructive** · "
+        } else {
+            ""
+        };
+        let mut out = format!(
+            "{n}. {mark}on {}: {}\n",
+            code_span(self.target),
+            md(self.summary)
+        );
+        let (command, stdin) = self.exact.unwrap_or((self.shown, false));
+        let exact = command == self.shown;
+        let runs = if exact { "runs, exactly" } else { "runs" };
+        out.push_str(&format!("   - {runs}:{}", code_in_list(self.shown)));
+        if !exact {
+            out.push_str(&format!(
+                "   <details><summary>the exact command{}</summary>\n\n{}   </details>\n",
+                if stdin {
+                    ", with its standard input"
+                } else {
+                    ""
+                },
+                code_block(command, "   ")
+            ));
+        }
+        out
+    }
+
     /// A script is folded when it is longer than this many lines plus the three a fold
     /// would save.
     const FOLD_AT: usize = 4;
@@ -1024,50 +1074,16 @@ impl Plan {
                     )),
                 }
             }
+            let text = ChangeText {
+                target: &c.target,
+                summary: &c.summary,
+                shown: &c.shown,
+                destructive: c.destructive,
+                exact: Some((&c.command, c.stdin_sha256.is_some())),
+            };
             match style {
-                Style::Text => {
-                    let text = ChangeText {
-                        target: &c.target,
-                        summary: &c.summary,
-                        shown: &c.shown,
-                        destructive: c.destructive,
-                    };
-                    out.push_str(&format!("    - {}\n", text.head()));
-                    for line in text.command(whole) {
-                        let line = match line {
-                            CommandLine::Line(l) => l,
-                            CommandLine::Folded(n) => format!("  {}", CommandLine::fold_note(n)),
-                        };
-                        out.push_str(&format!("        {line}\n"));
-                    }
-                }
-                Style::Markdown => {
-                    let mark = if c.destructive {
-                        "**destructive** · "
-                    } else {
-                        ""
-                    };
-                    out.push_str(&format!(
-                        "{}. {mark}on {}: {}\n",
-                        i + 1,
-                        code_span(&c.target),
-                        md(&c.summary)
-                    ));
-                    let exact = c.command == c.shown;
-                    let runs = if exact { "runs, exactly" } else { "runs" };
-                    out.push_str(&format!("   - {runs}:{}", code_in_list(&c.shown)));
-                    if !exact {
-                        out.push_str(&format!(
-                            "   <details><summary>the exact command{}</summary>\n\n{}   </details>\n",
-                            if c.stdin_sha256.is_some() {
-                                ", with its standard input"
-                            } else {
-                                ""
-                            },
-                            code_block(&c.command, "   ")
-                        ));
-                    }
-                }
+                Style::Text => out.push_str(&text.text("    - ", 8, whole)),
+                Style::Markdown => out.push_str(&text.markdown(i + 1)),
             }
         }
         out
@@ -1553,6 +1569,7 @@ mod tests {
             summary: "sh -c: …",
             shown: script.trim_end(),
             destructive: true,
+            exact: None,
         };
         assert_eq!(text.head(), "on local: sh -c: …  [deletes]");
         let folded = text.command(false);
@@ -1561,13 +1578,19 @@ mod tests {
         assert_eq!(folded[4], CommandLine::Folded(5));
         assert_eq!(folded[5], CommandLine::Line("  line 10".into()));
         assert_eq!(text.command(true).len(), 10);
+        assert!(text.text("  ~ ", 6, false).contains("\n      $ line 1\n"));
+        assert!(text
+            .markdown(3)
+            .starts_with("3. **destructive** · on `local`: "));
         let plain = ChangeText {
             target: "local",
             summary: "true",
             shown: "true",
             destructive: false,
+            exact: None,
         };
         assert_eq!(plain.head(), "on local: true");
         assert!(plain.command(false).is_empty());
+        assert_eq!(plain.text("- ", 4, false), "- on local: true\n");
     }
 }

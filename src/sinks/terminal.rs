@@ -6,7 +6,7 @@
 
 use crate::duration;
 use crate::events::{Effect, Event, Level, RunOutcome, Sink, Stamped, StepOutcome, Stream};
-use crate::plan::{ChangeText, CommandLine};
+use crate::plan::ChangeText;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::Write;
 use std::sync::OnceLock;
@@ -262,17 +262,10 @@ impl Sink for TerminalSink {
                     summary,
                     shown: command,
                     destructive: *destructive,
+                    exact: None,
                 };
-                self.line(&format!("  {mark} {}", change.head()));
-                for line in change.command(self.opts.verbose) {
-                    let line = match line {
-                        CommandLine::Line(l) => l,
-                        CommandLine::Folded(n) => {
-                            format!("  {}", self.paint("2", &CommandLine::fold_note(n)))
-                        }
-                    };
-                    self.line(&format!("      {line}"));
-                }
+                let text = change.text(&format!("  {mark} "), 6, self.opts.verbose);
+                self.line(text.trim_end());
             }
             Event::ActionStarted {
                 step: _,
