@@ -302,3 +302,225 @@ fn a_cache_held_open_is_not_cleared() {
         out.describe()
     );
 }
+
+/// A runbook on a host that does not exist, in a container on it, and on this machine.
+const NOWHERE: &str = r#"runbook { name = "nowhere", params = { token = { secret = true, default = "" } } }
+local node = target("root@node.invalid")
+local box = node:pct(200)
+local here = target("local")
+step("probe", function()
+  log.info("gpus: " .. box:exec({ "nvidia-smi", "-L" }).stdout)
+  here:exec({ "touch", params.marker })
+  for i = 1, 2 do log.info("uptime " .. i .. ": " .. node:shell("uptime").stdout) end
+end)
+"#;
+
+fn nowhere(env: &Env, marker: &Path) -> PathBuf {
+    env.write(
+        "nowhere.lua",
+        &NOWHERE.replace(
+            "token = {",
+            &format!(
+                "marker = {{ default = {:?} }}, token = {{",
+                marker.display().to_string()
+            ),
+        ),
+    )
+}
+
+const NOWHERE_REPLIES: &str = r#"{"runbook_replies":1}
+{"target":"root@node.invalid/ct200","argv":["nvidia-smi","-L"],"code":0,"stdout":"GPU 0: NVIDIA H200\n"}
+{"target":"local","argv":["touch","MARKER"],"code":0}
+{"target":"root@node.invalid","argv":["sh","-c","uptime"],"code":0,"stdout":"up 3 days\n"}
+{"target":"root@node.invalid","argv":["sh","-c","uptime"],"code":0,"stdout":"up 4 days\n"}
+"#;
+
+#[test]
+fn no_target_is_contacted_and_repeats_answer_in_order() {
+    let env = Env::new();
+    let marker = env.tmp.path().join("marker");
+    let rb = nowhere(&env, &marker);
+    let file = env.write(
+        "R.jsonl",
+        &NOWHERE_REPLIES.replace("MARKER", &marker.display().to_string()),
+    );
+    // No ssh, pct or touch on PATH either: nothing could have run.
+    let out = replay(&env, rb.to_str().unwrap(), &file)
+        .arg("--strict")
+        .env("PATH", "/nonexistent")
+        .expect_exit(0)
+        .run();
+    assert!(!marker.exists(), "touch did not run");
+    let logs = out.logs_at("info");
+    assert!(
+        logs.contains(&"gpus: GPU 0: NVIDIA H200".to_string()),
+        "{logs:?}"
+    );
+    assert!(
+        logs.contains(&"uptime 1: up 3 days".to_string()),
+        "{logs:?}"
+    );
+    assert!(
+        logs.contains(&"uptime 2: up 4 days".to_string()),
+        "{logs:?}"
+    );
+    // The real state dir was not written: the run's record went to a temp dir of its own.
+    assert!(!env.state().exists(), "{:?}", env.state());
+}
+
+#[test]
+fn an_unanswered_command_names_the_closest_reply_and_exits_3() {
+    let env = Env::new();
+    let marker = env.tmp.path().join("marker");
+    let rb = nowhere(&env, &marker);
+    let file = env.write(
+        "R.jsonl",
+        &NOWHERE_REPLIES
+            .replace("MARKER", &marker.display().to_string())
+            .replace("\"-L\"", "\"-q\""),
+    );
+    let out = replay(&env, rb.to_str().unwrap(), &file)
+        .expect_exit(3)
+        .run();
+    let err = out.stderr_text();
+    assert!(
+        err.contains(&format!(
+            "no reply in {} for the command on root@node.invalid/ct200:\n  nvidia-smi -L\nclosest recorded ({}:2, on root@node.invalid/ct200):\n  nvidia-smi -q\ndifference (- recorded, + ran):\n  - argv -q\n  + argv -L\n",
+            file.display(),
+            file.display()
+        )),
+        "{err}"
+    );
+    // Ran once more than recorded: said so.
+    let file = env.write(
+        "R2.jsonl",
+        &NOWHERE_REPLIES
+            .replace("MARKER", &marker.display().to_string())
+            .replace("{\"target\":\"root@node.invalid\",\"argv\":[\"sh\",\"-c\",\"uptime\"],\"code\":0,\"stdout\":\"up 4 days\\n\"}\n", ""),
+    );
+    let out = replay(&env, rb.to_str().unwrap(), &file)
+        .expect_exit(3)
+        .run();
+    assert!(
+        out.stderr_text().contains(
+            "holds 1 reply for it, all used: the runbook ran it more often than the recorded run"
+        ),
+        "{}",
+        out.stderr_text()
+    );
+}
+
+#[test]
+fn unused_replies_warn_and_fail_with_strict() {
+    let env = Env::new();
+    let marker = env.tmp.path().join("marker");
+    let rb = nowhere(&env, &marker);
+    let extra = "{\"target\":\"local\",\"argv\":[\"reboot\"],\"code\":0}\n";
+    let file = env.write(
+        "R.jsonl",
+        &(NOWHERE_REPLIES.replace("MARKER", &marker.display().to_string()) + extra),
+    );
+    let out = replay(&env, rb.to_str().unwrap(), &file)
+        .expect_exit(0)
+        .run();
+    let warning = format!(
+        "warning: 1 reply in {} answered no command (--strict makes this a failure):\n  {}:6: on local: reboot\n",
+        file.display(),
+        file.display()
+    );
+    assert!(
+        out.stderr_text().contains(&warning),
+        "{}",
+        out.stderr_text()
+    );
+    let out = replay(&env, rb.to_str().unwrap(), &file)
+        .arg("--strict")
+        .expect_exit(3)
+        .run();
+    assert!(
+        out.stderr_text().contains(":6: on local: reboot"),
+        "{}",
+        out.stderr_text()
+    );
+}
+
+#[test]
+fn a_secret_never_reaches_the_replies() {
+    let env = Env::new();
+    let secret = "hunter2-correct-horse";
+    let rb = env.write(
+        "secret.lua",
+        r#"runbook { name = "secret", params = { token = { secret = true, required = true } } }
+local here = target("local")
+step("use it", function()
+  here:exec({ "sh", "-c", 'echo "in argv: $1"; echo "in env: $TOKEN"; cat', "sh", params.token },
+    { env = { TOKEN = params.token }, stdin = "on stdin: " .. params.token .. "\n" })
+  here:exec({ "sh", "-c", 'echo "$TOKEN" >&2; exit 3' }, { env = { TOKEN = params.token }, check = false })
+end)
+"#,
+    );
+    let file = env.tmp.path().join("R.jsonl");
+    let real = Run::new(&env, &rb)
+        .yes()
+        .json()
+        .env("RUNBOOK_PARAM_TOKEN", secret)
+        .arg("--save-replies")
+        .arg(&file)
+        .expect_exit(0)
+        .run();
+    assert!(
+        real.stdout_text().contains("in argv: ***"),
+        "{}",
+        real.describe()
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        !text.contains(secret) && !text.contains("hunter2"),
+        "{text}"
+    );
+    assert!(
+        text.contains("in argv: ***") && text.contains("\"TOKEN\":\"***\""),
+        "{text}"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    // A test given another value still matches: both sides are masked.
+    replay(&env, rb.to_str().unwrap(), &file)
+        .arg("--strict")
+        .env("RUNBOOK_PARAM_TOKEN", "another-value-entirely")
+        .expect_exit(0)
+        .run();
+}
+
+#[test]
+fn a_bad_replies_file_is_refused_at_its_line() {
+    let env = Env::new();
+    let rb = env.write(
+        "ok.lua",
+        "runbook { name = \"ok\" }\nstep(\"s\", function() end)\n",
+    );
+    let file = env.write(
+        "R.jsonl",
+        "{\"runbook_replies\":1}\n{\"target\":\"local\",\"argv\":[\"true\"],\"exit\":0}\n",
+    );
+    let out = replay(&env, rb.to_str().unwrap(), &file)
+        .expect_exit(2)
+        .run();
+    assert!(
+        out.stderr_text()
+            .contains(&format!("{}:2: unknown field `exit`", file.display())),
+        "{}",
+        out.stderr_text()
+    );
+    // A run refused before it started saves nothing (an earlier file stays as it was).
+    let keep = env.write("keep.jsonl", "earlier\n");
+    Run::new(&env, &rb)
+        .arg("--set")
+        .arg("nosuch=1")
+        .arg("--save-replies")
+        .arg(&keep)
+        .expect_exit(2)
+        .run();
+    assert_eq!(std::fs::read_to_string(&keep).unwrap(), "earlier\n");
+}

@@ -257,7 +257,14 @@ impl Replies {
                 header = Some(h);
                 continue;
             }
-            let reply: Reply = serde_json::from_str(trimmed).map_err(|e| at(e.to_string()))?;
+            // serde counts this one line as line 1: say the column only.
+            let reply: Reply = serde_json::from_str(trimmed).map_err(|e| {
+                let text = e.to_string();
+                let what = text
+                    .rsplit_once(" at line ")
+                    .map_or(text.as_str(), |(w, _)| w);
+                at(format!("{what} (column {})", e.column()))
+            })?;
             if reply.argv.is_empty() && reply.script.is_none() {
                 return Err(at("`argv` is empty: a reply answers a command".into()));
             }
