@@ -524,3 +524,38 @@ fn a_bad_replies_file_is_refused_at_its_line() {
         .run();
     assert_eq!(std::fs::read_to_string(&keep).unwrap(), "earlier\n");
 }
+
+/// A run that asks first runs its reads twice (the plan it shows, then the run): the
+/// replies hold the real run's, once.
+#[test]
+fn a_confirmed_run_saves_each_command_once() {
+    let env = Env::new();
+    let marker = env.tmp.path().join("made");
+    let rb = env.write(
+        "ask.lua",
+        &format!(
+            "runbook {{ name = \"ask\" }}\nlocal here = target(\"local\")\nstep(\"s\", function()\n  here:exec({{ \"uname\", \"-s\" }}, {{ read_only = true }})\n  here:exec({{ \"touch\", {:?} }})\nend)\n",
+            marker.display().to_string()
+        ),
+    );
+    let file = env.tmp.path().join("R.jsonl");
+    let (code, shown) = Run::new(&env, &rb)
+        .arg("--save-replies")
+        .arg(&file)
+        .on_terminal("y\n");
+    assert_eq!(code, 0, "{shown}");
+    assert!(marker.exists());
+    let text = std::fs::read_to_string(&file).unwrap();
+    let commands: Vec<&str> = text.lines().skip(1).collect();
+    assert_eq!(commands.len(), 2, "{text}");
+    assert!(
+        commands[0].contains("\"argv\":[\"uname\",\"-s\"]"),
+        "{text}"
+    );
+    std::fs::remove_file(&marker).unwrap();
+    replay(&env, rb.to_str().unwrap(), &file)
+        .arg("--strict")
+        .expect_exit(0)
+        .run();
+    assert!(!marker.exists());
+}
