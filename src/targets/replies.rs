@@ -137,16 +137,12 @@ impl Key {
     /// The parts a diff compares, one per line.
     fn parts(&self) -> Vec<String> {
         let mut out = vec![format!("target {}", self.target)];
+        let word = if self.script.is_some() { "arg" } else { "argv" };
         out.extend(self.script.iter().map(|s| format!("script {s}")));
         out.extend(
             self.argv
                 .iter()
-                .enumerate()
-                .map(|(i, w)| match &self.script {
-                    Some(_) => format!("arg {}", quote::quote_word(w.as_ref())),
-                    None if i == 0 => format!("argv {}", quote::quote_word(w.as_ref())),
-                    None => format!("argv {}", quote::quote_word(w.as_ref())),
-                }),
+                .map(|w| format!("{word} {}", quote::quote_word(w.as_ref()))),
         );
         out.extend(
             self.env
