@@ -297,6 +297,8 @@ pub async fn run(req: RunRequest) -> Result<()> {
         (_, mode) if mode != Mode::Real => None,
         (Approval::Yes, _) => None,
         (Approval::Ask, _) => {
+            // Its reads run again in the real run: that run is what replies are saved of.
+            let _paused = loaded.ctx.targets.replies().map(|r| r.pause());
             let pass = plan_pass(PlanPass {
                 source: &req.source,
                 mode: Mode::DryRun,

@@ -611,3 +611,40 @@ fn saved_plans() {
     snap("plan_refused", &shown);
     assert!(!dir.join("made").exists(), "nothing was changed");
 }
+
+/// `runbook test`: a replies file that is wrong (exit 2), a command it has no reply for
+/// (exit 3, with the closest recorded one and the difference).
+#[test]
+fn replies() {
+    let env = scene();
+    env.write(
+        "probe.lua",
+        "runbook { name = \"probe\" }\nstep(\"s\", function() target(\"root@gpu1.invalid\"):exec({ \"nvidia-smi\", \"-L\" }) end)\n",
+    );
+    env.write(
+        "bad.jsonl",
+        "{\"runbook_replies\":1}\n{\"target\":\"local\",\"argv\":[\"true\"],\"cdoe\":0}\n",
+    );
+    env.write(
+        "other.jsonl",
+        "{\"runbook_replies\":1}\n{\"target\":\"root@gpu1.invalid\",\"argv\":[\"nvidia-smi\",\"-q\"],\"code\":0}\n",
+    );
+    case(
+        &env,
+        "replies_file",
+        &["test", "ok.lua", "--replies", "bad.jsonl"],
+        2,
+    );
+    case(
+        &env,
+        "replies_missing",
+        &["test", "ok.lua", "--replies", "nosuch.jsonl"],
+        2,
+    );
+    case(
+        &env,
+        "test_diverged",
+        &["test", "probe.lua", "--replies", "other.jsonl"],
+        3,
+    );
+}

@@ -7,6 +7,7 @@ mod inspect;
 mod plan;
 mod run;
 mod script;
+mod test;
 
 use crate::cli::{Cli, Command, RemoteArgs};
 use crate::error::{Error, Result};
@@ -22,6 +23,7 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
         Command::Run(args) => run::run(args, verbose, quiet).await,
         Command::Plan(args) => plan::plan(args, verbose, quiet).await,
         Command::Apply(args) => apply::apply(args, verbose, quiet).await,
+        Command::Test(args) => test::test(args, verbose, quiet).await,
         Command::Check {
             files,
             sets,
@@ -79,5 +81,6 @@ pub fn remote_settings(args: &RemoteArgs) -> Result<RemoteSettings> {
         },
         inventory,
         lock_wait: std::time::Duration::ZERO,
+        replies: None,
     })
 }

@@ -11,6 +11,7 @@ pub mod hold;
 pub mod local;
 pub mod pump;
 pub mod registry;
+pub mod replies;
 pub mod slots;
 pub mod ssh;
 pub mod wrap;
@@ -157,6 +158,13 @@ pub enum Target {
         /// Its inventory name, if it came from there.
         label: Option<String>,
     },
+    /// Any of the above, whose commands are saved (`run --save-replies`) or answered from
+    /// saved replies without running (`runbook test`): see `replies.rs`. The registry
+    /// puts one at the base of every target it makes.
+    Replies {
+        inner: Rc<Target>,
+        replies: Rc<replies::Replies>,
+    },
 }
 
 /// Where a chain of targets really runs its process.
@@ -173,7 +181,31 @@ impl Target {
             Target::Ssh(h) => h.name(),
             Target::In { label: Some(l), .. } => l.clone(),
             Target::In { parent, ct, .. } => format!("{}/{}", parent.name(), ct.label()),
+            Target::Replies { inner, .. } => inner.name(),
         }
+    }
+
+    /// The replies this target's commands are saved to or answered from, if any.
+    pub(crate) fn replies(&self) -> Option<&Rc<replies::Replies>> {
+        match self {
+            Target::Replies { replies, .. } => Some(replies),
+            Target::In { parent, .. } => parent.replies(),
+            Target::Local | Target::Ssh(_) => None,
+        }
+    }
+
+    /// Whether its commands run on this machine itself (no hop in between).
+    pub fn is_local(&self) -> bool {
+        match self {
+            Target::Local => true,
+            Target::Replies { inner, .. } => inner.is_local(),
+            Target::Ssh(_) | Target::In { .. } => false,
+        }
+    }
+
+    /// Whether nothing may be contacted: commands are answered from replies.
+    fn replaying(&self) -> bool {
+        self.replies().is_some_and(|r| r.replaying())
     }
 
     /// What identifies the machine (and container) this target is, whatever name it was
@@ -186,6 +218,9 @@ impl Target {
                 Target::In { parent, ct, .. } => {
                     format!("{}/{}", parent.destination().await, ct.label())
                 }
+                // A test resolves nothing (`ssh -G` included): a target is where it is named.
+                Target::Replies { inner, replies } if replies.replaying() => inner.name(),
+                Target::Replies { inner, .. } => inner.destination().await,
             }
         })
     }
@@ -211,12 +246,13 @@ impl Target {
                 route.push(Hop::In(ct.clone()));
                 route
             }
+            Target::Replies { inner, .. } => inner.route(),
         }
     }
 
     /// The target a `route` leads to, on the connections of `registry`.
     pub fn from_route(route: &[Hop], registry: &registry::Registry) -> Result<Rc<Target>, String> {
-        let mut target = Rc::new(Target::Local);
+        let mut target = registry.local();
         for (i, hop) in route.iter().enumerate() {
             target = match hop {
                 Hop::Ssh {
@@ -253,12 +289,16 @@ impl Target {
             Target::Local => (Base::Local, argv),
             Target::Ssh(h) => (Base::Ssh(h.clone()), argv),
             Target::In { parent, ct, .. } => parent.flatten(ct.wrap(argv)),
+            Target::Replies { inner, .. } => inner.flatten(argv),
         }
     }
 
     /// The exact, copy-pastable command line that runs `req` on this target (the
     /// outermost hop: for a container behind SSH, `ssh … -- 'pct exec 200 -- …'`).
     pub fn render(&self, req: &ExecRequest) -> String {
+        if let Target::Replies { inner, .. } = self {
+            return inner.render(req);
+        }
         if let Target::Local = self {
             return quote::render_with(
                 &req.argv,
@@ -276,6 +316,17 @@ impl Target {
     }
 
     pub async fn exec(&self, req: &ExecRequest, io: &ExecIo<'_>) -> Result<ExecOutcome, String> {
+        match self.replies() {
+            Some(replies) => replies.exec(self, req, io).await,
+            None => self.run_here(req, io).await,
+        }
+    }
+
+    /// Runs `req` where this target is, past any replies (see `exec`).
+    async fn run_here(&self, req: &ExecRequest, io: &ExecIo<'_>) -> Result<ExecOutcome, String> {
+        if let Target::Replies { inner, .. } = self {
+            return Box::pin(inner.run_here(req, io)).await;
+        }
         if let Target::Local = self {
             let spawn = local::Spawn {
                 argv: &req.argv,
@@ -368,6 +419,7 @@ impl Target {
             Target::In { parent, ct, .. } => parent
                 .refused(stderr)
                 .or_else(|| ct.refused(&parent.name(), stderr)),
+            Target::Replies { inner, .. } => inner.refused(stderr),
             _ => None,
         }
     }
@@ -386,6 +438,12 @@ impl Target {
     /// Runs a short command of runbook's own (no events, no output shown, no interruption)
     /// through this target's chain of hops, within 15 s.
     pub async fn run_plain(&self, argv: Vec<OsString>) -> Result<ExecOutcome, String> {
+        if self.replaying() {
+            return Err(format!(
+                "{}: runbook test contacts no target, and runbook's own commands have no replies",
+                self.name()
+            ));
+        }
         let (base, argv) = self.flatten(argv);
         let quiet = |_: Stream, _: &str, _: bool| {};
         let cancel = Cancel::default();

@@ -1,6 +1,7 @@
 //! Turns the names runbooks use (`"local"`, `"root@host:22"`, an inventory name, an
 //! ssh_config alias) into targets, and keeps one connection per host for the whole run.
 
+use super::replies::Replies;
 use super::ssh::{SshHost, SshSettings, SshSpec};
 use super::Target;
 use crate::inventory::{self, Inventory};
@@ -17,12 +18,16 @@ pub struct RemoteSettings {
     pub inventory: Option<Rc<Inventory>>,
     /// `--lock-wait`: how long to wait for another run's lock on a target.
     pub lock_wait: std::time::Duration,
+    /// `run --save-replies` / `runbook test`: every target's commands are saved to these,
+    /// or answered from them (see `replies.rs`).
+    pub replies: Option<Rc<Replies>>,
 }
 
 pub struct Registry {
     settings: Rc<SshSettings>,
     inventory: Option<Rc<Inventory>>,
     hosts: RefCell<HashMap<SshSpec, Rc<SshHost>>>,
+    replies: Option<Rc<Replies>>,
 }
 
 impl Registry {
@@ -31,7 +36,30 @@ impl Registry {
             settings: Rc::new(remote.ssh),
             inventory: remote.inventory,
             hosts: RefCell::new(HashMap::new()),
+            replies: remote.replies,
         }
+    }
+
+    /// The replies every target's commands go to, if any.
+    pub fn replies(&self) -> Option<&Rc<Replies>> {
+        self.replies.as_ref()
+    }
+
+    /// `target`, with this run's replies at its base (every target the registry makes
+    /// has them, so a container on it has them too).
+    fn answered(&self, target: Target) -> Rc<Target> {
+        match &self.replies {
+            Some(replies) => Rc::new(Target::Replies {
+                inner: Rc::new(target),
+                replies: replies.clone(),
+            }),
+            None => Rc::new(target),
+        }
+    }
+
+    /// This machine.
+    pub fn local(&self) -> Rc<Target> {
+        self.answered(Target::Local)
     }
 
     /// The target for an SSH spec; the same host always gets the same connection.
@@ -42,12 +70,12 @@ impl Registry {
             .entry(spec.clone())
             .or_insert_with(|| Rc::new(SshHost::new(spec, self.settings.clone())))
             .clone();
-        Rc::new(Target::Ssh(host))
+        self.answered(Target::Ssh(host))
     }
 
     pub fn resolve(&self, name: &str) -> Result<Rc<Target>, String> {
         if name == "local" || name == "localhost" {
-            return Ok(Rc::new(Target::Local));
+            return Ok(self.local());
         }
         if let Some(inv) = &self.inventory {
             if inv.host(name).is_some() {
@@ -85,7 +113,7 @@ impl Registry {
             }));
         }
         if h.address.as_deref() == Some("local") {
-            return Ok(Rc::new(Target::Local));
+            return Ok(self.local());
         }
         let mut spec = match (&h.address, &h.host) {
             (Some(a), _) => SshSpec::parse(a),

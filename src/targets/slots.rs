@@ -141,6 +141,7 @@ impl Target {
             Target::Local => None,
             Target::Ssh(h) => Some(h),
             Target::In { parent, .. } => parent.ssh_base(),
+            Target::Replies { inner, .. } => inner.ssh_base(),
         }
     }
 }
