@@ -3,6 +3,11 @@
 --   step("clear", function() cache.clear(box, torch.caches(box, { user = "root" })) end)
 local torch = {}
 
+---@class runbook.TorchCaches: string[]
+---@field inductor string torch inductor's cache (TORCHINDUCTOR_CACHE_DIR)
+---@field extensions string torch's C++/CUDA extensions (TORCH_EXTENSIONS_DIR)
+---@field triton string triton's kernel cache (TRITON_CACHE_DIR)
+
 -- Prints the three cache directories for user $1 (default: the user commands run as),
 -- one a line (inductor, extensions, triton), the way torch and triton choose them: an
 -- environment variable wins, else a default under the temp dir or the home. The home is
@@ -32,6 +37,9 @@ local function fail(fn, msg)
 end
 
 --- Cache directories of torch on target t, as seen there, for opts.user (default: the user commands run as on t): a list { inductor, extensions, triton } whose entries are also named (.inductor, .extensions, .triton), ready for cache.clear. Honours TORCHINDUCTOR_CACHE_DIR (else $TMPDIR or /tmp, then torchinductor_USER), TORCH_EXTENSIONS_DIR (else $XDG_CACHE_HOME or ~/.cache, then torch_extensions) and TRITON_CACHE_DIR (else $TRITON_HOME or ~, then .triton/cache) in t's environment. It runs a read command on t, so call it inside a step; with --dry-run --offline it gives the defaults (home /root for root, else /home/USER).
+---@param t runbook.Target
+---@param opts? { user?: string }
+---@return runbook.TorchCaches
 function torch.caches(t, opts)
   if type(t) ~= "userdata" then
     fail("caches", ("the first argument is a target, e.g. torch.caches(target(\"local\")); got %s"):format(type(t)))
@@ -63,6 +71,9 @@ local function build_ok(b)
 end
 
 --- The wheel index to install torch from, for venv.build's index_url (uv pip install --index-url): index_url when given (a mirror; it wins), else PyTorch's index for the build cuda ("cu128" → https://download.pytorch.org/whl/cu128, "cpu" → …/whl/cpu), or nil for "pypi": no --index-url, the installer's default index (PyPI, unless uv is configured otherwise), whose torch is that release's default CUDA build (2.11.0 is +cu130). index_url must be an http://, https:// or file:// URL without credentials (they would show in every preview and run record: put them in ~/.netrc on the target). Both are checked, cuda too when index_url wins; pure, so a runbook can call it at the top level, before any step runs.
+---@param cuda string
+---@param index_url? string
+---@return string?
 function torch.index(cuda, index_url)
   if type(cuda) ~= "string" or not build_ok(cuda) then
     fail("index", ("cuda: give a CUDA build like \"cu128\" (cu + 3 digits), \"cpu\", or \"pypi\" (the default index, no --index-url), got %s"):format(
