@@ -489,7 +489,8 @@ fn api_types(blocks: &[Block], options_rs: &str) -> String {
             } else if note.starts_with("---@generic ") {
                 fn_notes.push(note.clone());
             } else if note.starts_with("---@return ") || note.starts_with("---@overload ") {
-                returns |= note.starts_with("---@return ");
+                // `never` (it raises) is no value, so no `->` in the signature.
+                returns |= note.starts_with("---@return ") && note != "---@return never";
                 overload |= note.starts_with("---@overload ");
                 fn_notes.push(note.clone());
             } else {
@@ -520,9 +521,14 @@ fn api_types(blocks: &[Block], options_rs: &str) -> String {
         );
         for (name, fields) in &block.options {
             let class = options_class(&block.topic, name);
+            // A function type's returns run on past a comma: `(fun(): boolean), next?: …`.
+            let ty = |f: &OptionField| match f.ty.starts_with("fun(") {
+                true => format!("({})", f.ty),
+                false => f.ty.clone(),
+            };
             let exact: Vec<String> = fields
                 .iter()
-                .map(|f| format!("{}{}: {}", f.name, if f.required { "" } else { "?" }, f.ty))
+                .map(|f| format!("{}{}: {}", f.name, if f.required { "" } else { "?" }, ty(f)))
                 .collect();
             writeln!(
                 classes,
@@ -533,7 +539,7 @@ fn api_types(blocks: &[Block], options_rs: &str) -> String {
             for f in fields {
                 let opt = if f.required { "" } else { "?" };
                 let text = f.doc.join(" ");
-                writeln!(classes, "---@field {}{opt} {} {text}", f.name, f.ty).unwrap();
+                writeln!(classes, "---@field {}{opt} {} {text}", f.name, ty(f)).unwrap();
                 uses(&format!("option {} of {name}", f.name), &f.ty);
             }
             classes.push('\n');

@@ -54,7 +54,7 @@ pub fn skeleton(name: &str, target: NewTarget) -> String {
     let (param, handle) = match target {
         NewTarget::Local => ("", "target(\"local\")"),
         NewTarget::Ssh => (
-            "    host = { default = \"root@node1.example\", help = \"where it runs: user@host, an ssh config alias or an inventory name\" },\n",
+            "    host = { default = \"root@node1.example\", help = \"user@host, an ssh config alias or an inventory name\" },\n",
             "target(params.host)",
         ),
         NewTarget::Pct => (

@@ -20,6 +20,7 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// if tonumber(r.stdout) < 3 then fail("expected at least 3 files") end
 /// ```
 /// ---@param message string
+/// ---@return never
 fn fail(lua: &Lua, msg: Value) -> mlua::Result<()> {
     let text = match msg {
         Value::String(s) => s.to_string_lossy(),

@@ -567,7 +567,7 @@ pub fn whole_of(v: &Value, min: i64, max: i64) -> Result<Option<i64>, Error> {
 /// entries (`torch.caches()` names them `inductor`, …), but any other key is an error
 /// rather than silently ignored (an option in the wrong table, `{ "/tmp/x", keep = true }`).
 /// An empty list is `Some([])`: whether that is allowed is the caller's rule.
-/// ---@alias runbook.Paths string|string[]|table<string, string> One path or a list of them (absolute or `~/…`), whose entries may also be named.
+/// ---@alias runbook.Paths string|string[]|table<integer|string, string> One path or a list of them (absolute or `~/…`), whose entries may also be named.
 pub fn paths_of(v: &Value) -> Result<Option<Vec<String>>, Error> {
     let wrong = |got: &str| {
         Error::text(format!(

@@ -39,6 +39,7 @@ function text.split(s, sep)
       out[#out + 1] = s:sub(start)
       return out
     end
+    ---@cast j integer
     out[#out + 1] = s:sub(start, i - 1)
     start = j + 1
   end

@@ -3,7 +3,8 @@
 --   step("clear", function() cache.clear(box, torch.caches(box, { user = "root" })) end)
 local torch = {}
 
----@class runbook.TorchCaches: string[]
+---@class runbook.TorchCaches
+---@field [integer] string inductor, extensions, triton, in that order
 ---@field inductor string torch inductor's cache (TORCHINDUCTOR_CACHE_DIR)
 ---@field extensions string torch's C++/CUDA extensions (TORCH_EXTENSIONS_DIR)
 ---@field triton string triton's kernel cache (TRITON_CACHE_DIR)
@@ -31,6 +32,7 @@ local function defaults(user)
 end
 
 -- Raises `msg` at the line that called torch.<fn>, without this file's own location.
+---@return never
 local function fail(fn, msg)
   msg = tostring(msg):gsub("^<stdlib>/runbook/torch%.lua:%d+: ", "")
   error(("torch.%s: %s"):format(fn, msg), 3)
@@ -62,6 +64,9 @@ function torch.caches(t, opts)
   elseif not inductor then
     fail("caches", "unexpected answer from " .. t.name .. ": " .. r.stdout)
   end
+  ---@cast inductor string
+  ---@cast extensions string
+  ---@cast triton string
   return { inductor, extensions, triton, inductor = inductor, extensions = extensions, triton = triton }
 end
 
@@ -87,7 +92,7 @@ function torch.index(cuda, index_url)
     fail("index", "index_url must be a URL string, got " .. type(index_url))
   end
   -- Before anything echoes the URL: an error message is a sink like any other.
-  local authority = index_url:match("^%a[%w+.-]*://([^/?#]*)") or index_url:match("^[^/?#]*")
+  local authority = index_url:match("^%a[%w+.-]*://([^/?#]*)") or index_url:match("^[^/?#]*") or ""
   if authority:find("@", 1, true) then
     fail("index", "index_url carries credentials (user:password@host): they would show in every "
       .. "preview, log and run record; give the URL without them and put them in ~/.netrc on the target")
@@ -95,7 +100,7 @@ function torch.index(cuda, index_url)
   local scheme, rest = index_url:match("^(%a[%w+.-]*)://(.*)$")
   local web = scheme == "https" or scheme == "http"
   local ok = web and (authority:match("^[%w.-]+$") or authority:match("^[%w.-]+:%d+$")) ~= nil
-    or scheme == "file" and rest:sub(1, 1) == "/"
+    or scheme == "file" and (rest or ""):sub(1, 1) == "/"
   if not ok or index_url:find("[%s%c]") then
     fail("index", ("index_url must be an http://, https:// or file:/// URL of a package index, "
       .. "e.g. \"https://pypi.mirror.example/simple\", got %q"):format(index_url))
