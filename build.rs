@@ -137,10 +137,13 @@ fn options_structs(text: &str) -> Vec<String> {
     out
 }
 
+/// An options struct (`topic::Name`) and the options it takes, for the unit test.
+type Documented = (String, Vec<String>);
+
 /// One section per `src/lua_api/*.rs` file: its `//!` summary, then every `/// Lua:` block,
 /// where a line ending `([`NAME`]):` is followed by the options of struct NAME. Also
 /// returns each options struct's options, which a unit test holds against serde's.
-fn api_reference(dir: &Path) -> (String, Vec<(String, Vec<String>)>, Vec<Block>) {
+fn api_reference(dir: &Path) -> (String, Vec<Documented>, Vec<Block>) {
     let mut files: Vec<PathBuf> = fs::read_dir(dir)
         .unwrap()
         .flatten()

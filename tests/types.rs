@@ -273,9 +273,8 @@ fn a_wrong_option_name_or_type_is_a_diagnostic_naming_it() {
             .filter(|d| d.line == at)
             .collect();
         assert!(
-            found
-                .iter()
-                .any(|d| d.message.contains(option) || d.text.starts_with(option)),
+            found.iter().any(|d| d.code.ends_with("type-mismatch")
+                && (d.message.contains(option) || d.text.starts_with(option))),
             "bad.lua:{at}: `{line}`: no diagnostic naming '{option}': {found:#?}"
         );
     }
