@@ -19,7 +19,7 @@ local torch = require("runbook.torch")
 local text = require("runbook.text")
 local node = target(params.host)
 local box = params.ct and node:pct(params.ct) or node
-local caches
+local caches = {} ---@type runbook.Paths
 
 step("measure", function()
   if params.cache_dirs ~= "" then

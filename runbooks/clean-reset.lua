@@ -49,16 +49,19 @@ local function in_repo(p)
   return params.repo .. "/" .. p
 end
 
-local caches          -- the compile cache paths, as the target resolves them
-local job_env = {}    -- what the warm-up and the training see, so both use those caches
+local caches = {}     ---@type table<integer|string, string> the compile cache paths, as the target resolves them
+local job_env = {}    ---@type runbook.Env what the warm-up and the training see, so both use those caches
 local cleared = false -- caches were moved aside: say how to restore them if we fail later
 local finished = false
 
 step("fingerprint and drift", function()
   if params.cache_dirs ~= "" then
     local dirs = text.split(params.cache_dirs)
-    caches = { inductor = dirs[1] }
-    for i, d in ipairs(dirs) do caches[i] = d end
+    caches = {}
+    for i, d in ipairs(dirs) do
+      caches[i] = d
+      if i == 1 then caches.inductor = d end
+    end
     job_env.TORCHINDUCTOR_CACHE_DIR = dirs[1]
   else
     caches = torch.caches(box, { user = params.user })
@@ -138,7 +141,7 @@ end)
 step("throughput check", function()
   local m = proc.wait_for(box, { file = params.log, pattern = params.pattern, timeout = params.wait })
   if m.planned then return end
-  local got = tonumber(m.captures[1])
+  local got = tonumber(m[1])
   if not got then fail("the throughput line has no number: " .. m.line) end
   if got < params.min_throughput then
     fail(("throughput %.1f is below the minimum %.1f: %s"):format(got, params.min_throughput, m.line))

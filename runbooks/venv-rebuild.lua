@@ -39,6 +39,6 @@ step("build and swap", function()
   opts.packages = packages
   local r = venv.build(box, opts)
   if not r.planned then
-    log.info(("%s: python %s, %d packages, hash %s"):format(r.path, r.python, #r.packages, r.hash:sub(1, 12)))
+    log.info(("%s: python %s, %d packages, hash %s"):format(r.path, tostring(r.python), #r.packages, (r.hash or ""):sub(1, 12)))
   end
 end)

@@ -21,7 +21,7 @@ local node = target(params.host)
 local box = params.ct and node:pct(params.ct) or node
 
 step("warm up", function()
-  local inductor, env = nil, {}
+  local inductor, env = nil, {} ---@type string?, runbook.Env
   if params.cache_dirs ~= "" then
     -- The warm-up must fill the cache the user named: point torch at it.
     inductor = text.split(params.cache_dirs)[1]

@@ -124,6 +124,32 @@ pub enum Command {
     Script { name: Option<String> },
     /// Print a shell completion script.
     Completions { shell: clap_complete::Shell },
+    /// Set up editor support in DIR (default: here): `.luarc.json` and runbook's Lua API
+    /// types in `.runbook/types/` for lua-language-server and EmmyLua (rewritten each time;
+    /// an existing `.luarc.json` is kept, and what it lacks is printed).
+    Init { dir: Option<PathBuf> },
+    /// Write NAME.lua, a runbook to start from: a param, a read step, a change step and an
+    /// `always` cleanup, for a target of the kind --target names. Never overwrites a file.
+    New {
+        name: String,
+        /// The kind of target the skeleton runs on.
+        #[arg(long, value_enum, default_value = "local")]
+        target: NewTarget,
+        /// Where to write NAME.lua (default: here).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+}
+
+/// The targets `runbook new --target` writes a skeleton for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum NewTarget {
+    /// This machine.
+    Local,
+    /// A host over SSH.
+    Ssh,
+    /// A Proxmox LXC container, through `pct` on its node.
+    Pct,
 }
 
 /// What `run` and `apply` share about the run itself: where its record goes and how long

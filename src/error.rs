@@ -121,6 +121,10 @@ pub enum Error {
     #[error("{0}")]
     PlanIncomplete(String),
 
+    /// `runbook new`: the file it would write is already there (it never overwrites one).
+    #[error("{}: already exists; `runbook new` does not overwrite a file (choose another NAME or --dir)", .0.display())]
+    FileExists(PathBuf),
+
     /// runbook itself could not start: its async runtime, or a Lua VM.
     #[error("{0}")]
     Startup(String),
@@ -184,6 +188,7 @@ impl Error {
             | Error::Record(_)
             | Error::Io { .. }
             | Error::Replies(_)
+            | Error::FileExists(_)
             | Error::Startup(_) => Exit::NothingChanged,
         }
     }

@@ -117,6 +117,15 @@ fn usage() {
     case(&env, "usage_script", &["script", "venv-biuld"], 2);
 }
 
+/// `runbook new` over a file that is there; its and `init`'s bad arguments (usage).
+#[test]
+fn file_exists() {
+    let env = scene();
+    case(&env, "file_exists_new", &["new", "ok"], 2);
+    case(&env, "usage_new_name", &["new", "../ok"], 2);
+    case(&env, "usage_init_dir", &["init", "nosuchdir"], 2);
+}
+
 #[test]
 fn no_runbook() {
     let env = scene();

@@ -3,7 +3,9 @@
 mod apply;
 mod docs;
 mod history;
+mod init;
 mod inspect;
+mod new;
 mod plan;
 mod run;
 mod script;
@@ -42,6 +44,8 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
             topic, markdown, ..
         } => docs::docs(topic.as_deref(), markdown),
         Command::Script { name } => script::script(name.as_deref()),
+        Command::Init { dir } => init::init(dir.as_deref()),
+        Command::New { name, target, dir } => new::new(&name, target, dir.as_deref()),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(

@@ -121,6 +121,10 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// local node = target("root@gpu-node-1.example")
 /// local trainer = target("trainer")   -- from inventory.toml
 /// ```
+/// ---@param name string
+/// ---@return runbook.Target
+/// ---@class runbook.Target
+/// ---@field name string the name messages give it (`node1/ct200` for a container on `node1`)
 fn target(lua: &Lua, name: Value) -> mlua::Result<TargetHandle> {
     let Some(name) = string_value(lua, name, "target()")? else {
         return Err(err_at(
@@ -163,6 +167,9 @@ pub struct SshOptions {
 ///                                           identity = "~/.ssh/id_ed25519",
 ///                                           jump = "bastion.example", connect_timeout = "10s" })
 /// ```
+/// ---@param host string
+/// ---@param opts? runbook.TargetSshOptions
+/// ---@return runbook.Target
 fn ssh(lua: &Lua, (host, opts): (Value, Option<Table>)) -> mlua::Result<TargetHandle> {
     let Some(host) = string_value(lua, host, "ssh()")? else {
         return Err(err_at(
@@ -200,6 +207,8 @@ fn ssh(lua: &Lua, (host, opts): (Value, Option<Table>)) -> mlua::Result<TargetHa
 /// ```lua
 /// parallel(targets("gpu"), function(t) t:exec({ "uptime" }) end, { limit = 8 })
 /// ```
+/// ---@param group string
+/// ---@return runbook.Target[]
 fn targets(lua: &Lua, group: Value) -> mlua::Result<Table> {
     let Some(group) = string_value(lua, group, "targets()")? else {
         return Err(err_at(
@@ -225,6 +234,8 @@ fn targets(lua: &Lua, group: Value) -> mlua::Result<Table> {
 /// local box = target("root@pve1.example"):pct(200)
 /// box:exec({ "nvidia-smi", "-L" })
 /// ```
+/// ---@param ctid integer|string
+/// ---@return runbook.Target
 fn pct(lua: &Lua, this: &TargetHandle, ctid: Value) -> mlua::Result<TargetHandle> {
     let parsed = match &ctid {
         Value::Integer(n) => u32::try_from(*n).ok(),
@@ -288,6 +299,9 @@ pub struct LxcOptions {
 /// local web = target("root@host.example"):lxc("web")
 /// web:exec({ "nginx", "-t" }, { read_only = true })
 /// ```
+/// ---@param name string
+/// ---@param opts? runbook.TargetLxcOptions
+/// ---@return runbook.Target
 fn lxc(
     lua: &Lua,
     this: &TargetHandle,
@@ -327,6 +341,9 @@ pub struct EngineOptions {
 /// local trainer = target("root@gpu-node-1.example"):docker("trainer", { user = "app" })
 /// trainer:exec({ "python3", "-c", "import torch; print(torch.__version__)" }, { read_only = true })
 /// ```
+/// ---@param name string
+/// ---@param opts? runbook.TargetEngineOptions
+/// ---@return runbook.Target
 fn docker(
     lua: &Lua,
     this: &TargetHandle,
@@ -346,6 +363,9 @@ fn docker(
 /// local db = target("local"):podman("db")
 /// db:exec({ "pg_isready" }, { read_only = true })
 /// ```
+/// ---@param name string
+/// ---@param opts? runbook.TargetEngineOptions
+/// ---@return runbook.Target
 fn podman(
     lua: &Lua,
     this: &TargetHandle,
@@ -404,6 +424,9 @@ pub struct KubeOptions {
 /// local worker = target("local"):kube("trainer-0", { namespace = "ml", container = "main" })
 /// worker:exec({ "nvidia-smi", "-L" }, { read_only = true })
 /// ```
+/// ---@param pod string
+/// ---@param opts? runbook.TargetKubeOptions
+/// ---@return runbook.Target
 fn kube(
     lua: &Lua,
     this: &TargetHandle,
@@ -489,6 +512,18 @@ fn argv_from(lua: &Lua, v: Value) -> mlua::Result<Vec<OsString>> {
 /// local probe = here:exec({ "test", "-e", "/etc/hosts" }, { check = false, read_only = true })
 /// if probe.code ~= 0 then fail("no /etc/hosts") end
 /// ```
+/// ---@param argv runbook.Words
+/// ---@param opts? runbook.TargetCommandOptions
+/// ---@return runbook.ExecResult
+/// ---@class runbook.ExecResult
+/// ---@field ok boolean it exited 0
+/// ---@field code? integer its exit code (nil when a signal ended it)
+/// ---@field stdout string
+/// ---@field stderr string
+/// ---@field duration number seconds
+/// ---@field timed_out? boolean its timeout stopped it
+/// ---@field truncated? boolean its output was too long to keep whole
+/// ---@field planned boolean a dry-run: it did not run
 async fn exec(
     lua: Lua,
     target: Rc<Target>,
@@ -523,6 +558,9 @@ async fn exec(
 /// ```lua
 /// here:shell("ls /tmp | wc -l", { read_only = true })
 /// ```
+/// ---@param script string
+/// ---@param opts? runbook.TargetCommandOptions
+/// ---@return runbook.ExecResult
 async fn shell(
     lua: Lua,
     target: Rc<Target>,

@@ -21,6 +21,7 @@ pub struct BuildOptions {
     python: Option<String>,
     /// `packages`: a list of requirement specifiers (`"torch==2.11.0"`); pip options
     /// (`"--pre"`) are refused there, each has its own option;
+    /// ---@type string[]
     packages: Option<LuaValue>,
     /// `requirements`: a requirements file on the target (`-r`), with or instead of
     /// `packages`;
@@ -28,8 +29,10 @@ pub struct BuildOptions {
     /// `index_url`: the index packages come from instead of PyPI (`--index-url`);
     index_url: Option<String>,
     /// `extra_index_url` (a string or a list): more indexes to look in;
+    /// ---@type string|string[]
     extra_index_url: Option<LuaValue>,
     /// `find_links` (a directory or URL, or a list): wheels to install from as well;
+    /// ---@type string|string[]
     find_links: Option<LuaValue>,
     /// `no_index = true`: no index at all; an offline cluster uses
     /// `no_index = true, find_links = "/srv/wheels"`;
@@ -99,6 +102,16 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 ///   log.info(("venv %s: python %s, %d packages, %s"):format(v.path, v.python or "?", #v.packages, v.hash or "planned"))
 /// end)
 /// ```
+/// ---@param t runbook.Target
+/// ---@param opts runbook.VenvBuildOptions
+/// ---@return runbook.VenvBuilt
+/// ---@class runbook.VenvBuilt
+/// ---@field path string
+/// ---@field python? string the venv's Python version
+/// ---@field packages { name: string, version: string }[] sorted by name
+/// ---@field hash? string sha256 of the sorted `name==version` lines (nil in a dry-run)
+/// ---@field changed boolean
+/// ---@field planned boolean a dry-run: nothing was built
 async fn build(lua: Lua, (t, opts): (Value, Value)) -> mlua::Result<Value> {
     let ctx = require_running(&lua, "venv.build()")?;
     let target = target_arg(&lua, &t, "venv.build")?;

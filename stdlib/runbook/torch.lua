@@ -3,6 +3,12 @@
 --   step("clear", function() cache.clear(box, torch.caches(box, { user = "root" })) end)
 local torch = {}
 
+---@class runbook.TorchCaches
+---@field [integer] string inductor, extensions, triton, in that order
+---@field inductor string torch inductor's cache (TORCHINDUCTOR_CACHE_DIR)
+---@field extensions string torch's C++/CUDA extensions (TORCH_EXTENSIONS_DIR)
+---@field triton string triton's kernel cache (TRITON_CACHE_DIR)
+
 -- Prints the three cache directories for user $1 (default: the user commands run as),
 -- one a line (inductor, extensions, triton), the way torch and triton choose them: an
 -- environment variable wins, else a default under the temp dir or the home. The home is
@@ -26,12 +32,16 @@ local function defaults(user)
 end
 
 -- Raises `msg` at the line that called torch.<fn>, without this file's own location.
+---@return never
 local function fail(fn, msg)
   msg = tostring(msg):gsub("^<stdlib>/runbook/torch%.lua:%d+: ", "")
   error(("torch.%s: %s"):format(fn, msg), 3)
 end
 
 --- Cache directories of torch on target t, as seen there, for opts.user (default: the user commands run as on t): a list { inductor, extensions, triton } whose entries are also named (.inductor, .extensions, .triton), ready for cache.clear. Honours TORCHINDUCTOR_CACHE_DIR (else $TMPDIR or /tmp, then torchinductor_USER), TORCH_EXTENSIONS_DIR (else $XDG_CACHE_HOME or ~/.cache, then torch_extensions) and TRITON_CACHE_DIR (else $TRITON_HOME or ~, then .triton/cache) in t's environment. It runs a read command on t, so call it inside a step; with --dry-run --offline it gives the defaults (home /root for root, else /home/USER).
+---@param t runbook.Target
+---@param opts? { user?: string }
+---@return runbook.TorchCaches
 function torch.caches(t, opts)
   if type(t) ~= "userdata" then
     fail("caches", ("the first argument is a target, e.g. torch.caches(target(\"local\")); got %s"):format(type(t)))
@@ -54,6 +64,9 @@ function torch.caches(t, opts)
   elseif not inductor then
     fail("caches", "unexpected answer from " .. t.name .. ": " .. r.stdout)
   end
+  ---@cast inductor string
+  ---@cast extensions string
+  ---@cast triton string
   return { inductor, extensions, triton, inductor = inductor, extensions = extensions, triton = triton }
 end
 
@@ -63,6 +76,9 @@ local function build_ok(b)
 end
 
 --- The wheel index to install torch from, for venv.build's index_url (uv pip install --index-url): index_url when given (a mirror; it wins), else PyTorch's index for the build cuda ("cu128" → https://download.pytorch.org/whl/cu128, "cpu" → …/whl/cpu), or nil for "pypi": no --index-url, the installer's default index (PyPI, unless uv is configured otherwise), whose torch is that release's default CUDA build (2.11.0 is +cu130). index_url must be an http://, https:// or file:// URL without credentials (they would show in every preview and run record: put them in ~/.netrc on the target). Both are checked, cuda too when index_url wins; pure, so a runbook can call it at the top level, before any step runs.
+---@param cuda string
+---@param index_url? string
+---@return string?
 function torch.index(cuda, index_url)
   if type(cuda) ~= "string" or not build_ok(cuda) then
     fail("index", ("cuda: give a CUDA build like \"cu128\" (cu + 3 digits), \"cpu\", or \"pypi\" (the default index, no --index-url), got %s"):format(
@@ -76,7 +92,7 @@ function torch.index(cuda, index_url)
     fail("index", "index_url must be a URL string, got " .. type(index_url))
   end
   -- Before anything echoes the URL: an error message is a sink like any other.
-  local authority = index_url:match("^%a[%w+.-]*://([^/?#]*)") or index_url:match("^[^/?#]*")
+  local authority = index_url:match("^%a[%w+.-]*://([^/?#]*)") or index_url:match("^[^/?#]*") or ""
   if authority:find("@", 1, true) then
     fail("index", "index_url carries credentials (user:password@host): they would show in every "
       .. "preview, log and run record; give the URL without them and put them in ~/.netrc on the target")
@@ -84,7 +100,7 @@ function torch.index(cuda, index_url)
   local scheme, rest = index_url:match("^(%a[%w+.-]*)://(.*)$")
   local web = scheme == "https" or scheme == "http"
   local ok = web and (authority:match("^[%w.-]+$") or authority:match("^[%w.-]+:%d+$")) ~= nil
-    or scheme == "file" and rest:sub(1, 1) == "/"
+    or scheme == "file" and (rest or ""):sub(1, 1) == "/"
   if not ok or index_url:find("[%s%c]") then
     fail("index", ("index_url must be an http://, https:// or file:/// URL of a package index, "
       .. "e.g. \"https://pypi.mirror.example/simple\", got %q"):format(index_url))
