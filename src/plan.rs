@@ -861,7 +861,10 @@ pub struct ChangeText<'a> {
 /// A line of a change's command as `ChangeText::command` gives it.
 #[derive(Debug, PartialEq, Eq)]
 pub enum CommandLine {
-    Line(String),
+    /// The first line (text puts `$ ` before it).
+    First(String),
+    /// A later line, exactly as it is in the command.
+    More(String),
     /// Where lines of a long script were left out, and how many.
     Folded(usize),
 }
@@ -880,11 +883,15 @@ impl ChangeText<'_> {
         let indent = " ".repeat(indent);
         let mut out = format!("{lead}{}\n", self.head());
         for line in self.command(whole) {
+            // A command's later lines are printed as they are, not indented: they are
+            // often inside a quoted word (a script, a value with a newline), where spaces
+            // added for looks would show a command that is not the one that runs.
             let line = match line {
-                CommandLine::Line(l) => l,
-                CommandLine::Folded(n) => format!("  {}", CommandLine::fold_note(n)),
+                CommandLine::First(l) => format!("{indent}$ {l}"),
+                CommandLine::More(l) => l,
+                CommandLine::Folded(n) => format!("{indent}  {}", CommandLine::fold_note(n)),
             };
-            out.push_str(&format!("{indent}{line}\n"));
+            out.push_str(&format!("{line}\n"));
         }
         out
     }
@@ -930,8 +937,7 @@ impl ChangeText<'_> {
         format!("on {}: {}{mark}", self.target, self.summary)
     }
 
-    /// The command, when the summary does not already say it: `$ ` before its first line,
-    /// the others under it. A script of more than a few lines (a runbook's own `t:shell`;
+    /// The command's lines, when the summary does not already say it. A script of more than a few lines (a runbook's own `t:shell`;
     /// runbook's scripts are shown by name) is folded unless `whole`: its first lines and
     /// its last, which ends with the arguments (`sh -c '…' sh ARG…`: what it acts on).
     pub fn command(&self, whole: bool) -> Vec<CommandLine> {
@@ -940,11 +946,11 @@ impl ChangeText<'_> {
         }
         let lines: Vec<&str> = self.shown.lines().collect();
         let lead = |n: usize, l: &str| {
-            CommandLine::Line(if n == 0 {
-                format!("$ {l}")
+            if n == 0 {
+                CommandLine::First(l.to_string())
             } else {
-                format!("  {l}")
-            })
+                CommandLine::More(l.to_string())
+            }
         };
         if whole || lines.len() <= Self::FOLD_AT + 3 {
             return lines.iter().enumerate().map(|(n, l)| lead(n, l)).collect();
@@ -1574,11 +1580,12 @@ mod tests {
         assert_eq!(text.head(), "on local: sh -c: …  [deletes]");
         let folded = text.command(false);
         assert_eq!(folded.len(), 6);
-        assert_eq!(folded[0], CommandLine::Line("$ line 1".into()));
+        assert_eq!(folded[0], CommandLine::First("line 1".into()));
         assert_eq!(folded[4], CommandLine::Folded(5));
-        assert_eq!(folded[5], CommandLine::Line("  line 10".into()));
+        assert_eq!(folded[5], CommandLine::More("line 10".into()));
         assert_eq!(text.command(true).len(), 10);
-        assert!(text.text("  ~ ", 6, false).contains("\n      $ line 1\n"));
+        let shown = text.text("  ~ ", 6, false);
+        assert!(shown.contains("\n      $ line 1\nline 2\n"), "{shown}");
         assert!(text
             .markdown(3)
             .starts_with("3. **destructive** · on `local`: "));

@@ -77,7 +77,10 @@ runbook {{
 local text = require("runbook.text")
 local box = {handle}
 
-local scratch = "" -- made by "change", removed by "clean up"
+-- Where the change writes, under the target user's home ($HOME is read there). Planned
+-- and real runs send the same words: a confirmed run is held to the commands its plan
+-- showed, so no command here is built from an earlier change's output.
+local place = "$HOME/.cache/{name}"
 
 step("look", function()
   -- A read: it runs during --dry-run too, so the preview shows what it found.
@@ -86,16 +89,19 @@ step("look", function()
 end)
 
 step("change", {{ timeout = "1m" }}, function()
-  -- A change: --dry-run only plans it.
-  scratch = text.trim(box:exec({{ "mktemp", "-d" }}).stdout)
-  box:exec({{ "tee", scratch .. "/note" }}, {{ stdin = params.message .. "\n" }})
+  -- A change: --dry-run only plans it. Values reach sh as "$1", never pasted into it.
+  box:exec({{ "sh", "-c", 'mkdir -p -- "$HOME/.cache/$1" && cat > "$HOME/.cache/$1/note"', "sh", "{name}" }}, {{
+    stdin = params.message .. "\n",
+    summary = "write " .. place .. "/note",
+  }})
 end)
 
 step("clean up", {{ always = true }}, function()
   -- always: runs after a failed step or Ctrl-C too, like finally.
-  if scratch ~= "" then
-    box:exec({{ "rm", "-rf", "--", scratch }})
-  end
+  box:exec({{ "sh", "-c", 'rm -rf -- "$HOME/.cache/$1"', "sh", "{name}" }}, {{
+    summary = "remove " .. place,
+    destructive = true,
+  }})
 end)
 "#
     )
