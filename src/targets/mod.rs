@@ -12,6 +12,7 @@ pub mod local;
 pub mod pump;
 pub mod registry;
 pub mod slots;
+pub mod slurm;
 pub mod ssh;
 pub mod wrap;
 
@@ -136,6 +137,8 @@ pub enum Hop {
         alias: Option<String>,
         connect_timeout_ms: u64,
     },
+    /// `{"slurm":{"node":"gpu01","job":42,"immediate_s":10}}`: a Slurm node, through srun.
+    Slurm(slurm::SlurmSpec),
     /// `{"pct":200}`, `{"docker":{"name":"trainer"}}`, … (see `Container`).
     #[serde(untagged)]
     In(Container),
@@ -151,6 +154,8 @@ pub const CAPTURE_LIMIT: usize = 8 * 1024 * 1024;
 pub enum Target {
     Local,
     Ssh(Rc<ssh::SshHost>),
+    /// A node of a Slurm cluster: each command a job step started with srun here.
+    Slurm(Rc<slurm::SlurmNode>),
     /// A container on `parent`, entered with its tool there (`pct exec`, `docker exec`, …).
     In {
         parent: Rc<Target>,
@@ -172,6 +177,7 @@ impl Target {
         match self {
             Target::Local => "local".into(),
             Target::Ssh(h) => h.name(),
+            Target::Slurm(n) => n.name(),
             Target::In { label: Some(l), .. } => l.clone(),
             Target::In { parent, ct, .. } => format!("{}/{}", parent.name(), ct.label()),
         }
@@ -184,6 +190,7 @@ impl Target {
             match self {
                 Target::Local => "local".to_string(),
                 Target::Ssh(h) => h.destination().await,
+                Target::Slurm(n) => n.destination(),
                 Target::In { parent, ct, .. } => {
                     format!("{}/{}", parent.destination().await, ct.label())
                 }
@@ -207,6 +214,7 @@ impl Target {
                     connect_timeout_ms: s.connect_timeout.as_millis() as u64,
                 }]
             }
+            Target::Slurm(n) => vec![Hop::Slurm(n.spec.clone())],
             Target::In { parent, ct, .. } => {
                 let mut route = parent.route();
                 route.push(Hop::In(ct.clone()));
@@ -238,6 +246,13 @@ impl Target {
                     alias: alias.clone(),
                 }),
                 Hop::Ssh { .. } => return Err("an SSH hop after another hop".into()),
+                Hop::Slurm(spec) if i == 0 => registry.slurm(slurm::SlurmSpec::new(
+                    &spec.node,
+                    spec.job,
+                    spec.partition.as_deref(),
+                    Some(Duration::from_secs(spec.immediate_s)),
+                )?),
+                Hop::Slurm(_) => return Err("a Slurm hop after another hop".into()),
                 Hop::In(ct) => Rc::new(Target::In {
                     parent: target,
                     ct: ct.clone().validated()?,
@@ -253,6 +268,8 @@ impl Target {
         match self {
             Target::Local => (Base::Local, argv),
             Target::Ssh(h) => (Base::Ssh(h.clone()), argv),
+            // srun runs here: the node is reached through the scheduler.
+            Target::Slurm(n) => (Base::Local, n.spec.srun(argv)),
             Target::In { parent, ct, .. } => parent.flatten(ct.wrap(argv)),
         }
     }
@@ -286,6 +303,9 @@ impl Target {
                 timeout: req.timeout,
             };
             return local::run(spawn, io, None).await;
+        }
+        if slurm::on_slurm(self) {
+            return slurm::exec(self, req, io).await;
         }
         let (inner, stdin) = wrap::env_and_cwd(req)?;
         let kill = |pgid: u32| -> Pin<Box<dyn Future<Output = ()> + '_>> {
@@ -369,6 +389,7 @@ impl Target {
             Target::In { parent, ct, .. } => parent
                 .refused(stderr)
                 .or_else(|| ct.refused(&parent.name(), stderr)),
+            Target::Slurm(_) => slurm::refused(stderr),
             _ => None,
         }
     }

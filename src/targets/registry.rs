@@ -23,6 +23,8 @@ pub struct Registry {
     settings: Rc<SshSettings>,
     inventory: Option<Rc<Inventory>>,
     hosts: RefCell<HashMap<SshSpec, Rc<SshHost>>>,
+    /// Shared by every Slurm target of the run, so that their commands can share launches.
+    slurm: Rc<super::slurm::Launcher>,
 }
 
 impl Registry {
@@ -31,6 +33,7 @@ impl Registry {
             settings: Rc::new(remote.ssh),
             inventory: remote.inventory,
             hosts: RefCell::new(HashMap::new()),
+            slurm: Rc::default(),
         }
     }
 
@@ -45,9 +48,26 @@ impl Registry {
         Rc::new(Target::Ssh(host))
     }
 
+    /// The target for a Slurm node.
+    pub fn slurm(&self, spec: super::slurm::SlurmSpec) -> Rc<Target> {
+        Rc::new(Target::Slurm(Rc::new(super::slurm::SlurmNode::new(
+            spec,
+            self.slurm.clone(),
+        ))))
+    }
+
     pub fn resolve(&self, name: &str) -> Result<Rc<Target>, String> {
         if name == "local" || name == "localhost" {
             return Ok(Rc::new(Target::Local));
+        }
+        // `slurm:` is Slurm's (a host named "slurm" is still `ssh://slurm:22`).
+        if let Some(rest) = name.strip_prefix("slurm:") {
+            if super::slurm::is_selection(rest) {
+                return Err(format!(
+                    "'{name}' is a selection of several nodes: use targets(\"{name}\")"
+                ));
+            }
+            return super::slurm::SlurmSpec::parse(rest).map(|s| self.slurm(s));
         }
         if let Some(inv) = &self.inventory {
             if inv.host(name).is_some() {
@@ -119,14 +139,21 @@ impl Registry {
         Ok(self.ssh(spec))
     }
 
-    pub fn group(&self, name: &str) -> Result<Vec<(String, Rc<Target>)>, String> {
+    pub fn group(&self, name: &str) -> Result<Vec<Member>, String> {
         let Some(inv) = &self.inventory else {
             return Err(format!("targets(\"{name}\"): groups come from an inventory, and there is none (./inventory.toml or --inventory FILE)"));
         };
         let members = inv.group(name)?.to_vec();
         members
             .into_iter()
-            .map(|m| self.inventory_target(inv, &m).map(|t| (m, t)))
+            .map(|m| match m.strip_prefix("slurm:") {
+                Some(sel) if super::slurm::is_selection(sel) => Ok(Member::Slurm(sel.to_string())),
+                Some(_) => self
+                    .resolve(&m)
+                    .map_err(|e| format!("inventory {}: group '{name}': {e}", inv.path.display()))
+                    .map(Member::Target),
+                None => self.inventory_target(inv, &m).map(Member::Target),
+            })
             .collect()
     }
 
@@ -148,6 +175,13 @@ impl Registry {
             h.close().await;
         }
     }
+}
+
+/// A member of an inventory group: a target, or a Slurm selection (what follows
+/// `slurm:`), whose nodes the scheduler lists when the group is used.
+pub enum Member {
+    Target(Rc<Target>),
+    Slurm(String),
 }
 
 pub fn expand_home(p: &str) -> PathBuf {

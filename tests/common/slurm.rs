@@ -1,7 +1,9 @@
-//! A real one-node Slurm cluster for tests (Debian's `slurm-wlm` + `munge`): its own
-//! munge key and munged socket, a slurm.conf in a private temp dir (linuxproc, no
-//! cgroups, ports on loopback that were free), slurmctld and slurmd for this test
-//! process, and a running `sleep` job whose allocation tests attach to.
+//! A real Slurm cluster for tests (Debian's `slurm-wlm` + `munge`) on this one machine:
+//! its own munge key and munged socket, a slurm.conf in a private temp dir (linuxproc,
+//! no cgroups, ports on loopback that were free), slurmctld and three slurmd, one per
+//! node `n1`…`n3` (slurmd's `-N`: several nodes on one host, each with this host's CPUs
+//! and memory as `slurmd -C` reports them), and a running `sleep` job on all three whose
+//! allocation tests attach to. Three nodes, so that a launch on several nodes is real.
 //!
 //! One cluster per test binary, started on first use and shared (`cluster()`). The
 //! daemons run under a small supervisor whose stdin is a pipe this process holds: when
@@ -24,7 +26,8 @@ pub struct Cluster {
     pub dir: PathBuf,
     /// `SLURM_CONF` for every client command (srun, sinfo, squeue, runbook itself).
     pub conf: PathBuf,
-    /// The node's name (this machine's short host name).
+    /// The nodes' names; `node` is the first.
+    pub nodes: Vec<String>,
     pub node: String,
     pub partition: String,
     /// A running job (`sleep`) on the node.
@@ -45,14 +48,23 @@ m=$!
 i=0; while [ ! -S "$dir/munge.sock" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
 slurmctld -D -f "$SLURM_CONF" </dev/null >"$dir/log/slurmctld.out" 2>&1 &
 c=$!
-slurmd -D -f "$SLURM_CONF" </dev/null >"$dir/log/slurmd.out" 2>&1 &
-d=$!
+d=
+for n in n1 n2 n3; do
+  mkdir -p "$dir/spool/$n"
+  slurmd -D -f "$SLURM_CONF" -N "$n" </dev/null >"$dir/log/slurmd-$n.out" 2>&1 &
+  d="$d $!"
+done
 echo started
 read -r _
 jobs=$(squeue -h -o %i 2>/dev/null)
 [ -n "$jobs" ] && scancel $jobs 2>/dev/null
 i=0; while [ -n "$(squeue -h -o %i 2>/dev/null)" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
-kill $d; sleep 0.5; kill $c $m
+# Give slurmstepd its KillWait to end what the cancelled steps left, then stop the
+# daemons, for good if TERM is not enough.
+sleep 3
+kill $d $c $m
+i=0; while kill -0 $d $c $m 2>/dev/null && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done
+kill -9 $d $c $m 2>/dev/null
 wait
 # The directory is this harness's own temp dir (the Cluster is never dropped).
 rm -rf -- "$dir"
@@ -147,32 +159,41 @@ fn start() -> Result<Cluster, String> {
     for d in ["state", "spool", "log"] {
         std::fs::create_dir_all(dir.join(d)).map_err(|e| e.to_string())?;
     }
-    let node = out(Command::new("hostname").arg("-s"))?;
+    let host = out(Command::new("hostname").arg("-s"))?;
+    let nodes: Vec<String> = ["n1", "n2", "n3"].map(String::from).to_vec();
     let (cpus, memory) = hardware()?;
     out(Command::new("mungekey")
         .args(["-c", "-b", "1024", "-f", "-k"])
         .arg(dir.join("munge.key")))?;
-    let (ctld_port, slurmd_port) = (free_port(), free_port());
+    let ctld_port = free_port();
+    let node_lines: String = nodes
+        .iter()
+        .map(|n| {
+            format!(
+                "NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={} CPUs={cpus} RealMemory={memory} State=UNKNOWN\n",
+                free_port()
+            )
+        })
+        .collect();
     let d = dir.display();
     // One partition with the node. OverSubscribe=FORCE lets a few allocations share the
     // node's real CPUs (the sleep job holds one; a test's own srun allocations and lock
     // holders need more than this small VM has).
     let conf = format!(
         "ClusterName=runbooktest
-SlurmctldHost={node}(127.0.0.1)
+SlurmctldHost={host}(127.0.0.1)
 SlurmctldPort={ctld_port}
-SlurmdPort={slurmd_port}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 AuthInfo=socket={d}/munge.sock
 CredType=cred/munge
 StateSaveLocation={d}/state
-SlurmdSpoolDir={d}/spool
+SlurmdSpoolDir={d}/spool/%n
 SlurmctldPidFile={d}/slurmctld.pid
-SlurmdPidFile={d}/slurmd.pid
+SlurmdPidFile={d}/slurmd-%n.pid
 SlurmctldLogFile={d}/log/slurmctld.log
-SlurmdLogFile={d}/log/slurmd.log
+SlurmdLogFile={d}/log/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
@@ -182,8 +203,7 @@ SelectTypeParameters=CR_CPU
 MpiDefault=none
 ReturnToService=2
 KillWait=2
-NodeName={node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={memory} State=UNKNOWN
-PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:8
+{node_lines}PartitionName=debug Nodes=n[1-3] Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:8
 "
     );
     let conf_path = dir.join("slurm.conf");
@@ -217,18 +237,23 @@ PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP OverSubsc
             .env("SLURM_CONF", &conf_path))
     };
     let logs = || {
-        ["slurmctld.log", "slurmd.log", "munged.log", "slurmd.out"]
-            .iter()
-            .map(|f| {
-                let text = std::fs::read_to_string(dir.join("log").join(f)).unwrap_or_default();
-                let tail: Vec<&str> = text.lines().rev().take(5).collect();
-                format!(
-                    "{f}: {}",
-                    tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
+        [
+            "slurmctld.log",
+            "slurmd-n1.log",
+            "munged.log",
+            "slurmd-n1.out",
+        ]
+        .iter()
+        .map(|f| {
+            let text = std::fs::read_to_string(dir.join("log").join(f)).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(5).collect();
+            format!(
+                "{f}: {}",
+                tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
     };
     let until = |what: &str, f: &dyn Fn() -> bool| -> Result<(), String> {
         let end = Instant::now() + Duration::from_secs(30);
@@ -240,13 +265,16 @@ PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP OverSubsc
         }
         Ok(())
     };
-    until("the node is idle", &|| {
-        client(&["sinfo", "-h", "-N", "-o", "%t"]).is_ok_and(|s| s.trim() == "idle")
+    until("the nodes are idle", &|| {
+        client(&["sinfo", "-h", "-N", "-o", "%t"])
+            .is_ok_and(|s| s.lines().filter(|l| l.trim() == "idle").count() == 3)
     })?;
     let job: u64 = client(&[
         "sbatch",
         "--parsable",
         "--job-name=runbook-test-sleep",
+        "--nodes=3",
+        "--ntasks-per-node=1",
         "--output=/dev/null",
         "--wrap",
         "exec sleep 3600",
@@ -261,7 +289,8 @@ PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP OverSubsc
     Ok(Cluster {
         dir,
         conf: conf_path,
-        node,
+        node: nodes[0].clone(),
+        nodes,
         partition: "debug".into(),
         job,
         _supervisor: Mutex::new(stdin),
@@ -269,7 +298,20 @@ PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP OverSubsc
     })
 }
 
+/// A `sleep` duration no other test process uses, so `pgrep -f "sleep N"` finds only
+/// this process's.
+pub fn unique_sleep() -> String {
+    format!("sleep {}", 400_000 + std::process::id())
+}
+
 impl Cluster {
+    /// One test at a time on the cluster: tests count the steps left in `squeue -s`, which
+    /// another test's steps would be among.
+    pub fn serial(&self) -> std::sync::MutexGuard<'static, ()> {
+        static ONE: Mutex<()> = Mutex::new(());
+        ONE.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// A client command (`squeue`, `sbatch`, …) against this cluster; its stdout, trimmed.
     pub fn client(&self, args: &[&str]) -> String {
         out(Command::new(args[0])
