@@ -441,3 +441,67 @@ step("change", function() target("slurm:{n}"):exec({{ "true" }}) end)
     assert!(err.contains("slurm:n3 is locked by run"), "{err}");
     assert_eq!(first.code(Duration::from_secs(30)), 0, "{}", first.output());
 }
+
+/// The shipped example resets every node of the running job, one node at a time and all
+/// at once: each node's code is back at the known-good commit, its stale cache kept
+/// aside and the cache warmed again, its venv fresh.
+#[test]
+fn the_example_resets_every_node_of_a_job() {
+    let c = require_slurm!();
+    let _one = c.serial();
+    require_uv!();
+    for all in ["false", "true"] {
+        let env = Env::new();
+        let work = env.scratch();
+        for n in &c.nodes {
+            let dir = work.join(n);
+            let repo = common::demo_repo(&dir);
+            std::fs::write(repo.join("train.py"), "raise SystemExit('hacked')\n").unwrap();
+            std::fs::create_dir_all(dir.join("inductor")).unwrap();
+            std::fs::write(dir.join("inductor/stale.kernel"), "old").unwrap();
+        }
+        let rb = common::repo().join("examples/slurm/clean-reset.lua");
+        let w = work.display();
+        let out = run(&env, c, &rb)
+            .set("job", c.job.to_string())
+            .set("all_at_once", all)
+            .set("venv", format!("{w}/{{node}}/venv"))
+            .set("repo", format!("{w}/{{node}}/dflash"))
+            .set("warmup", "warmup.py")
+            .set("cache", format!("{w}/{{node}}/inductor"))
+            .timeout(Duration::from_secs(240))
+            .expect_exit(0)
+            .run();
+        let logs = out.logs();
+        assert!(
+            logs.iter()
+                .any(|l| l.starts_with(&format!("job {} runs on 3 node(s)", c.job))),
+            "{logs:?}"
+        );
+        for n in &c.nodes {
+            let dir = work.join(n);
+            let code = std::fs::read_to_string(dir.join("dflash/train.py")).unwrap();
+            assert!(!code.contains("hacked"), "{n} (all at once: {all})");
+            assert!(!dir.join("inductor/stale.kernel").exists(), "{n}");
+            let warmed = std::fs::read_dir(dir.join("inductor")).unwrap().count();
+            assert!(warmed > 0, "{n}: the warm-up filled the cache");
+            assert!(dir.join("venv/bin/python").exists(), "{n}");
+            let kept = std::fs::read_dir(&dir).unwrap().flatten().any(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with("inductor.runbook-kept-")
+            });
+            assert!(kept, "{n}: the stale cache is kept aside");
+        }
+        // Every command of the reset ran on the nodes through the job's steps.
+        let started = out.of_kind("action_started");
+        for n in &c.nodes {
+            let name = format!("slurm:{n}?job={}", c.job);
+            assert!(
+                started.iter().any(|e| e["target"] == name.as_str()),
+                "{name}"
+            );
+        }
+        assert!(c.wait_no_steps(Duration::from_secs(10)).is_empty());
+    }
+}
