@@ -505,3 +505,48 @@ fn the_example_resets_every_node_of_a_job() {
         assert!(c.wait_no_steps(Duration::from_secs(10)).is_empty());
     }
 }
+
+/// Containers compose as for SSH: `slurm(node):pct(200)` runs `pct exec 200 -- argv`
+/// as the step's task on the node (the `pct` double, which srun finds on the PATH it
+/// passes on), env and exit code included; a missing container fails saying so.
+#[test]
+fn a_container_on_a_slurm_node() {
+    let c = require_slurm!();
+    let _one = c.serial();
+    let env = Env::new();
+    let root = env.tmp.path().join("pct");
+    std::fs::create_dir_all(root.join("ct/200/tmp")).unwrap();
+    std::fs::create_dir_all(root.join("ct/200/root")).unwrap();
+    let rb = env.write(
+        "pct.lua",
+        &format!(
+            r#"runbook {{ name = "slurm-pct" }}
+step("in the container", function()
+  local box = slurm("{n}", {{ job = {job} }}):pct(200)
+  local r = box:exec({{ "sh", "-c", 'echo "$A" > /tmp/in-ct; cat /tmp/in-ct; exit 5' }}, {{ env = {{ A = "v a l" }}, check = false, read_only = true }})
+  log.info(box.name .. "=" .. r.code .. ":" .. r.stdout)
+end)
+step("missing", function()
+  slurm("{n}", {{ job = {job} }}):pct(999):exec({{ "true" }}, {{ check = false, read_only = true }})
+end)
+"#,
+            n = c.nodes[1],
+            job = c.job
+        ),
+    );
+    let out = run(&env, c, &rb)
+        .path_first(common::repo().join("tests/bin"))
+        .env("PCT_DOUBLE_ROOT", &root)
+        .expect_exit(1)
+        .run();
+    let logs = out.logs();
+    let want = format!("slurm:{}?job={}/ct200=5:v a l", c.nodes[1], c.job);
+    assert!(logs.contains(&want), "{want}\n{logs:?}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("ct/200/tmp/in-ct")).unwrap(),
+        "v a l\n"
+    );
+    let err = out.step_error("missing");
+    assert!(err.contains("cannot run a command on slurm:"), "{err}");
+    assert!(err.contains("999"), "{err}");
+}
