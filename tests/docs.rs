@@ -145,7 +145,7 @@ fn shipped_runbook_runs_by_name() {
 fn every_shipped_runbook_and_example_checks() {
     let env = Env::new();
     let mut files = Vec::new();
-    for dir in ["runbooks", "examples", "examples/fleet"] {
+    for dir in ["runbooks", "examples", "examples/fleet", "examples/slurm"] {
         for e in std::fs::read_dir(repo().join(dir)).unwrap().flatten() {
             if e.path().extension().is_some_and(|x| x == "lua") {
                 files.push(e.path());

@@ -782,7 +782,7 @@ pub fn yes() -> bool {
 mod tests {
     use super::*;
     use crate::lua_api::{cache, fingerprint, git, gpu, parallel, proc, runbook, step, target};
-    use crate::lua_api::{venv, warmup};
+    use crate::lua_api::{slurm, venv, warmup};
 
     /// The option names an options struct takes, as serde reads them (renames applied).
     fn fields_of<T: DeserializeOwned>() -> &'static [&'static str] {
@@ -846,6 +846,7 @@ mod tests {
             entry::<gpu::RequireOptions>(),
             entry::<fingerprint::TakeOptions>(),
             entry::<target::SshOptions>(),
+            entry::<slurm::SlurmOptions>(),
             entry::<target::LxcOptions>(),
             entry::<target::EngineOptions>(),
             entry::<target::KubeOptions>(),

@@ -13,6 +13,7 @@ pub mod pump;
 pub mod registry;
 pub mod replies;
 pub mod slots;
+pub mod slurm;
 pub mod ssh;
 pub mod wrap;
 
@@ -136,6 +137,8 @@ pub enum Hop {
         alias: Option<String>,
         connect_timeout_ms: u64,
     },
+    /// `{"slurm":{"node":"gpu01","job":42,"immediate_s":10}}`: a Slurm node, through srun.
+    Slurm(slurm::SlurmSpec),
     /// `{"pct":200}`, `{"docker":{"name":"trainer"}}`, … (see `Container`).
     #[serde(untagged)]
     In(Container),
@@ -151,6 +154,8 @@ pub const CAPTURE_LIMIT: usize = 8 * 1024 * 1024;
 pub enum Target {
     Local,
     Ssh(Rc<ssh::SshHost>),
+    /// A node of a Slurm cluster: each command a job step started with srun here.
+    Slurm(Rc<slurm::SlurmNode>),
     /// A container on `parent`, entered with its tool there (`pct exec`, `docker exec`, …).
     In {
         parent: Rc<Target>,
@@ -179,6 +184,7 @@ impl Target {
         match self {
             Target::Local => "local".into(),
             Target::Ssh(h) => h.name(),
+            Target::Slurm(n) => n.name(),
             Target::In { label: Some(l), .. } => l.clone(),
             Target::In { parent, ct, .. } => format!("{}/{}", parent.name(), ct.label()),
             Target::Replies { inner, .. } => inner.name(),
@@ -190,7 +196,7 @@ impl Target {
         match self {
             Target::Replies { replies, .. } => Some(replies),
             Target::In { parent, .. } => parent.replies(),
-            Target::Local | Target::Ssh(_) => None,
+            Target::Local | Target::Ssh(_) | Target::Slurm(_) => None,
         }
     }
 
@@ -199,7 +205,16 @@ impl Target {
         match self {
             Target::Local => true,
             Target::Replies { inner, .. } => inner.is_local(),
-            Target::Ssh(_) | Target::In { .. } => false,
+            Target::Ssh(_) | Target::Slurm(_) | Target::In { .. } => false,
+        }
+    }
+
+    /// The Slurm node this target is (not one a container of it is on).
+    pub fn slurm_node(&self) -> Option<&Rc<slurm::SlurmNode>> {
+        match self {
+            Target::Slurm(n) => Some(n),
+            Target::Replies { inner, .. } => inner.slurm_node(),
+            _ => None,
         }
     }
 
@@ -215,6 +230,7 @@ impl Target {
             match self {
                 Target::Local => "local".to_string(),
                 Target::Ssh(h) => h.destination().await,
+                Target::Slurm(n) => n.destination(),
                 Target::In { parent, ct, .. } => {
                     format!("{}/{}", parent.destination().await, ct.label())
                 }
@@ -241,6 +257,7 @@ impl Target {
                     connect_timeout_ms: s.connect_timeout.as_millis() as u64,
                 }]
             }
+            Target::Slurm(n) => vec![Hop::Slurm(n.spec.clone())],
             Target::In { parent, ct, .. } => {
                 let mut route = parent.route();
                 route.push(Hop::In(ct.clone()));
@@ -273,6 +290,13 @@ impl Target {
                     alias: alias.clone(),
                 }),
                 Hop::Ssh { .. } => return Err("an SSH hop after another hop".into()),
+                Hop::Slurm(spec) if i == 0 => registry.slurm(slurm::SlurmSpec::new(
+                    &spec.node,
+                    spec.job,
+                    spec.partition.as_deref(),
+                    Some(Duration::from_secs(spec.immediate_s)),
+                )?),
+                Hop::Slurm(_) => return Err("a Slurm hop after another hop".into()),
                 Hop::In(ct) => Rc::new(Target::In {
                     parent: target,
                     ct: ct.clone().validated()?,
@@ -288,6 +312,8 @@ impl Target {
         match self {
             Target::Local => (Base::Local, argv),
             Target::Ssh(h) => (Base::Ssh(h.clone()), argv),
+            // srun runs here: the node is reached through the scheduler.
+            Target::Slurm(n) => (Base::Local, n.spec.srun(argv)),
             Target::In { parent, ct, .. } => parent.flatten(ct.wrap(argv)),
             Target::Replies { inner, .. } => inner.flatten(argv),
         }
@@ -336,6 +362,9 @@ impl Target {
                 timeout: req.timeout,
             };
             return local::run(spawn, io, None).await;
+        }
+        if slurm::on_slurm(self) {
+            return slurm::exec(self, req, io).await;
         }
         let (inner, stdin) = wrap::env_and_cwd(req)?;
         let kill = |pgid: u32| -> Pin<Box<dyn Future<Output = ()> + '_>> {
@@ -420,6 +449,7 @@ impl Target {
                 .refused(stderr)
                 .or_else(|| ct.refused(&parent.name(), stderr)),
             Target::Replies { inner, .. } => inner.refused(stderr),
+            Target::Slurm(_) => slurm::refused(stderr),
             _ => None,
         }
     }

@@ -28,6 +28,8 @@ pub struct Registry {
     inventory: Option<Rc<Inventory>>,
     hosts: RefCell<HashMap<SshSpec, Rc<SshHost>>>,
     replies: Option<Rc<Replies>>,
+    /// Shared by every Slurm target of the run, so that their commands can share launches.
+    slurm: Rc<super::slurm::Launcher>,
 }
 
 impl Registry {
@@ -37,6 +39,7 @@ impl Registry {
             inventory: remote.inventory,
             hosts: RefCell::new(HashMap::new()),
             replies: remote.replies,
+            slurm: Rc::default(),
         }
     }
 
@@ -73,9 +76,26 @@ impl Registry {
         self.answered(Target::Ssh(host))
     }
 
+    /// The target for a Slurm node.
+    pub fn slurm(&self, spec: super::slurm::SlurmSpec) -> Rc<Target> {
+        self.answered(Target::Slurm(Rc::new(super::slurm::SlurmNode::new(
+            spec,
+            self.slurm.clone(),
+        ))))
+    }
+
     pub fn resolve(&self, name: &str) -> Result<Rc<Target>, String> {
         if name == "local" || name == "localhost" {
             return Ok(self.local());
+        }
+        // `slurm:` is Slurm's (a host named "slurm" is still `ssh://slurm:22`).
+        if let Some(rest) = name.strip_prefix("slurm:") {
+            if super::slurm::is_selection(rest) {
+                return Err(format!(
+                    "'{name}' is a selection of several nodes: use targets(\"{name}\")"
+                ));
+            }
+            return super::slurm::SlurmSpec::parse(rest).map(|s| self.slurm(s));
         }
         if let Some(inv) = &self.inventory {
             if inv.host(name).is_some() {
@@ -147,14 +167,21 @@ impl Registry {
         Ok(self.ssh(spec))
     }
 
-    pub fn group(&self, name: &str) -> Result<Vec<(String, Rc<Target>)>, String> {
+    pub fn group(&self, name: &str) -> Result<Vec<Member>, String> {
         let Some(inv) = &self.inventory else {
             return Err(format!("targets(\"{name}\"): groups come from an inventory, and there is none (./inventory.toml or --inventory FILE)"));
         };
         let members = inv.group(name)?.to_vec();
         members
             .into_iter()
-            .map(|m| self.inventory_target(inv, &m).map(|t| (m, t)))
+            .map(|m| match m.strip_prefix("slurm:") {
+                Some(sel) if super::slurm::is_selection(sel) => Ok(Member::Slurm(sel.to_string())),
+                Some(_) => self
+                    .resolve(&m)
+                    .map_err(|e| format!("inventory {}: group '{name}': {e}", inv.path.display()))
+                    .map(Member::Target),
+                None => self.inventory_target(inv, &m).map(Member::Target),
+            })
             .collect()
     }
 
@@ -176,6 +203,13 @@ impl Registry {
             h.close().await;
         }
     }
+}
+
+/// A member of an inventory group: a target, or a Slurm selection (what follows
+/// `slurm:`), whose nodes the scheduler lists when the group is used.
+pub enum Member {
+    Target(Rc<Target>),
+    Slurm(String),
 }
 
 pub fn expand_home(p: &str) -> PathBuf {
