@@ -43,7 +43,11 @@ pub fn fmt(paths: &[PathBuf], check: bool) -> Result<()> {
         match format(&text, config) {
             Ok(out) if out != text => changed.push((f.clone(), text, out)),
             Ok(_) => {}
-            Err(e) => problems.push(format!("{}:{e}", f.display())),
+            Err(errors) => {
+                for e in errors {
+                    problems.push(format!("{}:{e}", f.display()));
+                }
+            }
         }
     }
     if !problems.is_empty() {
@@ -104,12 +108,13 @@ fn lua_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// The formatted text, or `LINE:COLUMN: what is wrong` when `text` does not parse.
+/// The formatted text, or `LINE:COLUMN: what is wrong` for each error when `text` does
+/// not parse.
 ///
 /// StyLua's output is not always its own fixed point (a call it breaks over lines can
 /// be laid out differently when formatted again), and `fmt --check` right after `fmt`
 /// must pass: so it formats again until nothing changes, a few times at most.
-fn format(text: &str, config: stylua_lib::Config) -> std::result::Result<String, String> {
+fn format(text: &str, config: stylua_lib::Config) -> std::result::Result<String, Vec<String>> {
     let mut out = format_once(text, config)?;
     for _ in 0..4 {
         let again = format_once(&out, config)?;
@@ -121,7 +126,7 @@ fn format(text: &str, config: stylua_lib::Config) -> std::result::Result<String,
     Ok(out)
 }
 
-fn format_once(text: &str, config: stylua_lib::Config) -> std::result::Result<String, String> {
+fn format_once(text: &str, config: stylua_lib::Config) -> std::result::Result<String, Vec<String>> {
     stylua_lib::format_code(text, config, None, stylua_lib::OutputVerification::Full).map_err(|e| {
         match e {
             stylua_lib::Error::ParseError(errors) => errors
@@ -135,9 +140,8 @@ fn format_once(text: &str, config: stylua_lib::Config) -> std::result::Result<St
                         e.error_message()
                     )
                 })
-                .collect::<Vec<_>>()
-                .join("\n  "),
-            other => format!(" {other}"),
+                .collect(),
+            other => vec![format!(" {other}")],
         }
     })
 }
@@ -161,7 +165,10 @@ impl Configs {
             for name in CONFIG_NAMES {
                 let candidate = d.join(name);
                 if candidate.is_file() {
-                    config = read_config(&candidate)?;
+                    // Named as the user would: relative to where runbook runs, if inside.
+                    let cwd = std::env::current_dir().unwrap_or_default();
+                    let shown = candidate.strip_prefix(&cwd).unwrap_or(&candidate);
+                    config = read_config(&candidate, shown)?;
                     break 'search;
                 }
             }
@@ -173,8 +180,8 @@ impl Configs {
     }
 }
 
-fn read_config(path: &Path) -> std::result::Result<stylua_lib::Config, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+fn read_config(path: &Path, shown: &Path) -> std::result::Result<stylua_lib::Config, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", shown.display()))?;
     toml::from_str(&text).map_err(|e: toml::de::Error| {
         let at = e
             .span()
@@ -182,7 +189,7 @@ fn read_config(path: &Path) -> std::result::Result<stylua_lib::Config, String> {
             .unwrap_or_default();
         format!(
             "{}{at}: not StyLua settings: {}",
-            path.display(),
+            shown.display(),
             e.message()
         )
     })
