@@ -8,7 +8,8 @@ use std::time::Duration;
 const EXIT_CODES: &str = "\
 Exit codes:
   0    success
-  1    the run ran and a step failed (or its record broke off)
+  1    the run ran and a step failed (or its record broke off);
+       `fmt --check` found files to format
   2    refused before anything was changed: usage, the runbook, its params,
        a resume or a plan that cannot go ahead, no confirmation
   3    runbook test: a command had no reply (or, with --strict, replies were left unused)
@@ -82,6 +83,20 @@ pub enum Command {
         sets: Vec<(String, String)>,
         #[command(flatten)]
         remote: RemoteArgs,
+    },
+    /// Format Lua files with StyLua (settings: the nearest stylua.toml or .stylua.toml, else runbook's style).
+    #[command(
+        after_help = "Directories are searched for *.lua recursively, skipping hidden and \
+git-ignored files; with no PATH, the current directory. A file that does not parse is \
+an error (exit 2) and nothing is written. --check writes nothing, names each file that \
+formatting would change with a diff, and exits 1 if there is any."
+    )]
+    Fmt {
+        /// Files or directories (default: the current directory).
+        paths: Vec<PathBuf>,
+        /// Write nothing; list unformatted files with a diff, exit 1 if there are any.
+        #[arg(long)]
+        check: bool,
     },
     /// List runbooks in a directory (default: ./runbooks, else .) and the shipped ones.
     List { dir: Option<PathBuf> },

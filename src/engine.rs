@@ -130,7 +130,7 @@ fn load_with(
             source.label
         )));
     }
-    check_globals(&lua, source)?;
+    check_globals(&lua, &ctx, source)?;
     Ok(Loaded { _lua: lua, ctx })
 }
 
@@ -184,7 +184,8 @@ pub async fn offline_warnings(
 /// Reads of undefined globals anywhere in the file, step bodies included, stop the run
 /// before its first step: a typo in the last step must not surface after the first ones
 /// changed things. Known globals are what the sandbox and the file's top level defined.
-fn check_globals(lua: &Lua, source: &Source) -> Result<()> {
+/// So do misspelt API names (`cache.clera`, `here:exce`: `lint::typos`).
+fn check_globals(lua: &Lua, ctx: &Rc<Ctx>, source: &Source) -> Result<()> {
     let text = String::from_utf8_lossy(&source.bytes);
     let mut known: Vec<String> = Vec::new();
     for pair in lua.globals().pairs::<Value, Value>() {
@@ -218,9 +219,19 @@ fn check_globals(lua: &Lua, source: &Source) -> Result<()> {
                     crate::suggest::hint(&g.name, known_refs.iter().copied())
                 ),
             };
-            problems.push(format!("{}:{}: {why}", source.label, g.line));
+            problems.push((g.line, format!("{}:{}: {why}", source.label, g.line)));
         }
     }
+    // The sandbox's own globals, as no runbook left them, say which tables are the API's.
+    if let Ok(fresh) = sandbox::new_vm(ctx.clone()) {
+        let known = crate::lint::typos::Known::read(crate::embedded::LUA_API, &fresh, lua);
+        // As above: what the parser cannot read, Lua could; Lua has the last word.
+        for t in crate::lint::typos::find(&text, &known).unwrap_or_default() {
+            problems.push((t.line, format!("{}:{}: {t}", source.label, t.line)));
+        }
+    }
+    problems.sort_by_key(|(line, _)| *line);
+    let problems: Vec<String> = problems.into_iter().map(|(_, p)| p).collect();
     if problems.is_empty() {
         Ok(())
     } else {

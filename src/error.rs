@@ -2,9 +2,10 @@
 //! is the one place that decides which documented exit code it ends with (nextest's
 //! model: an enum of the errors a user can meet, each mapped to a class of exit code).
 //!
-//! Exit codes are a contract (README, `--help`): 0 success, 1 the run ran and failed,
-//! 2 refused before anything was changed, 3 `runbook test` found the runbook no longer
-//! runs what its replies hold, 130/143 interrupted by SIGINT/SIGTERM.
+//! Exit codes are a contract (README, `--help`): 0 success, 1 the run ran and failed
+//! (or `fmt --check` found files to format), 2 refused before anything was changed,
+//! 3 `runbook test` found the runbook no longer runs what its replies hold, 130/143
+//! interrupted by SIGINT/SIGTERM.
 
 use crate::cancel::Signal;
 use std::path::PathBuf;
@@ -71,6 +72,16 @@ pub enum Error {
     /// `check`: this many of the files failed (each was reported as it was found).
     #[error("{bad} of {of} runbook(s) failed the check")]
     CheckFailed { bad: usize, of: usize },
+
+    /// `fmt`: a Lua file does not parse, a settings file (`stylua.toml`) is wrong, or a
+    /// file cannot be read. Names `file:line`; nothing was written.
+    #[error("{0}")]
+    Format(String),
+
+    /// `fmt --check`: this many of the files are not formatted (each was named, with
+    /// its diff). Exit 1, as StyLua's and rustfmt's `--check`.
+    #[error("{files} of {of} file(s) would be reformatted (run `runbook fmt` on them)")]
+    Unformatted { files: usize, of: usize },
 
     /// No recorded run is the one `log RUN` or `--resume RUN` names.
     #[error("{0}")]
@@ -166,7 +177,9 @@ impl Error {
     pub fn exit(&self) -> Exit {
         match self {
             Error::Flags(e) if !e.use_stderr() => Exit::Success,
-            Error::RunFailed | Error::PlanIncomplete(_) => Exit::RunFailed,
+            Error::RunFailed | Error::PlanIncomplete(_) | Error::Unformatted { .. } => {
+                Exit::RunFailed
+            }
             Error::Interrupted(s) | Error::RunInterrupted(s) => Exit::Signal(*s),
             Error::TestDiverged(_) => Exit::Diverged,
             // Problems with runbook's own state dir are found before a run starts
@@ -178,6 +191,7 @@ impl Error {
             | Error::Params(_)
             | Error::Inventory(_)
             | Error::CheckFailed { .. }
+            | Error::Format(_)
             | Error::NoSuchRun(_)
             | Error::Resume(_)
             | Error::PlanFailed(_)
@@ -227,6 +241,8 @@ mod tests {
         assert_eq!(Error::Runbook("x.lua:1: oops".into()).exit_code(), 2);
         assert_eq!(Error::NotConfirmed.exit_code(), 2);
         assert_eq!(Error::CheckFailed { bad: 1, of: 2 }.exit_code(), 2);
+        assert_eq!(Error::Unformatted { files: 1, of: 2 }.exit_code(), 1);
+        assert_eq!(Error::Format("x.lua:1:1: oops".into()).exit_code(), 2);
         assert_eq!(Error::Interrupted(Signal::Int).exit_code(), 130);
         assert_eq!(Error::RunInterrupted(Signal::Term).exit_code(), 143);
         assert_eq!(Error::TestDiverged("no reply".into()).exit_code(), 3);

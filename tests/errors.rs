@@ -245,6 +245,24 @@ fn check_failed() {
     );
 }
 
+/// `fmt`: Lua that does not parse, settings StyLua does not take (`Error::Format`, exit
+/// 2), and `--check` finding a file to format (`Error::Unformatted`, exit 1).
+#[test]
+fn format() {
+    let env = scene();
+    case(&env, "format_bad_lua", &["fmt", "ok.lua", "broken.lua"], 2);
+    env.write("conf/stylua.toml", "indent_width = 2\ncolumn_widht = 80\n");
+    env.write("conf/a.lua", "local x = 1\n");
+    case(&env, "format_bad_settings", &["fmt", "conf/a.lua"], 2);
+    env.write("ugly.lua", "local  x=1\n");
+    case(
+        &env,
+        "unformatted",
+        &["fmt", "--check", "ugly.lua", "ok.lua"],
+        1,
+    );
+}
+
 #[test]
 fn no_such_run() {
     let env = scene();

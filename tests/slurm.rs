@@ -506,6 +506,73 @@ fn the_example_resets_every_node_of_a_job() {
     }
 }
 
+/// The example is planned and the plan applied on the job's nodes, one at a time: the
+/// applied changes are the plan's, in order (what `tests/plan.rs` proves for the other
+/// runbooks and examples).
+#[test]
+fn the_example_applies_exactly_its_plan() {
+    let c = require_slurm!();
+    let _one = c.serial();
+    require_uv!();
+    let env = Env::new();
+    let work = env.scratch();
+    for n in &c.nodes {
+        let dir = work.join(n);
+        let repo = common::demo_repo(&dir);
+        std::fs::write(repo.join("train.py"), "raise SystemExit('hacked')\n").unwrap();
+        std::fs::create_dir_all(dir.join("inductor")).unwrap();
+        std::fs::write(dir.join("inductor/stale.kernel"), "old").unwrap();
+    }
+    let rb = common::repo().join("examples/slurm/clean-reset.lua");
+    let w = work.display();
+    let plan_file = env.tmp.path().join("plan.json");
+    let sets = [
+        format!("job={}", c.job),
+        "all_at_once=false".into(),
+        format!("venv={w}/{{node}}/venv"),
+        format!("repo={w}/{{node}}/dflash"),
+        "warmup=warmup.py".into(),
+        format!("cache={w}/{{node}}/inductor"),
+    ];
+    let mut plan = Run::cmd(&env, ["plan"]).env("SLURM_CONF", &c.conf).arg(&rb);
+    for s in &sets {
+        plan = plan.args(["--set", s]);
+    }
+    plan.arg("-o")
+        .arg(&plan_file)
+        .timeout(Duration::from_secs(120))
+        .expect_exit(0)
+        .run();
+    let planned: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan_file).unwrap()).unwrap();
+    let planned: Vec<(String, String)> = planned["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["target"].to_string(), c["shown"].to_string()))
+        .collect();
+    assert!(planned.len() >= 3 * 3, "{planned:?}");
+    let out = Run::cmd(&env, ["apply"])
+        .env("SLURM_CONF", &c.conf)
+        .arg(&plan_file)
+        .args(["--yes", "--json"])
+        .timeout(Duration::from_secs(240))
+        .expect_exit(0)
+        .run();
+    let applied: Vec<(String, String)> = out
+        .of_kind("action_started")
+        .iter()
+        .filter(|e| e["effect"] == "change")
+        .map(|e| (e["target"].to_string(), e["command"].to_string()))
+        .collect();
+    assert_eq!(applied, planned);
+    for n in &c.nodes {
+        let code = std::fs::read_to_string(work.join(n).join("dflash/train.py")).unwrap();
+        assert!(!code.contains("hacked"), "{n}");
+    }
+    assert!(c.wait_no_steps(Duration::from_secs(10)).is_empty());
+}
+
 /// Containers compose as for SSH: `slurm(node):pct(200)` runs `pct exec 200 -- argv`
 /// as the step's task on the node (the `pct` double, which srun finds on the PATH it
 /// passes on), env and exit code included; a missing container fails saying so.

@@ -317,7 +317,20 @@ fn new_writes_a_skeleton_that_checks_for_every_target() {
         )
         .expect_exit(0)
         .run();
+        // Formatted already, in the style `fmt` uses where no stylua.toml is found.
+        Run::cmd(&env, ["fmt", "--check", &format!("{name}.lua")])
+            .expect_exit(0)
+            .run();
     }
+    // Its real run is the run its plan showed: a confirmed run is held to the plan, so a
+    // skeleton whose commands depend on a change's output would stop itself.
+    let home = env.tmp.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let (code, screen) = Run::cmd(&env, ["run", "demo-local.lua"])
+        .env("HOME", &home)
+        .on_terminal("y\n");
+    assert_eq!(code, 0, "{screen}");
+    assert!(!home.join(".cache/demo-local").exists(), "{screen}");
     let skeleton = std::fs::read_to_string(env.tmp.path().join("demo-ssh.lua")).unwrap();
     assert!(skeleton.contains("root@node1.example") && skeleton.contains("target(params.host)"));
     let pct = std::fs::read_to_string(env.tmp.path().join("demo-pct.lua")).unwrap();

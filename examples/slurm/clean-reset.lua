@@ -13,14 +13,18 @@ runbook {
   name = "slurm-clean-reset",
   description = "clean reset on every node of a running Slurm job, one at a time or all at once",
   params = {
-    job         = { type = "integer", required = true, help = "the running Slurm job whose nodes are reset" },
-    all_at_once = { type = "boolean", default = false, help = "reset every node together instead of one after the other" },
-    venv        = { required = true, help = "the training venv on each node, rebuilt fresh ({node}: the node's name)" },
-    python      = { default = "python3", help = "python for the venv" },
-    repo        = { required = true, help = "the model code checkout on each node ({node} allowed)" },
-    good_rev    = { default = "HEAD", help = "the known-good git revision" },
-    warmup      = { required = true, help = "warm-up script, relative to repo" },
-    cache       = { required = true, help = "the inductor compile cache on each node ({node} allowed)" },
+    job = { type = "integer", required = true, help = "the running Slurm job whose nodes are reset" },
+    all_at_once = {
+      type = "boolean",
+      default = false,
+      help = "reset every node together instead of one after the other",
+    },
+    venv = { required = true, help = "the training venv on each node, rebuilt fresh ({node}: the node's name)" },
+    python = { default = "python3", help = "python for the venv" },
+    repo = { required = true, help = "the model code checkout on each node ({node} allowed)" },
+    good_rev = { default = "HEAD", help = "the known-good git revision" },
+    warmup = { required = true, help = "warm-up script, relative to repo" },
+    cache = { required = true, help = "the inductor compile cache on each node ({node} allowed)" },
   },
 }
 
@@ -33,7 +37,9 @@ local nodes = {} ---@type runbook.Target[]
 step("nodes of the job", function()
   nodes = targets("slurm:job=" .. params.job)
   local names = {}
-  for _, t in ipairs(nodes) do names[#names + 1] = t.name end
+  for _, t in ipairs(nodes) do
+    names[#names + 1] = t.name
+  end
   log.info(("job %d runs on %d node(s): %s"):format(params.job, #nodes, table.concat(names, " ")))
 end)
 

@@ -2,6 +2,7 @@
 
 mod apply;
 mod docs;
+mod fmt;
 mod history;
 mod init;
 mod inspect;
@@ -31,6 +32,7 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
             sets,
             remote,
         } => inspect::check(&files, sets, remote_settings(&remote)?).await,
+        Command::Fmt { paths, check } => fmt::fmt(&paths, check),
         Command::List { dir } => inspect::list(dir, remote_settings(&RemoteArgs::default())?),
         Command::Show { file, remote } => inspect::show(&file, remote_settings(&remote)?),
         Command::History { limit, state_dir } => history::history(limit, state_dir),

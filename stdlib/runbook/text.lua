@@ -29,7 +29,9 @@ end
 function text.split(s, sep)
   local out = {}
   if sep == nil then
-    for word in s:gmatch("%S+") do out[#out + 1] = word end
+    for word in s:gmatch("%S+") do
+      out[#out + 1] = word
+    end
     return out
   end
   local start = 1

@@ -44,19 +44,23 @@ end
 ---@return runbook.TorchCaches
 function torch.caches(t, opts)
   if type(t) ~= "userdata" then
-    fail("caches", ("the first argument is a target, e.g. torch.caches(target(\"local\")); got %s"):format(type(t)))
+    fail("caches", ('the first argument is a target, e.g. torch.caches(target("local")); got %s'):format(type(t)))
   end
   opts = opts or {}
-  if type(opts) ~= "table" then fail("caches", "opts must be a table like { user = \"root\" }") end
+  if type(opts) ~= "table" then fail("caches", 'opts must be a table like { user = "root" }') end
   for k in pairs(opts) do
     if k ~= "user" then fail("caches", ("unknown option '%s'; known: user"):format(tostring(k))) end
   end
   local user = opts.user
   if user ~= nil and (type(user) ~= "string" or not user:match("^[%a_][%w_.-]*$")) then
-    fail("caches", ("user must be a user name like \"root\", got %q"):format(tostring(user)))
+    fail("caches", ('user must be a user name like "root", got %q'):format(tostring(user)))
   end
-  local ok, r = pcall(t.exec, t, { "sh", "-c", CACHES, "sh", user or "" },
-    { read_only = true, summary = "where torch keeps its caches for " .. (user or "the current user") })
+  local ok, r = pcall(
+    t.exec,
+    t,
+    { "sh", "-c", CACHES, "sh", user or "" },
+    { read_only = true, summary = "where torch keeps its caches for " .. (user or "the current user") }
+  )
   if not ok then fail("caches", r) end
   local inductor, extensions, triton = r.stdout:match("^([^\n]*)\n([^\n]*)\n([^\n]*)\n$")
   if r.planned then
@@ -81,29 +85,39 @@ end
 ---@return string?
 function torch.index(cuda, index_url)
   if type(cuda) ~= "string" or not build_ok(cuda) then
-    fail("index", ("cuda: give a CUDA build like \"cu128\" (cu + 3 digits), \"cpu\", or \"pypi\" (the default index, no --index-url), got %s"):format(
-      type(cuda) == "string" and ("%q"):format(cuda) or type(cuda)))
+    fail(
+      "index",
+      ('cuda: give a CUDA build like "cu128" (cu + 3 digits), "cpu", or "pypi" (the default index, no --index-url), got %s'):format(
+        type(cuda) == "string" and ("%q"):format(cuda) or type(cuda)
+      )
+    )
   end
   if index_url == nil or index_url == "" then
     if cuda == "pypi" then return nil end
     return "https://download.pytorch.org/whl/" .. cuda
   end
-  if type(index_url) ~= "string" then
-    fail("index", "index_url must be a URL string, got " .. type(index_url))
-  end
+  if type(index_url) ~= "string" then fail("index", "index_url must be a URL string, got " .. type(index_url)) end
   -- Before anything echoes the URL: an error message is a sink like any other.
   local authority = index_url:match("^%a[%w+.-]*://([^/?#]*)") or index_url:match("^[^/?#]*") or ""
   if authority:find("@", 1, true) then
-    fail("index", "index_url carries credentials (user:password@host): they would show in every "
-      .. "preview, log and run record; give the URL without them and put them in ~/.netrc on the target")
+    fail(
+      "index",
+      "index_url carries credentials (user:password@host): they would show in every "
+        .. "preview, log and run record; give the URL without them and put them in ~/.netrc on the target"
+    )
   end
   local scheme, rest = index_url:match("^(%a[%w+.-]*)://(.*)$")
   local web = scheme == "https" or scheme == "http"
   local ok = web and (authority:match("^[%w.-]+$") or authority:match("^[%w.-]+:%d+$")) ~= nil
     or scheme == "file" and (rest or ""):sub(1, 1) == "/"
   if not ok or index_url:find("[%s%c]") then
-    fail("index", ("index_url must be an http://, https:// or file:/// URL of a package index, "
-      .. "e.g. \"https://pypi.mirror.example/simple\", got %q"):format(index_url))
+    fail(
+      "index",
+      (
+        "index_url must be an http://, https:// or file:/// URL of a package index, "
+        .. 'e.g. "https://pypi.mirror.example/simple", got %q'
+      ):format(index_url)
+    )
   end
   return index_url
 end
