@@ -949,7 +949,7 @@ ssh("x"):exce()
         assert_eq!(k.target_methods, methods);
         assert_eq!(k.target_fields, fields);
         let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
-        assert_eq!(k.target_makers, set(&["ssh", "target"]));
+        assert_eq!(k.target_makers, set(&["slurm", "ssh", "target"]));
         assert_eq!(k.target_lists, set(&["targets"]));
         assert!(k.target_derivers.contains("pct") && !k.target_derivers.contains("exec"));
     }
