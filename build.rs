@@ -38,7 +38,7 @@ fn table(name: &str, files: &[(String, PathBuf)]) -> String {
 /// in order (`#[serde(rename = "…")]` applied). Every field needs a doc comment that starts
 /// with its name in backticks (`` `keep` `` or `` `keep = true` ``): it is the option's
 /// entry in the reference.
-fn option_fields(text: &str, name: &str) -> Vec<(String, Vec<String>)> {
+fn option_fields(text: &str, name: &str) -> Vec<OptionField> {
     let head = [format!("pub struct {name} {{"), format!("struct {name} {{")];
     let mut lines = text
         .lines()
@@ -48,10 +48,13 @@ fn option_fields(text: &str, name: &str) -> Vec<(String, Vec<String>)> {
         "options struct {name} not found beside its use"
     );
     let (mut fields, mut doc, mut rename) = (Vec::new(), Vec::new(), None);
+    let (mut given_type, mut parser) = (None, None);
     for line in lines {
         let l = line.trim();
         if l == "}" {
             break;
+        } else if let Some(d) = l.strip_prefix("/// ---@type ") {
+            given_type = Some(d.trim().to_string());
         } else if let Some(d) = l.strip_prefix("///") {
             doc.push(d.strip_prefix(' ').unwrap_or(d).to_string());
         } else if l.starts_with("//") || l.is_empty() {
@@ -60,7 +63,10 @@ fn option_fields(text: &str, name: &str) -> Vec<(String, Vec<String>)> {
             if let Some((_, r)) = l.split_once("rename = \"") {
                 rename = r.split('"').next().map(str::to_string);
             }
-        } else if let Some((field, _)) = l.split_once(':') {
+            if let Some((_, r)) = l.split_once("deserialize_with = \"") {
+                parser = r.split('"').next().map(str::to_string);
+            }
+        } else if let Some((field, rust_type)) = l.split_once(':') {
             let field = field
                 .trim_start_matches("pub(crate) ")
                 .trim_start_matches("pub ");
@@ -70,10 +76,50 @@ fn option_fields(text: &str, name: &str) -> Vec<(String, Vec<String>)> {
                 first.starts_with(&format!("`{lua}`")) || first.starts_with(&format!("`{lua} ")),
                 "option '{lua}' of {name}: its doc comment must start with `{lua}` (it is the reference's entry)"
             );
-            fields.push((lua, std::mem::take(&mut doc)));
+            let parser = parser.take();
+            let ty = given_type.take().unwrap_or_else(|| {
+                lua_type(rust_type.trim().trim_end_matches(','), parser.as_deref())
+                    .unwrap_or_else(|| panic!("option '{lua}' of {name}: no Lua type follows from its Rust type: give it one, a doc line `/// ---@type TYPE`"))
+                    .to_string()
+            });
+            let required = first.contains("(required");
+            fields.push(OptionField {
+                name: lua,
+                doc: std::mem::take(&mut doc),
+                ty,
+                required,
+            });
         }
     }
     fields
+}
+
+/// One option of an options struct: its Lua name, its doc lines (its entry in the
+/// reference) and its Lua type, for the definitions `runbook init` writes.
+struct OptionField {
+    name: String,
+    doc: Vec<String>,
+    ty: String,
+    required: bool,
+}
+
+/// The Lua type an option's Rust type and parser (`deserialize_with`) take; `None` where
+/// that says nothing (a `LuaValue`), which then needs its own `/// ---@type` line.
+fn lua_type(rust: &str, parser: Option<&str>) -> Option<&'static str> {
+    match parser.map(|p| p.rsplit("::").next().unwrap_or(p)) {
+        Some("duration" | "timeout" | "timeout_given") => Some("runbook.Duration"),
+        Some("paths") => Some("runbook.Paths"),
+        Some("env") => Some("runbook.Env"),
+        Some("words") => Some("runbook.Words"),
+        Some("bytes") => Some("string"),
+        Some(_) => None,
+        None => match rust.trim_start_matches("Option<").trim_end_matches('>') {
+            "bool" => Some("boolean"),
+            "String" => Some("string"),
+            t if t.starts_with("Whole<") || t.starts_with("AtLeast") => Some("integer"),
+            _ => None,
+        },
+    }
 }
 
 /// Structs in `text` that are options tables (`#[serde(deny_unknown_fields)]`).
@@ -91,10 +137,13 @@ fn options_structs(text: &str) -> Vec<String> {
     out
 }
 
+/// An options struct (`topic::Name`) and the options it takes, for the unit test.
+type Documented = (String, Vec<String>);
+
 /// One section per `src/lua_api/*.rs` file: its `//!` summary, then every `/// Lua:` block,
 /// where a line ending `([`NAME`]):` is followed by the options of struct NAME. Also
 /// returns each options struct's options, which a unit test holds against serde's.
-fn api_reference(dir: &Path) -> (String, Vec<(String, Vec<String>)>) {
+fn api_reference(dir: &Path) -> (String, Vec<Documented>, Vec<Block>) {
     let mut files: Vec<PathBuf> = fs::read_dir(dir)
         .unwrap()
         .flatten()
@@ -112,7 +161,7 @@ fn api_reference(dir: &Path) -> (String, Vec<(String, Vec<String>)>) {
          (do not edit by hand: `runbook docs --markdown > docs/lua-api.md`).\n\
          The same text is in the binary: `runbook docs [TOPIC]`.\n",
     );
-    let mut documented = Vec::new();
+    let (mut documented, mut blocks) = (Vec::new(), Vec::new());
     for path in files {
         let topic = path.file_stem().unwrap().to_string_lossy().into_owned();
         let text = fs::read_to_string(&path).unwrap();
@@ -129,6 +178,15 @@ fn api_reference(dir: &Path) -> (String, Vec<(String, Vec<String>)>) {
             let l = lines[i].trim_start();
             if let Some(sig) = l.strip_prefix("/// Lua: ") {
                 write!(doc, "\n### `{}`\n\n", sig.trim()).unwrap();
+                let start = doc.len();
+                let mut block = Block {
+                    topic: topic.clone(),
+                    summary: summary.join(" "),
+                    sig: sig.trim().to_string(),
+                    text: String::new(),
+                    notes: Vec::new(),
+                    options: Vec::new(),
+                };
                 i += 1;
                 // The blank `///` line between signature and text is already written.
                 if lines.get(i).is_some_and(|l| l.trim() == "///") {
@@ -141,6 +199,12 @@ fn api_reference(dir: &Path) -> (String, Vec<(String, Vec<String>)>) {
                     if body.starts_with("```") {
                         in_code = !in_code;
                     }
+                    // Type annotations, for `runbook init`'s definitions only.
+                    if body.starts_with("---@") && !in_code {
+                        block.notes.push(body.to_string());
+                        i += 1;
+                        continue;
+                    }
                     let marker = body
                         .strip_suffix("`]):")
                         .and_then(|b| b.rsplit_once(" ([`"));
@@ -148,12 +212,13 @@ fn api_reference(dir: &Path) -> (String, Vec<(String, Vec<String>)>) {
                         Some((before, name)) if !in_code => {
                             let fields = option_fields(&text, name);
                             writeln!(doc, "{before}:").unwrap();
-                            for (_, lines) in &fields {
-                                writeln!(doc, "- {}", lines.join("\n  ")).unwrap();
+                            for f in &fields {
+                                writeln!(doc, "- {}", f.doc.join("\n  ")).unwrap();
                             }
                             undocumented.retain(|s| s != name);
-                            let names = fields.into_iter().map(|(n, _)| n).collect();
+                            let names = fields.iter().map(|f| f.name.clone()).collect();
                             documented.push((format!("{topic}::{name}"), names));
+                            block.options.push((name.to_string(), fields));
                         }
                         _ => {
                             doc.push_str(body);
@@ -162,6 +227,8 @@ fn api_reference(dir: &Path) -> (String, Vec<(String, Vec<String>)>) {
                     }
                     i += 1;
                 }
+                block.text = doc[start..].to_string();
+                blocks.push(block);
                 continue;
             }
             i += 1;
@@ -172,7 +239,7 @@ fn api_reference(dir: &Path) -> (String, Vec<(String, Vec<String>)>) {
             path.display()
         );
     }
-    (doc, documented)
+    (doc, documented, blocks)
 }
 
 /// The stdlib modules: each `--- text` comment above a `function mod.name(…)`.
@@ -183,7 +250,9 @@ fn stdlib_reference(files: &[(String, PathBuf)]) -> String {
         write!(doc, "\n### `require(\"runbook.{stem}\")`\n\n").unwrap();
         let mut pending: Vec<&str> = Vec::new();
         for line in text.lines() {
-            if let Some(c) = line.strip_prefix("--- ") {
+            if line.starts_with("---@") {
+                // A type annotation (`---@param`), for editors: not part of the text.
+            } else if let Some(c) = line.strip_prefix("--- ") {
                 pending.push(c);
             } else if let Some(sig) = line.strip_prefix("function ") {
                 if !pending.is_empty() {
@@ -216,13 +285,314 @@ fn main() {
     for e in fs::read_dir(&api_dir).unwrap().flatten() {
         println!("cargo:rerun-if-changed={}", e.path().display());
     }
-    let (mut reference, options) = api_reference(&api_dir);
+    let (mut reference, options, blocks) = api_reference(&api_dir);
     reference.push_str(&stdlib_reference(&stdlib));
     fs::write(out.join("lua-api.md"), reference).unwrap();
+    let aliases = fs::read_to_string(api_dir.join("options.rs")).unwrap();
+    fs::write(out.join("runbook-types.lua"), api_types(&blocks, &aliases)).unwrap();
     let mut code = String::from("pub static DOCUMENTED: &[(&str, &[&str])] = &[\n");
     for (name, fields) in options {
         writeln!(code, "    ({name:?}, &{fields:?}),").unwrap();
     }
     code.push_str("];\n");
     fs::write(out.join("documented_options.rs"), code).unwrap();
+}
+
+/// One `/// Lua:` block: its section, signature, rendered text (as in the reference) and
+/// its `---@` type annotations, with the options structs its text lists.
+struct Block {
+    topic: String,
+    summary: String,
+    sig: String,
+    text: String,
+    notes: Vec<String>,
+    options: Vec<(String, Vec<OptionField>)>,
+}
+
+/// The class a target handle is, whose methods are the `t:NAME(…)` signatures.
+const HANDLE: &str = "runbook.Target";
+
+/// An options struct's class: `runbook.` and the struct's name, after its section's
+/// (`cache`'s `ClearOptions` is `runbook.CacheClearOptions`) unless it starts with it.
+fn options_class(topic: &str, name: &str) -> String {
+    let mut section = topic[..1].to_uppercase();
+    section.push_str(&topic[1..]);
+    if name.starts_with(&section) {
+        format!("runbook.{name}")
+    } else {
+        format!("runbook.{section}{name}")
+    }
+}
+
+/// `text` before its first whitespace outside brackets (a type such as
+/// `table<string, any>`), and the rest.
+fn split_type(text: &str) -> (&str, &str) {
+    let mut depth = 0i32;
+    for (i, c) in text.char_indices() {
+        match c {
+            '<' | '(' | '{' | '[' => depth += 1,
+            '>' | ')' | '}' | ']' => depth -= 1,
+            c if c.is_whitespace() && depth == 0 => return (&text[..i], text[i..].trim()),
+            _ => {}
+        }
+    }
+    (text, "")
+}
+
+/// The signature outside brackets and quotes, each opening bracket there kept: what the
+/// calls at its top level are.
+fn top_level(sig: &str) -> String {
+    let (mut top, mut depth, mut quoted) = (String::new(), 0usize, false);
+    for c in sig.split(" -> ").next().unwrap().chars() {
+        match c {
+            '"' => quoted = !quoted,
+            _ if quoted => {}
+            '(' | '{' | '[' => {
+                if depth == 0 {
+                    top.push(c);
+                }
+                depth += 1;
+            }
+            ')' | '}' | ']' => depth = depth.saturating_sub(1),
+            _ if depth == 0 => top.push(c),
+            _ => {}
+        }
+    }
+    top
+}
+
+/// The functions a signature documents (`log.info(...), log.warn(...)` is two), as
+/// `NAME`, `TABLE.KEY` or `t:METHOD`.
+fn sig_names(sig: &str) -> Vec<String> {
+    let top = top_level(sig);
+    let mut names = Vec::new();
+    for part in top.split(',') {
+        let part = part.trim();
+        if let Some(name) = part.strip_suffix('(').or_else(|| part.strip_suffix('{')) {
+            names.push(name.trim().to_string());
+        }
+    }
+    names
+}
+
+/// The parameters of a signature's first call: `(name, optional)`, the name `None` for
+/// a table written out (`{ venv, python }`).
+fn sig_params(sig: &str) -> Vec<(Option<String>, bool)> {
+    let open = sig.find(['(', '{']).expect("a signature is a call");
+    if sig[open..].starts_with('{') {
+        return vec![(None, false)];
+    }
+    let (mut params, mut depth, mut current) = (Vec::new(), 0, String::new());
+    for c in sig[open + 1..].chars() {
+        match c {
+            '(' | '{' | '[' => depth += 1,
+            ')' if depth == 0 => break,
+            ')' | '}' | ']' => depth -= 1,
+            ',' if depth == 0 => {
+                params.push(std::mem::take(&mut current));
+                continue;
+            }
+            _ => {}
+        }
+        current.push(c);
+    }
+    params.push(current);
+    params
+        .iter()
+        .map(|p| p.trim())
+        .filter(|p| !p.is_empty())
+        .map(
+            |p| match p.strip_prefix('[').and_then(|p| p.strip_suffix(']')) {
+                Some(inner) => (Some(inner.trim().to_string()), true),
+                None if p.starts_with('{') => (None, false),
+                None => (Some(p.to_string()), false),
+            },
+        )
+        .collect()
+}
+
+/// `text` as `---` comment lines, the way lua-language-server and EmmyLua show a
+/// definition's documentation.
+fn doc_comment(text: &str) -> String {
+    text.trim()
+        .lines()
+        .map(|l| match l.trim_end() {
+            "" => "---\n".to_string(),
+            l => format!("--- {l}\n"),
+        })
+        .collect()
+}
+
+/// The `---@meta` definitions of the Lua API, for lua-language-server and EmmyLua
+/// (`runbook init` writes them), from the same blocks as the reference: each block's
+/// text is its function's documentation, and its `---@` lines its types:
+/// - `---@param`, `---@return`, `---@overload`, `---@generic`: the function's, one `---@param` per
+///   parameter of the signature, in order (`[opts]` is `opts?`), and a `---@return`
+///   when the signature has `->`;
+/// - `---@class NAME` and the `---@field` lines after it: a result table's class;
+/// - `---@global NAME TYPE TEXT`: a global value that is no function (`params`).
+///
+/// Each options struct is a class of its fields, typed by their Rust type and parser
+/// (or a `/// ---@type` line), documented by their text, and exact: its parent is the
+/// table of exactly those fields, so a misspelled option is a type error. Types named
+/// `runbook.*` (`options_alias` lines in `options_rs` add aliases: `runbook.Duration`,
+/// …) must all be defined.
+fn api_types(blocks: &[Block], options_rs: &str) -> String {
+    let mut classes = String::new();
+    let mut code = String::new();
+    let mut defined: Vec<String> = Vec::new();
+    let mut used: Vec<(String, String)> = Vec::new();
+    let mut tables: Vec<String> = Vec::new();
+    let mut uses = |what: &str, line: &str| {
+        let mut rest = line;
+        while let Some(i) = rest.find("runbook.") {
+            let name: String = rest[i..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '.')
+                .collect();
+            used.push((name.trim_end_matches('.').to_string(), what.to_string()));
+            rest = &rest[i + name.len()..];
+        }
+    };
+    let mut aliases = String::new();
+    for line in options_rs.lines() {
+        if let Some(alias) = line.trim().strip_prefix("/// ---@alias ") {
+            let (name, rest) = split_type(alias);
+            let (ty, text) = split_type(rest);
+            writeln!(aliases, "{}---@alias {name} {ty}\n", doc_comment(text)).unwrap();
+            defined.push(name.to_string());
+        }
+    }
+    for block in blocks {
+        let what = format!("`/// Lua: {}`", block.sig);
+        let (mut params, mut fn_notes, mut returns, mut overload) =
+            (Vec::new(), Vec::new(), false, false);
+        let mut notes = block.notes.iter().peekable();
+        while let Some(note) = notes.next() {
+            uses(&what, note);
+            if let Some(class) = note.strip_prefix("---@class ") {
+                let name = class.split([' ', ':']).next().unwrap().to_string();
+                writeln!(classes, "{note}").unwrap();
+                while let Some(field) = notes.next_if(|n| n.starts_with("---@field ")) {
+                    uses(&what, field);
+                    writeln!(classes, "{field}").unwrap();
+                }
+                if name == HANDLE {
+                    classes.push_str("local Target = {}\n");
+                }
+                classes.push('\n');
+                defined.push(name);
+            } else if let Some(global) = note.strip_prefix("---@global ") {
+                let (name, rest) = split_type(global);
+                let (ty, text) = split_type(rest);
+                writeln!(code, "{}---@type {ty}\n{name} = {{}}\n", doc_comment(text)).unwrap();
+            } else if let Some(param) = note.strip_prefix("---@param ") {
+                params.push(split_type(param).0.to_string());
+                fn_notes.push(note.clone());
+            } else if note.starts_with("---@generic ") {
+                fn_notes.push(note.clone());
+            } else if note.starts_with("---@return ") || note.starts_with("---@overload ") {
+                // `never` (it raises) is no value, so no `->` in the signature.
+                returns |= note.starts_with("---@return ") && note != "---@return never";
+                overload |= note.starts_with("---@overload ");
+                fn_notes.push(note.clone());
+            } else {
+                panic!("{what}: `{note}` is none of the annotations build.rs knows");
+            }
+        }
+        let sig = sig_params(&block.sig);
+        assert_eq!(
+            sig.len(),
+            params.len(),
+            "{what}: its `---@param` lines ({params:?}) must name each parameter of the signature"
+        );
+        for ((name, optional), given) in sig.iter().zip(&params) {
+            let plain = given.trim_end_matches('?');
+            assert!(
+                name.as_deref().is_none_or(|n| n == plain),
+                "{what}: `---@param {given}` is not the signature's {name:?}"
+            );
+            assert!(
+                overload || *optional == given.ends_with('?'),
+                "{what}: `---@param {given}`: optional in one of signature and annotation only"
+            );
+        }
+        assert_eq!(
+            returns,
+            block.sig.contains(" -> "),
+            "{what}: a signature with `->` has a `---@return` line, and only such a signature"
+        );
+        for (name, fields) in &block.options {
+            let class = options_class(&block.topic, name);
+            // A function type's returns run on past a comma: `(fun(): boolean), next?: …`.
+            let ty = |f: &OptionField| match f.ty.starts_with("fun(") {
+                true => format!("({})", f.ty),
+                false => f.ty.clone(),
+            };
+            let exact: Vec<String> = fields
+                .iter()
+                .map(|f| format!("{}{}: {}", f.name, if f.required { "" } else { "?" }, ty(f)))
+                .collect();
+            writeln!(
+                classes,
+                "---@class {class} : {{ {}, [string]: never }}",
+                exact.join(", ")
+            )
+            .unwrap();
+            for f in fields {
+                let opt = if f.required { "" } else { "?" };
+                let text = f.doc.join(" ");
+                writeln!(classes, "---@field {}{opt} {} {text}", f.name, ty(f)).unwrap();
+                uses(&format!("option {} of {name}", f.name), &f.ty);
+            }
+            classes.push('\n');
+            defined.push(class);
+        }
+        let args: Vec<&str> = params.iter().map(|p| p.trim_end_matches('?')).collect();
+        for name in sig_names(&block.sig) {
+            if let Some((table, _)) = name.split_once('.') {
+                if !tables.iter().any(|t| t == table) {
+                    let doc = if table == block.topic {
+                        doc_comment(&block.summary)
+                    } else {
+                        String::new()
+                    };
+                    writeln!(code, "{doc}{table} = {{}}\n").unwrap();
+                    tables.push(table.to_string());
+                }
+            }
+            let name = match name.strip_prefix("t:") {
+                Some(method) => format!("Target:{method}"),
+                None => name,
+            };
+            writeln!(
+                code,
+                "{}{}\nfunction {name}({}) end\n",
+                doc_comment(&block.text),
+                fn_notes.join("\n"),
+                args.join(", ")
+            )
+            .unwrap();
+        }
+    }
+    let missing: Vec<String> = used
+        .iter()
+        .filter(|(name, _)| !defined.contains(name))
+        .map(|(name, what)| format!("{name} (in {what})"))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "types used but not defined by a `---@class` or `/// ---@alias` line: {missing:?}"
+    );
+    assert!(
+        defined.iter().any(|d| d == HANDLE),
+        "no `---@class {HANDLE}`"
+    );
+    format!(
+        "---@meta\n\
+         -- runbook {}'s Lua API, for lua-language-server and EmmyLua: written by `runbook init`,\n\
+         -- which rewrites it, from the reference `runbook docs` prints. Do not edit.\n\n\
+         {aliases}{classes}{code}",
+        std::env::var("CARGO_PKG_VERSION").unwrap()
+    )
 }

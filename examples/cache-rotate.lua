@@ -5,7 +5,7 @@ runbook {
   description = "Move a cache directory aside, start it empty, keep the last N copies",
   params = {
     cache = { type = "path", default = "/tmp/runbook-example-cache", help = "the cache directory" },
-    keep  = { type = "integer", default = 2, help = "how many set-aside copies to keep" },
+    keep = { type = "integer", default = 2, help = "how many set-aside copies to keep" },
   },
 }
 
@@ -28,16 +28,24 @@ step("set the cache aside", function()
   if probe.code == 0 then
     -- The time is read where and when the move runs: the command the plan shows is the
     -- very one that runs (a time read in an earlier step would differ at the real run).
-    local mv = here:exec({ "sh", "-c", 'mv -T -- "$1" "$1.old-$(date +%Y%m%d-%H%M%S-%N)"', "sh", params.cache },
-                         { summary = "move " .. params.cache .. " aside to " .. params.cache .. ".old-<now>" })
+    local mv = here:exec(
+      { "sh", "-c", 'mv -T -- "$1" "$1.old-$(date +%Y%m%d-%H%M%S-%N)"', "sh", params.cache },
+      { summary = "move " .. params.cache .. " aside to " .. params.cache .. ".old-<now>" }
+    )
     if mv.planned then pending = 1 end
   end
   here:exec({ "mkdir", "-p", "--", params.cache })
 end)
 
-step("prune old copies", { when = function() return params.keep >= 0 end }, function()
-  local r = here:exec({ "sh", "-c", 'ls -1d -- "$1".old-* 2>/dev/null | sort -r', "sh", params.cache },
-                      { read_only = true, check = false })
+step("prune old copies", {
+  when = function()
+    return params.keep >= 0
+  end,
+}, function()
+  local r = here:exec(
+    { "sh", "-c", 'ls -1d -- "$1".old-* 2>/dev/null | sort -r', "sh", params.cache },
+    { read_only = true, check = false }
+  )
   local copies = text.lines(r.stdout) -- newest first
   -- The copy a dry-run only planned counts too, so it plans the deletions a real run makes.
   for i = params.keep + 1 - pending, #copies do

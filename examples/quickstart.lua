@@ -5,9 +5,9 @@ runbook {
   name = "quickstart",
   description = "Write files into a scratch directory, verify their checksums, clean up",
   params = {
-    dir   = { type = "path", default = "/tmp/runbook-quickstart", help = "scratch directory (removed at the end)" },
+    dir = { type = "path", default = "/tmp/runbook-quickstart", help = "scratch directory (removed at the end)" },
     count = { type = "integer", default = 3, help = "how many files to write" },
-    keep  = { type = "boolean", default = false, help = "keep the directory afterwards" },
+    keep = { type = "boolean", default = false, help = "keep the directory afterwards" },
   },
 }
 
@@ -45,6 +45,11 @@ step("verify checksums", function()
   log.info(("%d files verified, file-1.txt sha256 %s"):format(#files, sum:sub(1, 12)))
 end)
 
-step("clean up", { always = true, when = function() return not params.keep end }, function()
+step("clean up", {
+  always = true,
+  when = function()
+    return not params.keep
+  end,
+}, function()
   here:exec({ "rm", "-rf", "--", params.dir })
 end)

@@ -9,8 +9,8 @@ runbook {
   name = "trim-caches",
   description = "Set aside torch compile caches that grew past a size limit",
   params = {
-    host     = { default = "local", help = "where: local, user@host, or an inventory name" },
-    user     = { default = "root", help = "whose caches" },
+    host = { default = "local", help = "where: local, user@host, or an inventory name" },
+    user = { default = "root", help = "whose caches" },
     limit_mib = { type = "integer", default = 2000, help = "caches bigger than this many MiB are set aside" },
   },
 }
@@ -39,7 +39,11 @@ step("measure", function()
 end)
 
 -- `when` is evaluated just before the step: it sees what "measure" found.
-step("set aside", { when = function() return #too_big > 0 end }, function()
+step("set aside", {
+  when = function()
+    return #too_big > 0
+  end,
+}, function()
   -- keep = true moves each cache aside (cache.restore puts it back); the preview shows
   -- "move aside … (size, files)". cache.clear refuses anything outside the cache roots.
   cache.clear(box, too_big, { keep = true })

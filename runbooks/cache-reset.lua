@@ -4,14 +4,25 @@ runbook {
   name = "cache-reset",
   description = "Clear (or restore) the torch compile caches on a host or container",
   params = {
-    host    = { default = "local", help = "local, user@host, or an inventory name" },
-    ct      = { type = "integer", help = "Proxmox container id on host" },
-    user    = { default = "root", help = "whose caches" },
-    cache_dirs = { default = "", help = "cache dirs, space-separated (default: torch's own for user, resolved on the target)" },
-    keep    = { type = "boolean", default = true, help = "move the caches aside instead of deleting them" },
-    keep_last = { type = "integer", default = 2, help = "with keep: how many kept copies of each cache remain (this one included); older ones are deleted" },
+    host = { default = "local", help = "local, user@host, or an inventory name" },
+    ct = { type = "integer", help = "Proxmox container id on host" },
+    user = { default = "root", help = "whose caches" },
+    cache_dirs = {
+      default = "",
+      help = "cache dirs, space-separated (default: torch's own for user, resolved on the target)",
+    },
+    keep = { type = "boolean", default = true, help = "move the caches aside instead of deleting them" },
+    keep_last = {
+      type = "integer",
+      default = 2,
+      help = "with keep: how many kept copies of each cache remain (this one included); older ones are deleted",
+    },
     restore = { type = "boolean", default = false, help = "put the newest kept copies back instead" },
-    force   = { type = "boolean", default = false, help = "clear even while a process has files open in them; restore over a non-empty dir" },
+    force = {
+      type = "boolean",
+      default = false,
+      help = "clear even while a process has files open in them; restore over a non-empty dir",
+    },
   },
 }
 
@@ -19,7 +30,7 @@ local torch = require("runbook.torch")
 local text = require("runbook.text")
 local node = target(params.host)
 local box = params.ct and node:pct(params.ct) or node
-local caches
+local caches = {} ---@type runbook.Paths
 
 step("measure", function()
   if params.cache_dirs ~= "" then
@@ -36,10 +47,22 @@ step("measure", function()
   end
 end)
 
-step("clear", { when = function() return not params.restore end }, function()
-  cache.clear(box, caches, { keep = params.keep, keep_last = params.keep and params.keep_last or nil, force = params.force })
+step("clear", {
+  when = function()
+    return not params.restore
+  end,
+}, function()
+  cache.clear(
+    box,
+    caches,
+    { keep = params.keep, keep_last = params.keep and params.keep_last or nil, force = params.force }
+  )
 end)
 
-step("restore", { when = function() return params.restore end }, function()
+step("restore", {
+  when = function()
+    return params.restore
+  end,
+}, function()
   cache.restore(box, caches, { force = params.force })
 end)

@@ -9,29 +9,38 @@ runbook {
   name = "clean-reset",
   description = "Fresh venv, known-good code, cleared and re-warmed compile caches, relaunch, check throughput",
   params = {
-    host           = { default = "local", help = "where the training runs: local, user@host, or an inventory name" },
-    ct             = { type = "integer", help = "Proxmox container id on host (omit to work on host itself)" },
-    user           = { default = "root", help = "the user the training runs as (whose caches are cleared)" },
-    cache_dirs     = { default = "", help = "compile cache dirs, space-separated, the inductor cache first (default: torch's own for user, resolved on the target)" },
-    venv           = { type = "path", required = true, help = "the training venv, rebuilt fresh" },
-    python         = { default = "python3", help = "python for the venv: a version (3.12) or an interpreter" },
-    torch          = { default = "", help = "torch version to install, e.g. 2.11.0 (empty: no torch)" },
-    cuda           = { default = "cu128", help = "torch wheel index: a CUDA build (cu128, cu126…) or cpu from download.pytorch.org, or pypi (the default index, no --index-url)" },
-    index_url      = { default = "", help = "a package index mirror, e.g. https://pypi.mirror.example/simple: every package comes from it (wins over cuda)" },
-    packages       = { default = "", help = "more packages, space-separated" },
-    requirements   = { default = "", help = "a requirements file on the target" },
-    repo           = { type = "path", required = true, help = "the model code checkout" },
-    code_paths     = { default = "", help = "paths in the repo to restore, space-separated (empty: the whole tree)" },
-    good_rev       = { default = "HEAD", help = "the known-good git revision" },
-    warmup         = { type = "path", required = true, help = "warm-up script (relative to repo, or absolute)" },
-    train          = { required = true, help = "training script and its args (relative to repo), space-separated" },
-    log            = { type = "path", required = true, help = "where the training log goes" },
-    pattern        = { default = "([0-9.]+) Ktok/s", help = "regex for the throughput line; capture 1 is the number" },
+    host = { default = "local", help = "where the training runs: local, user@host, or an inventory name" },
+    ct = { type = "integer", help = "Proxmox container id on host (omit to work on host itself)" },
+    user = { default = "root", help = "the user the training runs as (whose caches are cleared)" },
+    cache_dirs = {
+      default = "",
+      help = "compile cache dirs, space-separated, the inductor cache first (default: torch's own for user, resolved on the target)",
+    },
+    venv = { type = "path", required = true, help = "the training venv, rebuilt fresh" },
+    python = { default = "python3", help = "python for the venv: a version (3.12) or an interpreter" },
+    torch = { default = "", help = "torch version to install, e.g. 2.11.0 (empty: no torch)" },
+    cuda = {
+      default = "cu128",
+      help = "torch wheel index: a CUDA build (cu128, cu126…) or cpu from download.pytorch.org, or pypi (the default index, no --index-url)",
+    },
+    index_url = {
+      default = "",
+      help = "a package index mirror, e.g. https://pypi.mirror.example/simple: every package comes from it (wins over cuda)",
+    },
+    packages = { default = "", help = "more packages, space-separated" },
+    requirements = { default = "", help = "a requirements file on the target" },
+    repo = { type = "path", required = true, help = "the model code checkout" },
+    code_paths = { default = "", help = "paths in the repo to restore, space-separated (empty: the whole tree)" },
+    good_rev = { default = "HEAD", help = "the known-good git revision" },
+    warmup = { type = "path", required = true, help = "warm-up script (relative to repo, or absolute)" },
+    train = { required = true, help = "training script and its args (relative to repo), space-separated" },
+    log = { type = "path", required = true, help = "where the training log goes" },
+    pattern = { default = "([0-9.]+) Ktok/s", help = "regex for the throughput line; capture 1 is the number" },
     min_throughput = { type = "number", default = 0, help = "fail if the throughput is below this" },
-    gpus           = { type = "integer", default = 0, help = "GPUs that must be present and idle (0: skip the check)" },
-    job            = { default = "train", help = "name of the training job (to stop and relaunch it)" },
-    known_good     = { default = "clean-reset", help = "fingerprint name of the known-good environment" },
-    wait           = { default = "10m", help = "how long to wait for the throughput line" },
+    gpus = { type = "integer", default = 0, help = "GPUs that must be present and idle (0: skip the check)" },
+    job = { default = "train", help = "name of the training job (to stop and relaunch it)" },
+    known_good = { default = "clean-reset", help = "fingerprint name of the known-good environment" },
+    wait = { default = "10m", help = "how long to wait for the throughput line" },
   },
 }
 
@@ -49,16 +58,19 @@ local function in_repo(p)
   return params.repo .. "/" .. p
 end
 
-local caches          -- the compile cache paths, as the target resolves them
-local job_env = {}    -- what the warm-up and the training see, so both use those caches
+local caches = {} ---@type table<integer|string, string> the compile cache paths, as the target resolves them
+local job_env = {} ---@type runbook.Env what the warm-up and the training see, so both use those caches
 local cleared = false -- caches were moved aside: say how to restore them if we fail later
 local finished = false
 
 step("fingerprint and drift", function()
   if params.cache_dirs ~= "" then
     local dirs = text.split(params.cache_dirs)
-    caches = { inductor = dirs[1] }
-    for i, d in ipairs(dirs) do caches[i] = d end
+    caches = {}
+    for i, d in ipairs(dirs) do
+      caches[i] = d
+      if i == 1 then caches.inductor = d end
+    end
     job_env.TORCHINDUCTOR_CACHE_DIR = dirs[1]
   else
     caches = torch.caches(box, { user = params.user })
@@ -76,7 +88,11 @@ step("fingerprint and drift", function()
   end
 end)
 
-step("GPU preflight", { when = function() return params.gpus > 0 end }, function()
+step("GPU preflight", {
+  when = function()
+    return params.gpus > 0
+  end,
+}, function()
   gpu.require(box, { count = params.gpus, idle = false })
 end)
 
@@ -138,7 +154,7 @@ end)
 step("throughput check", function()
   local m = proc.wait_for(box, { file = params.log, pattern = params.pattern, timeout = params.wait })
   if m.planned then return end
-  local got = tonumber(m.captures[1])
+  local got = tonumber(m[1])
   if not got then fail("the throughput line has no number: " .. m.line) end
   if got < params.min_throughput then
     fail(("throughput %.1f is below the minimum %.1f: %s"):format(got, params.min_throughput, m.line))
@@ -152,10 +168,22 @@ step("save the known-good fingerprint", function()
   finished = true
 end)
 
-step("how to undo", { always = true, when = function() return cleared and not finished end }, function()
+step("how to undo", {
+  always = true,
+  when = function()
+    return cleared and not finished
+  end,
+}, function()
   log.warn("the run stopped after the compile caches were moved aside; the old caches are kept next to them")
   log.warn("(restoring replaces whatever this run's warm-up wrote into those dirs)")
   local dirs = params.cache_dirs ~= "" and (" --set cache_dirs='" .. params.cache_dirs .. "'") or ""
-  log.warn("to put them back: runbook run cache-reset --set host=" .. params.host
-    .. (params.ct and (" --set ct=" .. params.ct) or "") .. " --set user=" .. params.user .. dirs .. " --set restore=true --set force=true --yes")
+  log.warn(
+    "to put them back: runbook run cache-reset --set host="
+      .. params.host
+      .. (params.ct and (" --set ct=" .. params.ct) or "")
+      .. " --set user="
+      .. params.user
+      .. dirs
+      .. " --set restore=true --set force=true --yes"
+  )
 end)

@@ -4,7 +4,7 @@ runbook {
   description = "Report what an ML box looks like: python, GPUs, disk, compile-cache sizes (reads only)",
   params = {
     python = { type = "string", default = "python3", help = "the python to ask" },
-    user   = { type = "string", default = "root", help = "whose torch caches to measure" },
+    user = { type = "string", default = "root", help = "whose torch caches to measure" },
   },
 }
 
@@ -26,7 +26,9 @@ step("gpus", function()
     log.info("gpus: no nvidia-smi on this machine")
     return
   end
-  for _, line in ipairs(text.lines(r.stdout)) do log.info(line) end
+  for _, line in ipairs(text.lines(r.stdout)) do
+    log.info(line)
+  end
 end)
 
 step("disk", function()

@@ -4,16 +4,25 @@ runbook {
   name = "venv-rebuild",
   description = "Rebuild a Python venv fresh with uv (torch wheels from the right index), verify, swap",
   params = {
-    host         = { default = "local", help = "local, user@host, or an inventory name" },
-    ct           = { type = "integer", help = "Proxmox container id on host" },
-    venv         = { type = "path", required = true, help = "the venv to rebuild" },
-    python       = { default = "python3", help = "a version (3.12) or an interpreter" },
-    torch        = { default = "", help = "torch version, e.g. 2.11.0 (empty: no torch)" },
-    cuda         = { default = "cu128", help = "torch wheel index: a CUDA build (cu128, cu126…) or cpu from download.pytorch.org, or pypi (the default index, no --index-url)" },
-    index_url    = { default = "", help = "a package index mirror, e.g. https://pypi.mirror.example/simple: every package comes from it (wins over cuda)" },
-    packages     = { default = "", help = "more packages, space-separated" },
+    host = { default = "local", help = "local, user@host, or an inventory name" },
+    ct = { type = "integer", help = "Proxmox container id on host" },
+    venv = { type = "path", required = true, help = "the venv to rebuild" },
+    python = { default = "python3", help = "a version (3.12) or an interpreter" },
+    torch = { default = "", help = "torch version, e.g. 2.11.0 (empty: no torch)" },
+    cuda = {
+      default = "cu128",
+      help = "torch wheel index: a CUDA build (cu128, cu126…) or cpu from download.pytorch.org, or pypi (the default index, no --index-url)",
+    },
+    index_url = {
+      default = "",
+      help = "a package index mirror, e.g. https://pypi.mirror.example/simple: every package comes from it (wins over cuda)",
+    },
+    packages = { default = "", help = "more packages, space-separated" },
     requirements = { default = "", help = "a requirements file on the target" },
-    verify       = { default = "", help = "python code that must run in the new venv (default: import torch when torch is set)" },
+    verify = {
+      default = "",
+      help = "python code that must run in the new venv (default: import torch when torch is set)",
+    },
   },
 }
 
@@ -39,6 +48,8 @@ step("build and swap", function()
   opts.packages = packages
   local r = venv.build(box, opts)
   if not r.planned then
-    log.info(("%s: python %s, %d packages, hash %s"):format(r.path, r.python, #r.packages, r.hash:sub(1, 12)))
+    log.info(
+      ("%s: python %s, %d packages, hash %s"):format(r.path, tostring(r.python), #r.packages, (r.hash or ""):sub(1, 12))
+    )
   end
 end)

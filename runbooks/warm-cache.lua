@@ -5,13 +5,16 @@ runbook {
   name = "warm-cache",
   description = "Pre-warm the torch compile cache with a single-threaded warm-up and check it is full",
   params = {
-    host   = { default = "local", help = "local, user@host, or an inventory name" },
-    ct     = { type = "integer", help = "Proxmox container id on host" },
-    user   = { default = "root", help = "whose cache" },
-    venv   = { type = "path", required = true, help = "the venv to run the warm-up with" },
+    host = { default = "local", help = "local, user@host, or an inventory name" },
+    ct = { type = "integer", help = "Proxmox container id on host" },
+    user = { default = "root", help = "whose cache" },
+    venv = { type = "path", required = true, help = "the venv to run the warm-up with" },
     script = { type = "path", required = true, help = "the warm-up script" },
-    cwd    = { default = "", help = "working directory (default: the script's folder)" },
-    cache_dirs = { default = "", help = "compile cache dirs, space-separated, the inductor cache first (default: torch's own for user, resolved on the target)" },
+    cwd = { default = "", help = "working directory (default: the script's folder)" },
+    cache_dirs = {
+      default = "",
+      help = "compile cache dirs, space-separated, the inductor cache first (default: torch's own for user, resolved on the target)",
+    },
   },
 }
 
@@ -21,7 +24,7 @@ local node = target(params.host)
 local box = params.ct and node:pct(params.ct) or node
 
 step("warm up", function()
-  local inductor, env = nil, {}
+  local inductor, env = nil, {} ---@type string?, runbook.Env
   if params.cache_dirs ~= "" then
     -- The warm-up must fill the cache the user named: point torch at it.
     inductor = text.split(params.cache_dirs)[1]
@@ -30,8 +33,14 @@ step("warm up", function()
     inductor = torch.caches(box, { user = params.user }).inductor
   end
   local cwd = params.cwd ~= "" and params.cwd or params.script:match("^(.*)/[^/]*$") or "."
-  local r = warmup.run(box, { venv = params.venv, script = params.script, cwd = cwd, env = env,
-                              single_threaded = true, expect_cache = { inductor } })
+  local r = warmup.run(box, {
+    venv = params.venv,
+    script = params.script,
+    cwd = cwd,
+    env = env,
+    single_threaded = true,
+    expect_cache = { inductor },
+  })
   for _, c in ipairs(r.caches or {}) do
     log.info(("%s: %s, %d → %d files"):format(c.path, c.state or "planned", c.files_before or 0, c.files_after or 0))
   end

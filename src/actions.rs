@@ -39,7 +39,7 @@ pub fn shown(target: &Target, req: &ExecRequest, script: Option<&Script>) -> Str
         }
         _ => &req.argv,
     };
-    let wrapped = !matches!(target, Target::Local) && (!req.env.is_empty() || req.cwd.is_some());
+    let wrapped = !target.is_local() && (!req.env.is_empty() || req.cwd.is_some());
     if script.is_none() && !wrapped {
         return target.render(req);
     }
@@ -102,7 +102,7 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
     // command runs, on every hop: say so when a secret is in one. Env and stdin are not.
     let has_secret = |w: &str| ctx.bus.mask(w) != w;
     // `cwd` is an argv word too on every remote hop (`sh -c 'cd -- "$1" …' sh DIR`).
-    let cwd_is_argv = !matches!(action.target, Target::Local);
+    let cwd_is_argv = !action.target.is_local();
     let argv_has_secret = ctx.bus.has_secrets()
         && (action
             .req

@@ -8,9 +8,11 @@ use std::time::Duration;
 const EXIT_CODES: &str = "\
 Exit codes:
   0    success
-  1    the run ran and a step failed (or its record broke off)
+  1    the run ran and a step failed (or its record broke off);
+       `fmt --check` found files to format
   2    refused before anything was changed: usage, the runbook, its params,
        a resume or a plan that cannot go ahead, no confirmation
+  3    runbook test: a command had no reply (or, with --strict, replies were left unused)
   130  interrupted (SIGINT / Ctrl-C); 143 for SIGTERM
 
 Environment:
@@ -18,6 +20,20 @@ Environment:
   RUNBOOK_PARAM_<KEY>  a param value, like --set KEY=VALUE (handy for secrets)
   RUNBOOK_LOG          log filter for -v style diagnostics (e.g. debug)
   NO_COLOR             turn colour off";
+
+const TEST_HELP: &str = "\
+The run is the one `runbook run --yes` makes (confirmation assumed, run locks taken at once),
+its record kept in a private temporary state dir that is removed afterwards: the real
+state dir (fingerprints, history) is not read or written. See docs/authoring.md, \
+\"Testing a runbook without hosts\".
+
+Exit codes:
+  0    the runbook passed, every command answered
+  1    the runbook failed, as `runbook run` would have (a step failed)
+  2    refused before it ran: usage, the runbook, its params, the replies file
+  3    a command had no reply (shown with the closest recorded one and the difference),
+       or, with --strict, replies were left unused
+  130  interrupted (SIGINT / Ctrl-C); 143 for SIGTERM";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -52,6 +68,11 @@ pub enum Command {
     /// it was made for; each change, when reached, must be the planned one.
     #[command(after_help = EXIT_CODES)]
     Apply(ApplyArgs),
+    /// Test a runbook with no host: every command is answered from replies saved by
+    /// `runbook run … --save-replies R.jsonl` (edit them to make a failure), matched by
+    /// target and command, in order for repeats; nothing is contacted or run.
+    #[command(after_help = TEST_HELP)]
+    Test(TestArgs),
     /// Load and validate runbooks (syntax, header, params, steps); contacts nothing.
     Check {
         /// Runbook files or names.
@@ -62,6 +83,20 @@ pub enum Command {
         sets: Vec<(String, String)>,
         #[command(flatten)]
         remote: RemoteArgs,
+    },
+    /// Format Lua files with StyLua (settings: the nearest stylua.toml or .stylua.toml, else runbook's style).
+    #[command(
+        after_help = "Directories are searched for *.lua recursively, skipping hidden and \
+git-ignored files; with no PATH, the current directory. A file that does not parse is \
+an error (exit 2) and nothing is written. --check writes nothing, names each file that \
+formatting would change with a diff, and exits 1 if there is any."
+    )]
+    Fmt {
+        /// Files or directories (default: the current directory).
+        paths: Vec<PathBuf>,
+        /// Write nothing; list unformatted files with a diff, exit 1 if there are any.
+        #[arg(long)]
+        check: bool,
     },
     /// List runbooks in a directory (default: ./runbooks, else .) and the shipped ones.
     List { dir: Option<PathBuf> },
@@ -104,6 +139,32 @@ pub enum Command {
     Script { name: Option<String> },
     /// Print a shell completion script.
     Completions { shell: clap_complete::Shell },
+    /// Set up editor support in DIR (default: here): `.luarc.json` and runbook's Lua API
+    /// types in `.runbook/types/` for lua-language-server and EmmyLua (rewritten each time;
+    /// an existing `.luarc.json` is kept, and what it lacks is printed).
+    Init { dir: Option<PathBuf> },
+    /// Write NAME.lua, a runbook to start from: a param, a read step, a change step and an
+    /// `always` cleanup, for a target of the kind --target names. Never overwrites a file.
+    New {
+        name: String,
+        /// The kind of target the skeleton runs on.
+        #[arg(long, value_enum, default_value = "local")]
+        target: NewTarget,
+        /// Where to write NAME.lua (default: here).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+}
+
+/// The targets `runbook new --target` writes a skeleton for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum NewTarget {
+    /// This machine.
+    Local,
+    /// A host over SSH.
+    Ssh,
+    /// A Proxmox LXC container, through `pct` on its node.
+    Pct,
 }
 
 /// What `run` and `apply` share about the run itself: where its record goes and how long
@@ -156,9 +217,45 @@ pub struct RunArgs {
     #[arg(long, value_name = "RUN|last")]
     pub resume: Option<String>,
 
+    /// Save every command's target, command and result (secrets masked) to FILE, one JSON
+    /// object a line, for `runbook test --replies FILE`.
+    #[arg(long, value_name = "FILE", conflicts_with = "dry_run")]
+    pub save_replies: Option<PathBuf>,
+
     #[command(flatten)]
     pub limits: RunLimits,
 
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct TestArgs {
+    /// A runbook file, or a bare name: ./NAME.lua, ./runbooks/NAME.lua, then a shipped runbook.
+    pub file: String,
+
+    /// Set a param (repeatable).
+    #[arg(long = "set", short = 'e', value_name = "KEY=VALUE", value_parser = parse_set)]
+    pub sets: Vec<(String, String)>,
+
+    /// The replies to answer commands from (saved by `runbook run … --save-replies FILE`).
+    #[arg(long, value_name = "R.jsonl")]
+    pub replies: PathBuf,
+
+    /// Fail (exit 3) when replies are left unused; by default they are a warning, as a
+    /// failure path edited in stops before the later replies.
+    #[arg(long)]
+    pub strict: bool,
+
+    /// NDJSON events on stdout instead of the terminal view.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Stop the whole run after this long (e.g. 30s; 0 means no timeout).
+    #[arg(long, value_name = "DUR", value_parser = parse_timeout)]
+    pub timeout: Option<Duration>,
+
+    /// Names resolve as in the run that saved the replies (an inventory name is its target).
     #[command(flatten)]
     pub remote: RemoteArgs,
 }

@@ -130,7 +130,7 @@ fn load_with(
             source.label
         )));
     }
-    check_globals(&lua, source)?;
+    check_globals(&lua, &ctx, source)?;
     Ok(Loaded { _lua: lua, ctx })
 }
 
@@ -184,7 +184,8 @@ pub async fn offline_warnings(
 /// Reads of undefined globals anywhere in the file, step bodies included, stop the run
 /// before its first step: a typo in the last step must not surface after the first ones
 /// changed things. Known globals are what the sandbox and the file's top level defined.
-fn check_globals(lua: &Lua, source: &Source) -> Result<()> {
+/// So do misspelt API names (`cache.clera`, `here:exce`: `lint::typos`).
+fn check_globals(lua: &Lua, ctx: &Rc<Ctx>, source: &Source) -> Result<()> {
     let text = String::from_utf8_lossy(&source.bytes);
     let mut known: Vec<String> = Vec::new();
     for pair in lua.globals().pairs::<Value, Value>() {
@@ -218,9 +219,19 @@ fn check_globals(lua: &Lua, source: &Source) -> Result<()> {
                     crate::suggest::hint(&g.name, known_refs.iter().copied())
                 ),
             };
-            problems.push(format!("{}:{}: {why}", source.label, g.line));
+            problems.push((g.line, format!("{}:{}: {why}", source.label, g.line)));
         }
     }
+    // The sandbox's own globals, as no runbook left them, say which tables are the API's.
+    if let Ok(fresh) = sandbox::new_vm(ctx.clone()) {
+        let known = crate::lint::typos::Known::read(crate::embedded::LUA_API, &fresh, lua);
+        // As above: what the parser cannot read, Lua could; Lua has the last word.
+        for t in crate::lint::typos::find(&text, &known).unwrap_or_default() {
+            problems.push((t.line, format!("{}:{}: {t}", source.label, t.line)));
+        }
+    }
+    problems.sort_by_key(|(line, _)| *line);
+    let problems: Vec<String> = problems.into_iter().map(|(_, p)| p).collect();
     if problems.is_empty() {
         Ok(())
     } else {
@@ -297,6 +308,8 @@ pub async fn run(req: RunRequest) -> Result<()> {
         (_, mode) if mode != Mode::Real => None,
         (Approval::Yes, _) => None,
         (Approval::Ask, _) => {
+            // Its reads run again in the real run: that run is what replies are saved of.
+            let _paused = loaded.ctx.targets.replies().map(|r| r.pause());
             let pass = plan_pass(PlanPass {
                 source: &req.source,
                 mode: Mode::DryRun,
@@ -321,7 +334,19 @@ pub async fn run(req: RunRequest) -> Result<()> {
                 )));
             }
             let hint = "preview with --dry-run, then re-run with --yes";
-            confirm(&req.source.label, &pass.plan, None, req.json, &cancel, hint).await?;
+            let shown = Shown {
+                saved: None,
+                whole: req.term.verbose,
+            };
+            confirm(
+                &req.source.label,
+                &pass.plan,
+                shown,
+                req.json,
+                &cancel,
+                hint,
+            )
+            .await?;
             Some(pass.plan)
         }
         (
@@ -336,8 +361,11 @@ pub async fn run(req: RunRequest) -> Result<()> {
             check_saved(plan, &loaded, &req, path).await?;
             if !yes {
                 let hint = format!("review it, then re-run with runbook apply {path} --yes");
-                let saved = Some((path.as_str(), sha256.as_str()));
-                confirm(path, plan, saved, req.json, &cancel, &hint).await?;
+                let shown = Shown {
+                    saved: Some((path.as_str(), sha256.as_str())),
+                    whole: req.term.verbose,
+                };
+                confirm(path, plan, shown, req.json, &cancel, &hint).await?;
             }
             Some((**plan).clone())
         }
@@ -665,14 +693,21 @@ async fn check_saved(plan: &Plan, loaded: &Loaded, req: &RunRequest, path: &str)
     ))))
 }
 
+/// How `confirm` shows a plan.
+struct Shown<'a> {
+    /// The plan file (as named, and its sha256) of an `apply`, which shows the whole plan
+    /// (params, targets) rather than only its changes.
+    saved: Option<(&'a str, &'a str)>,
+    /// Long scripts unfolded (`-v`).
+    whole: bool,
+}
+
 /// Before a real run changes anything (Terraform's rule): if its plan holds any change,
 /// or a step asks for it, show the plan and ask once (or refuse without a terminal).
-/// `saved`: the plan file (as named, and its sha256) of an `apply`, which shows the whole
-/// plan (params, targets) rather than only its changes.
 async fn confirm(
     label: &str,
     plan: &Plan,
-    saved: Option<(&str, &str)>,
+    shown: Shown<'_>,
     json: bool,
     cancel: &Rc<Cancel>,
     hint: &str,
@@ -681,9 +716,9 @@ async fn confirm(
     if plan.changes.is_empty() && asks.is_empty() {
         return Ok(());
     }
-    let mut list = match saved {
-        Some(file) => plan.render(crate::plan::Style::Text, Some(file)),
-        None => plan.render_changes(crate::plan::Style::Text),
+    let mut list = match shown.saved {
+        Some(file) => plan.render(crate::plan::Style::Text, Some(file), shown.whole),
+        None => plan.render_changes(crate::plan::Style::Text, shown.whole),
     };
     for name in asks {
         list.push_str(&format!("  step \"{name}\" asks for confirmation\n"));

@@ -2,8 +2,10 @@
 //! is the one place that decides which documented exit code it ends with (nextest's
 //! model: an enum of the errors a user can meet, each mapped to a class of exit code).
 //!
-//! Exit codes are a contract (README, `--help`): 0 success, 1 the run ran and failed,
-//! 2 refused before anything was changed, 130/143 interrupted by SIGINT/SIGTERM.
+//! Exit codes are a contract (README, `--help`): 0 success, 1 the run ran and failed
+//! (or `fmt --check` found files to format), 2 refused before anything was changed,
+//! 3 `runbook test` found the runbook no longer runs what its replies hold, 130/143
+//! interrupted by SIGINT/SIGTERM.
 
 use crate::cancel::Signal;
 use std::path::PathBuf;
@@ -18,6 +20,9 @@ pub enum Exit {
     /// 2: refused before anything was changed: usage, the runbook, its params, a plan
     /// that needs confirmation, a resume that cannot be done, runbook's own files.
     NothingChanged,
+    /// 3: `runbook test`: the runbook ran a command its replies have no reply for (or,
+    /// with `--strict`, left replies unused): it no longer does what the recorded run did.
+    Diverged,
     /// 128 + the signal: 130 for SIGINT, 143 for SIGTERM.
     Signal(Signal),
 }
@@ -28,6 +33,7 @@ impl Exit {
             Exit::Success => 0,
             Exit::RunFailed => 1,
             Exit::NothingChanged => 2,
+            Exit::Diverged => 3,
             Exit::Signal(s) => 128 + s.number(),
         }
     }
@@ -66,6 +72,16 @@ pub enum Error {
     /// `check`: this many of the files failed (each was reported as it was found).
     #[error("{bad} of {of} runbook(s) failed the check")]
     CheckFailed { bad: usize, of: usize },
+
+    /// `fmt`: a Lua file does not parse, a settings file (`stylua.toml`) is wrong, or a
+    /// file cannot be read. Names `file:line`; nothing was written.
+    #[error("{0}")]
+    Format(String),
+
+    /// `fmt --check`: this many of the files are not formatted (each was named, with
+    /// its diff). Exit 1, as StyLua's and rustfmt's `--check`.
+    #[error("{files} of {of} file(s) would be reformatted (run `runbook fmt` on them)")]
+    Unformatted { files: usize, of: usize },
 
     /// No recorded run is the one `log RUN` or `--resume RUN` names.
     #[error("{0}")]
@@ -116,6 +132,10 @@ pub enum Error {
     #[error("{0}")]
     PlanIncomplete(String),
 
+    /// `runbook new`: the file it would write is already there (it never overwrites one).
+    #[error("{}: already exists; `runbook new` does not overwrite a file (choose another NAME or --dir)", .0.display())]
+    FileExists(PathBuf),
+
     /// runbook itself could not start: its async runtime, or a Lua VM.
     #[error("{0}")]
     Startup(String),
@@ -133,6 +153,16 @@ pub enum Error {
     /// A signal stopped the run once it had started; its summary and `run_finished` say so.
     #[error("interrupted")]
     RunInterrupted(Signal),
+
+    /// `runbook test --replies FILE`: the file cannot be read or a line of it is wrong
+    /// (names `FILE:LINE`).
+    #[error("{0}")]
+    Replies(String),
+
+    /// `runbook test`: a command had no reply (the message shows it, the closest
+    /// recorded one and their difference), or `--strict` and replies were left unused.
+    #[error("{0}")]
+    TestDiverged(String),
 }
 
 impl Error {
@@ -147,8 +177,11 @@ impl Error {
     pub fn exit(&self) -> Exit {
         match self {
             Error::Flags(e) if !e.use_stderr() => Exit::Success,
-            Error::RunFailed | Error::PlanIncomplete(_) => Exit::RunFailed,
+            Error::RunFailed | Error::PlanIncomplete(_) | Error::Unformatted { .. } => {
+                Exit::RunFailed
+            }
             Error::Interrupted(s) | Error::RunInterrupted(s) => Exit::Signal(*s),
+            Error::TestDiverged(_) => Exit::Diverged,
             // Problems with runbook's own state dir are found before a run starts
             // changing things, so they count as "nothing was changed".
             Error::Flags(_)
@@ -158,6 +191,7 @@ impl Error {
             | Error::Params(_)
             | Error::Inventory(_)
             | Error::CheckFailed { .. }
+            | Error::Format(_)
             | Error::NoSuchRun(_)
             | Error::Resume(_)
             | Error::PlanFailed(_)
@@ -167,6 +201,8 @@ impl Error {
             | Error::NotConfirmed
             | Error::Record(_)
             | Error::Io { .. }
+            | Error::Replies(_)
+            | Error::FileExists(_)
             | Error::Startup(_) => Exit::NothingChanged,
         }
     }
@@ -205,8 +241,12 @@ mod tests {
         assert_eq!(Error::Runbook("x.lua:1: oops".into()).exit_code(), 2);
         assert_eq!(Error::NotConfirmed.exit_code(), 2);
         assert_eq!(Error::CheckFailed { bad: 1, of: 2 }.exit_code(), 2);
+        assert_eq!(Error::Unformatted { files: 1, of: 2 }.exit_code(), 1);
+        assert_eq!(Error::Format("x.lua:1:1: oops".into()).exit_code(), 2);
         assert_eq!(Error::Interrupted(Signal::Int).exit_code(), 130);
         assert_eq!(Error::RunInterrupted(Signal::Term).exit_code(), 143);
+        assert_eq!(Error::TestDiverged("no reply".into()).exit_code(), 3);
+        assert_eq!(Error::Replies("R.jsonl:2: bad".into()).exit_code(), 2);
         use clap::Parser;
         let help = crate::cli::Cli::try_parse_from(["runbook", "--help"]).unwrap_err();
         assert_eq!(Error::from(help).exit_code(), 0);

@@ -14,6 +14,8 @@
 //!
 //! [groups]
 //! gpu = ["node1", "node2"]
+//! training = ["slurm:job=4242"]          # the nodes of a running Slurm job
+//! a100 = ["slurm:partition=a100", "slurm:login1"]
 //!
 //! [ssh]
 //! keep_connections = "10m"   # as --keep-connections: masters outlive a run by this
@@ -122,6 +124,11 @@ impl Inventory {
         }
         for (group, members) in &self.groups {
             for m in members {
+                // A Slurm node or selection (`slurm:partition=gpu`): the scheduler knows
+                // it, not this file.
+                if m.starts_with("slurm:") {
+                    continue;
+                }
                 self.check_name(m, &format!("group '{group}'"))?;
             }
         }

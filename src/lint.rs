@@ -13,6 +13,8 @@
 //! any function) declares a global, wherever it sits; an assignment to an unknown name
 //! inside a function is reported with `assigned = true` (almost always a missing `local`).
 
+pub mod typos;
+
 use mlua::{Lua, LuaOptions, StdLib};
 use std::collections::HashSet;
 

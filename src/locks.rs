@@ -109,7 +109,7 @@ impl Locks {
     async fn take(&self, target: &Target, key: &str) -> Result<(), String> {
         let key = key.to_string();
         let secs = self.wait_secs().to_string();
-        let argv: Vec<OsString> = vec![
+        let mut argv: Vec<OsString> = vec![
             "sh".into(),
             "-c".into(),
             format!("{}{LOCK_BODY}", include_str!("targets/sh/runbook_dir.sh")).into(),
@@ -117,6 +117,10 @@ impl Locks {
             secs.into(),
             self.who.borrow().clone().into(),
         ];
+        // A Slurm node's lock is its own file: a cluster's nodes often share one home.
+        if let Some(n) = target.slurm_node() {
+            argv.push(format!("slurm-{}", n.spec.node).into());
+        }
         let (holder, answer) = target.hold(argv).await?;
         // Named as the runbook names it, with where that is when it differs.
         let shown = match target.name() {

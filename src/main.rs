@@ -61,7 +61,8 @@ fn main() -> ExitCode {
     let local = tokio::task::LocalSet::new();
     // `run --json` promises events on stdout: an error before the run started is one too.
     let json_run = matches!(&cli.command, cli::Command::Run(a) if a.json)
-        || matches!(&cli.command, cli::Command::Apply(a) if a.json);
+        || matches!(&cli.command, cli::Command::Apply(a) if a.json)
+        || matches!(&cli.command, cli::Command::Test(a) if a.json);
     let result = local.block_on(&runtime, commands::dispatch(cli));
     drop(local);
     // Do not wait for a blocking stdin read (an abandoned confirmation prompt).

@@ -842,6 +842,131 @@ pub enum Style {
     Markdown,
 }
 
+/// One planned change as people read it: the dry-run preview (as each change is reached),
+/// `run`'s confirmation, `runbook plan`'s text and its Markdown all render a change
+/// through this, so what a reviewer approved and what the user confirmed read as what
+/// they previewed: the same head (where, the summary's facts, destructive or not) and the
+/// same command.
+pub struct ChangeText<'a> {
+    pub target: &'a str,
+    pub summary: &'a str,
+    /// The command as it runs on its target (named scripts by name): `actions::shown`.
+    pub shown: &'a str,
+    pub destructive: bool,
+    /// The exact command line, and whether it has standard input, where known (a plan;
+    /// the preview's events carry only `shown`): the Markdown shows it when it differs.
+    pub exact: Option<(&'a str, bool)>,
+}
+
+/// A line of a change's command as `ChangeText::command` gives it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum CommandLine {
+    /// The first line (text puts `$ ` before it).
+    First(String),
+    /// A later line, exactly as it is in the command.
+    More(String),
+    /// Where lines of a long script were left out, and how many.
+    Folded(usize),
+}
+
+impl CommandLine {
+    /// What stands for the lines a fold left out.
+    pub fn fold_note(n: usize) -> String {
+        format!("… {n} more lines of the script (-v, --json, a saved plan or `runbook log` show it whole)")
+    }
+}
+
+impl ChangeText<'_> {
+    /// The change in text: its head after `lead`, its command lines under it, `indent`
+    /// spaces in, folded as `command` says.
+    pub fn text(&self, lead: &str, indent: usize, whole: bool) -> String {
+        let indent = " ".repeat(indent);
+        let mut out = format!("{lead}{}\n", self.head());
+        for line in self.command(whole) {
+            // A command's later lines are printed as they are, not indented: they are
+            // often inside a quoted word (a script, a value with a newline), where spaces
+            // added for looks would show a command that is not the one that runs.
+            let line = match line {
+                CommandLine::First(l) => format!("{indent}$ {l}"),
+                CommandLine::More(l) => l,
+                CommandLine::Folded(n) => format!("{indent}  {}", CommandLine::fold_note(n)),
+            };
+            out.push_str(&format!("{line}\n"));
+        }
+        out
+    }
+
+    /// The change as item `n` of a Markdown list: the head, the command shown, and the
+    /// exact command in a `<details>` when it differs (every command whole).
+    pub fn markdown(&self, n: usize) -> String {
+        let mark = if self.destructive {
+            "**destructive** · "
+        } else {
+            ""
+        };
+        let mut out = format!(
+            "{n}. {mark}on {}: {}\n",
+            code_span(self.target),
+            md(self.summary)
+        );
+        let (command, stdin) = self.exact.unwrap_or((self.shown, false));
+        let exact = command == self.shown;
+        let runs = if exact { "runs, exactly" } else { "runs" };
+        out.push_str(&format!("   - {runs}:{}", code_in_list(self.shown)));
+        if !exact {
+            out.push_str(&format!(
+                "   <details><summary>the exact command{}</summary>\n\n{}   </details>\n",
+                if stdin {
+                    ", with its standard input"
+                } else {
+                    ""
+                },
+                code_block(command, "   ")
+            ));
+        }
+        out
+    }
+
+    /// A script is folded when it is longer than this many lines plus the three a fold
+    /// would save.
+    const FOLD_AT: usize = 4;
+
+    /// `on TARGET: SUMMARY`, marked when it deletes, rebuilds or restores something.
+    pub fn head(&self) -> String {
+        let mark = if self.destructive { "  [deletes]" } else { "" };
+        format!("on {}: {}{mark}", self.target, self.summary)
+    }
+
+    /// The command's lines, when the summary does not already say it. A script of more than a few lines (a runbook's own `t:shell`;
+    /// runbook's scripts are shown by name) is folded unless `whole`: its first lines and
+    /// its last, which ends with the arguments (`sh -c '…' sh ARG…`: what it acts on).
+    pub fn command(&self, whole: bool) -> Vec<CommandLine> {
+        if self.shown == self.summary {
+            return Vec::new();
+        }
+        let lines: Vec<&str> = self.shown.lines().collect();
+        let lead = |n: usize, l: &str| {
+            if n == 0 {
+                CommandLine::First(l.to_string())
+            } else {
+                CommandLine::More(l.to_string())
+            }
+        };
+        if whole || lines.len() <= Self::FOLD_AT + 3 {
+            return lines.iter().enumerate().map(|(n, l)| lead(n, l)).collect();
+        }
+        let last = lines.len() - 1;
+        let mut out: Vec<CommandLine> = lines[..Self::FOLD_AT]
+            .iter()
+            .enumerate()
+            .map(|(n, l)| lead(n, l))
+            .collect();
+        out.push(CommandLine::Folded(last - Self::FOLD_AT));
+        out.push(lead(last, lines[last]));
+        out
+    }
+}
+
 /// Markdown-escapes ordinary text (summaries, names, notes).
 fn md(text: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
@@ -938,8 +1063,9 @@ impl Plan {
     }
 
     /// The changes, step by step: what `run` shows before it asks, and the heart of
-    /// every rendering of a plan.
-    pub fn render_changes(&self, style: Style) -> String {
+    /// every rendering of a plan. `whole`: long scripts unfolded in text (Markdown always
+    /// has them whole).
+    pub fn render_changes(&self, style: Style, whole: bool) -> String {
         let mut out = String::new();
         let mut current = None;
         for (i, c) in self.changes.iter().enumerate() {
@@ -954,44 +1080,16 @@ impl Plan {
                     )),
                 }
             }
+            let text = ChangeText {
+                target: &c.target,
+                summary: &c.summary,
+                shown: &c.shown,
+                destructive: c.destructive,
+                exact: Some((&c.command, c.stdin_sha256.is_some())),
+            };
             match style {
-                Style::Text => {
-                    let mark = if c.destructive { "  [deletes]" } else { "" };
-                    out.push_str(&format!("    - on {}: {}{mark}\n", c.target, c.summary));
-                    if c.shown != c.summary {
-                        for (n, line) in c.shown.lines().enumerate() {
-                            let lead = if n == 0 { "$ " } else { "  " };
-                            out.push_str(&format!("        {lead}{line}\n"));
-                        }
-                    }
-                }
-                Style::Markdown => {
-                    let mark = if c.destructive {
-                        "**destructive** · "
-                    } else {
-                        ""
-                    };
-                    out.push_str(&format!(
-                        "{}. {mark}on {}: {}\n",
-                        i + 1,
-                        code_span(&c.target),
-                        md(&c.summary)
-                    ));
-                    let exact = c.command == c.shown;
-                    let runs = if exact { "runs, exactly" } else { "runs" };
-                    out.push_str(&format!("   - {runs}:{}", code_in_list(&c.shown)));
-                    if !exact {
-                        out.push_str(&format!(
-                            "   <details><summary>the exact command{}</summary>\n\n{}   </details>\n",
-                            if c.stdin_sha256.is_some() {
-                                ", with its standard input"
-                            } else {
-                                ""
-                            },
-                            code_block(&c.command, "   ")
-                        ));
-                    }
-                }
+                Style::Text => out.push_str(&text.text("    - ", 8, whole)),
+                Style::Markdown => out.push_str(&text.markdown(i + 1)),
             }
         }
         out
@@ -1000,9 +1098,10 @@ impl Plan {
     /// The whole plan: header, params, targets, changes, skipped steps and notes; `saved`
     /// is the plan file (as named, and its sha256), when there is one: what `apply` takes
     /// and what its record and `history` name.
-    pub fn render(&self, style: Style, saved: Option<(&str, &str)>) -> String {
+    /// `whole`: as for `render_changes`.
+    pub fn render(&self, style: Style, saved: Option<(&str, &str)>, whole: bool) -> String {
         match style {
-            Style::Text => self.render_text(saved),
+            Style::Text => self.render_text(saved, whole),
             Style::Markdown => self.render_markdown(saved),
         }
     }
@@ -1054,7 +1153,7 @@ impl Plan {
         s
     }
 
-    fn render_text(&self, saved: Option<(&str, &str)>) -> String {
+    fn render_text(&self, saved: Option<(&str, &str)>, whole: bool) -> String {
         let mut out = format!(
             "plan for {} ({}, sha256 {}…), made {} by {} with runbook {}{}\n",
             self.runbook.name,
@@ -1091,7 +1190,7 @@ impl Plan {
             }
         }
         out.push_str(&format!("{}:\n", self.summary_line()));
-        out.push_str(&self.render_changes(Style::Text));
+        out.push_str(&self.render_changes(Style::Text, whole));
         for s in &self.steps {
             if s.outcome == "skipped" {
                 out.push_str(&format!(
@@ -1176,7 +1275,7 @@ impl Plan {
         if self.changes.is_empty() {
             out.push_str("\nNone: this runbook only reads.\n");
         } else {
-            out.push_str(&self.render_changes(Style::Markdown));
+            out.push_str(&self.render_changes(Style::Markdown, true));
         }
         let skipped: Vec<&PlannedStep> = self
             .steps
@@ -1463,5 +1562,42 @@ mod tests {
         assert_eq!((l.user, l.host, l.port), (None, None, None));
         let v6 = PlannedTarget::of(&Target::Local, "u@::1:22");
         assert_eq!((v6.host.as_deref(), v6.port), (Some("::1"), Some(22)));
+    }
+
+    /// A long script folds to its first lines and its last (its arguments), saying how
+    /// many were left out; a short one, or one asked for whole, is shown as it is; a
+    /// command its summary already says is not repeated.
+    #[test]
+    fn a_change_reads_the_same_wherever_it_is_shown() {
+        let script: String = (1..=10).map(|n| format!("line {n}\n")).collect();
+        let text = ChangeText {
+            target: "local",
+            summary: "sh -c: …",
+            shown: script.trim_end(),
+            destructive: true,
+            exact: None,
+        };
+        assert_eq!(text.head(), "on local: sh -c: …  [deletes]");
+        let folded = text.command(false);
+        assert_eq!(folded.len(), 6);
+        assert_eq!(folded[0], CommandLine::First("line 1".into()));
+        assert_eq!(folded[4], CommandLine::Folded(5));
+        assert_eq!(folded[5], CommandLine::More("line 10".into()));
+        assert_eq!(text.command(true).len(), 10);
+        let shown = text.text("  ~ ", 6, false);
+        assert!(shown.contains("\n      $ line 1\nline 2\n"), "{shown}");
+        assert!(text
+            .markdown(3)
+            .starts_with("3. **destructive** · on `local`: "));
+        let plain = ChangeText {
+            target: "local",
+            summary: "true",
+            shown: "true",
+            destructive: false,
+            exact: None,
+        };
+        assert_eq!(plain.head(), "on local: true");
+        assert!(plain.command(false).is_empty());
+        assert_eq!(plain.text("- ", 4, false), "- on local: true\n");
     }
 }

@@ -195,7 +195,7 @@ fn clears_under_tmp_and_a_declared_root_after_a_truthful_preview() {
         .stderr_text();
     // The script by its name, with the arguments.
     let shown = format!(
-        "delete {} (1.9 MiB, 1,101 files)\n      $ cache-delete.sh /tmp {}\n",
+        "delete {} (1.9 MiB, 1,101 files)  [deletes]\n      $ cache-delete.sh /tmp {}\n",
         inductor.display(),
         inductor.display()
     );

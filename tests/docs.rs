@@ -145,7 +145,7 @@ fn shipped_runbook_runs_by_name() {
 fn every_shipped_runbook_and_example_checks() {
     let env = Env::new();
     let mut files = Vec::new();
-    for dir in ["runbooks", "examples", "examples/fleet"] {
+    for dir in ["runbooks", "examples", "examples/fleet", "examples/slurm"] {
         for e in std::fs::read_dir(repo().join(dir)).unwrap().flatten() {
             if e.path().extension().is_some_and(|x| x == "lua") {
                 files.push(e.path());
@@ -268,4 +268,53 @@ fn every_lua_example_in_the_docs_checks() {
         failed.join("\n"),
         out.describe()
     );
+}
+
+/// The README's 30-second example does what the README's console lines say: the dry-run
+/// passes, a plan is made and applied, and `run` shows its plan (refused without a
+/// terminal) or runs with `--yes`. Its read runs in the dry-run too, where the files were
+/// only planned, so a read that cannot cope with that would fail every one of these.
+#[test]
+fn the_readme_example_runs_as_the_readme_says() {
+    let env = Env::new();
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let start = readme
+        .find("```lua\n-- demo.lua\n")
+        .expect("the demo block")
+        + 7;
+    let body = &readme[start..start + readme[start..].find("```").unwrap()];
+    let demo = env.write("demo.lua", body);
+    let dir = env.tmp.path().join("d");
+    let dir = dir.to_str().unwrap();
+    Run::new(&env, &demo)
+        .set("dir", dir)
+        .dry_run()
+        .run()
+        .assert_exit(0);
+    let plan = env.tmp.path().join("demo.json");
+    Run::cmd(&env, ["plan"])
+        .arg(&demo)
+        .args(["--set", &format!("dir={dir}"), "-o"])
+        .arg(&plan)
+        .run()
+        .assert_exit(0);
+    let asked = Run::new(&env, &demo).set("dir", dir).run();
+    asked.assert_exit(2);
+    assert!(
+        asked.stderr_str().contains("mkdir -p"),
+        "{}",
+        asked.describe()
+    );
+    let applied = Run::cmd(&env, ["apply"]).arg(&plan).arg("--yes").run();
+    applied.assert_exit(0);
+    assert!(
+        applied.stderr_str().contains("f3"),
+        "{}",
+        applied.describe()
+    );
+    Run::new(&env, &demo)
+        .set("dir", dir)
+        .yes()
+        .run()
+        .assert_exit(0);
 }

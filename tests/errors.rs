@@ -117,6 +117,15 @@ fn usage() {
     case(&env, "usage_script", &["script", "venv-biuld"], 2);
 }
 
+/// `runbook new` over a file that is there; its and `init`'s bad arguments (usage).
+#[test]
+fn file_exists() {
+    let env = scene();
+    case(&env, "file_exists_new", &["new", "ok"], 2);
+    case(&env, "usage_new_name", &["new", "../ok"], 2);
+    case(&env, "usage_init_dir", &["init", "nosuchdir"], 2);
+}
+
 #[test]
 fn no_runbook() {
     let env = scene();
@@ -233,6 +242,24 @@ fn check_failed() {
         "check_failed",
         &["check", "ok.lua", "broken.lua", "typo.lua"],
         2,
+    );
+}
+
+/// `fmt`: Lua that does not parse, settings StyLua does not take (`Error::Format`, exit
+/// 2), and `--check` finding a file to format (`Error::Unformatted`, exit 1).
+#[test]
+fn format() {
+    let env = scene();
+    case(&env, "format_bad_lua", &["fmt", "ok.lua", "broken.lua"], 2);
+    env.write("conf/stylua.toml", "indent_width = 2\ncolumn_widht = 80\n");
+    env.write("conf/a.lua", "local x = 1\n");
+    case(&env, "format_bad_settings", &["fmt", "conf/a.lua"], 2);
+    env.write("ugly.lua", "local  x=1\n");
+    case(
+        &env,
+        "unformatted",
+        &["fmt", "--check", "ugly.lua", "ok.lua"],
+        1,
     );
 }
 
@@ -610,4 +637,41 @@ fn saved_plans() {
         .into_owned();
     snap("plan_refused", &shown);
     assert!(!dir.join("made").exists(), "nothing was changed");
+}
+
+/// `runbook test`: a replies file that is wrong (exit 2), a command it has no reply for
+/// (exit 3, with the closest recorded one and the difference).
+#[test]
+fn replies() {
+    let env = scene();
+    env.write(
+        "probe.lua",
+        "runbook { name = \"probe\" }\nstep(\"s\", function() target(\"root@gpu1.invalid\"):exec({ \"nvidia-smi\", \"-L\" }) end)\n",
+    );
+    env.write(
+        "bad.jsonl",
+        "{\"runbook_replies\":1}\n{\"target\":\"local\",\"argv\":[\"true\"],\"cdoe\":0}\n",
+    );
+    env.write(
+        "other.jsonl",
+        "{\"runbook_replies\":1}\n{\"target\":\"root@gpu1.invalid\",\"argv\":[\"nvidia-smi\",\"-q\"],\"code\":0}\n",
+    );
+    case(
+        &env,
+        "replies_file",
+        &["test", "ok.lua", "--replies", "bad.jsonl"],
+        2,
+    );
+    case(
+        &env,
+        "replies_missing",
+        &["test", "ok.lua", "--replies", "nosuch.jsonl"],
+        2,
+    );
+    case(
+        &env,
+        "test_diverged",
+        &["test", "probe.lua", "--replies", "other.jsonl"],
+        3,
+    );
 }

@@ -379,6 +379,8 @@ fn sandbox_sets(env: &Env, file: &Path) -> Option<Vec<String>> {
         "examples/quickstart.lua" => sets(&[("dir", &path("quickstart"))]),
         // Its own tests below: the demo project (locally and in a container), the fleet.
         "runbooks/clean-reset.lua" | "examples/fleet/gpu-uptime.lua" => return None,
+        // Needs the real Slurm cluster: planned and applied in tests/slurm.rs.
+        "examples/slurm/clean-reset.lua" => return None,
         other => panic!("{other}: a runbook tests/plan.rs does not plan and apply yet; add it"),
     })
 }

@@ -449,6 +449,29 @@ fn missing_uv_is_a_clear_error() {
         build.contains(&format!("{}/.local/bin/uv", home.display())),
         "{build}"
     );
+
+    // The torch wheel index holds no uv: pip searches it besides the default index, the
+    // build (uv) searches it instead of the default one.
+    let torch = "https://download.pytorch.org/whl/cu128";
+    let out = run(
+        &["--dry-run"],
+        Some(&format!(
+            r#"packages = {{ "torch==2.11.0" }}, index_url = "{torch}", install_uv = true"#
+        )),
+    );
+    out.assert_exit(0);
+    let planned = out.of_kind("action_planned");
+    let install = planned[0]["command"].as_str().unwrap();
+    assert!(
+        install.contains(&format!("--extra-index-url {torch} "))
+            && !install.contains("--index-url "),
+        "{install}"
+    );
+    let build = planned[1]["command"].as_str().unwrap();
+    assert!(
+        build.contains(&format!("--index-url {torch} torch==2.11.0")),
+        "{build}"
+    );
 }
 
 #[test]

@@ -5,7 +5,7 @@ runbook {
   name = "gpu-uptime",
   description = "Uptime of every node in a group, and the OS of the training container",
   params = {
-    group     = { default = "nodes", help = "inventory group to visit" },
+    group = { default = "nodes", help = "inventory group to visit" },
     container = { default = "trainer", help = "inventory name of the training container" },
   },
 }
@@ -23,6 +23,6 @@ end)
 
 step("training container", function()
   local ct = target(params.container)
-  local r = ct:exec({ "sh", "-c", ". /etc/os-release && echo \"$PRETTY_NAME\"" }, { read_only = true })
+  local r = ct:exec({ "sh", "-c", '. /etc/os-release && echo "$PRETTY_NAME"' }, { read_only = true })
   log.info(ct.name .. " runs " .. text.trim(r.stdout))
 end)

@@ -2,11 +2,15 @@
 
 mod apply;
 mod docs;
+mod fmt;
 mod history;
+mod init;
 mod inspect;
+mod new;
 mod plan;
 mod run;
 mod script;
+mod test;
 
 use crate::cli::{Cli, Command, RemoteArgs};
 use crate::error::{Error, Result};
@@ -20,13 +24,15 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
     let (verbose, quiet) = (cli.verbose, cli.quiet);
     match cli.command {
         Command::Run(args) => run::run(args, verbose, quiet).await,
-        Command::Plan(args) => plan::plan(args, quiet).await,
+        Command::Plan(args) => plan::plan(args, verbose, quiet).await,
         Command::Apply(args) => apply::apply(args, verbose, quiet).await,
+        Command::Test(args) => test::test(args, verbose, quiet).await,
         Command::Check {
             files,
             sets,
             remote,
         } => inspect::check(&files, sets, remote_settings(&remote)?).await,
+        Command::Fmt { paths, check } => fmt::fmt(&paths, check),
         Command::List { dir } => inspect::list(dir, remote_settings(&RemoteArgs::default())?),
         Command::Show { file, remote } => inspect::show(&file, remote_settings(&remote)?),
         Command::History { limit, state_dir } => history::history(limit, state_dir),
@@ -40,6 +46,8 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
             topic, markdown, ..
         } => docs::docs(topic.as_deref(), markdown),
         Command::Script { name } => script::script(name.as_deref()),
+        Command::Init { dir } => init::init(dir.as_deref()),
+        Command::New { name, target, dir } => new::new(&name, target, dir.as_deref()),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(
@@ -79,5 +87,6 @@ pub fn remote_settings(args: &RemoteArgs) -> Result<RemoteSettings> {
         },
         inventory,
         lock_wait: std::time::Duration::ZERO,
+        replies: None,
     })
 }

@@ -8,9 +8,9 @@ use crate::{source, state};
 use std::io::Write;
 use std::path::Path;
 
-pub async fn plan(args: PlanArgs, quiet: bool) -> Result<()> {
+pub async fn plan(args: PlanArgs, verbose: bool, quiet: bool) -> Result<()> {
     if args.file.ends_with(".json") {
-        return show_saved(args);
+        return show_saved(args, verbose);
     }
     let source = source::locate(&args.file)?;
     let remote = super::remote_settings(&args.remote)?;
@@ -40,17 +40,20 @@ pub async fn plan(args: PlanArgs, quiet: bool) -> Result<()> {
         None => PlanFormat::Text,
     });
     let Some(out) = args.output else {
-        print!("{}", rendered(&plan, format, None));
+        print!("{}", rendered(&plan, format, None, verbose));
         return Ok(());
     };
-    let text = rendered(&plan, format, None);
+    let text = rendered(&plan, format, None, verbose);
     write_new(&out, text.as_bytes())?;
     let shown = out.display().to_string();
     let sha = crate::plan::file_sha256(text.as_bytes());
     if !quiet {
         match format {
             PlanFormat::Json => {
-                print!("{}", plan.render(Style::Text, Some((&shown, &sha))));
+                print!(
+                    "{}",
+                    plan.render(Style::Text, Some((&shown, &sha)), verbose)
+                );
                 eprintln!(
                     "plan saved to {shown}; the Markdown of this very plan, for a review: runbook plan {shown} --format md"
                 );
@@ -61,17 +64,18 @@ pub async fn plan(args: PlanArgs, quiet: bool) -> Result<()> {
     Ok(())
 }
 
-fn rendered(plan: &Plan, format: PlanFormat, saved: Option<(&str, &str)>) -> String {
+/// `whole`: long scripts unfolded in text (`-v`).
+fn rendered(plan: &Plan, format: PlanFormat, saved: Option<(&str, &str)>, whole: bool) -> String {
     match format {
         PlanFormat::Json => plan.to_json(),
-        PlanFormat::Text => plan.render(Style::Text, saved),
-        PlanFormat::Md => plan.render(Style::Markdown, saved),
+        PlanFormat::Text => plan.render(Style::Text, saved, whole),
+        PlanFormat::Md => plan.render(Style::Markdown, saved, whole),
     }
 }
 
 /// `runbook plan PLAN.json [--format text|md] [-o FILE]`: a saved plan, shown (nothing is
 /// planned again: the reviewer reads the very plan `apply` will hold the run to).
-fn show_saved(args: PlanArgs) -> Result<()> {
+fn show_saved(args: PlanArgs, verbose: bool) -> Result<()> {
     if !args.sets.is_empty() || args.offline {
         return Err(Error::Usage(format!(
             "{}: a saved plan is shown as it is; --set and --offline are for making one (runbook plan RUNBOOK …)",
@@ -84,7 +88,7 @@ fn show_saved(args: PlanArgs) -> Result<()> {
     let plan = Plan::parse(&text, &args.file).map_err(Error::PlanFile)?;
     let sha = crate::plan::file_sha256(&bytes);
     let format = args.format.unwrap_or(PlanFormat::Text);
-    let out = rendered(&plan, format, Some((&args.file, &sha)));
+    let out = rendered(&plan, format, Some((&args.file, &sha)), verbose);
     match args.output {
         None => print!("{out}"),
         Some(path) => write_new(&path, out.as_bytes())?,

@@ -3,9 +3,11 @@
 use crate::cli::RunArgs;
 use crate::ctx::Mode;
 use crate::engine::{self, RunRequest};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::sinks::terminal::TerminalOptions;
+use crate::targets::replies::Replies;
 use crate::{source, state};
+use std::rc::Rc;
 
 pub async fn run(args: RunArgs, verbose: bool, quiet: bool) -> Result<()> {
     let source = source::locate(&args.file)?;
@@ -14,7 +16,12 @@ pub async fn run(args: RunArgs, verbose: bool, quiet: bool) -> Result<()> {
         (true, false) => Mode::DryRun,
         (true, true) => Mode::Offline,
     };
-    engine::run(RunRequest {
+    let replies = args
+        .save_replies
+        .as_ref()
+        .map(|_| Rc::new(Replies::recorder(super::test::scripts())));
+    let label = source.label.clone();
+    let ran = engine::run(RunRequest {
         source,
         mode,
         sets: args.sets,
@@ -33,8 +40,36 @@ pub async fn run(args: RunArgs, verbose: bool, quiet: bool) -> Result<()> {
             let mut r = super::remote_settings(&args.remote)?;
             r.lock_wait = args.limits.lock_wait;
             r.ssh.keep = args.limits.keep_connections.or(r.ssh.keep);
+            r.replies = replies.clone();
             r
         },
     })
-    .await
+    .await;
+    // Saved once the run ran, failed or not (a failure is worth testing); not when it was
+    // refused before it started, which would replace a good file with an empty one.
+    let (Some(path), Some(replies)) = (&args.save_replies, replies) else {
+        return ran;
+    };
+    if ran.as_ref().err().is_some_and(|e| !e.after_run()) {
+        return ran;
+    }
+    match replies.save(path, &label) {
+        Ok(()) => {
+            if !quiet && !args.json {
+                eprintln!(
+                    "saved {} repl{} to {}",
+                    replies.count(),
+                    if replies.count() == 1 { "y" } else { "ies" },
+                    path.display()
+                );
+            }
+            ran
+        }
+        // The run's own failure says more; the file's is said beside it.
+        Err(e) if ran.is_err() => {
+            eprintln!("error: --save-replies {}: {e}", path.display());
+            ran
+        }
+        Err(e) => Err(Error::io(path, e)),
+    }
 }

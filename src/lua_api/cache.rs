@@ -89,6 +89,21 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 ///   cache.clear(box, "/tmp/my-run-cache", { keep = true })
 /// end)
 /// ```
+/// ---@param t runbook.Target
+/// ---@param paths runbook.Paths
+/// ---@param opts? runbook.CacheClearOptions
+/// ---@return runbook.Cleared[]
+/// ---@class runbook.Cleared
+/// ---@field path string the path as given
+/// ---@field resolved? string the path as resolved on the target (nil with `--offline`)
+/// ---@field existed? boolean whether it existed (nil with `--offline`)
+/// ---@field bytes integer its size, as `cache.size` measures it
+/// ---@field files integer how many files it held
+/// ---@field changed boolean whether it was (or in a dry-run would be) deleted or kept aside
+/// ---@field kept_as? string where `keep = true` moved it
+/// ---@field pruned string[] the older kept copies deleted
+/// ---@field pruned_bytes integer what they held
+/// ---@field planned boolean a dry-run: nothing was changed
 async fn clear(lua: Lua, (t, paths, opts): (Value, Value, Option<Table>)) -> mlua::Result<Value> {
     let (ctx, target, paths) = prepare(&lua, "cache.clear", t, paths)?;
     let given: ClearOptions = options::read(&lua, "cache.clear()", opts)?;
@@ -126,6 +141,15 @@ async fn clear(lua: Lua, (t, paths, opts): (Value, Value, Option<Table>)) -> mlu
 ///   cache.restore(box, "/tmp/torchinductor_root", { force = true })
 /// end)
 /// ```
+/// ---@param t runbook.Target
+/// ---@param paths runbook.Paths
+/// ---@param opts? runbook.CacheRestoreOptions
+/// ---@return runbook.CacheRestored[]
+/// ---@class runbook.CacheRestored
+/// ---@field path string the path as given
+/// ---@field restored_from? string the kept copy put back
+/// ---@field changed boolean whether a copy was (or in a dry-run would be) put back
+/// ---@field planned boolean a dry-run: nothing was changed
 async fn restore(lua: Lua, (t, paths, opts): (Value, Value, Option<Table>)) -> mlua::Result<Value> {
     let (ctx, target, paths) = prepare(&lua, "cache.restore", t, paths)?;
     let o: RestoreOptions = options::read(&lua, "cache.restore()", opts)?;
@@ -150,6 +174,16 @@ async fn restore(lua: Lua, (t, paths, opts): (Value, Value, Option<Table>)) -> m
 ///   log.info(("%s: %d bytes in %d files"):format(s.path, s.bytes, s.files))
 /// end
 /// ```
+/// ---@param t runbook.Target
+/// ---@param paths runbook.Paths
+/// ---@return runbook.CacheSize[]
+/// ---@class runbook.CacheSize
+/// ---@field path string the path as given
+/// ---@field resolved? string the path as resolved on the target (nil with `--offline`)
+/// ---@field existed? boolean whether it exists (nil with `--offline`)
+/// ---@field bytes integer the apparent size of its regular files
+/// ---@field files integer how many regular files it holds
+/// ---@field planned boolean `--offline`: nothing was looked at
 async fn size(lua: Lua, (t, paths): (Value, Value)) -> mlua::Result<Value> {
     let (ctx, target, paths) = prepare(&lua, "cache.size", t, paths)?;
     let step = step_for(&lua, &ctx, &target);

@@ -19,6 +19,8 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// local r = here:exec({ "sh", "-c", "ls /srv/data | wc -l" }, { read_only = true })
 /// if tonumber(r.stdout) < 3 then fail("expected at least 3 files") end
 /// ```
+/// ---@param message string
+/// ---@return never
 fn fail(lua: &Lua, msg: Value) -> mlua::Result<()> {
     let text = match msg {
         Value::String(s) => s.to_string_lossy(),
@@ -38,6 +40,9 @@ fn fail(lua: &Lua, msg: Value) -> mlua::Result<()> {
 /// ```lua
 /// local token = secret(params.prefix .. "-" .. params.suffix)
 /// ```
+/// ---@generic V
+/// ---@param value V
+/// ---@return V
 fn secret(lua: &Lua, value: mlua::LuaString) -> mlua::Result<mlua::LuaString> {
     let what = format!("the value passed to secret() at {}", super::location(lua));
     ctx(lua).bus.add_secret(&value.to_string_lossy(), &what);
@@ -48,6 +53,7 @@ fn secret(lua: &Lua, value: mlua::LuaString) -> mlua::Result<mlua::LuaString> {
 ///
 /// Waits, e.g. `sleep("2s")` or `sleep(0.5)`, up to 365 days (`sleep(0)` returns at
 /// once); Ctrl-C and the step's timeout end the wait.
+/// ---@param duration runbook.Duration
 async fn sleep(lua: Lua, d: Value) -> mlua::Result<()> {
     let ctx = require_running(&lua, "sleep()")?;
     let Some(d) = duration_value(&lua, d, "sleep()")? else {

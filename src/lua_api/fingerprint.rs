@@ -47,6 +47,23 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// local now = fingerprint.take(node, { venv = "/opt/venv", repo = "/root/dflash",
 ///                                      caches = torch.caches(node, { user = "root" }) })
 /// ```
+/// ---@param t runbook.Target
+/// ---@param opts runbook.FingerprintTakeOptions
+/// ---@return runbook.Fingerprint
+/// ---@class runbook.Fingerprint
+/// ---@field target string the target it describes
+/// ---@field taken_at string when, in UTC (RFC 3339)
+/// ---@field python? string
+/// ---@field torch? string
+/// ---@field cuda? string
+/// ---@field driver? string the GPU driver version
+/// ---@field gpus string[] the GPU names
+/// ---@field packages table<string, string> name → version, every installed package
+/// ---@field packages_hash? string
+/// ---@field git_head? string the HEAD of `repo`
+/// ---@field git_dirty string[] the dirty files of `repo`
+/// ---@field caches table<string, { bytes: integer, files: integer }> path → size, for each cache that exists
+/// ---@field planned boolean `--offline`: nothing was looked at
 async fn take(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Value> {
     let ctx = require_running(&lua, "fingerprint.take()")?;
     let target = target_arg(&lua, &t, "fingerprint.take")?;
@@ -88,6 +105,8 @@ fn state_dir(lua: &Lua) -> mlua::Result<std::path::PathBuf> {
 /// ```lua
 /// fingerprint.save("dflash-known-good", fingerprint.take(node, { venv = "/opt/venv" }))
 /// ```
+/// ---@param name string
+/// ---@param fp runbook.Fingerprint
 fn save(lua: &Lua, (name, fp): (Value, Value)) -> mlua::Result<()> {
     let ctx = require_running(lua, "fingerprint.save()")?;
     let name = string_value(lua, name, "fingerprint.save(): name")?.unwrap_or_default();
@@ -113,6 +132,8 @@ fn save(lua: &Lua, (name, fp): (Value, Value)) -> mlua::Result<()> {
 /// Lua: fingerprint.load(name) -> fp or nil
 ///
 /// The fingerprint saved under `name`, or nil when there is none yet.
+/// ---@param name string
+/// ---@return runbook.Fingerprint?
 fn load(lua: &Lua, name: Value) -> mlua::Result<Value> {
     let name = string_value(lua, name, "fingerprint.load(): name")?.unwrap_or_default();
     match fingerprint::load(&state_dir(lua)?, &name)
@@ -138,6 +159,13 @@ fn load(lua: &Lua, name: Value) -> mlua::Result<Value> {
 ///   end
 /// end
 /// ```
+/// ---@param a runbook.Fingerprint
+/// ---@param b runbook.Fingerprint
+/// ---@return runbook.FingerprintChange[]
+/// ---@class runbook.FingerprintChange
+/// ---@field what string what changed (`torch`, `package numpy`, …)
+/// ---@field before? string
+/// ---@field after? string
 fn diff(lua: &Lua, (a, b): (Value, Value)) -> mlua::Result<Value> {
     let a = from_lua(lua, a, "fingerprint.diff(): first argument")?;
     let b = from_lua(lua, b, "fingerprint.diff(): second argument")?;

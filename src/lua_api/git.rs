@@ -68,6 +68,14 @@ fn repo_arg(lua: &Lua, v: Value, what: &str) -> mlua::Result<String> {
 /// log.info("restored " .. #r.files .. " files to " .. r.rev)
 /// git.restore(box, { repo = "/root/dflash", paths = { "dflash_model.py", "configs/" } })
 /// ```
+/// ---@param t runbook.Target
+/// ---@param opts runbook.GitRestoreOptions
+/// ---@return runbook.GitRestored
+/// ---@class runbook.GitRestored
+/// ---@field rev string the full commit id
+/// ---@field files string[] the paths put back, relative to `repo`
+/// ---@field changed boolean whether any file was (or in a dry-run would be) put back
+/// ---@field planned boolean a dry-run: nothing was changed
 async fn restore(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Value> {
     const WHAT: &str = "git.restore()";
     let ctx = require_running(&lua, WHAT)?;
@@ -104,6 +112,15 @@ async fn restore(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Va
 /// local h = git.head(box, "/root/dflash")
 /// log.info(h.short .. " on " .. (h.branch or "detached HEAD") .. ": " .. h.subject)
 /// ```
+/// ---@param t runbook.Target
+/// ---@param repo string
+/// ---@return runbook.GitHead
+/// ---@class runbook.GitHead
+/// ---@field rev string the full commit id
+/// ---@field short string the short commit id
+/// ---@field branch? string the branch (nil when HEAD is detached)
+/// ---@field subject string the subject line
+/// ---@field planned? boolean `--offline`: nothing was looked at
 async fn head(lua: Lua, (t, repo): (Value, Value)) -> mlua::Result<Value> {
     let ctx = require_running(&lua, "git.head()")?;
     let target = target_arg(&lua, &t, "git.head")?;
@@ -128,6 +145,17 @@ async fn head(lua: Lua, (t, repo): (Value, Value)) -> mlua::Result<Value> {
 ///   for _, f in ipairs(s.files) do log.warn(f.status .. " " .. f.path) end
 /// end
 /// ```
+/// ---@param t runbook.Target
+/// ---@param repo string
+/// ---@return runbook.GitStatus
+/// ---@class runbook.GitStatus
+/// ---@field clean boolean nothing is listed
+/// ---@field files runbook.GitStatusEntry[]
+/// ---@field planned? boolean `--offline`: nothing was looked at
+/// ---@class runbook.GitStatusEntry
+/// ---@field path string relative to the top level
+/// ---@field status string the two-letter `XY` status
+/// ---@field from? string the old path of a rename or copy
 async fn status(lua: Lua, (t, repo): (Value, Value)) -> mlua::Result<Value> {
     let ctx = require_running(&lua, "git.status()")?;
     let target = target_arg(&lua, &t, "git.status")?;

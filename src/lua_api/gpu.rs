@@ -49,6 +49,24 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 ///     g.index, g.name, g.memory_used_mib or 0, g.memory_total_mib or 0, #g.processes))
 /// end
 /// ```
+/// ---@param t runbook.Target
+/// ---@return runbook.Gpus
+/// ---@class runbook.Gpus: runbook.Gpu[]
+/// ---@field planned? boolean `--offline`: nothing was looked at
+/// ---@class runbook.Gpu
+/// ---@field index? integer
+/// ---@field uuid? string
+/// ---@field name? string
+/// ---@field memory_total_mib? integer
+/// ---@field memory_used_mib? integer
+/// ---@field utilization_pct? integer
+/// ---@field temperature_c? integer
+/// ---@field driver_version? string
+/// ---@field processes runbook.GpuProcess[] its compute processes
+/// ---@class runbook.GpuProcess
+/// ---@field pid? integer
+/// ---@field name? string
+/// ---@field used_memory_mib? integer
 async fn probe(lua: Lua, t: Value) -> mlua::Result<Value> {
     let ctx = require_running(&lua, "gpu.probe()")?;
     let target = target_arg(&lua, &t, "gpu.probe")?;
@@ -76,6 +94,9 @@ async fn probe(lua: Lua, t: Value) -> mlua::Result<Value> {
 ///   gpu.require(box, { count = 8, idle = true, min_free_mib = 130000, name = "H200" })
 /// end)
 /// ```
+/// ---@param t runbook.Target
+/// ---@param opts runbook.GpuRequireOptions
+/// ---@return runbook.Gpus
 async fn require(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Value> {
     let ctx = require_running(&lua, "gpu.require()")?;
     let target = target_arg(&lua, &t, "gpu.require")?;

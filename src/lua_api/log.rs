@@ -34,6 +34,7 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// local r = here:exec({ "ls", params.dir }, { read_only = true })
 /// log.info("files:", r.stdout)
 /// ```
+/// ---@param ... any
 fn emit(lua: &Lua, level: Level, args: Variadic<Value>) -> mlua::Result<()> {
     let ctx = ctx(lua);
     let mut parts = Vec::with_capacity(args.len());

@@ -16,6 +16,7 @@ pub mod options;
 pub mod parallel;
 pub mod proc;
 pub mod runbook;
+pub mod slurm;
 pub mod step;
 pub mod target;
 pub mod venv;
@@ -35,6 +36,7 @@ pub fn register_all(lua: &Lua) -> mlua::Result<()> {
     runbook::register(lua)?;
     step::register(lua)?;
     target::register(lua)?;
+    slurm::register(lua)?;
     log::register(lua)?;
     parallel::register(lua)?;
     control::register(lua)?;

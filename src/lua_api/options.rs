@@ -509,6 +509,7 @@ const DURATION: &str = "a duration like \"30s\" or a number of seconds";
 /// A duration given as a string (`"30s"`) or a number of seconds, checked against
 /// `duration::MAX` (a negative, NaN, infinite or too long one is an error). 0 stays 0:
 /// for a wait (`sleep`, `delay`) that means no wait. nil is `None`.
+/// ---@alias runbook.Duration string|number A duration: `"30s"`, `"10m"`, `"1h30m"`, `"250ms"`, or a number of seconds.
 pub fn duration_of(v: &Value) -> Result<Option<Duration>, Error> {
     match v {
         Value::Nil => return Ok(None),
@@ -566,6 +567,7 @@ pub fn whole_of(v: &Value, min: i64, max: i64) -> Result<Option<i64>, Error> {
 /// entries (`torch.caches()` names them `inductor`, …), but any other key is an error
 /// rather than silently ignored (an option in the wrong table, `{ "/tmp/x", keep = true }`).
 /// An empty list is `Some([])`: whether that is allowed is the caller's rule.
+/// ---@alias runbook.Paths string|string[]|table<integer|string, string> One path or a list of them (absolute or `~/…`), whose entries may also be named.
 pub fn paths_of(v: &Value) -> Result<Option<Vec<String>>, Error> {
     let wrong = |got: &str| {
         Error::text(format!(
@@ -601,6 +603,7 @@ pub fn paths_of(v: &Value) -> Result<Option<Vec<String>>, Error> {
 
 /// `{ NAME = "value", … }` (or nil) as sorted pairs, for a command's environment.
 /// Values keep their exact bytes (not only UTF-8), as argv words and stdin do.
+/// ---@alias runbook.Env table<string, string|number> Environment variables, `{ NAME = "value", … }`.
 pub fn env_of(v: &Value) -> Result<Vec<(String, OsString)>, Error> {
     let t = match v {
         Value::Nil => return Ok(Vec::new()),
@@ -642,6 +645,7 @@ pub fn env_of(v: &Value) -> Result<Vec<(String, OsString)>, Error> {
 
 /// The words of a plain Lua list (numbers converted), e.g. an argv: no holes and no
 /// named keys, every word a string, kept byte for byte.
+/// ---@alias runbook.Words (string|number)[] A list of words, e.g. an argv: `{ "ls", "-l", dir }` (numbers are converted).
 pub fn words_of(t: &Table) -> Result<Vec<OsString>, Error> {
     let len = t.raw_len();
     let mut words = Vec::with_capacity(len);
@@ -778,7 +782,7 @@ pub fn yes() -> bool {
 mod tests {
     use super::*;
     use crate::lua_api::{cache, fingerprint, git, gpu, parallel, proc, runbook, step, target};
-    use crate::lua_api::{venv, warmup};
+    use crate::lua_api::{slurm, venv, warmup};
 
     /// The option names an options struct takes, as serde reads them (renames applied).
     fn fields_of<T: DeserializeOwned>() -> &'static [&'static str] {
@@ -842,6 +846,7 @@ mod tests {
             entry::<gpu::RequireOptions>(),
             entry::<fingerprint::TakeOptions>(),
             entry::<target::SshOptions>(),
+            entry::<slurm::SlurmOptions>(),
             entry::<target::LxcOptions>(),
             entry::<target::EngineOptions>(),
             entry::<target::KubeOptions>(),

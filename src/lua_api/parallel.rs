@@ -40,6 +40,11 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 ///   parallel(targets("gpu"), function(t) t:exec({ "uptime" }, { read_only = true }) end, { limit = 8 })
 /// end)
 /// ```
+/// ---@generic I, R
+/// ---@param items I[]
+/// ---@param fn fun(item: I): R
+/// ---@param opts? runbook.ParallelOptions
+/// ---@return R[]
 async fn parallel(
     lua: Lua,
     (items, func, opts): (Value, Value, Option<Table>),

@@ -23,6 +23,7 @@ use std::time::Duration;
 pub struct SpawnOptions {
     /// `cmd` (required): the command, a list of words and no shell (`{ "sh", "-c", "…" }`
     /// for one);
+    /// ---@type runbook.Words
     cmd: Option<LuaValue>,
     /// `log` (required): the file its stdout and stderr are appended to; best absolute: a
     /// relative one is relative to `cwd`, else to where commands start on `t` (the home
@@ -59,6 +60,7 @@ pub struct WaitOptions {
     #[serde(default)]
     from_start: bool,
     /// `since = job` (the result of `proc.spawn`): the lines that job wrote count.
+    /// ---@type runbook.ProcJob
     since: Option<LuaValue>,
 }
 
@@ -69,6 +71,7 @@ pub struct StopOptions {
     /// `name`: the job, by the name `proc.spawn` gave it;
     name: Option<String>,
     /// `pid`: any process, by its id, instead of a `name`;
+    /// ---@type integer
     pid: Option<LuaValue>,
     /// `timeout` (default `"30s"`): how long it has to exit after SIGTERM before SIGKILL;
     /// 0 means no timeout, as everywhere: it waits for the job to exit on SIGTERM (until
@@ -140,6 +143,16 @@ fn argv_value(lua: &Lua, v: Value, what: &str) -> mlua::Result<Vec<OsString>> {
 ///                               env = { CUDA_VISIBLE_DEVICES = "0" } })
 /// log.info("training as pid " .. tostring(job.pid))
 /// ```
+/// ---@param t runbook.Target
+/// ---@param opts runbook.ProcSpawnOptions
+/// ---@return runbook.ProcJob
+/// ---@class runbook.ProcJob
+/// ---@field pid? integer nil in a dry-run
+/// ---@field name string
+/// ---@field log string
+/// ---@field pid_file? string
+/// ---@field log_offset? integer the size of the log before the job started
+/// ---@field planned boolean a dry-run: nothing was started
 async fn spawn(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Value> {
     const WHAT: &str = "proc.spawn()";
     let ctx = require_running(&lua, WHAT)?;
@@ -196,6 +209,14 @@ async fn spawn(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Valu
 ///                                timeout = "15m" })
 /// if not m.planned and tonumber(m[1]) < 20 then fail("slow: " .. m.line) end
 /// ```
+/// ---@param t runbook.Target
+/// ---@param opts runbook.ProcWaitOptions
+/// ---@return runbook.ProcMatch
+/// ---@class runbook.ProcMatch
+/// ---@field line? string the matching line (nil in a dry-run)
+/// ---@field captures? table<integer|string, string|false> its groups, by number and name
+/// ---@field planned boolean a dry-run: nothing was waited for
+/// ---@field [integer] string|false the groups, also as the result's own fields
 async fn wait_for(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Table> {
     const WHAT: &str = "proc.wait_for()";
     let ctx = require_running(&lua, WHAT)?;
@@ -290,6 +311,14 @@ async fn wait_for(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<T
 /// local s = proc.stop(box, { name = "train", timeout = "1m" })
 /// if s.killed then log.warn("train ignored SIGTERM; killed") end
 /// ```
+/// ---@param t runbook.Target
+/// ---@param opts runbook.ProcStopOptions
+/// ---@return runbook.ProcStopped
+/// ---@class runbook.ProcStopped
+/// ---@field pid? integer
+/// ---@field was_running boolean
+/// ---@field killed boolean it ignored SIGTERM and got SIGKILL
+/// ---@field planned boolean a dry-run: nothing was stopped
 async fn stop(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Value> {
     const WHAT: &str = "proc.stop()";
     let ctx = require_running(&lua, WHAT)?;

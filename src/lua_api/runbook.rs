@@ -17,6 +17,7 @@ pub struct HeaderOptions {
     description: Option<String>,
     /// `params` (a table of `NAME = { … }`): the parameters it takes, by name (letters,
     /// digits and `_`);
+    /// ---@type table<string, runbook.RunbookParamOptions>
     params: Option<LuaValue>,
     /// `cache_roots`: directories under which `cache.clear` may delete (a path or a list
     /// of paths, as `cache.clear` takes them; absolute or `~/…`).
@@ -29,9 +30,11 @@ pub struct HeaderOptions {
 #[serde(deny_unknown_fields)]
 pub struct ParamOptions {
     /// `type`: one of `string` (default), `integer`, `number`, `boolean`, `path`;
+    /// ---@type "string"|"integer"|"number"|"boolean"|"path"
     #[serde(rename = "type")]
     ty: Option<String>,
     /// `default`: its value when none is given, of its type;
+    /// ---@type string|number|boolean
     default: Option<LuaValue>,
     /// `required = true`: with no value, the run stops before anything happens (exit 2);
     #[serde(default)]
@@ -42,6 +45,7 @@ pub struct ParamOptions {
     #[serde(default)]
     secret: bool,
     /// `choices` (a list): the values it may take; `default` must be one of them.
+    /// ---@type (string|number|boolean)[]
     choices: Option<LuaValue>,
 }
 
@@ -71,6 +75,8 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 ///   },
 /// }
 /// ```
+/// ---@param header runbook.RunbookHeaderOptions
+/// ---@global params table<string, any> The runbook's params, by name (read-only; reading an undeclared name is an error).
 fn declare(lua: &Lua, decl: Value) -> mlua::Result<()> {
     let ctx = ctx(lua);
     if ctx.phase.get() != Phase::Declaring {

@@ -22,6 +22,7 @@ pub struct DeclareOptions {
     #[serde(default, deserialize_with = "options::timeout")]
     timeout: Option<Duration>,
     /// `when` (function returning a boolean): false skips the step;
+    /// ---@type fun(): boolean
     #[serde(default, deserialize_with = "options::function")]
     when: Option<mlua::Function>,
     /// `always` (boolean): runs even after an earlier failure or Ctrl-C, like `finally`;
@@ -47,6 +48,10 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// end)
 /// step("clean up", { always = true }, function() here:exec({ "rm", "-rf", "--", params.dir }) end)
 /// ```
+/// ---@param name string
+/// ---@param opts runbook.StepDeclareOptions
+/// ---@param fn fun()
+/// ---@overload fun(name: string, fn: fun())
 fn declare(lua: &Lua, args: Variadic<Value>) -> mlua::Result<()> {
     let ctx = ctx(lua);
     if ctx.phase.get() != Phase::Declaring {

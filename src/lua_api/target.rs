@@ -4,7 +4,7 @@ use super::options::{self, Whole};
 use super::{ctx, err_at, location, require_running, string_value, word_list};
 use crate::actions::Effect;
 use crate::primitives::{Cmd, Ran, Step};
-use crate::targets::registry::expand_home;
+use crate::targets::registry::{expand_home, Member};
 use crate::targets::ssh::SshSpec;
 use crate::targets::{Container, ExecRequest, Target};
 use mlua::{Lua, Table, UserData, UserDataMethods, UserDataRef, Value};
@@ -104,7 +104,7 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
     let g = lua.globals();
     g.raw_set("target", lua.create_function(target)?)?;
     g.raw_set("ssh", lua.create_function(ssh)?)?;
-    g.raw_set("targets", lua.create_function(targets)?)
+    g.raw_set("targets", lua.create_async_function(targets)?)
 }
 
 /// Lua: target(name) -> target
@@ -121,6 +121,10 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// local node = target("root@gpu-node-1.example")
 /// local trainer = target("trainer")   -- from inventory.toml
 /// ```
+/// ---@param name string
+/// ---@return runbook.Target
+/// ---@class runbook.Target
+/// ---@field name string the name messages give it (`node1/ct200` for a container on `node1`)
 fn target(lua: &Lua, name: Value) -> mlua::Result<TargetHandle> {
     let Some(name) = string_value(lua, name, "target()")? else {
         return Err(err_at(
@@ -163,6 +167,9 @@ pub struct SshOptions {
 ///                                           identity = "~/.ssh/id_ed25519",
 ///                                           jump = "bastion.example", connect_timeout = "10s" })
 /// ```
+/// ---@param host string
+/// ---@param opts? runbook.TargetSshOptions
+/// ---@return runbook.Target
 fn ssh(lua: &Lua, (host, opts): (Value, Option<Table>)) -> mlua::Result<TargetHandle> {
     let Some(host) = string_value(lua, host, "ssh()")? else {
         return Err(err_at(
@@ -195,22 +202,50 @@ fn ssh(lua: &Lua, (host, opts): (Value, Option<Table>)) -> mlua::Result<TargetHa
 
 /// Lua: targets(group) -> { target, … }
 ///
-/// The hosts of an inventory group, in the inventory's order, e.g. for `parallel`.
+/// The hosts of an inventory group, in the inventory's order, e.g. for `parallel`; or
+/// the nodes of a Slurm selection, one target each, listed by the scheduler when called
+/// (inside a step): `targets("slurm:partition=gpu")` (`sinfo`),
+/// `targets("slurm:job=4242")` (the nodes of a running job, each target in that job:
+/// `squeue`), `targets("slurm:nodes=gpu[01-64]")` (`scontrol show hostnames`); settings
+/// join with `&` (`slurm:nodes=gpu[01-08]&job=4242`, `…&immediate=30s`). An inventory
+/// group may list Slurm selections and targets among its members. `parallel` over nodes
+/// of one job or partition running the same command launches it once for all of them
+/// (`srun --nodelist=a,b,… --ntasks-per-node=1`), each node's output and exit code
+/// its own.
 ///
 /// ```lua
 /// parallel(targets("gpu"), function(t) t:exec({ "uptime" }) end, { limit = 8 })
 /// ```
-fn targets(lua: &Lua, group: Value) -> mlua::Result<Table> {
-    let Some(group) = string_value(lua, group, "targets()")? else {
+/// ---@param group string
+/// ---@return runbook.Target[]
+async fn targets(lua: Lua, group: Value) -> mlua::Result<Table> {
+    let Some(group) = string_value(&lua, group, "targets()")? else {
         return Err(err_at(
-            lua,
-            "targets(): give a group name from the inventory",
+            &lua,
+            "targets(): give a group name from the inventory, or a Slurm selection (\"slurm:partition=gpu\")",
         ));
     };
-    let members = ctx(lua).targets.group(&group).map_err(|e| err_at(lua, e))?;
+    let what = format!("targets(\"{group}\")");
     let list = lua.create_table()?;
-    for (_, t) in members {
-        list.raw_push(TargetHandle(t))?;
+    if let Some(sel) = group.strip_prefix("slurm:") {
+        for t in super::slurm::select(&lua, &what, sel).await? {
+            list.raw_push(t)?;
+        }
+        return Ok(list);
+    }
+    let members = ctx(&lua)
+        .targets
+        .group(&group)
+        .map_err(|e| err_at(&lua, e))?;
+    for member in members {
+        match member {
+            Member::Target(t) => list.raw_push(TargetHandle(t))?,
+            Member::Slurm(sel) => {
+                for t in super::slurm::select(&lua, &what, &sel).await? {
+                    list.raw_push(t)?;
+                }
+            }
+        }
     }
     Ok(list)
 }
@@ -225,6 +260,8 @@ fn targets(lua: &Lua, group: Value) -> mlua::Result<Table> {
 /// local box = target("root@pve1.example"):pct(200)
 /// box:exec({ "nvidia-smi", "-L" })
 /// ```
+/// ---@param ctid integer|string
+/// ---@return runbook.Target
 fn pct(lua: &Lua, this: &TargetHandle, ctid: Value) -> mlua::Result<TargetHandle> {
     let parsed = match &ctid {
         Value::Integer(n) => u32::try_from(*n).ok(),
@@ -288,6 +325,9 @@ pub struct LxcOptions {
 /// local web = target("root@host.example"):lxc("web")
 /// web:exec({ "nginx", "-t" }, { read_only = true })
 /// ```
+/// ---@param name string
+/// ---@param opts? runbook.TargetLxcOptions
+/// ---@return runbook.Target
 fn lxc(
     lua: &Lua,
     this: &TargetHandle,
@@ -327,6 +367,9 @@ pub struct EngineOptions {
 /// local trainer = target("root@gpu-node-1.example"):docker("trainer", { user = "app" })
 /// trainer:exec({ "python3", "-c", "import torch; print(torch.__version__)" }, { read_only = true })
 /// ```
+/// ---@param name string
+/// ---@param opts? runbook.TargetEngineOptions
+/// ---@return runbook.Target
 fn docker(
     lua: &Lua,
     this: &TargetHandle,
@@ -346,6 +389,9 @@ fn docker(
 /// local db = target("local"):podman("db")
 /// db:exec({ "pg_isready" }, { read_only = true })
 /// ```
+/// ---@param name string
+/// ---@param opts? runbook.TargetEngineOptions
+/// ---@return runbook.Target
 fn podman(
     lua: &Lua,
     this: &TargetHandle,
@@ -404,6 +450,9 @@ pub struct KubeOptions {
 /// local worker = target("local"):kube("trainer-0", { namespace = "ml", container = "main" })
 /// worker:exec({ "nvidia-smi", "-L" }, { read_only = true })
 /// ```
+/// ---@param pod string
+/// ---@param opts? runbook.TargetKubeOptions
+/// ---@return runbook.Target
 fn kube(
     lua: &Lua,
     this: &TargetHandle,
@@ -489,6 +538,18 @@ fn argv_from(lua: &Lua, v: Value) -> mlua::Result<Vec<OsString>> {
 /// local probe = here:exec({ "test", "-e", "/etc/hosts" }, { check = false, read_only = true })
 /// if probe.code ~= 0 then fail("no /etc/hosts") end
 /// ```
+/// ---@param argv runbook.Words
+/// ---@param opts? runbook.TargetCommandOptions
+/// ---@return runbook.ExecResult
+/// ---@class runbook.ExecResult
+/// ---@field ok boolean it exited 0
+/// ---@field code? integer its exit code (nil when a signal ended it)
+/// ---@field stdout string
+/// ---@field stderr string
+/// ---@field duration number seconds
+/// ---@field timed_out? boolean its timeout stopped it
+/// ---@field truncated? boolean its output was too long to keep whole
+/// ---@field planned boolean a dry-run: it did not run
 async fn exec(
     lua: Lua,
     target: Rc<Target>,
@@ -523,6 +584,9 @@ async fn exec(
 /// ```lua
 /// here:shell("ls /tmp | wc -l", { read_only = true })
 /// ```
+/// ---@param script string
+/// ---@param opts? runbook.TargetCommandOptions
+/// ---@return runbook.ExecResult
 async fn shell(
     lua: Lua,
     target: Rc<Target>,
@@ -540,7 +604,6 @@ async fn shell(
     let mut o = parse_options(&lua, opts, "shell")?;
     let destructive = o.destructive.unwrap_or_else(|| script_deletes(&script));
     o.req.argv = vec!["sh".into(), "-c".into(), script.clone().into()];
-    o.req.script = Some(script.clone());
     let first = script.lines().next().unwrap_or_default();
     let summary = match (o.summary.clone(), script.lines().nth(1).is_some()) {
         (Some(s), _) => s,
@@ -572,7 +635,6 @@ async fn run(
         Effect::Change
     };
     let timeout = o.req.timeout;
-    // `req.script` is left behind: nothing reads it.
     let ExecRequest {
         argv,
         env,

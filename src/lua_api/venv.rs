@@ -21,6 +21,7 @@ pub struct BuildOptions {
     python: Option<String>,
     /// `packages`: a list of requirement specifiers (`"torch==2.11.0"`); pip options
     /// (`"--pre"`) are refused there, each has its own option;
+    /// ---@type string[]
     packages: Option<LuaValue>,
     /// `requirements`: a requirements file on the target (`-r`), with or instead of
     /// `packages`;
@@ -28,8 +29,10 @@ pub struct BuildOptions {
     /// `index_url`: the index packages come from instead of PyPI (`--index-url`);
     index_url: Option<String>,
     /// `extra_index_url` (a string or a list): more indexes to look in;
+    /// ---@type string|string[]
     extra_index_url: Option<LuaValue>,
     /// `find_links` (a directory or URL, or a list): wheels to install from as well;
+    /// ---@type string|string[]
     find_links: Option<LuaValue>,
     /// `no_index = true`: no index at all; an offline cluster uses
     /// `no_index = true, find_links = "/srv/wheels"`;
@@ -49,7 +52,8 @@ pub struct BuildOptions {
     verify: Option<String>,
     /// `install_uv = true`: when no uv is found, install it first, for the user the target
     /// runs commands as, with `python3 -m pip install --user uv` (using the index options
-    /// above; needs pip and a reachable index);
+    /// above, with `index_url` searched besides the default index rather than instead
+    /// of it, since a torch wheel index holds no uv; needs pip and a reachable index);
     #[serde(default)]
     install_uv: bool,
     /// `uv`: uv's path on the target, when it is somewhere else;
@@ -98,6 +102,16 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 ///   log.info(("venv %s: python %s, %d packages, %s"):format(v.path, v.python or "?", #v.packages, v.hash or "planned"))
 /// end)
 /// ```
+/// ---@param t runbook.Target
+/// ---@param opts runbook.VenvBuildOptions
+/// ---@return runbook.VenvBuilt
+/// ---@class runbook.VenvBuilt
+/// ---@field path string
+/// ---@field python? string the venv's Python version
+/// ---@field packages { name: string, version: string }[] sorted by name
+/// ---@field hash? string sha256 of the sorted `name==version` lines (nil in a dry-run)
+/// ---@field changed boolean
+/// ---@field planned boolean a dry-run: nothing was built
 async fn build(lua: Lua, (t, opts): (Value, Value)) -> mlua::Result<Value> {
     let ctx = require_running(&lua, "venv.build()")?;
     let target = target_arg(&lua, &t, "venv.build")?;

@@ -44,6 +44,7 @@ pub struct RunOptions {
     /// `quiet_warning` (default `"2m"`, at least `"1s"`; `false` or 0 for never): a `warn`
     /// log line after that long without an output line, and again after each further
     /// stretch.
+    /// ---@type runbook.Duration|false
     #[serde(default, deserialize_with = "quiet_warning")]
     quiet_warning: Option<Option<Duration>>,
 }
@@ -85,6 +86,22 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 ///   log.info(("warm-up took %.0fs"):format(w.duration))
 /// end)
 /// ```
+/// ---@param t runbook.Target
+/// ---@param opts runbook.WarmupRunOptions
+/// ---@return runbook.WarmupResult
+/// ---@class runbook.WarmupResult
+/// ---@field ok boolean
+/// ---@field duration number seconds
+/// ---@field caches runbook.WarmupCache[]
+/// ---@field planned boolean a dry-run: it did not run
+/// ---@class runbook.WarmupCache
+/// ---@field path string
+/// ---@field files_before? integer
+/// ---@field bytes_before? integer
+/// ---@field files_after? integer
+/// ---@field bytes_after? integer
+/// ---@field state? "filled"|"warm"|"empty" `filled` (it grew), `warm` (full before and after) or `empty` (nothing in it after)
+/// ---@field grew? boolean
 async fn run(lua: Lua, (t, opts): (Value, Value)) -> mlua::Result<Value> {
     let ctx = require_running(&lua, "warmup.run()")?;
     let target = target_arg(&lua, &t, "warmup.run")?;

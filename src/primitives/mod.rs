@@ -327,7 +327,6 @@ impl Step<'_> {
                 cwd: cmd.cwd,
                 stdin: cmd.stdin,
                 timeout: cmd.timeout,
-                script: None,
                 secret_output: cmd.secret_output,
             },
             effect,

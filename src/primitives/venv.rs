@@ -90,6 +90,24 @@ impl IndexOptions {
         }
         out
     }
+
+    /// The flags for `pip install uv`: the same, except that `index_url` is added to the
+    /// default index rather than replacing it. It is usually a wheel index for torch
+    /// (download.pytorch.org/whl/cu128), which holds no uv, so as the only index it made
+    /// every `install_uv` fail; a private mirror given there is still searched.
+    fn args_for_uv(&self) -> Vec<String> {
+        IndexOptions {
+            index_url: None,
+            extra_index_urls: self
+                .index_url
+                .iter()
+                .chain(&self.extra_index_urls)
+                .cloned()
+                .collect(),
+            ..self.clone()
+        }
+        .args()
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -320,14 +338,15 @@ async fn find_or_install_uv(
     install_uv(step, spec, &probe.home).await
 }
 
-/// `python3 -m pip install --user uv`, with the build's index options. pip refuses
+/// `python3 -m pip install --user uv`, with the build's index options (its `index_url` as
+/// an extra index: `IndexOptions::args_for_uv`). pip refuses
 /// `--user` installs into a distribution's "externally managed" Python (PEP 668) unless
 /// told otherwise; a `--user` install does not touch the system's packages, so it is told.
 async fn install_uv(step: &Step<'_>, spec: &BuildSpec, home: &str) -> Result<String> {
     let mut argv: Vec<String> = ["python3", "-m", "pip", "install", "--user"]
         .map(String::from)
         .to_vec();
-    argv.extend(spec.index.args());
+    argv.extend(spec.index.args_for_uv());
     argv.push("uv".to_string());
     let mut cmd = Cmd::new(argv)
         .env("PIP_BREAK_SYSTEM_PACKAGES", "1")

@@ -6,6 +6,7 @@
 
 use crate::duration;
 use crate::events::{Effect, Event, Level, RunOutcome, Sink, Stamped, StepOutcome, Stream};
+use crate::plan::ChangeText;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::Write;
 use std::sync::OnceLock;
@@ -119,30 +120,6 @@ impl TerminalSink {
         pb.set_prefix(name.to_string());
         pb.enable_steady_tick(Duration::from_millis(100));
         self.spinner = Some(pb);
-    }
-
-    /// A command of more than a few lines (a runbook's own `t:shell` script; runbook's
-    /// scripts are shown by name) is shown folded: its first lines and its last one,
-    /// which ends with the arguments (`sh -c '…' sh ARG…`: what the script acts on);
-    /// `-v`, `--json` and the run record always have it whole.
-    fn fold(&self, command: &str) -> String {
-        const SHOWN: usize = 4;
-        let lines: Vec<&str> = command.lines().collect();
-        if self.opts.verbose || lines.len() <= SHOWN + 3 {
-            return command.to_string();
-        }
-        let more = lines.len() - SHOWN - 1;
-        format!(
-            "{}\n      {}\n{}",
-            lines[..SHOWN].join("\n"),
-            self.paint(
-                "2",
-                &format!(
-                    "… {more} more lines of the script (-v, --json or `runbook log` show it whole)"
-                )
-            ),
-            lines[lines.len() - 1]
-        )
     }
 
     fn stop_spinner(&mut self) {
@@ -264,6 +241,7 @@ impl Sink for TerminalSink {
                 effect,
                 summary,
                 command,
+                destructive,
                 ..
             } => {
                 if quiet {
@@ -277,10 +255,17 @@ impl Sink for TerminalSink {
                 } else {
                     self.paint("36", "?")
                 };
-                self.line(&format!("  {mark} {}: {summary}", self.paint("1", target)));
-                if summary != command {
-                    self.line(&format!("      $ {}", self.fold(command)));
-                }
+                // The plan's own rendering of a change, so the preview reads as the
+                // confirmation and `runbook plan` will.
+                let change = ChangeText {
+                    target,
+                    summary,
+                    shown: command,
+                    destructive: *destructive,
+                    exact: None,
+                };
+                let text = change.text(&format!("  {mark} "), 6, self.opts.verbose);
+                self.line(text.trim_end());
             }
             Event::ActionStarted {
                 step: _,

@@ -9,6 +9,8 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
 
 pub enum Holder {
+    /// `runbook test`: nothing is contacted, so the lock is taken at once.
+    Nothing,
     Local(tokio::process::Child),
     Ssh(openssh::Child<std::rc::Rc<openssh::Session>>),
 }
@@ -17,6 +19,7 @@ impl Holder {
     /// Closes the command's stdin and waits (briefly) for it to end.
     pub async fn release(self) {
         match self {
+            Holder::Nothing => {}
             Holder::Local(mut child) => {
                 drop(child.stdin.take());
                 if tokio::time::timeout(Duration::from_secs(3), child.wait())
@@ -60,6 +63,9 @@ impl Target {
         &self,
         argv: Vec<OsString>,
     ) -> Result<(Holder, Result<String, String>), String> {
+        if self.replaying() {
+            return Ok((Holder::Nothing, Ok("locked".into())));
+        }
         match self.flatten(argv) {
             (Base::Local, argv) => {
                 let mut child = tokio::process::Command::new(&argv[0])

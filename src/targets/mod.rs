@@ -12,8 +12,10 @@ pub mod keep;
 pub mod local;
 pub mod pump;
 pub mod registry;
+pub mod replies;
 pub mod session;
 pub mod slots;
+pub mod slurm;
 pub mod ssh;
 pub mod wrap;
 
@@ -37,7 +39,6 @@ pub struct ExecRequest {
     pub cwd: Option<String>,
     pub stdin: Option<Vec<u8>>,
     pub timeout: Option<Duration>,
-    pub script: Option<String>,
     /// The command prints a secret: its output is masked whole in every sink, and its
     /// stdout becomes a secret when it ends.
     pub secret_output: bool,
@@ -141,6 +142,8 @@ pub enum Hop {
         alias: Option<String>,
         connect_timeout_ms: u64,
     },
+    /// `{"slurm":{"node":"gpu01","job":42,"immediate_s":10}}`: a Slurm node, through srun.
+    Slurm(slurm::SlurmSpec),
     /// `{"pct":200}`, `{"docker":{"name":"trainer"}}`, … (see `Container`).
     #[serde(untagged)]
     In(Container),
@@ -156,12 +159,21 @@ pub const CAPTURE_LIMIT: usize = 8 * 1024 * 1024;
 pub enum Target {
     Local,
     Ssh(Rc<ssh::SshHost>),
+    /// A node of a Slurm cluster: each command a job step started with srun here.
+    Slurm(Rc<slurm::SlurmNode>),
     /// A container on `parent`, entered with its tool there (`pct exec`, `docker exec`, …).
     In {
         parent: Rc<Target>,
         ct: Container,
         /// Its inventory name, if it came from there.
         label: Option<String>,
+    },
+    /// Any of the above, whose commands are saved (`run --save-replies`) or answered from
+    /// saved replies without running (`runbook test`): see `replies.rs`. The registry
+    /// puts one at the base of every target it makes.
+    Replies {
+        inner: Rc<Target>,
+        replies: Rc<replies::Replies>,
     },
 }
 
@@ -184,9 +196,43 @@ impl Target {
         match self {
             Target::Local => "local".into(),
             Target::Ssh(h) => h.name(),
+            Target::Slurm(n) => n.name(),
             Target::In { label: Some(l), .. } => l.clone(),
             Target::In { parent, ct, .. } => format!("{}/{}", parent.name(), ct.label()),
+            Target::Replies { inner, .. } => inner.name(),
         }
+    }
+
+    /// The replies this target's commands are saved to or answered from, if any.
+    pub(crate) fn replies(&self) -> Option<&Rc<replies::Replies>> {
+        match self {
+            Target::Replies { replies, .. } => Some(replies),
+            Target::In { parent, .. } => parent.replies(),
+            Target::Local | Target::Ssh(_) | Target::Slurm(_) => None,
+        }
+    }
+
+    /// Whether its commands run on this machine itself (no hop in between).
+    pub fn is_local(&self) -> bool {
+        match self {
+            Target::Local => true,
+            Target::Replies { inner, .. } => inner.is_local(),
+            Target::Ssh(_) | Target::Slurm(_) | Target::In { .. } => false,
+        }
+    }
+
+    /// The Slurm node this target is (not one a container of it is on).
+    pub fn slurm_node(&self) -> Option<&Rc<slurm::SlurmNode>> {
+        match self {
+            Target::Slurm(n) => Some(n),
+            Target::Replies { inner, .. } => inner.slurm_node(),
+            _ => None,
+        }
+    }
+
+    /// Whether nothing may be contacted: commands are answered from replies.
+    fn replaying(&self) -> bool {
+        self.replies().is_some_and(|r| r.replaying())
     }
 
     /// What identifies the machine (and container) this target is, whatever name it was
@@ -196,9 +242,13 @@ impl Target {
             match self {
                 Target::Local => "local".to_string(),
                 Target::Ssh(h) => h.destination().await,
+                Target::Slurm(n) => n.destination(),
                 Target::In { parent, ct, .. } => {
                     format!("{}/{}", parent.destination().await, ct.label())
                 }
+                // A test resolves nothing (`ssh -G` included): a target is where it is named.
+                Target::Replies { inner, replies } if replies.replaying() => inner.name(),
+                Target::Replies { inner, .. } => inner.destination().await,
             }
         })
     }
@@ -219,17 +269,19 @@ impl Target {
                     connect_timeout_ms: s.connect_timeout.as_millis() as u64,
                 }]
             }
+            Target::Slurm(n) => vec![Hop::Slurm(n.spec.clone())],
             Target::In { parent, ct, .. } => {
                 let mut route = parent.route();
                 route.push(Hop::In(ct.clone()));
                 route
             }
+            Target::Replies { inner, .. } => inner.route(),
         }
     }
 
     /// The target a `route` leads to, on the connections of `registry`.
     pub fn from_route(route: &[Hop], registry: &registry::Registry) -> Result<Rc<Target>, String> {
-        let mut target = Rc::new(Target::Local);
+        let mut target = registry.local();
         for (i, hop) in route.iter().enumerate() {
             target = match hop {
                 Hop::Ssh {
@@ -250,6 +302,13 @@ impl Target {
                     alias: alias.clone(),
                 }),
                 Hop::Ssh { .. } => return Err("an SSH hop after another hop".into()),
+                Hop::Slurm(spec) if i == 0 => registry.slurm(slurm::SlurmSpec::new(
+                    &spec.node,
+                    spec.job,
+                    spec.partition.as_deref(),
+                    Some(Duration::from_secs(spec.immediate_s)),
+                )?),
+                Hop::Slurm(_) => return Err("a Slurm hop after another hop".into()),
                 Hop::In(ct) => Rc::new(Target::In {
                     parent: target,
                     ct: ct.clone().validated()?,
@@ -265,13 +324,19 @@ impl Target {
         match self {
             Target::Local => (Base::Local, argv),
             Target::Ssh(h) => (Base::Ssh(h.clone()), argv),
+            // srun runs here: the node is reached through the scheduler.
+            Target::Slurm(n) => (Base::Local, n.spec.srun(argv)),
             Target::In { parent, ct, .. } => parent.flatten(ct.wrap(argv)),
+            Target::Replies { inner, .. } => inner.flatten(argv),
         }
     }
 
     /// The exact, copy-pastable command line that runs `req` on this target (the
     /// outermost hop: for a container behind SSH, `ssh … -- 'pct exec 200 -- …'`).
     pub fn render(&self, req: &ExecRequest) -> String {
+        if let Target::Replies { inner, .. } = self {
+            return inner.render(req);
+        }
         if let Target::Local = self {
             return quote::render_with(
                 &req.argv,
@@ -289,6 +354,17 @@ impl Target {
     }
 
     pub async fn exec(&self, req: &ExecRequest, io: &ExecIo<'_>) -> Result<ExecOutcome, String> {
+        match self.replies() {
+            Some(replies) => replies.exec(self, req, io).await,
+            None => self.run_here(req, io).await,
+        }
+    }
+
+    /// Runs `req` where this target is, past any replies (see `exec`).
+    async fn run_here(&self, req: &ExecRequest, io: &ExecIo<'_>) -> Result<ExecOutcome, String> {
+        if let Target::Replies { inner, .. } = self {
+            return Box::pin(inner.run_here(req, io)).await;
+        }
         if let Target::Local = self {
             let spawn = local::Spawn {
                 argv: &req.argv,
@@ -298,6 +374,10 @@ impl Target {
                 timeout: req.timeout,
             };
             return local::run(spawn, io, None).await;
+        }
+        // A Slurm node's commands are job steps, each an srun of its own (see slurm.rs).
+        if slurm::on_slurm(self) {
+            return slurm::exec(self, req, io).await;
         }
         let kill = |pgid: u32| -> Pin<Box<dyn Future<Output = ()> + '_>> {
             Box::pin(self.kill_tree(pgid))
@@ -325,7 +405,10 @@ impl Target {
         mode: session::Mode,
         kill: Option<&KillFn<'_>>,
     ) -> InSession {
-        if matches!(self, Target::Local) || !session::enabled() || session::unsuited(req).is_some()
+        if self.is_local()
+            || slurm::on_slurm(self)
+            || !session::enabled()
+            || session::unsuited(req).is_some()
         {
             return InSession::Fallback(None);
         }
@@ -459,6 +542,9 @@ impl Target {
                 chain.push(ct.clone());
                 (base, chain)
             }
+            Target::Replies { inner, .. } => inner.home(),
+            // Never asked for: `in_session` runs no session on a Slurm chain.
+            Target::Slurm(_) => (Base::Local, Vec::new()),
         }
     }
 
@@ -543,6 +629,8 @@ impl Target {
             Target::In { parent, ct, .. } => parent
                 .refused(stderr)
                 .or_else(|| ct.refused(&parent.name(), stderr)),
+            Target::Replies { inner, .. } => inner.refused(stderr),
+            Target::Slurm(_) => slurm::refused(stderr),
             _ => None,
         }
     }
@@ -561,6 +649,12 @@ impl Target {
     /// Runs a short command of runbook's own (no events, no output shown, no interruption)
     /// through this target's chain of hops, within 15 s.
     pub async fn run_plain(&self, argv: Vec<OsString>) -> Result<ExecOutcome, String> {
+        if self.replaying() {
+            return Err(format!(
+                "{}: runbook test contacts no target, and runbook's own commands have no replies",
+                self.name()
+            ));
+        }
         let quiet = |_: Stream, _: &str, _: bool| {};
         let cancel = Cancel::default();
         let io = ExecIo {

@@ -1,6 +1,7 @@
 //! Turns the names runbooks use (`"local"`, `"root@host:22"`, an inventory name, an
 //! ssh_config alias) into targets, and keeps one connection per host for the whole run.
 
+use super::replies::Replies;
 use super::ssh::{SshHost, SshSettings, SshSpec};
 use super::Target;
 use crate::inventory::{self, Inventory};
@@ -17,12 +18,18 @@ pub struct RemoteSettings {
     pub inventory: Option<Rc<Inventory>>,
     /// `--lock-wait`: how long to wait for another run's lock on a target.
     pub lock_wait: std::time::Duration,
+    /// `run --save-replies` / `runbook test`: every target's commands are saved to these,
+    /// or answered from them (see `replies.rs`).
+    pub replies: Option<Rc<Replies>>,
 }
 
 pub struct Registry {
     settings: Rc<SshSettings>,
     inventory: Option<Rc<Inventory>>,
     hosts: RefCell<HashMap<SshSpec, Rc<SshHost>>>,
+    replies: Option<Rc<Replies>>,
+    /// Shared by every Slurm target of the run, so that their commands can share launches.
+    slurm: Rc<super::slurm::Launcher>,
 }
 
 impl Registry {
@@ -37,7 +44,31 @@ impl Registry {
             settings: Rc::new(ssh),
             inventory: remote.inventory,
             hosts: RefCell::new(HashMap::new()),
+            replies: remote.replies,
+            slurm: Rc::default(),
         }
+    }
+
+    /// The replies every target's commands go to, if any.
+    pub fn replies(&self) -> Option<&Rc<Replies>> {
+        self.replies.as_ref()
+    }
+
+    /// `target`, with this run's replies at its base (every target the registry makes
+    /// has them, so a container on it has them too).
+    fn answered(&self, target: Target) -> Rc<Target> {
+        match &self.replies {
+            Some(replies) => Rc::new(Target::Replies {
+                inner: Rc::new(target),
+                replies: replies.clone(),
+            }),
+            None => Rc::new(target),
+        }
+    }
+
+    /// This machine.
+    pub fn local(&self) -> Rc<Target> {
+        self.answered(Target::Local)
     }
 
     /// The target for an SSH spec; the same host always gets the same connection.
@@ -48,12 +79,29 @@ impl Registry {
             .entry(spec.clone())
             .or_insert_with(|| Rc::new(SshHost::new(spec, self.settings.clone())))
             .clone();
-        Rc::new(Target::Ssh(host))
+        self.answered(Target::Ssh(host))
+    }
+
+    /// The target for a Slurm node.
+    pub fn slurm(&self, spec: super::slurm::SlurmSpec) -> Rc<Target> {
+        self.answered(Target::Slurm(Rc::new(super::slurm::SlurmNode::new(
+            spec,
+            self.slurm.clone(),
+        ))))
     }
 
     pub fn resolve(&self, name: &str) -> Result<Rc<Target>, String> {
         if name == "local" || name == "localhost" {
-            return Ok(Rc::new(Target::Local));
+            return Ok(self.local());
+        }
+        // `slurm:` is Slurm's (a host named "slurm" is still `ssh://slurm:22`).
+        if let Some(rest) = name.strip_prefix("slurm:") {
+            if super::slurm::is_selection(rest) {
+                return Err(format!(
+                    "'{name}' is a selection of several nodes: use targets(\"{name}\")"
+                ));
+            }
+            return super::slurm::SlurmSpec::parse(rest).map(|s| self.slurm(s));
         }
         if let Some(inv) = &self.inventory {
             if inv.host(name).is_some() {
@@ -91,7 +139,7 @@ impl Registry {
             }));
         }
         if h.address.as_deref() == Some("local") {
-            return Ok(Rc::new(Target::Local));
+            return Ok(self.local());
         }
         let mut spec = match (&h.address, &h.host) {
             (Some(a), _) => SshSpec::parse(a),
@@ -125,14 +173,21 @@ impl Registry {
         Ok(self.ssh(spec))
     }
 
-    pub fn group(&self, name: &str) -> Result<Vec<(String, Rc<Target>)>, String> {
+    pub fn group(&self, name: &str) -> Result<Vec<Member>, String> {
         let Some(inv) = &self.inventory else {
             return Err(format!("targets(\"{name}\"): groups come from an inventory, and there is none (./inventory.toml or --inventory FILE)"));
         };
         let members = inv.group(name)?.to_vec();
         members
             .into_iter()
-            .map(|m| self.inventory_target(inv, &m).map(|t| (m, t)))
+            .map(|m| match m.strip_prefix("slurm:") {
+                Some(sel) if super::slurm::is_selection(sel) => Ok(Member::Slurm(sel.to_string())),
+                Some(_) => self
+                    .resolve(&m)
+                    .map_err(|e| format!("inventory {}: group '{name}': {e}", inv.path.display()))
+                    .map(Member::Target),
+                None => self.inventory_target(inv, &m).map(Member::Target),
+            })
             .collect()
     }
 
@@ -155,6 +210,13 @@ impl Registry {
         }
         super::session::local().close_all().await;
     }
+}
+
+/// A member of an inventory group: a target, or a Slurm selection (what follows
+/// `slurm:`), whose nodes the scheduler lists when the group is used.
+pub enum Member {
+    Target(Rc<Target>),
+    Slurm(String),
 }
 
 pub fn expand_home(p: &str) -> PathBuf {

@@ -138,9 +138,10 @@ impl Target {
     /// The SSH connection this target's commands run over, if any.
     fn ssh_base(&self) -> Option<&super::ssh::SshHost> {
         match self {
-            Target::Local => None,
+            Target::Local | Target::Slurm(_) => None,
             Target::Ssh(h) => Some(h),
             Target::In { parent, .. } => parent.ssh_base(),
+            Target::Replies { inner, .. } => inner.ssh_base(),
         }
     }
 }

@@ -4,6 +4,8 @@
 local text = {}
 
 --- Splits output into lines, without the line endings; a trailing newline adds no empty line.
+---@param s string?
+---@return string[]
 function text.lines(s)
   local out = {}
   if s == nil or s == "" then return out end
@@ -14,15 +16,22 @@ function text.lines(s)
 end
 
 --- Removes leading and trailing whitespace.
+---@param s string
+---@return string
 function text.trim(s)
   return (s:gsub("^%s+", ""):gsub("%s+$", ""))
 end
 
 --- Splits on a plain (non-pattern) separator; default: runs of whitespace.
+---@param s string
+---@param sep? string
+---@return string[]
 function text.split(s, sep)
   local out = {}
   if sep == nil then
-    for word in s:gmatch("%S+") do out[#out + 1] = word end
+    for word in s:gmatch("%S+") do
+      out[#out + 1] = word
+    end
     return out
   end
   local start = 1
@@ -32,12 +41,16 @@ function text.split(s, sep)
       out[#out + 1] = s:sub(start)
       return out
     end
+    ---@cast j integer
     out[#out + 1] = s:sub(start, i - 1)
     start = j + 1
   end
 end
 
 --- True when s begins with prefix.
+---@param s string
+---@param prefix string
+---@return boolean
 function text.starts_with(s, prefix)
   return s:sub(1, #prefix) == prefix
 end

@@ -7,6 +7,7 @@ pub mod lxc;
 pub mod mount;
 pub mod run;
 pub mod running;
+pub mod slurm;
 pub mod sshd;
 
 #[allow(unused_imports)]
