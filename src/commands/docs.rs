@@ -56,7 +56,7 @@ pub fn docs(topic: Option<&str>, markdown: bool) -> Result<()> {
 pub fn globals() -> Result<()> {
     use crate::cancel::Cancel;
     use crate::ctx::{Ctx, Mode};
-    use mlua::{Lua, Table, UserData, Value};
+    use mlua::{Lua, Table, Value};
     use std::collections::BTreeMap;
     use std::rc::Rc;
 
@@ -93,77 +93,15 @@ pub fn globals() -> Result<()> {
         }
         globals.insert(name, value.type_name());
     }
-    let mut target = Registered::default();
-    crate::lua_api::target::TargetHandle::add_fields(&mut target);
-    crate::lua_api::target::TargetHandle::add_methods(&mut target);
+    let (methods, fields) = crate::lua_api::target::handle_api();
     let mut lua_own = own;
     lua_own.sort();
     let out = serde_json::json!({
         "globals": globals,
         "lua": lua_own,
         "tables": tables,
-        "target": { "methods": target.methods, "fields": target.fields },
+        "target": { "methods": methods, "fields": fields },
     });
     println!("{out:#}");
     Ok(())
-}
-
-/// The names a `UserData` impl registers (its methods and fields), without a VM.
-#[derive(Default)]
-struct Registered {
-    methods: Vec<String>,
-    fields: Vec<String>,
-}
-
-/// Every `add_*` records the name and drops the callback; meta methods (`__tostring`)
-/// are not part of the API.
-impl<T> mlua::UserDataMethods<T> for Registered {
-    fn add_method<M, A, R>(&mut self, name: impl Into<String>, _: M) {
-        self.methods.push(name.into());
-    }
-    fn add_method_mut<M, A, R>(&mut self, name: impl Into<String>, _: M) {
-        self.methods.push(name.into());
-    }
-    fn add_async_method<M, A, MR, R>(&mut self, name: impl Into<String>, _: M) {
-        self.methods.push(name.into());
-    }
-    fn add_async_method_mut<M, A, MR, R>(&mut self, name: impl Into<String>, _: M) {
-        self.methods.push(name.into());
-    }
-    fn add_function<F, A, R>(&mut self, name: impl Into<String>, _: F) {
-        self.methods.push(name.into());
-    }
-    fn add_function_mut<F, A, R>(&mut self, name: impl Into<String>, _: F) {
-        self.methods.push(name.into());
-    }
-    fn add_async_function<F, A, FR, R>(&mut self, name: impl Into<String>, _: F) {
-        self.methods.push(name.into());
-    }
-    fn add_meta_method<M, A, R>(&mut self, _: impl Into<String>, _: M) {}
-    fn add_meta_method_mut<M, A, R>(&mut self, _: impl Into<String>, _: M) {}
-    fn add_async_meta_method<M, A, MR, R>(&mut self, _: impl Into<String>, _: M) {}
-    fn add_async_meta_method_mut<M, A, MR, R>(&mut self, _: impl Into<String>, _: M) {}
-    fn add_meta_function<F, A, R>(&mut self, _: impl Into<String>, _: F) {}
-    fn add_meta_function_mut<F, A, R>(&mut self, _: impl Into<String>, _: F) {}
-    fn add_async_meta_function<F, A, FR, R>(&mut self, _: impl Into<String>, _: F) {}
-}
-
-impl<T> mlua::UserDataFields<T> for Registered {
-    fn add_field<V>(&mut self, name: impl Into<String>, _: V) {
-        self.fields.push(name.into());
-    }
-    fn add_field_method_get<M, R>(&mut self, name: impl Into<String>, _: M) {
-        self.fields.push(name.into());
-    }
-    fn add_field_method_set<M, A>(&mut self, name: impl Into<String>, _: M) {
-        self.fields.push(name.into());
-    }
-    fn add_field_function_get<F, R>(&mut self, name: impl Into<String>, _: F) {
-        self.fields.push(name.into());
-    }
-    fn add_field_function_set<F, A>(&mut self, name: impl Into<String>, _: F) {
-        self.fields.push(name.into());
-    }
-    fn add_meta_field<V>(&mut self, _: impl Into<String>, _: V) {}
-    fn add_meta_field_with<F, R>(&mut self, _: impl Into<String>, _: F) {}
 }

@@ -671,14 +671,9 @@ impl Known {
         known.read_target_api(api);
         // The handle's methods and fields as its `UserData` impl registers them (the
         // reference must name the same: a unit test holds it to that).
-        let mut registered = Registered::default();
-        {
-            use mlua::UserData;
-            crate::lua_api::target::TargetHandle::add_fields(&mut registered);
-            crate::lua_api::target::TargetHandle::add_methods(&mut registered);
-        }
-        known.target_methods = registered.methods;
-        known.target_fields = registered.fields;
+        let (methods, fields) = crate::lua_api::target::handle_api();
+        known.target_methods = methods;
+        known.target_fields = fields;
         known
     }
 
@@ -719,66 +714,6 @@ impl Known {
             }
         }
     }
-}
-
-/// The names a `UserData` impl registers (its methods and fields), without a VM.
-#[derive(Default)]
-struct Registered {
-    methods: BTreeSet<String>,
-    fields: BTreeSet<String>,
-}
-
-/// Every `add_*` records the name and drops the callback; meta methods (`__tostring`)
-/// are not part of the API.
-impl<T> mlua::UserDataMethods<T> for Registered {
-    fn add_method<M, A, R>(&mut self, name: impl Into<String>, _: M) {
-        self.methods.insert(name.into());
-    }
-    fn add_method_mut<M, A, R>(&mut self, name: impl Into<String>, _: M) {
-        self.methods.insert(name.into());
-    }
-    fn add_async_method<M, A, MR, R>(&mut self, name: impl Into<String>, _: M) {
-        self.methods.insert(name.into());
-    }
-    fn add_async_method_mut<M, A, MR, R>(&mut self, name: impl Into<String>, _: M) {
-        self.methods.insert(name.into());
-    }
-    fn add_function<F, A, R>(&mut self, name: impl Into<String>, _: F) {
-        self.methods.insert(name.into());
-    }
-    fn add_function_mut<F, A, R>(&mut self, name: impl Into<String>, _: F) {
-        self.methods.insert(name.into());
-    }
-    fn add_async_function<F, A, FR, R>(&mut self, name: impl Into<String>, _: F) {
-        self.methods.insert(name.into());
-    }
-    fn add_meta_method<M, A, R>(&mut self, _: impl Into<String>, _: M) {}
-    fn add_meta_method_mut<M, A, R>(&mut self, _: impl Into<String>, _: M) {}
-    fn add_async_meta_method<M, A, MR, R>(&mut self, _: impl Into<String>, _: M) {}
-    fn add_async_meta_method_mut<M, A, MR, R>(&mut self, _: impl Into<String>, _: M) {}
-    fn add_meta_function<F, A, R>(&mut self, _: impl Into<String>, _: F) {}
-    fn add_meta_function_mut<F, A, R>(&mut self, _: impl Into<String>, _: F) {}
-    fn add_async_meta_function<F, A, FR, R>(&mut self, _: impl Into<String>, _: F) {}
-}
-
-impl<T> mlua::UserDataFields<T> for Registered {
-    fn add_field<V>(&mut self, name: impl Into<String>, _: V) {
-        self.fields.insert(name.into());
-    }
-    fn add_field_method_get<M, R>(&mut self, name: impl Into<String>, _: M) {
-        self.fields.insert(name.into());
-    }
-    fn add_field_method_set<M, A>(&mut self, name: impl Into<String>, _: M) {
-        self.fields.insert(name.into());
-    }
-    fn add_field_function_get<F, R>(&mut self, name: impl Into<String>, _: F) {
-        self.fields.insert(name.into());
-    }
-    fn add_field_function_set<F, A>(&mut self, name: impl Into<String>, _: F) {
-        self.fields.insert(name.into());
-    }
-    fn add_meta_field<V>(&mut self, _: impl Into<String>, _: V) {}
-    fn add_meta_field_with<F, R>(&mut self, _: impl Into<String>, _: F) {}
 }
 
 #[cfg(test)]
@@ -935,13 +870,7 @@ ssh("x"):exce()
         let mut k = Known::default();
         k.read_target_api(crate::embedded::LUA_API);
         // What the doc comments say is what `target.rs` registers, methods and fields.
-        let mut registered = Registered::default();
-        {
-            use mlua::UserData;
-            crate::lua_api::target::TargetHandle::add_fields(&mut registered);
-            crate::lua_api::target::TargetHandle::add_methods(&mut registered);
-        }
-        let (methods, fields) = (registered.methods, registered.fields);
+        let (methods, fields) = crate::lua_api::target::handle_api();
         assert!(
             methods.contains("exec") && fields.contains("name"),
             "{methods:?}"

@@ -707,6 +707,80 @@ pub fn target_arg(lua: &Lua, v: &Value, what: &str) -> mlua::Result<Rc<Target>> 
     ))
 }
 
+/// The methods and fields a target handle registers (`t:exec`, `t.name`, …), read from its
+/// `UserData` impl without a VM: what `runbook docs --globals` lists and the typo check
+/// knows a handle by.
+pub fn handle_api() -> (
+    std::collections::BTreeSet<String>,
+    std::collections::BTreeSet<String>,
+) {
+    use mlua::UserData;
+    let mut r = Registered::default();
+    TargetHandle::add_fields(&mut r);
+    TargetHandle::add_methods(&mut r);
+    (r.methods, r.fields)
+}
+
+/// The names a `UserData` impl registers (its methods and fields), without a VM.
+#[derive(Default)]
+struct Registered {
+    methods: std::collections::BTreeSet<String>,
+    fields: std::collections::BTreeSet<String>,
+}
+
+/// Every `add_*` records the name and drops the callback; meta methods (`__tostring`)
+/// are not part of the API.
+impl<T> mlua::UserDataMethods<T> for Registered {
+    fn add_method<M, A, R>(&mut self, name: impl Into<String>, _: M) {
+        self.methods.insert(name.into());
+    }
+    fn add_method_mut<M, A, R>(&mut self, name: impl Into<String>, _: M) {
+        self.methods.insert(name.into());
+    }
+    fn add_async_method<M, A, MR, R>(&mut self, name: impl Into<String>, _: M) {
+        self.methods.insert(name.into());
+    }
+    fn add_async_method_mut<M, A, MR, R>(&mut self, name: impl Into<String>, _: M) {
+        self.methods.insert(name.into());
+    }
+    fn add_function<F, A, R>(&mut self, name: impl Into<String>, _: F) {
+        self.methods.insert(name.into());
+    }
+    fn add_function_mut<F, A, R>(&mut self, name: impl Into<String>, _: F) {
+        self.methods.insert(name.into());
+    }
+    fn add_async_function<F, A, FR, R>(&mut self, name: impl Into<String>, _: F) {
+        self.methods.insert(name.into());
+    }
+    fn add_meta_method<M, A, R>(&mut self, _: impl Into<String>, _: M) {}
+    fn add_meta_method_mut<M, A, R>(&mut self, _: impl Into<String>, _: M) {}
+    fn add_async_meta_method<M, A, MR, R>(&mut self, _: impl Into<String>, _: M) {}
+    fn add_async_meta_method_mut<M, A, MR, R>(&mut self, _: impl Into<String>, _: M) {}
+    fn add_meta_function<F, A, R>(&mut self, _: impl Into<String>, _: F) {}
+    fn add_meta_function_mut<F, A, R>(&mut self, _: impl Into<String>, _: F) {}
+    fn add_async_meta_function<F, A, FR, R>(&mut self, _: impl Into<String>, _: F) {}
+}
+
+impl<T> mlua::UserDataFields<T> for Registered {
+    fn add_field<V>(&mut self, name: impl Into<String>, _: V) {
+        self.fields.insert(name.into());
+    }
+    fn add_field_method_get<M, R>(&mut self, name: impl Into<String>, _: M) {
+        self.fields.insert(name.into());
+    }
+    fn add_field_method_set<M, A>(&mut self, name: impl Into<String>, _: M) {
+        self.fields.insert(name.into());
+    }
+    fn add_field_function_get<F, R>(&mut self, name: impl Into<String>, _: F) {
+        self.fields.insert(name.into());
+    }
+    fn add_field_function_set<F, A>(&mut self, name: impl Into<String>, _: F) {
+        self.fields.insert(name.into());
+    }
+    fn add_meta_field<V>(&mut self, _: impl Into<String>, _: V) {}
+    fn add_meta_field_with<F, R>(&mut self, _: impl Into<String>, _: F) {}
+}
+
 #[cfg(test)]
 mod tests {
     use super::script_deletes;
