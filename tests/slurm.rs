@@ -442,6 +442,18 @@ step("change", function() target("slurm:{n}"):exec({{ "true" }}) end)
     assert_eq!(first.code(Duration::from_secs(30)), 0, "{}", first.output());
 }
 
+/// Under `work/NODE/` for each node of the cluster: the demo repo with its training code
+/// broken, and a stale inductor cache, as the example's clean reset finds them.
+fn polluted_nodes(c: &Cluster, work: &std::path::Path) {
+    for n in &c.nodes {
+        let dir = work.join(n);
+        let repo = common::demo_repo(&dir);
+        std::fs::write(repo.join("train.py"), "raise SystemExit('hacked')\n").unwrap();
+        std::fs::create_dir_all(dir.join("inductor")).unwrap();
+        std::fs::write(dir.join("inductor/stale.kernel"), "old").unwrap();
+    }
+}
+
 /// The shipped example resets every node of the running job, one node at a time and all
 /// at once: each node's code is back at the known-good commit, its stale cache kept
 /// aside and the cache warmed again, its venv fresh.
@@ -453,13 +465,7 @@ fn the_example_resets_every_node_of_a_job() {
     for all in ["false", "true"] {
         let env = Env::new();
         let work = env.scratch();
-        for n in &c.nodes {
-            let dir = work.join(n);
-            let repo = common::demo_repo(&dir);
-            std::fs::write(repo.join("train.py"), "raise SystemExit('hacked')\n").unwrap();
-            std::fs::create_dir_all(dir.join("inductor")).unwrap();
-            std::fs::write(dir.join("inductor/stale.kernel"), "old").unwrap();
-        }
+        polluted_nodes(c, &work);
         let rb = common::repo().join("examples/slurm/clean-reset.lua");
         let w = work.display();
         let out = run(&env, c, &rb)
@@ -516,13 +522,7 @@ fn the_example_applies_exactly_its_plan() {
     require_uv!();
     let env = Env::new();
     let work = env.scratch();
-    for n in &c.nodes {
-        let dir = work.join(n);
-        let repo = common::demo_repo(&dir);
-        std::fs::write(repo.join("train.py"), "raise SystemExit('hacked')\n").unwrap();
-        std::fs::create_dir_all(dir.join("inductor")).unwrap();
-        std::fs::write(dir.join("inductor/stale.kernel"), "old").unwrap();
-    }
+    polluted_nodes(c, &work);
     let rb = common::repo().join("examples/slurm/clean-reset.lua");
     let w = work.display();
     let plan_file = env.tmp.path().join("plan.json");
