@@ -1,7 +1,9 @@
 //! A persistent session: one long-lived shell on a target (one SSH channel for a host,
 //! one `pct exec`/`docker exec`/… for a container) that runs `sh/session.sh`, a read-eval
 //! loop, so that each command costs a fork and an exec there instead of a new SSH
-//! session, a login shell and a container entry.
+//! session, a login shell and a container entry. The loop runs under bash where there
+//! is one (`sh/session_start.sh`): its job control gives a command its process group
+//! as it forks; dash and busybox need a second exec (setsid) per command for that.
 //!
 //! What a command gets through a session is what it gets through a channel of its own:
 //! its argv byte for byte (rendered once by `quote.rs`), its environment (values on the
@@ -16,7 +18,7 @@
 //! target or starts one, and gives it back when it ends cleanly. A session that dies
 //! takes its command with it ("connection lost"); it is never run again by itself, and
 //! the next command starts a new session. Where the target cannot host the loop (no
-//! POSIX sh, no setsid, a login shell that cannot run `sh -c`), commands there use a
+//! POSIX sh, neither bash nor setsid, a login shell that cannot run `sh -c`), commands there use a
 //! channel (or container entry) each, as before, and the run is told once.
 
 use super::pump::{take_line, Stop, LINE_LIMIT, REPORT_WAIT};
@@ -60,9 +62,19 @@ thread_local! {
     static OPEN: Cell<usize> = const { Cell::new(0) };
 }
 
+/// What starts the loop: under bash where there is one (sh/session_start.sh).
+static START: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| super::wrap::script_body(include_str!("sh/session_start.sh")));
+
 /// The argv that starts the loop (for a container, wrapped by the caller).
 pub fn loop_argv() -> Vec<OsString> {
-    vec!["sh".into(), "-c".into(), LOOP.as_str().into(), "sh".into()]
+    vec![
+        "sh".into(),
+        "-c".into(),
+        START.as_str().into(),
+        "sh".into(),
+        LOOP.as_str().into(),
+    ]
 }
 
 /// The process a session's loop runs in, on this machine: a channel of an SSH master,
@@ -837,14 +849,44 @@ mod tests {
     use super::*;
     use crate::cancel::Cancel;
 
+    /// Where the loop is tested: in dash and busybox ash as they are (setsid per
+    /// command), and as runbook starts it (`START`, here: bash with job control).
+    fn loop_shells(applets: &tempfile::TempDir) -> Vec<(String, String)> {
+        let mut shells = crate::testing::posix_shells(applets).to_vec();
+        let system = std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into());
+        shells.push((STARTED.into(), system));
+        shells
+    }
+
+    const STARTED: &str = "dash, started as runbook starts it (under bash)";
+
     /// Runs the loop under `shell` with `path` as its PATH, on `input`.
-    fn run_loop((shell, path): &(String, String), input: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    fn run_loop(shell: &(String, String), input: &[u8]) -> (Vec<u8>, Vec<u8>) {
+        run_loop_with(shell, input, None)
+    }
+
+    /// `run_loop` with SHLVL in the loop's environment, or none.
+    fn run_loop_with(
+        (shell, path): &(String, String),
+        input: &[u8],
+        shlvl: Option<&str>,
+    ) -> (Vec<u8>, Vec<u8>) {
         use std::io::Write;
-        let mut child = std::process::Command::new(shell)
+        let argv: Vec<OsString> = if shell == STARTED {
+            let mut argv = loop_argv();
+            argv[0] = "dash".into();
+            argv
+        } else {
+            vec![shell.into(), "-c".into(), LOOP.as_str().into(), "sh".into()]
+        };
+        let mut cmd = std::process::Command::new(&argv[0]);
+        cmd.env_remove("SHLVL");
+        if let Some(v) = shlvl {
+            cmd.env("SHLVL", v);
+        }
+        let mut child = cmd
             .env("PATH", path)
-            .arg("-c")
-            .arg(LOOP.as_str())
-            .arg("sh")
+            .args(&argv[1..])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -929,7 +971,7 @@ mod tests {
         .unwrap();
         let input = [r1, r2].concat();
         let applets = crate::testing::busybox_applets();
-        for shell in crate::testing::posix_shells(&applets) {
+        for shell in loop_shells(&applets) {
             let (out, err) = run_loop(&shell, &input);
             let (o, lines, pgid) = collect(&t1, &out, &err);
             assert_eq!(o.code, Some(7), "{shell:?}: {lines:?}");
@@ -974,7 +1016,7 @@ mod tests {
         };
         let (r, t) = request(&req, Mode::Group).unwrap();
         let applets = crate::testing::busybox_applets();
-        for shell in crate::testing::posix_shells(&applets) {
+        for shell in loop_shells(&applets) {
             let (out, err) = run_loop(&shell, &r);
             let (o, _, _) = collect(&t, &out, &err);
             assert_eq!(o.code, Some(4), "{shell:?}");
@@ -1000,7 +1042,7 @@ mod tests {
         let (r, _) = request(&req, Mode::Group).unwrap();
         let script_end = r.windows(3).position(|w| w == b"\n.\n").unwrap() + 3;
         let applets = crate::testing::busybox_applets();
-        for shell in crate::testing::posix_shells(&applets) {
+        for shell in loop_shells(&applets) {
             for cut in [script_end - 4, script_end + 5, r.len() - 2] {
                 let (out, _) = run_loop(&shell, &r[..cut]);
                 assert!(
@@ -1012,6 +1054,124 @@ mod tests {
             let (out, _) = run_loop(&shell, &r);
             assert!(String::from_utf8_lossy(&out).contains("RAN"), "{shell:?}");
         }
+    }
+
+    /// As runbook starts it, the loop runs in bash where there is one (job control, no
+    /// setsid), and each command still leads a group of its own.
+    #[test]
+    fn the_loop_starts_under_bash_where_there_is_one() {
+        let req = ExecRequest {
+            argv: vec![
+                "sh".into(),
+                "-c".into(),
+                "cat /proc/$PPID/comm; cut -d' ' -f1,5 /proc/$$/stat".into(),
+            ],
+            ..Default::default()
+        };
+        let (r, t) = request(&req, Mode::Group).unwrap();
+        let applets = crate::testing::busybox_applets();
+        for shell in loop_shells(&applets) {
+            let (out, err) = run_loop(&shell, &r);
+            let (o, _, pgid) = collect(&t, &out, &err);
+            let text = String::from_utf8_lossy(&o.stdout).into_owned();
+            let (parent, ids) = text.trim().split_once('\n').unwrap();
+            let (pid, pg) = ids.split_once(' ').unwrap();
+            assert_eq!(pid, pg, "{shell:?}: leads its group");
+            assert_eq!(pgid, pg.parse().ok(), "{shell:?}");
+            if shell.0 == STARTED {
+                assert_eq!(parent, "bash", "{shell:?}");
+            } else {
+                assert_ne!(parent, "bash", "{shell:?}");
+            }
+        }
+        // And a command's environment is what it is under dash (bash's SHLVL put back;
+        // where there was none, bash's exec leaves SHLVL=0), but for `_`, which shells
+        // set for the commands they run (bash drops the one it was given).
+        let env_of = |shell: &(String, String), shlvl: Option<&str>| {
+            let (r, t) = request(
+                &ExecRequest {
+                    argv: vec!["env".into()],
+                    ..Default::default()
+                },
+                Mode::Group,
+            )
+            .unwrap();
+            let (out, err) = run_loop_with(shell, &r, shlvl);
+            let (o, _, _) = collect(&t, &out, &err);
+            let mut lines: Vec<String> = String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter(|l| (shlvl.is_some() || *l != "SHLVL=0") && !l.starts_with("_="))
+                .map(str::to_string)
+                .collect();
+            lines.sort();
+            lines
+        };
+        let shells = loop_shells(&applets);
+        for shlvl in [None, Some("4")] {
+            let dash = env_of(&shells[0], shlvl);
+            assert!(dash.iter().any(|l| l.starts_with("PATH=")), "{dash:?}");
+            assert_eq!(dash, env_of(&shells[2], shlvl), "SHLVL {shlvl:?}");
+        }
+    }
+
+    /// A command stopped (SIGSTOP) and continued later ends with its own status, and
+    /// the loop waits for it meanwhile: job control alone would hand back 147 at once.
+    #[test]
+    fn a_stopped_command_is_waited_for() {
+        let marker = format!("rb-stop-{}", token());
+        let req = ExecRequest {
+            argv: vec![
+                "sh".into(),
+                "-c".into(),
+                "kill -STOP $$; exit 5".into(),
+                marker.clone().into(),
+            ],
+            ..Default::default()
+        };
+        let (r, t) = request(&req, Mode::Group).unwrap();
+        let applets = crate::testing::busybox_applets();
+        for shell in loop_shells(&applets) {
+            let stopped = std::thread::spawn({
+                let marker = marker.clone();
+                move || continue_when_stopped(&marker)
+            });
+            let started = Instant::now();
+            let (out, err) = run_loop(&shell, &r);
+            let waited = stopped.join().unwrap();
+            let (o, _, _) = collect(&t, &out, &err);
+            assert_eq!(o.code, Some(5), "{shell:?}");
+            assert!(started.elapsed() >= waited, "{shell:?}");
+        }
+    }
+
+    /// Finds the process whose argv holds `marker`, waits until it is stopped, lets it
+    /// stay stopped for a while, continues it; returns how long it was kept stopped.
+    fn continue_when_stopped(marker: &str) -> Duration {
+        let until = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < until {
+            for e in std::fs::read_dir("/proc").unwrap().flatten() {
+                let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+                    continue;
+                };
+                let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+                if !String::from_utf8_lossy(&cmdline).contains(marker) {
+                    continue;
+                }
+                let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+                if stat
+                    .rsplit_once(") ")
+                    .is_some_and(|(_, r)| r.starts_with('T'))
+                {
+                    let kept = Duration::from_millis(1500);
+                    std::thread::sleep(kept);
+                    // SAFETY: kill only sends a signal, to the test's own command.
+                    unsafe { libc::kill(pid, libc::SIGCONT) };
+                    return kept;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("no stopped process with {marker}");
     }
 
     #[test]

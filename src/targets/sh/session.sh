@@ -17,8 +17,26 @@
 # "\036runbook-session cannot WHY" and exits when this target cannot host it.
 _rb_nl='
 '
-if ! command -v setsid >/dev/null 2>&1; then
-  printf '\036runbook-session cannot needs setsid (util-linux or busybox)\n'
+# A command's own process group: bash with job control (`set -m`, which needs no
+# terminal there) puts each subshell in a group of its own as it forks, at no cost. dash
+# and busybox ash turn job control off without a terminal, so there the command's
+# process execs setsid first: a second exec per command, about as dear as the command's
+# own (bench/RESULTS.md). runbook starts the loop under bash where there is one.
+# Job control has bash report stopped and ended jobs on its own stderr, so the loop's
+# own is /dev/null: fd 3 is the channel's.
+exec 3>&2 2>/dev/null
+_rb_jc=
+if [ -n "${BASH_VERSION:-}" ] && set -m; then
+  _rb_jc=1
+  # What session_start.sh found: a command gets the SHLVL the loop was given (bash's
+  # exec takes one off it first; where there was none, a command sees SHLVL=0).
+  # shellcheck disable=SC3028
+  case ${2-}:${1-} in
+    set:*[!0-9]* | set:) ;;
+    set:*) SHLVL=$(($1 + 1)) && export SHLVL ;;
+  esac
+elif ! command -v setsid >/dev/null 2>&1; then
+  printf '\036runbook-session cannot needs setsid (util-linux or busybox) or bash\n'
   exit 0
 fi
 _rb_boot=-
@@ -53,49 +71,81 @@ _rb_stdin() {
 }
 
 # _rb_run TOKEN MODE STDIN CWD [NAME VALUE]... -- ARGV...
-#   MODE  g: ARGV leads a new session (so a process group of its own) and the group is
-#         reported; p: runbook's own short command, run as is
+#   MODE  g: ARGV runs in a process group of its own (job control's, or a new session's
+#         by setsid) and the group is reported; p: runbook's own short command, as is
 #   STDIN 1: read by _rb_stdin first; 0: /dev/null
 #   CWD   "-" or "+DIR"
-# The subshell is the command's process: it reports its own pid, sets the environment
-# and directory, then execs setsid, which makes it a session leader in place (a subshell
-# never leads a group, so setsid does not fork). A foreground subshell, not `&`: a
-# background job of a shell without job control would ignore SIGINT and SIGQUIT.
+# The command's process is a subshell running _rb_child. Without job control it is a
+# foreground subshell, not `&`: a background job of a shell without job control would
+# ignore SIGINT and SIGQUIT. With it, a background job and `wait` for its pid: job
+# control hands back a stopped foreground job at once (as 128 + the signal) and may
+# drop its status before it ends, where a shell without job control waits on; `wait`
+# on a pid returns at a stop too, so the loop waits while /proc says it is stopped.
 _rb_run() {
   _rb_t=$1 _rb_m=$2 _rb_i=$3 _rb_d=$4
   shift 4
   if [ "$_rb_i" = 1 ]; then _rb_stdin; else exec 4</dev/null; fi
-  (
-    exec <&4 4<&-
-    printf '\036%s begin\n' "$_rb_t"
-    printf '\036%s begin\n' "$_rb_t" >&2
-    if [ "$_rb_m" = g ] && [ -n "$_rb_proc" ]; then
-      _rb_s=-
-      IFS= read -r _rb_s </proc/self/stat
-      printf '\036%s pgid %s %s %s\n' "$_rb_t" "${_rb_s%% *}" "$_rb_boot" "$_rb_s" >&2
-    fi
-    [ -z "$_rb_in" ] || { echo "runbook: cannot keep the command's stdin: no private directory in ${TMPDIR:-/tmp} (mktemp -d)" >&2; exit 125; }
-    while [ "$1" != -- ]; do
-      export "$1=$2" || exit 125
-      shift 2
+  if [ -n "$_rb_jc" ]; then
+    _rb_child "$@" &
+    _rb_p=$!
+    while :; do
+      wait "$_rb_p"
+      _rb_st=$?
+      case $_rb_st in
+        14[5-9] | 150) ;;
+        *) break ;;
+      esac
+      _rb_s=
+      IFS= read -r _rb_s <"/proc/$_rb_p/stat" || break
+      _rb_s=${_rb_s##*') '}
+      case $_rb_s in
+        [Tt]*) sleep 1 ;;
+        *) ;;
+      esac
     done
-    shift
-    if [ "$_rb_d" != - ]; then cd -- "${_rb_d#+}" || exit 1; fi
-    # Nothing of the loop's own reaches the command: only what was exported above.
-    _rb_x=$_rb_m$_rb_proc
-    _rb_a=$_rb_t _rb_b=$_rb_boot
-    unset _rb_s _rb_l _rb_f _rb_dir _rb_in _rb_d _rb_i _rb_nl _rb_q _rb_proc _rb_m _rb_t _rb_boot
-    # shellcheck disable=SC2016
-    case $_rb_x in
-      g1) unset _rb_x _rb_a _rb_b; exec setsid "$@" ;;
-      g) unset _rb_x; exec setsid sh -c 'printf "\036%s pgid %s %s -\n" "$1" "$$" "$2" >&2; shift 2; exec "$@"' sh "$_rb_a" "$_rb_b" "$@" ;;
-      *) unset _rb_x _rb_a _rb_b; exec "$@" ;;
-    esac
-  )
-  _rb_st=$?
+  else
+    (_rb_child "$@")
+    _rb_st=$?
+  fi
   exec 4<&-
   printf '\036%s end %s\n' "$_rb_t" "$_rb_st"
-  printf '\036%s end\n' "$_rb_t" >&2
+  printf '\036%s end\n' "$_rb_t" >&3
+}
+
+# _rb_child ARGV...: in the command's own process (a subshell), reports its pid and
+# group, sets the environment and directory, then execs ARGV; without job control it
+# execs setsid first, which makes it a session leader in place (a subshell never leads
+# a group, so setsid does not fork).
+_rb_child() {
+  exec <&4 4<&- 2>&3 3>&-
+  printf '\036%s begin\n' "$_rb_t"
+  # One write for both lines: each write is a packet on its way to runbook.
+  if [ "$_rb_m" = g ] && [ -n "$_rb_proc" ]; then
+    _rb_s=-
+    IFS= read -r _rb_s </proc/self/stat
+    printf '\036%s begin\n\036%s pgid %s %s %s\n' "$_rb_t" "$_rb_t" "${_rb_s%% *}" "$_rb_boot" "$_rb_s" >&2
+  else
+    printf '\036%s begin\n' "$_rb_t" >&2
+  fi
+  [ -z "$_rb_in" ] || { echo "runbook: cannot keep the command's stdin: no private directory in ${TMPDIR:-/tmp} (mktemp -d)" >&2; exit 125; }
+  while [ "$1" != -- ]; do
+    export "$1=$2" || exit 125
+    shift 2
+  done
+  shift
+  if [ "$_rb_d" != - ]; then cd -- "${_rb_d#+}" || exit 1; fi
+  # Nothing of the loop's own reaches the command: only what was exported above.
+  _rb_x=$_rb_jc$_rb_m$_rb_proc
+  _rb_a=$_rb_t _rb_b=$_rb_boot
+  unset _rb_s _rb_l _rb_f _rb_dir _rb_in _rb_d _rb_i _rb_nl _rb_q _rb_proc _rb_m _rb_t _rb_boot _rb_p _rb_st _rb_jc
+  # shellcheck disable=SC2016,SC3028
+  case $_rb_x in
+    1g) printf '\036%s pgid %s %s -\n' "$_rb_a" "$BASHPID" "$_rb_b" >&2 ;;
+    g1) unset _rb_x _rb_a _rb_b; exec setsid "$@" ;;
+    g) unset _rb_x; exec setsid sh -c 'printf "\036%s pgid %s %s -\n" "$1" "$$" "$2" >&2; shift 2; exec "$@"' sh "$_rb_a" "$_rb_b" "$@" ;;
+  esac
+  unset _rb_x _rb_a _rb_b
+  exec "$@"
 }
 
 if command -v mktemp >/dev/null 2>&1; then
