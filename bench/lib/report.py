@@ -194,8 +194,8 @@ if failed:
 w("")
 w("## 1. Trivial remote commands (`true`) on one host")
 w("")
-w("What runs on the host differs slightly: runbook's session loop forks, `exec`s `setsid` (the "
-  "command's own process group) and then `/usr/bin/true`; ansible `command` starts a Python module "
+w("What runs on the host differs slightly: runbook's session loop (bash there) forks a job in a process "
+  "group of its own (job control) that execs `/usr/bin/true`; ansible `command` starts a Python module "
   "that runs `/usr/bin/true`; the ssh loops, fabric, pyinfra and ansible `raw` run the shell builtin. "
   "`/bin/true` costs about 1 ms.")
 meds = {}
@@ -320,6 +320,10 @@ if len(NS) >= 2:
             row(f"≥ {goal}× faster than {LABELS['ssh'][c].split(':')[0]}",
                 f"{o / rbm:.1f}× marginal ({o:.2f} vs {rbm:.2f} ms); {meds[(c, b)] / meds[('runbook', b)]:.1f}× total at N={b}",
                 o / rbm >= goal)
+    fl = marginal(lambda n: meds.get(("one_ssh_procs", n)), a, b)
+    if rbm and fl:
+        w(f"| (reference) this machine's floor for a process per command: one shell running `/bin/true` N times | "
+          f"{fl:.2f} ms marginal; runbook spends {rbm - fl:.2f} ms per command above it | — |")
     ch = marginal(lambda n: meds.get(("runbook_channels", n)), a, b)
     if rbm and ch:
         w(f"| (reference) sessions against a channel per command, same run | {ch / rbm:.1f}× ({ch:.2f} vs {rbm:.2f} ms marginal) | — |")
