@@ -15,6 +15,11 @@
 #   stdout  TOKEN end STATUS / stderr TOKEN end the command ended with STATUS
 # The loop prints "\036runbook-session ready 1 [nostdin]" when it is ready, or
 # "\036runbook-session cannot WHY" and exits when this target cannot host it.
+# The loop's own variables are all _rb_*, and none of them is exported: an _rb_* that
+# came in the environment is unset first, so no command gets one (runbook refuses to
+# set one: session::unsuited).
+unset _rb_nl _rb_jc _rb_boot _rb_proc _rb_dir _rb_f _rb_in _rb_l _rb_q _rb_t _rb_m \
+  _rb_i _rb_d _rb_s _rb_p _rb_st _rb_x _rb_a _rb_b
 _rb_nl='
 '
 # A command's own process group: bash with job control (`set -m`, which needs no
@@ -82,7 +87,10 @@ _rb_stdin() {
 # drop its status before it ends, where a shell without job control waits on; `wait`
 # on a pid returns at a stop too, so the loop waits while /proc says it is stopped.
 _rb_run() {
-  _rb_t=$1 _rb_m=$2 _rb_i=$3 _rb_d=$4
+  _rb_t=$1 _rb_i=$3 _rb_d=$4
+  # What the command's process does, decided here: after the fork, every variable the
+  # child writes costs it a copied page.
+  _rb_x=$_rb_jc$2$_rb_proc
   shift 4
   if [ "$_rb_i" = 1 ]; then _rb_stdin; else exec 4</dev/null; fi
   if [ -n "$_rb_jc" ]; then
@@ -115,36 +123,32 @@ _rb_run() {
 # _rb_child ARGV...: in the command's own process (a subshell), reports its pid and
 # group, sets the environment and directory, then execs ARGV; without job control it
 # execs setsid first, which makes it a session leader in place (a subshell never leads
-# a group, so setsid does not fork).
+# a group, so setsid does not fork). _rb_x: job control (1 or not), MODE, /proc (1 or
+# not).
 _rb_child() {
   exec <&4 4<&- 2>&3 3>&-
   printf '\036%s begin\n' "$_rb_t"
   # One write for both lines: each write is a packet on its way to runbook.
-  if [ "$_rb_m" = g ] && [ -n "$_rb_proc" ]; then
-    _rb_s=-
-    IFS= read -r _rb_s </proc/self/stat
-    printf '\036%s begin\n\036%s pgid %s %s %s\n' "$_rb_t" "$_rb_t" "${_rb_s%% *}" "$_rb_boot" "$_rb_s" >&2
-  else
-    printf '\036%s begin\n' "$_rb_t" >&2
-  fi
+  case $_rb_x in
+    *g1)
+      IFS= read -r _rb_s </proc/self/stat
+      printf '\036%s begin\n\036%s pgid %s %s %s\n' "$_rb_t" "$_rb_t" "${_rb_s%% *}" "$_rb_boot" "$_rb_s" >&2
+      ;;
+    *) printf '\036%s begin\n' "$_rb_t" >&2 ;;
+  esac
   [ -z "$_rb_in" ] || { echo "runbook: cannot keep the command's stdin: no private directory in ${TMPDIR:-/tmp} (mktemp -d)" >&2; exit 125; }
   while [ "$1" != -- ]; do
     export "$1=$2" || exit 125
     shift 2
   done
   shift
-  if [ "$_rb_d" != - ]; then cd -- "${_rb_d#+}" || exit 1; fi
-  # Nothing of the loop's own reaches the command: only what was exported above.
-  _rb_x=$_rb_jc$_rb_m$_rb_proc
-  _rb_a=$_rb_t _rb_b=$_rb_boot
-  unset _rb_s _rb_l _rb_f _rb_dir _rb_in _rb_d _rb_i _rb_nl _rb_q _rb_proc _rb_m _rb_t _rb_boot _rb_p _rb_st _rb_jc
+  [ "$_rb_d" = - ] || cd -- "${_rb_d#+}" || exit 1
   # shellcheck disable=SC2016,SC3028
   case $_rb_x in
-    1g) printf '\036%s pgid %s %s -\n' "$_rb_a" "$BASHPID" "$_rb_b" >&2 ;;
-    g1) unset _rb_x _rb_a _rb_b; exec setsid "$@" ;;
-    g) unset _rb_x; exec setsid sh -c 'printf "\036%s pgid %s %s -\n" "$1" "$$" "$2" >&2; shift 2; exec "$@"' sh "$_rb_a" "$_rb_b" "$@" ;;
+    1g) printf '\036%s pgid %s %s -\n' "$_rb_t" "$BASHPID" "$_rb_boot" >&2 ;;
+    g1) exec setsid "$@" ;;
+    g) exec setsid sh -c 'printf "\036%s pgid %s %s -\n" "$1" "$$" "$2" >&2; shift 2; exec "$@"' sh "$_rb_t" "$_rb_boot" "$@" ;;
   esac
-  unset _rb_x _rb_a _rb_b
   exec "$@"
 }
 
