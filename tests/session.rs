@@ -431,3 +431,63 @@ end)
     );
     assert_eq!(parents[0], parents[1], "one session for both passes");
 }
+
+/// runbook in a terminal, with a container on this machine (`target("local"):pct`, the
+/// pct double): the container's session has no controlling terminal, so a command there
+/// that opens /dev/tty fails at once, as over SSH. (Under bash the loop's commands are
+/// job control's groups in the loop's session; in runbook's own session they would stop
+/// at a read from the terminal, SIGTTIN, until their timeout.)
+#[test]
+fn a_container_session_on_this_machine_has_no_terminal() {
+    let env = Env::new();
+    let root = env.scratch().join("pct");
+    std::fs::create_dir_all(root.join("ct/200/tmp")).unwrap();
+    std::fs::create_dir_all(root.join("ct/200/root")).unwrap();
+    let rb = env.write(
+        "tty.lua",
+        r#"
+runbook { name = "tty" }
+step("tty", function()
+  local r = target("local"):pct(200):exec({ "sh", "-c", "if (exec 3</dev/tty) 2>/dev/null; then echo has-tty; else echo no-tty; fi; cat /proc/$PPID/comm" }, { read_only = true, timeout = "20s" })
+  log.info("seen: " .. r.stdout:gsub("\n", " "))
+end)
+"#,
+    );
+    // `script` (util-linux) gives runbook a terminal of its own.
+    let cmd = env.std_cmd();
+    let line = format!(
+        "{} run {} --yes",
+        assert_cmd::cargo::cargo_bin!("runbook").display(),
+        rb.display()
+    );
+    let path = format!(
+        "{}:{}",
+        repo().join("tests/bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let started = Instant::now();
+    let ran = std::process::Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .env("PATH", path)
+        .env("PCT_DOUBLE_ROOT", &root)
+        .current_dir(cmd.get_current_dir().unwrap())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("script (util-linux) runs");
+    let said = String::from_utf8_lossy(&ran.stdout).into_owned();
+    assert!(ran.status.success(), "{}: {said}", ran.status);
+    let seen: Vec<String> = env
+        .last_record()
+        .iter()
+        .filter_map(|e| e["message"].as_str())
+        .filter_map(|m| m.strip_prefix("seen: "))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        seen,
+        ["no-tty bash "],
+        "through the session, no terminal: {said}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(15));
+}

@@ -822,15 +822,28 @@ pub fn local() -> Rc<Pool> {
 
 /// Starts the loop as a local process (for a container of this machine).
 pub fn spawn_local(argv: &[OsString]) -> Result<Proc, String> {
-    let child = tokio::process::Command::new(&argv[0])
-        .args(&argv[1..])
+    let mut cmd = tokio::process::Command::new(&argv[0]);
+    cmd.args(&argv[1..])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
-        // Its own group: a Ctrl-C at the terminal reaches runbook, which stops the
-        // command in the container itself; the tool must not die of it first.
-        .process_group(0)
-        .kill_on_drop(true)
+        .kill_on_drop(true);
+    // A session of its own, so also a group of its own: a Ctrl-C at the terminal
+    // reaches runbook, which stops the command in the container itself (the tool must
+    // not die of it first); and no controlling terminal, so a command that opens
+    // /dev/tty fails at once, as it does over SSH, instead of stopping (SIGTTIN) in a
+    // background group of runbook's terminal: under bash, the loop's commands are job
+    // control's groups in the loop's session, not sessions of their own.
+    // SAFETY: setsid is async-signal-safe, and it is all the child does before exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", argv[0].to_string_lossy()))?;
     Ok(Proc::Local(child))
