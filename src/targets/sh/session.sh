@@ -1,4 +1,5 @@
-# session.sh: runbook's read-eval loop on a target (`sh -c SCRIPT sh`), one per SSH
+# session.sh: runbook's read-eval loop on a target (`bash --posix -c SCRIPT sh [SHLVL
+# set]` by session_start.sh, or `sh -c SCRIPT sh` where there is no bash), one per SSH
 # channel or container exec, so that a command costs a fork and an exec instead of a new
 # SSH session, a login shell and a `pct exec` (see targets/session.rs).
 #
@@ -23,7 +24,8 @@ unset _rb_nl _rb_jc _rb_boot _rb_proc _rb_dir _rb_f _rb_in _rb_l _rb_q _rb_t _rb
 _rb_nl='
 '
 # A command's own process group: bash with job control (`set -m`, which needs no
-# terminal there) puts each subshell in a group of its own as it forks, at no cost. dash
+# terminal there) puts each job, a background subshell, in a group of its own as it
+# forks, at no cost. dash
 # and busybox ash turn job control off without a terminal, so there the command's
 # process execs setsid first: a second exec per command, about as dear as the command's
 # own (bench/RESULTS.md). runbook starts the loop under bash where there is one.
