@@ -628,13 +628,32 @@ impl<'k> Walker<'k> {
     }
 }
 
+/// The names of the API's tables: the globals of a sandbox VM that holds a table,
+/// taken before any runbook ran in it (`_G` and `params`, which hold the runbook's own,
+/// left out).
+pub fn api_tables(fresh: &mlua::Lua) -> Vec<String> {
+    use mlua::Value;
+    fresh
+        .globals()
+        .pairs::<Value, Value>()
+        .flatten()
+        .filter_map(|(k, v)| match (k, v) {
+            (Value::String(name), Value::Table(_)) => Some(name.to_string_lossy()),
+            _ => None,
+        })
+        // `_G` holds the runbook's own globals too, and `params` the runbook's params
+        // (whose misspellings the params proxy names when read).
+        .filter(|name| name != "_G" && name != "params")
+        .collect()
+}
+
 impl Known {
-    /// What the API defines, from its one source: the tables of a fresh sandbox VM
-    /// (`fresh`, which no runbook touched, says which globals are the API's), their keys
-    /// and the stdlib modules' exports as the runbook's own VM (`live`, after its top
-    /// level ran) holds them, and the target handle's methods and fields from the API
-    /// reference (`api`: the `/// Lua:` doc comments, `docs/lua-api.md`).
-    pub fn read(api: &str, fresh: &mlua::Lua, live: &mlua::Lua) -> Known {
+    /// What the API defines, from its one source: its tables (`api_tables`, taken from
+    /// the runbook's VM before the runbook ran), their keys and the stdlib modules'
+    /// exports as the runbook's own VM (`live`, after its top level ran) holds them,
+    /// and the target handle's methods and fields from the API reference (`api`: the
+    /// `/// Lua:` doc comments, `docs/lua-api.md`).
+    pub fn read(api: &str, api_tables: &[String], live: &mlua::Lua) -> Known {
         use mlua::{Table, Value};
         let keys = |t: &Table| -> BTreeSet<String> {
             t.pairs::<Value, Value>()
@@ -646,18 +665,9 @@ impl Known {
                 .collect()
         };
         let mut known = Known::default();
-        for (k, v) in fresh.globals().pairs::<Value, Value>().flatten() {
-            let (Value::String(name), Value::Table(_)) = (k, v) else {
-                continue;
-            };
-            let name = name.to_string_lossy();
-            // `_G` holds the runbook's own globals too, and `params` the runbook's params
-            // (whose misspellings the params proxy names when read).
-            if name == "_G" || name == "params" {
-                continue;
-            }
+        for name in api_tables {
             if let Ok(t) = live.globals().raw_get::<Table>(name.as_str()) {
-                known.tables.insert(name, keys(&t));
+                known.tables.insert(name.clone(), keys(&t));
             }
         }
         if let Ok(require) = live.globals().get::<mlua::Function>("require") {
@@ -900,7 +910,7 @@ ssh("x"):exce()
         ));
         let fresh = crate::sandbox::new_vm(ctx.clone()).unwrap();
         let live = crate::sandbox::new_vm(ctx).unwrap();
-        let known = Known::read(crate::embedded::LUA_API, &fresh, &live);
+        let known = Known::read(crate::embedded::LUA_API, &api_tables(&fresh), &live);
         assert!(known.tables["cache"].contains("clear"), "{known:?}");
         assert!(known.modules["runbook.text"].contains("lines"), "{known:?}");
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
