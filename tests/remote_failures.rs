@@ -370,6 +370,8 @@ fn timeout_leaves_no_process(container: bool) {
     } else {
         r#"target("node1")"#
     };
+    // Durations no other process on this shared machine has (`pgrep` sees them all).
+    let tag = std::process::id();
     let rb = env.write(
         "timeout.lua",
         &format!(
@@ -377,7 +379,7 @@ fn timeout_leaves_no_process(container: bool) {
 runbook {{ name = "remote-timeout" }}
 local t = {on}
 step("slow", function()
-  local r = t:exec({{ "sh", "-c", "sleep 300 & sleep 301; wait" }}, {{ timeout = "500ms", check = false }})
+  local r = t:exec({{ "sh", "-c", "sleep 300.{tag} & sleep 301.{tag}; wait" }}, {{ timeout = "500ms", check = false }})
   if not r.timed_out or r.ok then
     fail("expected a timeout, got ok=" .. tostring(r.ok) .. " code=" .. tostring(r.code))
   end
@@ -394,7 +396,7 @@ end)
         took < Duration::from_millis(4500),
         "a 500ms timeout took {took:?}"
     );
-    let left = leftovers("sleep 30[01]");
+    let left = leftovers(&format!("sleep 30[01][.]{tag}"));
     assert!(
         left.is_empty(),
         "processes left behind after the timeout{}: {left:#?}",
