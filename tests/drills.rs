@@ -137,14 +137,6 @@ fn started_steps(events: &[Value]) -> Vec<u64> {
         .collect()
 }
 
-fn lines_of(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
-
 // ---------------------------------------------------------------------------------------
 // 1: sshd dies while a step runs; the host comes back; --resume last finishes the run
 
@@ -190,7 +182,7 @@ fn host_lost_mid_step_then_resume_finishes_the_run() {
     assert_eq!(after["reason"], "an earlier step failed", "{after}");
     let cleanup = step_finished(&first, 3);
     assert_ne!(cleanup["outcome"], "failed", "{cleanup}");
-    assert_eq!(lines_of(&dir.join("always.log")), ["ran"]);
+    assert_eq!(file_lines(&dir.join("always.log")), ["ran"]);
     let end = first.last().unwrap();
     assert_eq!(
         (&end["outcome"], &end["exit_code"], &end["failed"]),
@@ -228,10 +220,10 @@ fn host_lost_mid_step_then_resume_finishes_the_run() {
     }
     assert_eq!(second.last().unwrap()["outcome"], "ok");
     // What ran where, from the host's side.
-    assert_eq!(lines_of(&dir.join("prepare.log")), ["prepared"]);
-    assert_eq!(lines_of(&dir.join("long.log")), ["done"]);
-    assert_eq!(lines_of(&dir.join("after.log")), ["after"]);
-    assert_eq!(lines_of(&dir.join("always.log")), ["ran", "ran"]);
+    assert_eq!(file_lines(&dir.join("prepare.log")), ["prepared"]);
+    assert_eq!(file_lines(&dir.join("long.log")), ["done"]);
+    assert_eq!(file_lines(&dir.join("after.log")), ["after"]);
+    assert_eq!(file_lines(&dir.join("always.log")), ["ran", "ran"]);
     eprintln!(
         "drill 1: dead host noticed in {noticed:?}; remote command orphaned by the lost \
          connection: {orphan}; resumed run took {resume_took:?}"

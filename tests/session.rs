@@ -15,14 +15,6 @@ fn remote<'e>(env: &'e Env, fleet: &Fleet, file: &Path) -> Run<'e> {
     Run::new(env, file).ssh(fleet).yes().json()
 }
 
-fn lines(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
-
 /// Every command's parent is the same process, the session's loop, on the host and in a
 /// container; over a channel per command each would have its own (sshd's session).
 #[test]
@@ -60,8 +52,8 @@ end)
         ),
     );
     let out = remote(&env, &fleet, &rb).expect_exit(0).run();
-    let parents: BTreeSet<String> = lines(&host).into_iter().collect();
-    assert_eq!(lines(&host).len(), 20);
+    let parents: BTreeSet<String> = file_lines(&host).into_iter().collect();
+    assert_eq!(file_lines(&host).len(), 20);
     assert_eq!(parents.len(), 1, "one parent for 20 commands: {parents:?}");
     let logs = out.logs().join("\n");
     assert!(
@@ -106,7 +98,7 @@ end)
     let started = Instant::now();
     remote(&env, &fleet, &rb).expect_exit(0).run();
     let took = started.elapsed();
-    let all = lines(&seen);
+    let all = file_lines(&seen);
     assert_eq!(all.len(), 24);
     let parents: BTreeSet<&String> = all.iter().collect();
     assert!(
@@ -167,8 +159,8 @@ end)
     let err = step_error(&run.events(), 1);
     assert!(err.contains("connection lost to node1"), "{err}\n{out}");
     assert!(err.contains("does not run it again"), "{err}");
-    assert_eq!(lines(&runs).len(), 1, "the command ran once");
-    let next: i32 = lines(&after)[0].parse().unwrap();
+    assert_eq!(file_lines(&runs).len(), 1, "the command ran once");
+    let next: i32 = file_lines(&after)[0].parse().unwrap();
     assert_ne!(next, loop_pid, "the next command has a new session\n{out}");
     env.complete_record();
 }
@@ -423,7 +415,7 @@ end)
     let (code, shown) = Run::new(&env, &rb).ssh(&fleet).on_terminal("y\n");
     assert_eq!(code, 0, "{shown}");
     assert!(made.exists(), "{shown}");
-    let parents = lines(&seen);
+    let parents = file_lines(&seen);
     assert_eq!(
         parents.len(),
         2,

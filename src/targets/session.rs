@@ -866,7 +866,8 @@ mod tests {
     /// command), and as runbook starts it (`START`, here: bash with job control).
     fn loop_shells(applets: &tempfile::TempDir) -> Vec<(String, String)> {
         let mut shells = crate::testing::posix_shells(applets).to_vec();
-        let system = std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into());
+        // dash's entry has the system PATH.
+        let system = shells[0].1.clone();
         shells.push((STARTED.into(), system));
         shells
     }

@@ -240,8 +240,8 @@ impl SshHost {
         )
     }
 
-    /// The `ssh` words that reach this host: config, port, identity, jump, destination.
-    pub(super) fn reach_args(&self) -> Vec<OsString> {
+    /// The `ssh` options this host needs: config, port, identity, jump.
+    fn option_args(&self) -> Vec<OsString> {
         let mut words: Vec<OsString> = Vec::new();
         if let Some(cfg) = &self.settings.config {
             words.extend(["-F".into(), cfg.clone().into()]);
@@ -255,6 +255,12 @@ impl SshHost {
         if let Some(j) = &self.spec.jump {
             words.extend(["-J".into(), j.into()]);
         }
+        words
+    }
+
+    /// The `ssh` words that reach this host: its options, then the destination.
+    pub(super) fn reach_args(&self) -> Vec<OsString> {
+        let mut words = self.option_args();
         if let Some(u) = &self.spec.user {
             words.extend(["-l".into(), u.into()]);
         }
@@ -270,18 +276,7 @@ impl SshHost {
     /// The `ssh …` words a user would type to run a command here by hand.
     pub fn command_prefix(&self) -> String {
         let mut words: Vec<OsString> = vec!["ssh".into()];
-        if let Some(cfg) = &self.settings.config {
-            words.extend(["-F".into(), cfg.clone().into()]);
-        }
-        if let Some(p) = self.spec.port {
-            words.extend(["-p".into(), p.to_string().into()]);
-        }
-        if let Some(id) = &self.spec.identity {
-            words.extend(["-i".into(), id.clone().into()]);
-        }
-        if let Some(j) = &self.spec.jump {
-            words.extend(["-J".into(), j.into()]);
-        }
+        words.extend(self.option_args());
         let dest = match &self.spec.user {
             Some(u) => format!("{u}@{}", self.spec.host),
             None => self.spec.host.clone(),

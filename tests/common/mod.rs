@@ -194,6 +194,15 @@ pub fn demo_repo(dir: &Path) -> PathBuf {
     repo
 }
 
+/// The lines of a file a test's commands append to (none when it does not exist yet).
+pub fn file_lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
 /// The repository root (for runbooks/ and examples/).
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
