@@ -18,8 +18,8 @@
 //! target or starts one, and gives it back when it ends cleanly. A session that dies
 //! takes its command with it ("connection lost"); it is never run again by itself, and
 //! the next command starts a new session. Where the target cannot host the loop (no
-//! POSIX sh, neither bash nor setsid, a login shell that cannot run `sh -c`), commands there use a
-//! channel (or container entry) each, as before, and the run is told once.
+//! POSIX sh, neither bash nor setsid, a login shell that cannot run `sh -c`), commands
+//! there use a channel (or container entry) each, as before, and the run is told once.
 
 use super::pump::{take_line, Stop, LINE_LIMIT, REPORT_WAIT};
 use super::{Container, ExecIo, ExecOutcome, ExecRequest, Group, KillFn, Stream};
