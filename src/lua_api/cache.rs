@@ -47,9 +47,9 @@ pub struct RestoreOptions {
 
 pub fn register(lua: &Lua) -> mlua::Result<()> {
     let t = lua.create_table()?;
-    t.raw_set("clear", lua.create_async_function(clear)?)?;
-    t.raw_set("restore", lua.create_async_function(restore)?)?;
-    t.raw_set("size", lua.create_async_function(size)?)?;
+    t.raw_set("clear", super::async_function(lua, clear)?)?;
+    t.raw_set("restore", super::async_function(lua, restore)?)?;
+    t.raw_set("size", super::async_function(lua, size)?)?;
     lua.globals().raw_set("cache", t)
 }
 

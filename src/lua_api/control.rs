@@ -7,7 +7,7 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
     let g = lua.globals();
     g.raw_set("fail", lua.create_function(fail)?)?;
     g.raw_set("secret", lua.create_function(secret)?)?;
-    g.raw_set("sleep", lua.create_async_function(sleep)?)?;
+    g.raw_set("sleep", super::async_function(lua, sleep)?)?;
     Ok(())
 }
 

@@ -28,7 +28,7 @@ pub struct TakeOptions {
 
 pub fn register(lua: &Lua) -> mlua::Result<()> {
     let t = lua.create_table()?;
-    t.raw_set("take", lua.create_async_function(take)?)?;
+    t.raw_set("take", super::async_function(lua, take)?)?;
     t.raw_set("save", lua.create_function(save)?)?;
     t.raw_set("load", lua.create_function(load)?)?;
     t.raw_set("diff", lua.create_function(diff)?)?;

@@ -28,9 +28,9 @@ pub struct RestoreOptions {
 
 pub fn register(lua: &Lua) -> mlua::Result<()> {
     let t = lua.create_table()?;
-    t.raw_set("restore", lua.create_async_function(restore)?)?;
-    t.raw_set("head", lua.create_async_function(head)?)?;
-    t.raw_set("status", lua.create_async_function(status)?)?;
+    t.raw_set("restore", super::async_function(lua, restore)?)?;
+    t.raw_set("head", super::async_function(lua, head)?)?;
+    t.raw_set("status", super::async_function(lua, status)?)?;
     lua.globals().raw_set("git", t)
 }
 

@@ -29,8 +29,8 @@ pub struct RequireOptions {
 
 pub fn register(lua: &Lua) -> mlua::Result<()> {
     let t = lua.create_table()?;
-    t.raw_set("probe", lua.create_async_function(probe)?)?;
-    t.raw_set("require", lua.create_async_function(require)?)?;
+    t.raw_set("probe", super::async_function(lua, probe)?)?;
+    t.raw_set("require", super::async_function(lua, require)?)?;
     lua.globals().raw_set("gpu", t)
 }
 

@@ -22,7 +22,7 @@ pub struct ParallelOptions {
 
 pub fn register(lua: &Lua) -> mlua::Result<()> {
     lua.globals()
-        .raw_set("parallel", lua.create_async_function(parallel)?)
+        .raw_set("parallel", super::async_function(lua, parallel)?)
 }
 
 /// Lua: parallel(items, fn, [opts]) -> results

@@ -82,9 +82,9 @@ pub struct StopOptions {
 
 pub fn register(lua: &Lua) -> mlua::Result<()> {
     let t = lua.create_table()?;
-    t.raw_set("spawn", lua.create_async_function(spawn)?)?;
-    t.raw_set("wait_for", lua.create_async_function(wait_for)?)?;
-    t.raw_set("stop", lua.create_async_function(stop)?)?;
+    t.raw_set("spawn", super::async_function(lua, spawn)?)?;
+    t.raw_set("wait_for", super::async_function(lua, wait_for)?)?;
+    t.raw_set("stop", super::async_function(lua, stop)?)?;
     lua.globals().raw_set("proc", t)
 }
 

@@ -83,18 +83,18 @@ impl UserData for TargetHandle {
         });
         methods.add_async_method(
             "exec",
-            |lua, this: UserDataRef<Self>, (argv, opts): (Value, Option<Table>)| async move {
+            |lua, this: UserDataRef<Self>, (argv, opts): (Value, Option<Table>)| {
                 let target = this.0.clone();
                 drop(this);
-                exec(lua, target, argv, opts).await
+                super::freed_when_done(exec(lua, target, argv, opts))
             },
         );
         methods.add_async_method(
             "shell",
-            |lua, this: UserDataRef<Self>, (script, opts): (Value, Option<Table>)| async move {
+            |lua, this: UserDataRef<Self>, (script, opts): (Value, Option<Table>)| {
                 let target = this.0.clone();
                 drop(this);
-                shell(lua, target, script, opts).await
+                super::freed_when_done(shell(lua, target, script, opts))
             },
         );
     }
@@ -104,7 +104,7 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
     let g = lua.globals();
     g.raw_set("target", lua.create_function(target)?)?;
     g.raw_set("ssh", lua.create_function(ssh)?)?;
-    g.raw_set("targets", lua.create_async_function(targets)?)
+    g.raw_set("targets", super::async_function(lua, targets)?)
 }
 
 /// Lua: target(name) -> target

@@ -66,7 +66,7 @@ pub struct BuildOptions {
 
 pub fn register(lua: &Lua) -> mlua::Result<()> {
     let venv = lua.create_table()?;
-    venv.raw_set("build", lua.create_async_function(build)?)?;
+    venv.raw_set("build", super::async_function(lua, build)?)?;
     lua.globals().raw_set("venv", venv)
 }
 

@@ -62,7 +62,7 @@ const DEFAULT_QUIET: Duration = Duration::from_secs(120);
 
 pub fn register(lua: &Lua) -> mlua::Result<()> {
     let t = lua.create_table()?;
-    t.raw_set("run", lua.create_async_function(run)?)?;
+    t.raw_set("run", super::async_function(lua, run)?)?;
     lua.globals().raw_set("warmup", t)
 }
 

@@ -92,18 +92,17 @@ struct Reader {
 }
 
 impl Reader {
-    /// One read; false at the end of the stream. Cancel-safe.
+    /// One read; false at the end of the stream. Cancel-safe. Straight into `pending`:
+    /// a buffer of its own would sit in every command's future, twice (stdout and
+    /// stderr are read at once).
     async fn fill(&mut self) -> bool {
-        let mut buf = [0u8; 16 * 1024];
-        match self.r.read(&mut buf).await {
+        self.pending.reserve(16 * 1024);
+        match self.r.read_buf(&mut self.pending).await {
             Ok(0) | Err(_) => {
                 self.eof = true;
                 false
             }
-            Ok(n) => {
-                self.pending.extend_from_slice(&buf[..n]);
-                true
-            }
+            Ok(_) => true,
         }
     }
 }
