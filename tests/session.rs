@@ -424,13 +424,14 @@ end)
     assert_eq!(parents[0], parents[1], "one session for both passes");
 }
 
-/// runbook in a terminal, with a container on this machine (`target("local"):pct`, the
-/// pct double): the container's session has no controlling terminal, so a command there
-/// that opens /dev/tty fails at once, as over SSH. (Under bash the loop's commands are
-/// job control's groups in the loop's session; in runbook's own session they would stop
-/// at a read from the terminal, SIGTTIN, until their timeout.)
+/// runbook in a terminal: a command on this machine, plain or in a container of it
+/// (`target("local"):pct`, the pct double, through its session), has no controlling
+/// terminal, so one that opens /dev/tty fails at once, as over SSH, where it would stop
+/// (SIGTTIN) at a read from the terminal until its timeout: its process group is not the
+/// terminal's foreground one. (Under bash a container session's commands are job
+/// control's groups in the loop's session, so the loop must not be in runbook's.)
 #[test]
-fn a_container_session_on_this_machine_has_no_terminal() {
+fn commands_on_this_machine_have_no_terminal() {
     let env = Env::new();
     let root = env.scratch().join("pct");
     std::fs::create_dir_all(root.join("ct/200/tmp")).unwrap();
@@ -439,9 +440,15 @@ fn a_container_session_on_this_machine_has_no_terminal() {
         "tty.lua",
         r#"
 runbook { name = "tty" }
+local probe = { "sh", "-c", "if (exec 3</dev/tty) 2>/dev/null; then echo has-tty; else echo no-tty; fi; cat /proc/$PPID/comm" }
 step("tty", function()
-  local r = target("local"):pct(200):exec({ "sh", "-c", "if (exec 3</dev/tty) 2>/dev/null; then echo has-tty; else echo no-tty; fi; cat /proc/$PPID/comm" }, { read_only = true, timeout = "20s" })
-  log.info("seen: " .. r.stdout:gsub("\n", " "))
+  for _, where in ipairs({ target("local"), target("local"):pct(200) }) do
+    local r = where:exec(probe, { read_only = true, timeout = "20s" })
+    log.info("seen: " .. r.stdout:gsub("\n", " "))
+  end
+  -- What a prompt does: with a terminal in a background group it would stop here.
+  local r = target("local"):exec({ "sh", "-c", "read x </dev/tty" }, { read_only = true, timeout = "20s", check = false })
+  log.info("seen: read exit " .. tostring(r.code))
 end)
 "#,
     );
@@ -478,8 +485,8 @@ end)
         .collect();
     assert_eq!(
         seen,
-        ["no-tty bash "],
-        "through the session, no terminal: {said}"
+        ["no-tty runbook ", "no-tty bash ", "read exit 2"],
+        "no terminal here nor through the session: {said}"
     );
     assert!(started.elapsed() < Duration::from_secs(15));
 }

@@ -68,17 +68,16 @@ impl Target {
         }
         match self.flatten(argv) {
             (Base::Local, argv) => {
-                let mut child = tokio::process::Command::new(&argv[0])
-                    .args(&argv[1..])
+                let mut cmd = tokio::process::Command::new(&argv[0]);
+                cmd.args(&argv[1..])
                     .stdin(Stdio::piped())
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped())
-                    .process_group(0)
-                    .kill_on_drop(true)
-                    .spawn()
-                    .map_err(|e| {
-                        format!("cannot start {} on local: {e}", argv[0].to_string_lossy())
-                    })?;
+                    .kill_on_drop(true);
+                super::local::own_session(&mut cmd);
+                let mut child = cmd.spawn().map_err(|e| {
+                    format!("cannot start {} on local: {e}", argv[0].to_string_lossy())
+                })?;
                 let said = answer(
                     child.stdout.take().expect("piped"),
                     child.stderr.take().expect("piped"),

@@ -79,8 +79,8 @@ pub async fn run(
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true);
+    own_session(&mut cmd);
     if let Some(dir) = spawn.cwd {
         cmd.current_dir(dir);
     }
@@ -166,7 +166,7 @@ pub async fn run(
     Ok(out)
 }
 
-/// The group `process_group(0)` made for a child: its pid, with its start time and the
+/// The group [`own_session`] made for a child: its pid, with its start time and the
 /// boot id, read here (no process started) so a later run can tell it from a reused pid.
 fn own_group(pid: u32) -> Group {
     static BOOT_ID: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
@@ -187,6 +187,23 @@ fn own_group(pid: u32) -> Group {
         pgid: pid,
         start_time,
         boot_id: boot_id.clone(),
+    }
+}
+
+/// Starts `cmd`'s process in a session of its own, so in a group of its own (its pid),
+/// which a timeout or Ctrl-C kills whole without touching runbook; and with no
+/// controlling terminal, as over SSH: in runbook's session its group would be a
+/// background one of the user's terminal, so a command that reads /dev/tty (a password
+/// prompt) would stop there (SIGTTIN) until its timeout, where now it fails at once.
+pub(super) fn own_session(cmd: &mut tokio::process::Command) {
+    // SAFETY: setsid is async-signal-safe, and it is all the child does before exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
 }
 
