@@ -19,10 +19,11 @@
 # The loop's own variables are all _rb_*, and none of them is exported: an _rb_* that
 # came in the environment is unset first, so no command gets one (runbook refuses to
 # set one: session::unsuited).
-unset _rb_nl _rb_jc _rb_boot _rb_proc _rb_dir _rb_f _rb_in _rb_l _rb_q _rb_t _rb_m \
+unset _rb_nl _rb_rs _rb_jc _rb_boot _rb_proc _rb_dir _rb_f _rb_in _rb_l _rb_q _rb_t _rb_m \
   _rb_i _rb_d _rb_s _rb_p _rb_st _rb_x _rb_a _rb_b
 _rb_nl='
 '
+_rb_rs=$(printf '\036')
 # A command's own process group: bash with job control (`set -m`, which needs no
 # terminal there) puts each job, a background subshell, in a group of its own as it
 # forks, at no cost. dash
@@ -130,11 +131,12 @@ _rb_run() {
 _rb_child() {
   exec <&4 4<&- 2>&3 3>&-
   printf '\036%s begin\n' "$_rb_t"
-  # One write for both lines: each write is a packet on its way to runbook.
+  # One write for both lines (each write is a packet on its way to runbook): bash's
+  # printf writes at every newline of its format, not of a %s argument.
   case $_rb_x in
     *g1)
       IFS= read -r _rb_s </proc/self/stat
-      printf '\036%s begin\n\036%s pgid %s %s %s\n' "$_rb_t" "$_rb_t" "${_rb_s%% *}" "$_rb_boot" "$_rb_s" >&2
+      printf '%s' "$_rb_rs$_rb_t begin$_rb_nl$_rb_rs$_rb_t pgid ${_rb_s%% *} $_rb_boot $_rb_s$_rb_nl" >&2
       ;;
     *) printf '\036%s begin\n' "$_rb_t" >&2 ;;
   esac
