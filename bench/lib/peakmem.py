@@ -25,7 +25,10 @@ live descendant. Reported:
                   us, e.g. a ControlPersist master)
   peak_pss_by_comm_kib  at the sample with the largest PSS sum, PSS per process name
 A process that lives shorter than the interval can be missed by the sums; ru_maxrss
-still sees it if it was waited for.
+still sees it if it was waited for. A child that shares its parent's memory (kcmp
+KCMP_VM: a vfork child before its exec, which is how posix_spawn starts a program) is
+the parent's memory, so it is counted once, with the parent: summed, it doubled a
+runbook that was starting an ssh at the sample.
 """
 import ctypes
 import json
@@ -52,12 +55,25 @@ def children_of(pid):
 
 
 def descendants(root):
-    out, todo = [], children_of(root)
+    """(pid, parent pid) of every descendant of root."""
+    out, todo = [], [(k, root) for k in children_of(root)]
     while todo:
-        p = todo.pop()
-        out.append(p)
-        todo.extend(children_of(p))
+        p, parent = todo.pop()
+        out.append((p, parent))
+        todo.extend((k, p) for k in children_of(p))
     return out
+
+
+SYS_KCMP = {"x86_64": 312, "aarch64": 272}.get(os.uname().machine)
+KCMP_VM = 1
+
+
+def same_memory(libc, a, b):
+    """True when processes a and b share one address space (kcmp KCMP_VM)."""
+    if SYS_KCMP is None:
+        return False
+    args = (SYS_KCMP, a, b, KCMP_VM, 0, 0)
+    return libc.syscall(*(ctypes.c_long(x) for x in args)) == 0
 
 
 def comm_of(pid):
@@ -114,7 +130,9 @@ def main():
         pids = descendants(me)
         tot_rss = tot_pss = 0
         by = {}
-        for p in pids:
+        for p, parent in pids:
+            if parent != me and same_memory(libc, parent, p):
+                continue
             r, s = mem_of(p)
             tot_rss += r
             tot_pss += s
