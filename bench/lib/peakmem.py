@@ -166,7 +166,7 @@ def main():
         except ChildProcessError:
             pass
         time.sleep(0.01)
-    left = descendants(me)
+    left = [p for p, _ in descendants(me)]
     for p in left:
         try:
             os.kill(p, signal.SIGTERM)
@@ -179,7 +179,7 @@ def main():
         except ChildProcessError:
             pass
         time.sleep(0.01)
-    for p in descendants(me):
+    for p, _ in descendants(me):
         try:
             os.kill(p, signal.SIGKILL)
         except OSError:
