@@ -448,7 +448,8 @@ step("tty", function()
   end
   -- What a prompt does: with a terminal in a background group it would stop here.
   local r = target("local"):exec({ "sh", "-c", "read x </dev/tty" }, { read_only = true, timeout = "20s", check = false })
-  log.info("seen: read exit " .. tostring(r.code))
+  local failed = not r.timed_out and r.code ~= nil and r.code ~= 0
+  log.info("seen: read " .. (failed and "failed" or ("timed out " .. tostring(r.timed_out) .. ", exit " .. tostring(r.code))))
 end)
 "#,
     );
@@ -485,7 +486,7 @@ end)
         .collect();
     assert_eq!(
         seen,
-        ["no-tty runbook ", "no-tty bash ", "read exit 2"],
+        ["no-tty runbook ", "no-tty bash ", "read failed"],
         "no terminal here nor through the session: {said}"
     );
     assert!(started.elapsed() < Duration::from_secs(15));
