@@ -74,7 +74,7 @@ impl Target {
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped())
                     .kill_on_drop(true);
-                super::local::own_session(&mut cmd);
+                super::local::detach(&mut cmd);
                 let mut child = cmd.spawn().map_err(|e| {
                     format!("cannot start {} on local: {e}", argv[0].to_string_lossy())
                 })?;

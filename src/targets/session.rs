@@ -453,7 +453,7 @@ impl Session {
             .is_ok();
         if let (false, Some(pgid)) = (ended, self.local_pgid) {
             // SAFETY: killpg only sends a signal; the group is the tool's own
-            // (`own_session` in `spawn_local`).
+            // (`local::detach` in `spawn_local`).
             unsafe {
                 libc::killpg(pgid as i32, libc::SIGKILL);
             }
@@ -827,11 +827,11 @@ pub fn spawn_local(argv: &[OsString]) -> Result<Proc, String> {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .kill_on_drop(true);
-    // A session of its own: a Ctrl-C at the terminal reaches runbook, which stops the
-    // command in the container itself (the tool must not die of it first); and under
-    // bash the loop's commands are job control's groups in the loop's session, so
-    // that session must not be runbook's, in the user's terminal.
-    super::local::own_session(&mut cmd);
+    // Detached: a Ctrl-C at the terminal reaches runbook, which stops the command in
+    // the container itself (the tool must not die of it first); and under bash the
+    // loop's commands are job control's groups in the loop's session, so that session
+    // must not be runbook's, in the user's terminal.
+    super::local::detach(&mut cmd);
     let child = cmd
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", argv[0].to_string_lossy()))?;
