@@ -300,6 +300,53 @@ fn hostile_paths_are_refused_and_nothing_is_deleted() {
     dry.assert_exit(1);
 }
 
+#[test]
+fn a_name_with_a_newline_on_the_way_cannot_add_records_to_the_probes_answer() {
+    // The probe answers in tab-separated lines. A symlink (made by whoever owns a
+    // directory on the way) can lead to directories whose names spell out a record
+    // that makes a path outside every root look like one inside a root.
+    let mut scene = Scene::new();
+    let outside = scene.home().join("forged-root");
+    fill(&outside.join("victim"), 1, 10);
+    let outside = std::fs::canonicalize(&outside).unwrap();
+    let canary = outside.join("victim/f0");
+    let valid = scene.tmp_dir();
+    let o = outside.display();
+    let forged = format!("A\tdir\t0\t0\t0\nroot\t1\t{o}\t{o}\npath\t1\t{o}/victim\t{o}/victim");
+    let full = valid.join(&forged);
+    std::fs::create_dir_all(&full).unwrap();
+    let link = valid.join("lnk");
+    std::os::unix::fs::symlink(full.parent().unwrap(), &link).unwrap();
+    let path = format!("{}/victim", link.display());
+    for flags in [&["--dry-run"][..], &["--yes"][..]] {
+        let out = scene.clear(&[&path], &[], flags);
+        assert_eq!(out.status.code(), Some(1), "{flags:?}: {}", out.describe());
+        let err = out.step_errors();
+        assert!(
+            err.contains(&format!(
+                "{path} leads to a name with a tab or a newline in it"
+            )),
+            "{flags:?}: {err}"
+        );
+        assert!(
+            canary.exists(),
+            "{flags:?}: the canary outside the roots was deleted"
+        );
+        assert!(
+            full.exists(),
+            "{flags:?}: the directory the link leads to was deleted"
+        );
+        assert!(
+            out.of_kind("action_planned").is_empty()
+                && out
+                    .of_kind("action_started")
+                    .iter()
+                    .all(|e| e["effect"] == "read"),
+            "{flags:?}: a change was planned or ran"
+        );
+    }
+}
+
 /// Removes what a test made beside its temp dirs under /tmp (a symlink, a kept copy)
 /// when the test ends, even when it fails. A symlink is removed, never followed.
 struct Remove(PathBuf);

@@ -386,8 +386,12 @@ async fn look(step: &Step<'_>, paths: &[String], mode: &str) -> Result<Option<Lo
         return Ok(None);
     }
     check(step, &ran, "looking at the paths")?;
-    let mut probe = parse(&ran.stdout(), &roots, sent.len())
-        .map_err(|e| step.fail(format!("cache: unexpected answer from the target ({e})")))?;
+    let mut probe = parse(&ran.stdout(), &roots, &sent).map_err(|e| {
+        step.fail(match e {
+            ProbeError::Unusable(why) => format!("cache.{mode}: {why}"),
+            ProbeError::Bad(e) => format!("cache: unexpected answer from the target ({e})"),
+        })
+    })?;
     for (found, path) in probe.paths.iter_mut().zip(&sent) {
         found.tilde = path.starts_with('~');
     }
@@ -740,12 +744,39 @@ fn by_age(kept: &[Kept]) -> Vec<&Kept> {
     sorted
 }
 
-fn parse(out: &str, roots: &[String], npaths: usize) -> Result<Probe, String> {
+/// Why the probe's answer cannot be used.
+#[derive(Debug)]
+enum ProbeError {
+    /// A root or path leads to a name that cannot be answered safely: refused.
+    Unusable(String),
+    /// Not what probe.sh writes.
+    Bad(String),
+}
+
+fn parse(out: &str, roots: &[String], paths: &[String]) -> Result<Probe, ProbeError> {
+    parse_records(out, roots, paths).map_err(|e| match e.strip_prefix("unusable: ") {
+        Some(why) => ProbeError::Unusable(why.to_string()),
+        None => ProbeError::Bad(e),
+    })
+}
+
+fn parse_records(out: &str, roots: &[String], paths: &[String]) -> Result<Probe, String> {
+    let npaths = paths.len();
     let mut probe = Probe {
         paths: vec![Found::default(); npaths],
         ..Default::default()
     };
     let mut ended = false;
+    // Each root and each path is answered once, in its own record: one more would be
+    // forged (cache.rs never asks twice), one missing would leave a default behind.
+    let mut root_seen = vec![false; roots.len()];
+    let mut path_seen = vec![false; npaths];
+    let once = |seen: &mut Vec<bool>, i: usize, what: &str| -> Result<(), String> {
+        if std::mem::replace(&mut seen[i], true) {
+            return Err(format!("{what} {} answered twice", i + 1));
+        }
+        Ok(())
+    };
     for line in out.lines() {
         let f: Vec<&str> = line.split('\t').collect();
         let index = |s: &str, len: usize| -> Result<usize, String> {
@@ -768,8 +799,27 @@ fn parse(out: &str, roots: &[String], npaths: usize) -> Result<Probe, String> {
                     tidy_abs(resolved)
                 };
             }
+            ["unusable", "home", "0"] => {
+                probe.home = String::new();
+                probe.home_resolved = String::new();
+            }
+            ["unusable", "root", i] => {
+                let i = index(i, roots.len())?;
+                return Err(format!(
+                    "unusable: the cache root {} leads to a name with a tab or a newline in it on the target; refusing to use it",
+                    roots[i]
+                ));
+            }
+            ["unusable", "path", i] => {
+                let i = index(i, npaths)?;
+                return Err(format!(
+                    "unusable: {} leads to a name with a tab or a newline in it on the target (through a symlink?); refusing to touch it",
+                    paths[i]
+                ));
+            }
             ["root", i, expanded, resolved] => {
                 let i = index(i, roots.len())?;
+                once(&mut root_seen, i, "root")?;
                 probe.roots.push(Root {
                     given: roots[i].clone(),
                     expanded: tidy_abs(expanded),
@@ -777,7 +827,9 @@ fn parse(out: &str, roots: &[String], npaths: usize) -> Result<Probe, String> {
                 });
             }
             ["path", i, expanded, resolved, kind, bytes, files, empty] => {
-                let p = &mut probe.paths[index(i, npaths)?];
+                let i = index(i, npaths)?;
+                once(&mut path_seen, i, "path")?;
+                let p = &mut probe.paths[i];
                 p.expanded = tidy_abs(expanded);
                 p.resolved = tidy_abs(resolved);
                 p.kind = match *kind {
@@ -812,6 +864,9 @@ fn parse(out: &str, roots: &[String], npaths: usize) -> Result<Probe, String> {
     }
     if !ended {
         return Err("the answer was cut off".into());
+    }
+    if root_seen.contains(&false) || path_seen.contains(&false) {
+        return Err("a root or a path is missing from the answer".into());
     }
     Ok(probe)
 }
@@ -1007,7 +1062,7 @@ mod tests {
         assert_eq!(unescape("/tmp/\\477"), "/tmp/\\477", "beyond \\377: as is");
         assert_eq!(shown("/tmp/a b/t\tc\nd"), "/tmp/a b/t\\tc\\nd");
         let out = "home\t/root\t/root\nroot\t1\t/tmp\t/tmp\npath\t1\t/tmp/a b\t/tmp/a b\tdir\t0\t0\t0\nmount\t1\t/tmp/a\\040b/m\nend\n";
-        let p = parse(out, &["/tmp".into()], 1).unwrap();
+        let p = parse(out, &["/tmp".into()], &["/tmp/x".into()]).unwrap();
         assert_eq!(p.paths[0].mounts, vec!["/tmp/a b/m".to_string()]);
         assert!(refusal(&p, &p.paths[0])
             .unwrap()
@@ -1015,9 +1070,42 @@ mod tests {
     }
 
     #[test]
+    fn an_answer_with_a_record_twice_or_missing_is_refused() {
+        let head = "home\t/root\t/root\nroot\t1\t/tmp\t/tmp\n";
+        let path = "path\t1\t/tmp/x\t/tmp/x\tdir\t0\t0\t0\n";
+        let twice = [
+            format!("{head}{path}root\t1\t/mnt\t/mnt\nend\n"),
+            format!("{head}{path}{path}end\n"),
+        ];
+        for out in &twice {
+            let e = parse(out, &["/tmp".into()], &["/tmp/x".into()]).unwrap_err();
+            assert!(
+                matches!(&e, ProbeError::Bad(m) if m.contains("answered twice")),
+                "{e:?}"
+            );
+        }
+        let e = parse(
+            &format!("{head}end\n"),
+            &["/tmp".into()],
+            &["/tmp/x".into()],
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&e, ProbeError::Bad(m) if m.contains("missing")),
+            "{e:?}"
+        );
+        let out = format!("{head}unusable\tpath\t1\nend\n");
+        let e = parse(&out, &["/tmp".into()], &["/tmp/x".into()]).unwrap_err();
+        assert!(
+            matches!(&e, ProbeError::Unusable(m) if m.starts_with("/tmp/x leads to a name with a tab")),
+            "{e:?}"
+        );
+    }
+
+    #[test]
     fn parses_the_probe_answer() {
         let out = "home\t/root\t/root\nroot\t1\t/tmp\t/tmp\npath\t1\t/tmp/x\t/tmp/x\tdir\t2048\t 3\t0\nkept\t1\t5120\t2\t/tmp/x.runbook-kept-1\nholder\t1\t7\tsleep 30 \nend\n";
-        let p = parse(out, &["/tmp".into()], 1).unwrap();
+        let p = parse(out, &["/tmp".into()], &["/tmp/x".into()]).unwrap();
         assert_eq!(p.home, "/root");
         assert_eq!(p.roots[0].given, "/tmp");
         let f = &p.paths[0];
@@ -1033,7 +1121,7 @@ mod tests {
             }]
         );
         assert!(
-            parse("home\t/root\t/root\n", &[], 0).is_err(),
+            parse("home\t/root\t/root\n", &[], &[]).is_err(),
             "no end line"
         );
     }

@@ -14,10 +14,20 @@ canon() { # $1 with every symlink followed; a part that does not exist yet is ke
     p=${p%/*}
     p=${p:-/}
   done
-  r=$(readlink -f "$p" 2>/dev/null) || r=$p
+  # readlink's own newline and a "." after it: $(…) would take a name's trailing ones too.
+  if r=$(readlink -f "$p" 2>/dev/null && echo .); then
+    r=${r%.}
+    r=${r%"$nl"}
+  else
+    r=$p
+  fi
   [ "$r" = / ] && r=
   r=$r$rest
-  printf '%s\n' "${r:-/}"
+  # The "." keeps a name's trailing newlines through the caller's $(…) (it takes it off).
+  printf '%s.' "${r:-/}"
+}
+plain() { # whether $1 has no tab and no newline: one in a record would end its field or line
+  case $1 in *"$tab"* | *"$nl"*) return 1 ;; esac
 }
 links() { # "DIR<tab>TARGET" for the cwd and every open file of every process
   if find /proc/self/cwd -maxdepth 0 -printf '' 2>/dev/null; then
@@ -57,13 +67,28 @@ main() {
   nroots=$2
   shift 2
   cd / || exit 1 # our own working directory must not count as a process using a path
-  printf 'home\t%s\t%s\n' "$HOME" "$(canon "${HOME:-/nonexistent}")"
+  tab=$(printf '\t')
+  # A name is printed as it is, so one with a tab or a newline (a symlink on the way can
+  # lead to such a directory) could add records of its own: it is never printed, and
+  # cache.rs refuses what it stands for (`unusable`).
+  h=$(canon "${HOME:-/nonexistent}")
+  h=${h%.}
+  if plain "${HOME:-}" && plain "$h"; then
+    printf 'home\t%s\t%s\n' "${HOME:-}" "$h"
+  else
+    printf 'unusable\thome\t0\n'
+  fi
   roots='' i=0
   while [ "$i" -lt "$nroots" ]; do
     i=$((i + 1))
     e=$(expand "$1")
     shift
     r=$(canon "$e")
+    r=${r%.}
+    if ! plain "$e" || ! plain "$r"; then
+      printf 'unusable\troot\t%s\n' "$i"
+      continue
+    fi
     roots=$roots$r$nl
     printf 'root\t%s\t%s\t%s\n' "$i" "$e" "$r"
   done
@@ -72,6 +97,11 @@ main() {
     i=$((i + 1))
     e=$(expand "$p")
     r=$(canon "$e")
+    r=${r%.}
+    if ! plain "$e" || ! plain "$r"; then
+      printf 'unusable\tpath\t%s\n' "$i"
+      continue
+    fi
     if [ -L "$e" ]; then
       kind='link'
     elif [ -d "$e" ]; then
@@ -93,7 +123,7 @@ main() {
     # sizes are what a clear's pruning frees and a restore brings back (measured only
     # then: a kept copy can be as big as the cache).
     for k in "$r"'.runbook-kept-'*; do
-      if [ -e "$k" ] && [ ! -L "$k" ]; then
+      if [ -e "$k" ] && [ ! -L "$k" ] && plain "$k"; then
         sz='0 0'
         if [ "$mode" != size ] && [ -n "$look" ]; then sz=$(size_of "$k"); fi
         printf 'kept\t%s\t%s\t%s\t%s\n' "$i" "${sz% *}" "${sz#* }" "$k"

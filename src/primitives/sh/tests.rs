@@ -515,9 +515,9 @@ fn the_probe_sees_mounts_decoded_and_kept_copies_under_every_shell() {
         let probe = parse(
             &String::from_utf8_lossy(&o.stdout),
             &[s(&sc.root).into()],
-            1,
+            std::slice::from_ref(&through),
         )
-        .unwrap_or_else(|e| panic!("{}: {e}: {}", sh.name, text(&o)));
+        .unwrap_or_else(|e| panic!("{}: {e:?}: {}", sh.name, text(&o)));
         let f = &probe.paths[0];
         assert_eq!(
             (f.kind, f.resolved.as_str()),
@@ -544,6 +544,51 @@ fn the_probe_sees_mounts_decoded_and_kept_copies_under_every_shell() {
             "{}: measured like the path itself",
             sh.name
         );
+    }
+}
+
+/// The probe under every shell: a path that leads (through a symlink) to names with a
+/// newline or a tab, or that ends in a newline, is answered as unusable and never
+/// printed, so it cannot add records of its own; a kept copy with one is left out.
+#[test]
+fn the_probe_never_prints_a_name_with_a_newline_or_a_tab_under_every_shell() {
+    use super::ProbeError;
+    for sh in shells() {
+        let sc = Scene::new();
+        let forged = format!(
+            "A\tdir\t0\t0\t0\nroot\t1\t{o}\t{o}\npath\t1\t{o}/v\t{o}/v",
+            o = s(&sc.outside)
+        );
+        let full = sc.root.join(&forged);
+        std::fs::create_dir_all(&full).unwrap();
+        symlink(full.parent().unwrap(), sc.root.join("lnk")).unwrap();
+        std::fs::create_dir_all(sc.root.join("nl\n")).unwrap();
+        symlink(sc.root.join("nl\n"), sc.root.join("lnk2")).unwrap();
+        let plain = sc.root.join("plain");
+        std::fs::create_dir_all(plain.join("d")).unwrap();
+        std::fs::create_dir_all(sc.root.join("plain.runbook-kept-x\nroot")).unwrap();
+        for path in [
+            format!("{}/lnk/v", s(&sc.root)),
+            format!("{}/lnk2", s(&sc.root)),
+        ] {
+            let o = sh.run(PROBE, &["clear", "1", s(&sc.root), &path]);
+            assert!(o.status.success(), "{}: {}", sh.name, text(&o));
+            let out = String::from_utf8_lossy(&o.stdout);
+            assert!(out.contains("unusable\tpath\t1\n"), "{}: {out}", sh.name);
+            assert!(!out.contains(s(&sc.outside)), "{}: printed: {out}", sh.name);
+            let e = parse(&out, &[s(&sc.root).into()], std::slice::from_ref(&path)).unwrap_err();
+            assert!(
+                matches!(&e, ProbeError::Unusable(m) if m.starts_with(&path)),
+                "{}: {e:?}",
+                sh.name
+            );
+        }
+        let o = sh.run(PROBE, &["clear", "1", s(&sc.root), s(&plain)]);
+        let out = String::from_utf8_lossy(&o.stdout);
+        let probe = parse(&out, &[s(&sc.root).into()], &[s(&plain).into()])
+            .unwrap_or_else(|e| panic!("{}: {e:?}: {out}", sh.name));
+        assert!(probe.paths[0].kept.is_empty(), "{}: {out}", sh.name);
+        assert!(sc.canary_ok(), "{}", sh.name);
     }
 }
 
@@ -578,9 +623,9 @@ fn every_measure_says_the_same_size_under_every_shell() {
         let probe = parse(
             &String::from_utf8_lossy(&o.stdout),
             &[s(&sc.root).into()],
-            1,
+            &[s(&cache).into()],
         )
-        .unwrap_or_else(|e| panic!("{}: {e}: {}", sh.name, text(&o)));
+        .unwrap_or_else(|e| panic!("{}: {e:?}: {}", sh.name, text(&o)));
         let f = &probe.paths[0];
         assert_eq!((f.bytes, f.files), want, "{}: cache probe", sh.name);
 
