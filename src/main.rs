@@ -36,6 +36,8 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // Before any thread starts: a secret given this way must not reach any command.
+    params::take_from_environment();
     install_panic_hook();
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,

@@ -4,6 +4,39 @@
 
 use crate::suggest;
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+/// The `RUNBOOK_PARAM_*` variables runbook was started with. They are the way to give a
+/// secret, so `take_from_environment` takes them out of runbook's own environment, and
+/// no process it starts inherits them: a local `sh`, `srun` (which passes its whole
+/// environment on to the tasks), an ssh whose config has `SendEnv`.
+static GIVEN: OnceLock<BTreeMap<String, String>> = OnceLock::new();
+
+/// Called first in `main`, while runbook has one thread (changing the environment is
+/// only safe then).
+pub fn take_from_environment() {
+    let mut given = BTreeMap::new();
+    for (k, v) in std::env::vars_os() {
+        let Some(name) = k.to_str().filter(|k| k.starts_with("RUNBOOK_PARAM_")) else {
+            continue;
+        };
+        // A value that is not UTF-8 counts as not given, as `std::env::var` would have it.
+        if let Ok(v) = v.clone().into_string() {
+            given.insert(name.to_string(), v);
+        }
+        std::env::remove_var(&k);
+    }
+    let _ = GIVEN.set(given);
+}
+
+/// The value of `RUNBOOK_PARAM_…` `var` runbook was started with.
+pub fn given(var: &str) -> Option<String> {
+    match GIVEN.get() {
+        Some(given) => given.get(var).cloned(),
+        // Not taken (unit tests): the environment is where it is.
+        None => std::env::var(var).ok(),
+    }
+}
 
 /// What a runbook's `runbook{}` header declares, with the params' values as resolved
 /// (here, below the run's context, so a plan can compare them without it).

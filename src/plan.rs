@@ -420,6 +420,7 @@ impl Plan {
         }
         let mut changes = rec.changes;
         for c in &mut changes {
+            c.step_name = mask(&c.step_name);
             c.summary = mask(&c.summary);
             c.shown = mask(&c.shown);
             c.command = mask(&c.command);
@@ -430,6 +431,7 @@ impl Plan {
             r.shown = mask(&r.shown);
         }
         for s in &mut steps {
+            s.name = mask(&s.name);
             for n in &mut s.notes {
                 n.message = mask(&n.message);
             }

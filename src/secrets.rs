@@ -69,12 +69,32 @@ impl Masker {
         if value.is_empty() || self.values.iter().any(|v| v == value) {
             return false;
         }
-        self.values.push(value.to_string());
+        let mut forms = vec![value.to_string()];
         if value.contains('\n') {
-            for line in value.lines().map(str::trim_end).filter(|l| !l.is_empty()) {
-                if !self.values.iter().any(|v| v == line) {
-                    self.values.push(line.to_string());
-                }
+            forms.extend(
+                value
+                    .lines()
+                    .map(str::trim_end)
+                    .filter(|l| !l.is_empty())
+                    .map(str::to_string),
+            );
+        }
+        // Output lines and error tails are shown trimmed (a token file with CRLF).
+        forms.push(value.trim().to_string());
+        // A preview shows commands quoted (quote.rs writes a ' as '\''), and a command
+        // for ssh or a container is quoted again for each hop: as it is shown at each
+        // of up to three hops (ssh, a container, `sh -c`).
+        let mut quoted = value.to_string();
+        for _ in 0..3 {
+            if !quoted.contains('\'') {
+                break;
+            }
+            quoted = quoted.replace('\'', "'\\''");
+            forms.push(quoted.clone());
+        }
+        for f in forms {
+            if !f.is_empty() && !self.values.contains(&f) {
+                self.values.push(f);
             }
         }
         self.values.sort_by_key(|v| std::cmp::Reverse(v.len()));
@@ -201,6 +221,26 @@ impl Masker {
 mod tests {
     use super::*;
     use crate::events::Event;
+
+    #[test]
+    fn a_secret_is_masked_as_quoted_for_each_hop_and_trimmed() {
+        use std::ffi::OsString;
+        let mut m = Masker::default();
+        m.add("pa'ss-S3CR3T-42\r");
+        let word: OsString = "TOKEN=pa'ss-S3CR3T-42\r".into();
+        let once = crate::quote::join(&[word]);
+        let twice = crate::quote::join(&["sh".into(), "-c".into(), once.clone().into()]);
+        let thrice = crate::quote::join(&["ssh".into(), twice.clone().into()]);
+        for shown in [&once, &twice, &thrice] {
+            let masked = m.mask(shown);
+            assert!(!masked.contains("S3CR3T"), "{shown} -> {masked}");
+        }
+        assert_eq!(
+            m.mask("line pa'ss-S3CR3T-42"),
+            "line ***",
+            "trimmed, as lines are shown"
+        );
+    }
 
     #[test]
     fn a_secret_across_a_cut_line_is_masked_whole() {

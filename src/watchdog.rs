@@ -225,6 +225,9 @@ impl Watchdog {
                         Exit::RunFailed,
                     )
                 };
+                // The name may be built from a secret; what ends the run is said masked.
+                let name = crate::secrets::mask_global(&name);
+                let why = crate::secrets::mask_global(&why);
                 if !planning {
                     self.close_record(index, &name, &why, outcome, exit.code());
                 }

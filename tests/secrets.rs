@@ -284,3 +284,108 @@ fn check_with_looping_always_steps_stays_bounded() {
         started.elapsed()
     );
 }
+
+/// A secret with a `'` in it: a preview, a plan and a record show commands quoted, where
+/// a `'` is written `'\''`, so the value as given is not in them; the quoted form is
+/// masked too. A step named from the secret is masked in a saved plan (JSON and
+/// Markdown) as in the run, and a failing `secret_output` command's stderr is not shown.
+#[test]
+fn a_quoted_secret_and_a_step_named_from_one_are_masked_in_plans_and_runs() {
+    let env = Env::new();
+    let secret = "pa'ss-S3CR3T-TOKEN-VALUE-123456";
+    let rb = env.write(
+        "quoted.lua",
+        r#"runbook { name = "quoted", params = { token = { type = "string", secret = true, required = true } } }
+local here = target("local")
+step("rotate " .. params.token, function()
+  here:exec({ "sh", "-c", "cat >/dev/null" }, { env = { TOKEN = params.token }, stdin = "Authorization: " .. params.token .. "\n" })
+end)
+step("mint", function()
+  here:exec({ "sh", "-c", 'printf "%s\n" "$TOKEN" >&2; exit 3' }, { env = { TOKEN = params.token }, secret_output = true })
+end)
+"#,
+    );
+    let plan = env.tmp.path().join("quoted.json");
+    let mut seen = String::new();
+    let mut take = |out: &Output| {
+        seen.push_str(&out.stdout_text());
+        seen.push_str(&out.stderr_text());
+    };
+    take(
+        &Run::new(&env, &rb)
+            .dry_run()
+            .env("RUNBOOK_PARAM_TOKEN", secret)
+            .run(),
+    );
+    take(
+        &Run::cmd(
+            &env,
+            [
+                "plan".as_ref(),
+                rb.as_os_str(),
+                "-o".as_ref(),
+                plan.as_os_str(),
+            ],
+        )
+        .env("RUNBOOK_PARAM_TOKEN", secret)
+        .expect_exit(0)
+        .run(),
+    );
+    take(
+        &Run::cmd(
+            &env,
+            [
+                "plan".as_ref(),
+                plan.as_os_str(),
+                "--format".as_ref(),
+                "md".as_ref(),
+            ],
+        )
+        .expect_exit(0)
+        .run(),
+    );
+    let real = Run::new(&env, &rb)
+        .yes()
+        .json()
+        .env("RUNBOOK_PARAM_TOKEN", secret)
+        .expect_exit(1)
+        .run();
+    take(&real);
+    take(&Run::cmd(&env, ["log", "last"]).expect_exit(0).run());
+    let saved = std::fs::read_to_string(&plan).unwrap();
+    for (what, text) in [
+        ("output", &seen),
+        ("plan", &saved),
+        ("records", &env.all_records()),
+    ] {
+        for piece in ["S3CR3T", "pa'\\''ss", "TOKEN-VALUE"] {
+            assert!(!text.contains(piece), "{what} shows {piece}:\n{text}");
+        }
+    }
+    assert!(saved.contains("rotate ***"), "{saved}");
+    assert!(seen.contains("env 'TOKEN=***'"), "{seen}");
+    let failed = real.of_kind("step_finished");
+    let error = failed[1]["error"].as_str().unwrap();
+    assert!(
+        error.contains("exit code 3") && error.ends_with("exit 3'"),
+        "no stderr tail: {error}"
+    );
+}
+
+/// `RUNBOOK_PARAM_*` (how a secret is given) is taken out of runbook's environment, so
+/// no command inherits it: `srun` would pass it on to every task, and a command could
+/// print it in a form the masker does not know.
+#[test]
+fn no_command_inherits_the_params_given_in_the_environment() {
+    let env = Env::new();
+    let (code, stdout, stderr) = run(
+        &env,
+        r#"step("look", function()
+  local r = here:exec({ "sh", "-c", "env | grep -c '^RUNBOOK_PARAM_' || true" }, { read_only = true })
+  log.info("inherited " .. r.stdout:gsub("%s", ""))
+  if params.token == nil then fail("the param itself is lost") end
+end)"#,
+    );
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(stdout.contains("inherited 0"), "{stdout}");
+}

@@ -138,7 +138,7 @@ fn declare(lua: &Lua, decl: Value) -> mlua::Result<()> {
             ));
         }
     }
-    let env = |k: &str| std::env::var(k).ok();
+    let env = |k: &str| params::given(k);
     let values = params::resolve(&specs, &ctx.sets, &env, ctx.missing).map_err(|e| {
         let at = super::location(lua);
         mlua::Error::external(params::Rejected(format!("{at}: {e}")))

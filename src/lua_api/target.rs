@@ -685,7 +685,13 @@ async fn run(
     }
     if !ok && o.check {
         let head = out.failed("command", Some(&target.name()), timeout);
-        let tail = out.stderr_tail(crate::targets::failure::TAIL_LINES);
+        // With `secret_output`, stderr may hold the secret as well (only stdout is
+        // registered as one): its tail is not shown.
+        let tail = if o.req.secret_output {
+            String::new()
+        } else {
+            out.stderr_tail(crate::targets::failure::TAIL_LINES)
+        };
         return Err(step.fail(format!("{head}: {command}{tail}")).into());
     }
     Ok(result)
