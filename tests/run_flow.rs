@@ -1826,3 +1826,49 @@ step("cleanup", { always = true }, function() here:exec({ "rm", "-f", "--", para
     );
     assert!(!dir.join("more").exists(), "{screen}");
 }
+
+/// `runbook run … | head`: the reader goes away, and the run goes on to its end (its
+/// `always` cleanup included) with a whole record, where a panic on the closed pipe
+/// had ended it midway.
+#[test]
+fn a_closed_output_pipe_does_not_stop_the_run() {
+    let env = Env::new();
+    let done = env.tmp.path().join("cleaned");
+    let rb = env.write(
+        "pipe.lua",
+        &format!(
+            r#"runbook {{ name = "pipe" }}
+local here = target("local")
+for i = 1, 20 do
+  step("noisy " .. i, function() here:exec({{ "sh", "-c", "seq 1 50" }}) end)
+end
+step("clean up", {{ always = true }}, function() here:exec({{ "touch", "{}" }}) end)
+"#,
+            done.display()
+        ),
+    );
+    for json in [false, true] {
+        let _ = std::fs::remove_file(&done);
+        let mut cmd = env.std_cmd();
+        cmd.args(["run", "-v", "--yes"]).arg(&rb);
+        if json {
+            cmd.arg("--json");
+        }
+        let mut child = cmd
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        drop(child.stderr.take());
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "json={json}");
+        assert!(done.exists(), "json={json}: the always step did not run");
+        let record = env.last_record();
+        assert_eq!(
+            record.last().unwrap()["event"],
+            "run_finished",
+            "json={json}: the record broke off"
+        );
+    }
+}

@@ -20,19 +20,22 @@ pub fn bars() -> &'static MultiProgress {
     BARS.get_or_init(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr()))
 }
 
-/// `tracing` writes through this: lines go above the bars.
+/// `tracing` writes through this: lines go above the bars. It never fails: on an error
+/// tracing-subscriber says so with eprintln!, which panics on a closed stderr
+/// (`runbook run -v … 2>&1 | head`) and would end the run midway.
 pub struct LogWriter;
 
 impl Write for LogWriter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        match BARS.get() {
-            Some(bars) => bars.suspend(|| std::io::stderr().write_all(buf))?,
-            None => std::io::stderr().write_all(buf)?,
-        }
+        let _ = match BARS.get() {
+            Some(bars) => bars.suspend(|| std::io::stderr().write_all(buf)),
+            None => std::io::stderr().write_all(buf),
+        };
         Ok(buf.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
-        std::io::stderr().flush()
+        let _ = std::io::stderr().flush();
+        Ok(())
     }
 }
 
@@ -94,14 +97,20 @@ impl TerminalSink {
         }
     }
 
+    /// One line of the view. A closed stdout or stderr (`runbook run … | head`) must not
+    /// stop the run: its cleanup (`always` steps) still runs and the record still has
+    /// every line, so write errors are ignored here (println! would panic).
     fn line(&self, text: &str) {
         if self.opts.stdout {
-            println!("{text}");
+            let _ = writeln!(std::io::stdout().lock(), "{text}");
             return;
         }
+        let err = || {
+            let _ = writeln!(std::io::stderr().lock(), "{text}");
+        };
         match &self.spinner {
-            Some(_) => bars().suspend(|| eprintln!("{text}")),
-            None => eprintln!("{text}"),
+            Some(_) => bars().suspend(err),
+            None => err(),
         }
     }
 
