@@ -329,6 +329,10 @@ pub struct ReachedWith {
     pub inventory: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssh_config: Option<String>,
+    /// The directory the plan was made in (symlinks resolved): local commands run there
+    /// and relative paths mean a place in it, so `apply` runs only from the same one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
 }
 
 /// What `Plan::assemble` is made from: the plan pass's context, after its steps ran.

@@ -646,6 +646,58 @@ fn an_edited_runbook_is_refused() {
     assert_eq!(env.record_count(), 0);
 }
 
+/// A plan made in one directory, applied from another: its relative paths and local
+/// commands would act on another directory than the one reviewed, so it is refused.
+#[test]
+fn a_plan_applied_from_another_directory_is_refused() {
+    let env = Env::new();
+    let (a, b) = (env.tmp.path().join("a"), env.tmp.path().join("b"));
+    for d in [&a, &b] {
+        std::fs::create_dir_all(d.join("scratch")).unwrap();
+        std::fs::write(d.join("scratch/keep"), "x").unwrap();
+    }
+    let rb = env.write(
+        "rel.lua",
+        r#"runbook { name = "rel", params = { dir = { type = "path", default = "scratch" } } }
+step("wipe", function() target("local"):exec({ "rm", "-rf", "--", params.dir }) end)
+"#,
+    );
+    let made = sandboxed(&env)
+        .current_dir(&a)
+        .arg("plan")
+        .arg(&rb)
+        .arg("-o")
+        .arg(plan_path(&env))
+        .output()
+        .unwrap();
+    assert_eq!(made.status.code(), Some(0), "{}", describe(&made));
+    let from_b = sandboxed(&env)
+        .current_dir(&b)
+        .arg("apply")
+        .arg(plan_path(&env))
+        .arg("--yes")
+        .output()
+        .unwrap();
+    assert_eq!(from_b.status.code(), Some(2), "{}", describe(&from_b));
+    let said = stderr(&from_b);
+    let a_shown = std::fs::canonicalize(&a).unwrap();
+    assert!(
+        said.contains(&format!("it was made in {}", a_shown.display()))
+            && said.contains("run apply from"),
+        "{said}"
+    );
+    assert!(b.join("scratch/keep").exists() && a.join("scratch/keep").exists());
+    let from_a = sandboxed(&env)
+        .current_dir(&a)
+        .arg("apply")
+        .arg(plan_path(&env))
+        .arg("--yes")
+        .output()
+        .unwrap();
+    assert_eq!(from_a.status.code(), Some(0), "{}", describe(&from_a));
+    assert!(!a.join("scratch").exists() && b.join("scratch/keep").exists());
+}
+
 #[test]
 fn a_changed_param_is_refused() {
     let env = Env::new();

@@ -25,6 +25,16 @@ pub async fn apply(args: ApplyArgs, verbose: bool, quiet: bool) -> Result<()> {
     };
     plan.check_made(args.max_age, SystemTime::now())
         .map_err(&refuse)?;
+    // A plan made before plans said where they were made has no directory to hold to.
+    if let Some(made_in) = &plan.reached_with.cwd {
+        let here = super::working_dir();
+        if here.as_ref() != Some(made_in) {
+            return Err(refuse(format!(
+                "it was made in {made_in}, and this is {}: local commands and relative paths would act on another directory; run apply from {made_in}",
+                here.as_deref().unwrap_or("a directory that cannot be read")
+            )));
+        }
+    }
     let source = match (&plan.runbook.shipped, &plan.runbook.file) {
         (Some(name), _) => Source::shipped(name).ok_or_else(|| {
             refuse(format!(

@@ -90,3 +90,10 @@ pub fn remote_settings(args: &RemoteArgs) -> Result<RemoteSettings> {
         replies: None,
     })
 }
+
+/// This process's working directory with symlinks resolved, as a plan records it.
+pub fn working_dir() -> Option<String> {
+    let dir = std::env::current_dir().ok()?;
+    let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+    Some(dir.to_string_lossy().into_owned())
+}

@@ -17,6 +17,7 @@ pub async fn plan(args: PlanArgs, verbose: bool, quiet: bool) -> Result<()> {
     let reached_with = ReachedWith {
         inventory: remote.inventory.as_ref().map(|i| absolute(&i.path)),
         ssh_config: remote.ssh.config.as_deref().map(absolute),
+        cwd: super::working_dir(),
     };
     let planned = engine::plan(
         &source,
