@@ -123,6 +123,9 @@ fn valid_module_name(name: &str) -> bool {
         })
 }
 
+/// Where the sandbox's own `require` is kept in the registry.
+pub const REQUIRE_KEY: &str = "runbook.require";
+
 fn install_require(lua: &Lua) -> mlua::Result<()> {
     let loaded = lua.create_table()?;
     let loading: std::cell::RefCell<Vec<String>> = std::cell::RefCell::new(Vec::new());
@@ -200,6 +203,9 @@ fn install_require(lua: &Lua) -> mlua::Result<()> {
         loaded.raw_set(name.as_str(), value.clone())?;
         Ok(value)
     })?;
+    // Kept where the runbook cannot reach it too: the typo check reads the stdlib's
+    // names after the load (and its deadline), when the global may be the runbook's own.
+    lua.set_named_registry_value(REQUIRE_KEY, &require)?;
     lua.globals().raw_set("require", require)
 }
 

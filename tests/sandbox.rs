@@ -1040,3 +1040,58 @@ fn a_tostring_that_returns_no_string_names_the_runbook_line() {
         "'__tostring' must return a string",
     );
 }
+
+/// The typo check reads the stdlib's names after the load, without its deadline: with
+/// the runbook's own `require` (a global it may replace), an endless one hung `check`,
+/// `list`, `plan` and `run` until a signal. It uses the sandbox's.
+#[test]
+fn a_replaced_require_does_not_run_after_the_load() {
+    let env = Env::new();
+    let rb = env.write(
+        "req.lua",
+        r#"runbook { name = "req", description = "replaces require" }
+require = function(name) while true do end end
+step("s", function() log.info("hi") end)
+"#,
+    );
+    let started = Instant::now();
+    let out = Run::cmd(&env, ["check".as_ref(), rb.as_os_str()])
+        .timeout(SOON)
+        .expect_exit(0)
+        .run();
+    assert!(started.elapsed() < SOON, "{}", out.describe());
+    Run::new(&env, &rb).yes().timeout(SOON).expect_exit(0).run();
+}
+
+/// One Lua string put in many slots is one string to Lua's memory limit, and a copy per
+/// slot once Rust takes it: an argv is refused past 4 MiB and a log message cut at 1 MiB,
+/// where 64 slots of a 64 MiB string made the host abort on a 4 GiB allocation.
+#[test]
+fn a_string_repeated_into_an_argv_or_a_message_is_bounded() {
+    let env = Env::new();
+    let rb = env.write(
+        "amp.lua",
+        r#"runbook { name = "amp", description = "one string, many slots" }
+local big = string.rep("A", 64 * 1024 * 1024)
+step("log", function()
+  local t = {}
+  for i = 1, 64 do t[#t + 1] = big end
+  log.info(table.unpack(t))
+end)
+step("argv", function()
+  local argv = { "echo" }
+  for i = 1, 64 do argv[#argv + 1] = big end
+  target("local"):exec(argv)
+end)
+"#,
+    );
+    let out = Run::new(&env, &rb).yes().timeout(HANG).expect_exit(1).run();
+    let err = out.stderr_text();
+    assert!(err.contains("… (cut at 1 MiB)"), "{}", out.describe());
+    assert!(
+        err.contains("amp.lua:11: exec: argv is over 4 MiB"),
+        "{}",
+        out.describe()
+    );
+    assert!(env.all_records().contains("\"run_finished\""));
+}

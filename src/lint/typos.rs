@@ -670,7 +670,11 @@ impl Known {
                 known.tables.insert(name.clone(), keys(&t));
             }
         }
-        if let Ok(require) = live.globals().get::<mlua::Function>("require") {
+        // The sandbox's own: the global may be the runbook's, run here without the
+        // load's deadline.
+        if let Ok(require) =
+            live.named_registry_value::<mlua::Function>(crate::sandbox::REQUIRE_KEY)
+        {
             for (stem, _) in crate::embedded::STDLIB {
                 let name = format!("runbook.{stem}");
                 if let Ok(t) = require.call::<Table>(name.as_str()) {

@@ -35,13 +35,32 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// log.info("files:", r.stdout)
 /// ```
 /// ---@param ... any
+/// The most a log message shows, in bytes.
+const MESSAGE_MAX: usize = 1 << 20;
+
 fn emit(lua: &Lua, level: Level, args: Variadic<Value>) -> mlua::Result<()> {
     let ctx = ctx(lua);
     let mut parts = Vec::with_capacity(args.len());
+    let mut len = 0;
     for v in args.iter() {
-        parts.push(lua_display(lua, v)?);
+        // One Lua string passed many times is one string in Lua and a copy each here,
+        // outside Lua's memory limit: a message is cut at MESSAGE_MAX.
+        if len > MESSAGE_MAX {
+            break;
+        }
+        let part = lua_display(lua, v)?;
+        len += part.len() + 1;
+        parts.push(part);
     }
-    let message = parts.join(" ");
+    let mut message = parts.join(" ");
+    if message.len() > MESSAGE_MAX {
+        let mut cut = MESSAGE_MAX;
+        while !message.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        message.truncate(cut);
+        message.push_str(" … (cut at 1 MiB)");
+    }
     if level == Level::Debug {
         tracing::debug!("{}", ctx.bus.mask(&message));
     }

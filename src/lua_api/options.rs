@@ -643,15 +643,31 @@ pub fn env_of(v: &Value) -> Result<Vec<(String, OsString)>, Error> {
     Ok(out)
 }
 
+/// The most bytes a list of words may hold: above what any command line can (Linux's
+/// ARG_MAX is 2 MiB with the environment), so only a mistake or a bomb reaches it.
+const WORDS_MAX: usize = 4 << 20;
+
 /// The words of a plain Lua list (numbers converted), e.g. an argv: no holes and no
 /// named keys, every word a string, kept byte for byte.
 /// ---@alias runbook.Words (string|number)[] A list of words, e.g. an argv: `{ "ls", "-l", dir }` (numbers are converted).
 pub fn words_of(t: &Table) -> Result<Vec<OsString>, Error> {
     let len = t.raw_len();
     let mut words = Vec::with_capacity(len);
+    let mut bytes = 0usize;
     for i in 1..=len {
         match t.raw_get::<Value>(i).map_err(lua_error)? {
-            Value::String(s) => words.push(OsString::from_vec(s.as_bytes().to_vec())),
+            Value::String(s) => {
+                // Lua shares one string between many slots, a copy here does not: a
+                // 64 MiB word 64 times over would be 4 GiB outside Lua's memory limit.
+                bytes += s.as_bytes().len() + 1;
+                if bytes > WORDS_MAX {
+                    return Err(Error::text(format!(
+                        " is over {} MiB; no command line holds that much (Linux: 2 MiB in all, 128 KiB a word): pass data on stdin or in a file",
+                        WORDS_MAX >> 20
+                    )));
+                }
+                words.push(OsString::from_vec(s.as_bytes().to_vec()))
+            }
             Value::Integer(n) => words.push(n.to_string().into()),
             Value::Number(n) => words.push(n.to_string().into()),
             other => {
