@@ -865,6 +865,12 @@ async fn run_step(
     // Work in this step is interrupted by the *next* signal: after a Ctrl-C, `always`
     // steps still run, and a second Ctrl-C stops them.
     ctx.abort_at.set(ctx.cancel.count());
+    // The step's planned changes are open from here: its `when` and its first attempt
+    // share them, so a change made in `when` is not open again for the body (a retry
+    // opens them all again, below).
+    if let Some(enforcer) = ctx.enforcer.borrow_mut().as_mut() {
+        enforcer.step_attempt(index);
+    }
     if let Some(when) = &step.opts.when {
         ctx.step.set(Some(StepCursor {
             index,
@@ -914,8 +920,10 @@ async fn run_step(
             changed: false,
         }));
         ctx.deadline.set(deadline);
-        if let Some(enforcer) = ctx.enforcer.borrow_mut().as_mut() {
-            enforcer.step_attempt(index);
+        if attempt > 1 {
+            if let Some(enforcer) = ctx.enforcer.borrow_mut().as_mut() {
+                enforcer.step_attempt(index);
+            }
         }
         *ctx.last_location.borrow_mut() = step.location.clone();
         crate::watchdog::arm(index, &step.name, deadline, planning);

@@ -698,6 +698,46 @@ step("wipe", function() target("local"):exec({ "rm", "-rf", "--", params.dir }) 
     assert!(!a.join("scratch").exists() && b.join("scratch/keep").exists());
 }
 
+/// A change made in a step's `when` uses up that planned change: the body cannot make
+/// it a second time, unconfirmed (it could, when `when` ran before the step's changes
+/// were opened).
+#[test]
+fn a_change_made_in_when_is_not_open_again_for_the_body() {
+    let env = Env::new();
+    let dir = env.scratch();
+    std::fs::write(dir.join("choice"), "A").unwrap();
+    let count = dir.join("count");
+    let rb = env.write(
+        "when.lua",
+        &format!(
+            r#"runbook {{ name = "when" }}
+local here = target("local")
+local function bump() here:exec({{ "sh", "-c", "echo x >> {c}" }}) end
+step("s", {{ when = function() bump(); return true end }}, function()
+  local r = here:exec({{ "cat", "{choice}" }}, {{ read_only = true }})
+  if r.stdout:match("B") then bump() end
+end)
+"#,
+            c = count.display(),
+            choice = dir.join("choice").display()
+        ),
+    );
+    make_plan(&env, &rb, &[]);
+    std::fs::write(dir.join("choice"), "B").unwrap();
+    let out = apply(&env, &["--yes"]);
+    assert_eq!(out.status.code(), Some(1), "{}", describe(&out));
+    assert!(
+        stderr(&out).contains("this change is not one that was confirmed for this step"),
+        "{}",
+        describe(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&count).unwrap(),
+        "x\n",
+        "the change ran twice"
+    );
+}
+
 #[test]
 fn a_changed_param_is_refused() {
     let env = Env::new();
