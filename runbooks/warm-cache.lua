@@ -9,7 +9,7 @@ runbook {
     ct = { type = "integer", help = "Proxmox container id on host" },
     user = { default = "root", help = "whose cache" },
     venv = { type = "path", required = true, help = "the venv to run the warm-up with" },
-    script = { type = "path", required = true, help = "the warm-up script" },
+    script = { type = "path", required = true, help = "the warm-up script (relative: to where runbook runs, or to cwd when given)" },
     cwd = { default = "", help = "working directory (default: the script's folder)" },
     cache_dirs = {
       default = "",
@@ -32,10 +32,20 @@ step("warm up", function()
   else
     inductor = torch.caches(box, { user = params.user }).inductor
   end
-  local cwd = params.cwd ~= "" and params.cwd or params.script:match("^(.*)/[^/]*$") or "."
+  -- Without a cwd the script runs in its own folder, where its path is its name (a
+  -- relative path would otherwise be taken from that folder a second time).
+  local script, cwd = params.script, params.cwd
+  if cwd == "" then
+    local dir, name = params.script:match("^(.*)/([^/]*)$")
+    if dir then
+      cwd, script = dir ~= "" and dir or "/", name
+    else
+      cwd = "."
+    end
+  end
   local r = warmup.run(box, {
     venv = params.venv,
-    script = params.script,
+    script = script,
     cwd = cwd,
     env = env,
     single_threaded = true,

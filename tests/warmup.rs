@@ -366,6 +366,16 @@ fn warm_cache_passes_again_on_a_warm_cache() {
     run(&warmup).expect_exit(0).stderr_has("filled").run();
     // The second run on a warm cache passes.
     run(&warmup).expect_exit(0).stderr_has("already warm").run();
+    // A relative path (from where runbook runs): the script runs in its folder, by name.
+    let sub = env.tmp.path().join("sub/train");
+    std::fs::create_dir_all(&sub).unwrap();
+    for f in ["warmup.py", "kernels.py"] {
+        std::fs::copy(repo().join("examples/train").join(f), sub.join(f)).unwrap();
+    }
+    run(std::path::Path::new("sub/train/warmup.py"))
+        .expect_exit(0)
+        .stderr_has("already warm")
+        .run();
 
     // A warm-up that leaves the cache empty fails.
     std::fs::remove_dir_all(&cache).unwrap();
