@@ -31,6 +31,7 @@ pub const REMOVED: &[(&str, &str)] = &[
     ("package", "modules come from require(\"runbook.NAME\") or Lua files beside the runbook"),
     ("dofile", "load code with require() from a file beside the runbook"),
     ("loadfile", "load code with require() from a file beside the runbook"),
+    ("warn", "Lua's warn() writes nowhere here; use log.warn(...)"),
 ];
 
 pub fn new_vm(ctx: Rc<Ctx>) -> mlua::Result<Lua> {

@@ -1872,3 +1872,33 @@ step("clean up", {{ always = true }}, function() here:exec({{ "touch", "{}" }}) 
         );
     }
 }
+
+/// `log.debug` shows with -v only, as documented; the record keeps it either way.
+#[test]
+fn log_debug_shows_with_verbose_only() {
+    let env = Env::new();
+    let rb = env.write(
+        "dbg.lua",
+        r#"runbook { name = "dbg" }
+step("s", function() log.debug("quiet-detail-42"); log.info("loud-line-42") end)
+"#,
+    );
+    let plain = Run::new(&env, &rb).yes().expect_exit(0).run();
+    assert!(
+        !plain.stderr_text().contains("quiet-detail-42"),
+        "{}",
+        plain.describe()
+    );
+    assert!(
+        plain.stderr_text().contains("loud-line-42"),
+        "{}",
+        plain.describe()
+    );
+    let verbose = Run::new(&env, &rb).yes().arg("-v").expect_exit(0).run();
+    assert!(
+        verbose.stderr_text().contains("quiet-detail-42"),
+        "{}",
+        verbose.describe()
+    );
+    assert!(env.all_records().contains("quiet-detail-42"));
+}

@@ -336,6 +336,8 @@ impl Sink for TerminalSink {
                     Level::Warn => format!("  {} {message}", self.paint("33;1", "warning:")),
                     Level::Error => format!("  {} {message}", self.paint("31;1", "error:")),
                     _ if quiet => return,
+                    // As documented: `log.debug` shows with -v only (the record keeps it).
+                    Level::Debug if !self.opts.verbose => return,
                     _ => format!("  {} {message}", self.paint("36", "·")),
                 };
                 self.line(&text);
