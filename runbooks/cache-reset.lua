@@ -40,7 +40,7 @@ step("measure", function()
   end
   for _, c in ipairs(cache.size(box, caches)) do
     if c.existed then
-      log.info(("%s: %d bytes in %d files"):format(c.path, c.bytes, c.files))
+      log.info(c.path .. ": " .. c.size)
     else
       log.info(c.path .. ": absent")
     end

@@ -84,7 +84,7 @@ step("fingerprint and drift", function()
   local changes = fingerprint.diff(good, now)
   if #changes == 0 then log.info("nothing changed since the known-good environment") end
   for _, c in ipairs(changes) do
-    log.warn(("drift: %s: %s -> %s"):format(c.what, tostring(c.before), tostring(c.after)))
+    log.warn(("drift: %s: %s -> %s"):format(c.what, tostring(c.before or "(none)"), tostring(c.after or "(none)")))
   end
 end)
 
@@ -125,7 +125,9 @@ step("restore code to the known-good rev", function()
   local paths = nil
   if params.code_paths ~= "" then paths = text.split(params.code_paths) end
   local r = git.restore(box, { repo = params.repo, paths = paths, rev = params.good_rev })
-  log.info(("%d file(s) restored to %s"):format(#r.files, r.rev or params.good_rev))
+  local rev = r.rev or params.good_rev
+  if #rev == 40 and rev:match("^%x+$") then rev = rev:sub(1, 7) end -- as git shows it
+  log.info(("%d file(s) %s to %s"):format(#r.files, r.planned and "will be restored" or "restored", rev))
 end)
 
 step("clear compile caches (kept aside)", function()

@@ -9,6 +9,7 @@ runbook {
 }
 
 local text = require("runbook.text")
+local torch = require("runbook.torch")
 local here = target("local")
 
 local function probe(argv)
@@ -41,12 +42,12 @@ step("disk", function()
 end)
 
 step("compile caches", function()
-  local home = params.user == "root" and "/root" or ("/home/" .. params.user)
-  local dirs = { "/tmp/torchinductor_" .. params.user, home .. "/.cache/torch_extensions", home .. "/.triton/cache" }
-  -- cache.size, not du: the size every primitive reports (apparent bytes of the files).
+  -- Where torch itself would put them for that user (its environment variables included),
+  -- as cache-reset finds them; cache.size, not du: the size every primitive reports.
+  local dirs = torch.caches(here, { user = params.user })
   for _, c in ipairs(cache.size(here, dirs)) do
     if c.existed then
-      log.info(("%s: %d bytes in %d files"):format(c.path, c.bytes, c.files))
+      log.info(c.path .. ": " .. c.size)
     else
       log.info(c.path .. ": absent")
     end

@@ -9,7 +9,11 @@ runbook {
     ct = { type = "integer", help = "Proxmox container id on host" },
     user = { default = "root", help = "whose cache" },
     venv = { type = "path", required = true, help = "the venv to run the warm-up with" },
-    script = { type = "path", required = true, help = "the warm-up script (relative: to where runbook runs, or to cwd when given)" },
+    script = {
+      type = "path",
+      required = true,
+      help = "the warm-up script (relative: to where runbook runs, or to cwd when given)",
+    },
     cwd = { default = "", help = "working directory (default: the script's folder)" },
     cache_dirs = {
       default = "",
@@ -51,7 +55,11 @@ step("warm up", function()
     single_threaded = true,
     expect_cache = { inductor },
   })
-  for _, c in ipairs(r.caches or {}) do
-    log.info(("%s: %s, %d → %d files"):format(c.path, c.state or "planned", c.files_before or 0, c.files_after or 0))
+  -- A real run's warmup.run says how each cache came out itself; a dry-run says where
+  -- it starts from.
+  if r.planned then
+    for _, c in ipairs(r.caches or {}) do
+      log.info(("%s: %d files now; the warm-up runs in a real run"):format(c.path, c.files_before or 0))
+    end
   end
 end)

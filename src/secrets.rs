@@ -194,21 +194,23 @@ impl Masker {
         let Ok(mut value) = serde_json::to_value(&event) else {
             return event;
         };
-        self.mask_value(&mut value);
+        self.mask_value(&mut value, true);
         serde_json::from_value(value).unwrap_or(event)
     }
 
-    fn mask_value(&self, value: &mut serde_json::Value) {
+    /// `top`: the event's own fields. Only those are runbook's identifiers; below them
+    /// (a param named `mode` or `host`) a key is the runbook's, and its value is masked.
+    fn mask_value(&self, value: &mut serde_json::Value, top: bool) {
         use serde_json::Value;
         match value {
             Value::String(s) => *s = self.mask(s),
-            Value::Array(items) => items.iter_mut().for_each(|v| self.mask_value(v)),
+            Value::Array(items) => items.iter_mut().for_each(|v| self.mask_value(v, false)),
             Value::Object(map) => {
                 for (k, v) in map.iter_mut() {
                     // Identifiers runbook made itself never hold a secret; masking a short
                     // secret that happens to occur in a run id or hash would break them.
-                    if !STRUCTURAL.contains(&k.as_str()) {
-                        self.mask_value(v);
+                    if !(top && STRUCTURAL.contains(&k.as_str())) {
+                        self.mask_value(v, false);
                     }
                 }
             }
@@ -221,6 +223,23 @@ impl Masker {
 mod tests {
     use super::*;
     use crate::events::Event;
+
+    #[test]
+    fn only_the_events_own_identifiers_are_left_alone() {
+        let mut m = Masker::default();
+        m.add("S3CR3T-XYZZY-42");
+        let event = serde_json::json!({
+            "event": "run_started", "path": "/rb/S3CR3T-XYZZY-42.lua",
+            "params": { "path": "PATH-S3CR3T-XYZZY-42", "host": "S3CR3T-XYZZY-42" },
+        });
+        let masked = m.mask_event(event);
+        assert_eq!(
+            masked["path"], "/rb/S3CR3T-XYZZY-42.lua",
+            "runbook's own field"
+        );
+        assert_eq!(masked["params"]["path"], "PATH-***", "a param named path");
+        assert_eq!(masked["params"]["host"], "***", "a param named host");
+    }
 
     #[test]
     fn a_secret_is_masked_as_quoted_for_each_hop_and_trimmed() {

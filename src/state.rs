@@ -7,6 +7,7 @@ use crate::error::{Error, Result};
 use crate::events::{Event, Stamped};
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 pub fn state_dir(flag: Option<PathBuf>) -> PathBuf {
@@ -54,9 +55,12 @@ pub fn create_record(state: &Path, run_id: &str) -> Result<(PathBuf, File)> {
     };
     std::fs::create_dir_all(&dir).map_err(|e| explain(e, &dir))?;
     let path = dir.join(format!("{run_id}.jsonl"));
+    // Only this user reads it: it holds every command and its output (secrets masked,
+    // but paths, hosts and what the commands printed are the user's business).
     let file = OpenOptions::new()
         .create_new(true)
         .append(true)
+        .mode(0o600)
         .open(&path)
         .map_err(|e| explain(e, &path))?;
     Ok((path, file))

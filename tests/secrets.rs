@@ -389,3 +389,35 @@ end)"#,
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(stdout.contains("inherited 0"), "{stdout}");
 }
+
+/// A 64 KiB cut that falls inside a multi-byte character of the secret: the character
+/// waits for the next piece, so the secret is masked whole (decoded apart, its halves
+/// were two U+FFFD and the rest of the secret showed). Over SSH's session and locally.
+#[test]
+fn a_cut_inside_a_character_of_the_secret_still_masks_it() {
+    let env = Env::new();
+    let secret = "S3CR3T-ÄTOKEN-VALUE-123456";
+    let rb = env.write(
+        "utf8.lua",
+        r#"runbook { name = "utf8", params = { token = { type = "string", secret = true, required = true } } }
+step("print", function()
+  local r = target("local"):exec({ "sh", "-c", 'head -c 65528 /dev/zero | tr "\\000" a; printf "%s\\n" "$TOKEN"' }, { env = { TOKEN = params.token }, read_only = true })
+  if not r.stdout:find(params.token, 1, true) then fail("the runbook gets the bytes whole") end
+end)
+"#,
+    );
+    let out = Run::new(&env, &rb)
+        .yes()
+        .json()
+        .env("RUNBOOK_PARAM_TOKEN", secret)
+        .expect_exit(0)
+        .run();
+    for (what, text) in [
+        ("stdout", out.stdout_text()),
+        ("records", env.all_records()),
+    ] {
+        for piece in ["TOKEN-VALUE", "\u{fffd}"] {
+            assert!(!text.contains(piece), "{what} shows {piece:?}");
+        }
+    }
+}

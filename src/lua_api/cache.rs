@@ -171,7 +171,7 @@ async fn restore(lua: Lua, (t, paths, opts): (Value, Value, Option<Table>)) -> m
 ///
 /// ```lua
 /// for _, s in ipairs(cache.size(box, { "/tmp/torchinductor_root", "~/.triton/cache" })) do
-///   log.info(("%s: %d bytes in %d files"):format(s.path, s.bytes, s.files))
+///   log.info(s.path .. ": " .. s.size) -- "/tmp/torchinductor_root: 336.6 MiB, 12,345 files"
 /// end
 /// ```
 /// ---@param t runbook.Target
@@ -183,6 +183,7 @@ async fn restore(lua: Lua, (t, paths, opts): (Value, Value, Option<Table>)) -> m
 /// ---@field existed? boolean whether it exists (nil with `--offline`)
 /// ---@field bytes integer the apparent size of its regular files
 /// ---@field files integer how many regular files it holds
+/// ---@field size string `bytes` and `files` as previews show them: `336.6 MiB, 12,345 files`
 /// ---@field planned boolean `--offline`: nothing was looked at
 async fn size(lua: Lua, (t, paths): (Value, Value)) -> mlua::Result<Value> {
     let (ctx, target, paths) = prepare(&lua, "cache.size", t, paths)?;

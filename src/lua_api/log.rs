@@ -31,7 +31,7 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// `log.debug` shows only with `-v`.
 ///
 /// ```lua
-/// local r = here:exec({ "ls", params.dir }, { read_only = true })
+/// local r = here:exec({ "ls", "/etc" }, { read_only = true })
 /// log.info("files:", r.stdout)
 /// ```
 /// ---@param ... any

@@ -534,7 +534,8 @@ fn argv_from(lua: &Lua, v: Value) -> mlua::Result<Vec<OsString>> {
 ///
 /// ```lua
 /// here:exec({ "mkdir", "-p", params.dir })
-/// local r = here:exec({ "ls", params.dir }, { read_only = true })
+/// -- A read runs in a dry-run too, where the mkdir was only planned: `check = false`.
+/// local r = here:exec({ "ls", params.dir }, { read_only = true, check = false })
 /// local probe = here:exec({ "test", "-e", "/etc/hosts" }, { check = false, read_only = true })
 /// if probe.code ~= 0 then fail("no /etc/hosts") end
 /// ```

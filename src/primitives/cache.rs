@@ -168,6 +168,8 @@ pub struct Size {
     pub existed: Option<bool>,
     pub bytes: u64,
     pub files: u64,
+    /// `bytes` and `files` as every preview shows them (`348.6 MiB, 9 files`).
+    pub size: String,
     pub planned: bool,
 }
 
@@ -334,6 +336,7 @@ pub async fn size(step: &Step<'_>, paths: &[String]) -> Result<Vec<Size>> {
                 existed: None,
                 bytes: 0,
                 files: 0,
+                size: human_size(0, 0),
                 planned: true,
             })
             .collect());
@@ -355,6 +358,7 @@ pub async fn size(step: &Step<'_>, paths: &[String]) -> Result<Vec<Size>> {
                 existed: Some(f.exists()),
                 bytes: f.bytes,
                 files: f.files,
+                size: human_size(f.bytes, f.files),
                 planned: false,
             }
         })

@@ -332,6 +332,8 @@ impl Sink for TerminalSink {
             }
             Event::ActionFinished { .. } | Event::ActionPgid { .. } => {}
             Event::Log { level, message, .. } => {
+                // A message of several lines (a command's output) stays under its step.
+                let message = message.trim_end_matches('\n').replace('\n', "\n    ");
                 let text = match level {
                     Level::Warn => format!("  {} {message}", self.paint("33;1", "warning:")),
                     Level::Error => format!("  {} {message}", self.paint("31;1", "error:")),

@@ -131,6 +131,10 @@ impl<O: AsyncRead + Unpin, E: AsyncRead + Unpin> Pump<O, E> {
                 if !self.out_buf.is_empty() && (self.out_done || line_ready(&self.out_buf)) {
                     take_line(&mut self.out_buf, Stream::Stdout, out, io);
                 }
+                // At the end, what take_line held back (a cut character) goes too.
+                if self.out_done && !self.out_buf.is_empty() {
+                    take_line(&mut self.out_buf, Stream::Stdout, out, io);
+                }
             }
             r = read_line_capped(&mut self.stderr, &mut self.err_buf), if !self.err_done => {
                 if matches!(r, Ok(0) | Err(_)) {
@@ -149,6 +153,9 @@ impl<O: AsyncRead + Unpin, E: AsyncRead + Unpin> Pump<O, E> {
                     } else {
                         take_line(&mut self.err_buf, Stream::Stderr, out, io);
                     }
+                }
+                if self.err_done && !self.err_buf.is_empty() {
+                    take_line(&mut self.err_buf, Stream::Stderr, out, io);
                 }
             }
         }
@@ -192,22 +199,45 @@ async fn read_line_capped<R: AsyncRead + Unpin>(
     }
 }
 
+/// How many bytes at the end of `b` are the start of a UTF-8 character that goes on
+/// past it (0 when the last character is whole).
+fn cut_character(b: &[u8]) -> usize {
+    for back in 1..=b.len().min(3) {
+        let c = b[b.len() - back];
+        if c & 0xC0 != 0x80 {
+            let len = match c {
+                0xF8.. => 1, // never in UTF-8
+                0xF0.. => 4,
+                0xE0.. => 3,
+                0xC0.. => 2,
+                _ => 1,
+            };
+            return if len > back { back } else { 0 };
+        }
+    }
+    0
+}
+
 pub(super) fn take_line(buf: &mut Vec<u8>, stream: Stream, out: &mut ExecOutcome, io: &ExecIo<'_>) {
     let (store, truncated) = match stream {
         Stream::Stdout => (&mut out.stdout, &mut out.stdout_truncated),
         Stream::Stderr => (&mut out.stderr, &mut out.stderr_truncated),
     };
+    // A piece without its newline is a line cut at LINE_LIMIT (or the last, unterminated
+    // line): the sink is told, so that it can mask a secret that spans the cut. A
+    // character the cut splits waits for the next piece: decoded apart, its halves
+    // would become two U+FFFD, and a secret around it would no longer be found.
+    let continues = !buf.ends_with(b"\n") && buf.len() >= LINE_LIMIT;
+    let held = if continues { cut_character(buf) } else { 0 };
+    let whole = buf.len() - held;
     let room = CAPTURE_LIMIT.saturating_sub(store.len());
-    if buf.len() <= room {
-        store.extend_from_slice(buf);
+    if whole <= room {
+        store.extend_from_slice(&buf[..whole]);
     } else {
         store.extend_from_slice(&buf[..room]);
         *truncated = true;
     }
-    let mut line = &buf[..];
-    // A piece without its newline is a line cut at LINE_LIMIT (or the last, unterminated
-    // line): the sink is told, so that it can mask a secret that spans the cut.
-    let continues = !line.ends_with(b"\n") && line.len() >= LINE_LIMIT;
+    let mut line = &buf[..whole];
     if line.ends_with(b"\n") {
         line = &line[..line.len() - 1];
     }
@@ -215,5 +245,25 @@ pub(super) fn take_line(buf: &mut Vec<u8>, stream: Stream, out: &mut ExecOutcome
         line = &line[..line.len() - 1];
     }
     (io.on_line)(stream, &String::from_utf8_lossy(line), continues);
-    buf.clear();
+    buf.drain(..whole);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cut_character;
+
+    #[test]
+    fn a_character_cut_at_the_end_is_found() {
+        let a = "aÄ€😀".as_bytes();
+        assert_eq!(cut_character(a), 0);
+        assert_eq!(cut_character(&a[..a.len() - 1]), 3, "3 of 😀's 4 bytes");
+        assert_eq!(cut_character(&a[..a.len() - 3]), 1);
+        assert_eq!(cut_character(&"aÄ".as_bytes()[..2]), 1);
+        assert_eq!(
+            cut_character(b"abc\xff"),
+            0,
+            "not UTF-8: nothing to wait for"
+        );
+        assert_eq!(cut_character(b""), 0);
+    }
 }
