@@ -21,7 +21,7 @@ pub fn take_from_environment() {
             continue;
         };
         // A value that is not UTF-8 counts as not given, as `std::env::var` would have it.
-        if let Ok(v) = v.clone().into_string() {
+        if let Ok(v) = v.into_string() {
             given.insert(name.to_string(), v);
         }
         std::env::remove_var(&k);

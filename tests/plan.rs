@@ -671,13 +671,16 @@ step("wipe", function() target("local"):exec({ "rm", "-rf", "--", params.dir }) 
         .output()
         .unwrap();
     assert_eq!(made.status.code(), Some(0), "{}", describe(&made));
-    let from_b = sandboxed(&env)
-        .current_dir(&b)
-        .arg("apply")
-        .arg(plan_path(&env))
-        .arg("--yes")
-        .output()
-        .unwrap();
+    let apply_in = |dir: &Path| {
+        sandboxed(&env)
+            .current_dir(dir)
+            .arg("apply")
+            .arg(plan_path(&env))
+            .arg("--yes")
+            .output()
+            .unwrap()
+    };
+    let from_b = apply_in(&b);
     assert_eq!(from_b.status.code(), Some(2), "{}", describe(&from_b));
     let said = stderr(&from_b);
     let a_shown = std::fs::canonicalize(&a).unwrap();
@@ -687,13 +690,7 @@ step("wipe", function() target("local"):exec({ "rm", "-rf", "--", params.dir }) 
         "{said}"
     );
     assert!(b.join("scratch/keep").exists() && a.join("scratch/keep").exists());
-    let from_a = sandboxed(&env)
-        .current_dir(&a)
-        .arg("apply")
-        .arg(plan_path(&env))
-        .arg("--yes")
-        .output()
-        .unwrap();
+    let from_a = apply_in(&a);
     assert_eq!(from_a.status.code(), Some(0), "{}", describe(&from_a));
     assert!(!a.join("scratch").exists() && b.join("scratch/keep").exists());
 }

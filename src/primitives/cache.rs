@@ -757,14 +757,14 @@ enum ProbeError {
     Bad(String),
 }
 
-fn parse(out: &str, roots: &[String], paths: &[String]) -> Result<Probe, ProbeError> {
-    parse_records(out, roots, paths).map_err(|e| match e.strip_prefix("unusable: ") {
-        Some(why) => ProbeError::Unusable(why.to_string()),
-        None => ProbeError::Bad(e),
-    })
+/// Every malformed answer is `Bad` (so `?` works on the parsers' own messages).
+impl From<String> for ProbeError {
+    fn from(e: String) -> Self {
+        ProbeError::Bad(e)
+    }
 }
 
-fn parse_records(out: &str, roots: &[String], paths: &[String]) -> Result<Probe, String> {
+fn parse(out: &str, roots: &[String], paths: &[String]) -> Result<Probe, ProbeError> {
     let npaths = paths.len();
     let mut probe = Probe {
         paths: vec![Found::default(); npaths],
@@ -809,17 +809,17 @@ fn parse_records(out: &str, roots: &[String], paths: &[String]) -> Result<Probe,
             }
             ["unusable", "root", i] => {
                 let i = index(i, roots.len())?;
-                return Err(format!(
-                    "unusable: the cache root {} leads to a name with a tab or a newline in it on the target; refusing to use it",
+                return Err(ProbeError::Unusable(format!(
+                    "the cache root {} leads to a name with a tab or a newline in it on the target; refusing to use it",
                     roots[i]
-                ));
+                )));
             }
             ["unusable", "path", i] => {
                 let i = index(i, npaths)?;
-                return Err(format!(
-                    "unusable: {} leads to a name with a tab or a newline in it on the target (through a symlink?); refusing to touch it",
+                return Err(ProbeError::Unusable(format!(
+                    "{} leads to a name with a tab or a newline in it on the target (through a symlink?); refusing to touch it",
                     paths[i]
-                ));
+                )));
             }
             ["root", i, expanded, resolved] => {
                 let i = index(i, roots.len())?;
@@ -841,7 +841,7 @@ fn parse_records(out: &str, roots: &[String], paths: &[String]) -> Result<Probe,
                     "file" => Kind::File,
                     "link" => Kind::Link,
                     "absent" => Kind::Absent,
-                    _ => return Err(format!("bad kind in: {line}")),
+                    _ => return Err(format!("bad kind in: {line}").into()),
                 };
                 p.bytes = num(bytes)?;
                 p.files = num(files)?;
@@ -863,14 +863,16 @@ fn parse_records(out: &str, roots: &[String], paths: &[String]) -> Result<Probe,
                     .push((pid, cmd.trim().to_string()));
             }
             ["end"] => ended = true,
-            _ => return Err(format!("unexpected line: {line}")),
+            _ => return Err(format!("unexpected line: {line}").into()),
         }
     }
     if !ended {
-        return Err("the answer was cut off".into());
+        return Err(ProbeError::Bad("the answer was cut off".into()));
     }
     if root_seen.contains(&false) || path_seen.contains(&false) {
-        return Err("a root or a path is missing from the answer".into());
+        return Err(ProbeError::Bad(
+            "a root or a path is missing from the answer".into(),
+        ));
     }
     Ok(probe)
 }
