@@ -90,6 +90,95 @@ fn stopped(ctx: &Ctx) -> Result<(), ActionError> {
 /// How the warning about a secret in an argv starts (`check` looks for it).
 pub const SECRET_IN_ARGV: &str = "a secret is in the argv of";
 
+/// A change runbook makes itself, on this machine, with no command: `fingerprint.save`
+/// writing the known-good record into the state dir. It is planned, confirmed, held to
+/// the plan and recorded as a command is: the plan pass records it (target `local`,
+/// `command` standing for its command line), a run held to a plan makes it only where
+/// it was confirmed and never after the run left the plan, and the record has its
+/// `action_started` and `action_finished`. `make` makes it; `Ok(None)`: only planned.
+pub fn own_change<T>(
+    ctx: &Ctx,
+    summary: &str,
+    shown: &str,
+    command: &str,
+    make: impl FnOnce() -> Result<T, String>,
+) -> Result<Option<T>, ActionError> {
+    const TARGET: &str = "local";
+    let step = ctx.step.get().map(|s| s.index).unwrap_or(0);
+    let step_name = ctx
+        .steps
+        .borrow()
+        .get(step)
+        .map(|s| s.name.clone())
+        .unwrap_or_default();
+    let seen = crate::plan::Seen {
+        step,
+        step_name: &step_name,
+        target: TARGET,
+        destination: TARGET,
+        command,
+        shown,
+        stdin: None,
+        summary,
+        destructive: false,
+    };
+    let plan_only = ctx.mode != Mode::Real;
+    if let Some(rec) = ctx.recording.borrow_mut().as_mut() {
+        if plan_only {
+            rec.change(&seen);
+        }
+    } else if let Some(enforcer) = ctx.enforcer.borrow_mut().as_mut() {
+        if !plan_only {
+            enforcer.allow(&seen)?;
+        }
+    }
+    let id = ctx.next_action_id();
+    if plan_only {
+        ctx.mark_changed();
+        ctx.bus.emit(Event::ActionPlanned {
+            step,
+            action: id,
+            target: TARGET.into(),
+            effect: Effect::Change,
+            summary: summary.into(),
+            command: shown.into(),
+            destructive: false,
+            script: None,
+        });
+        return Ok(None);
+    }
+    stopped(ctx)?;
+    ctx.send_reads_from_now();
+    if ctx.record_failed.borrow().as_ref().is_some_and(|f| f.get()) {
+        return Err(ActionError::Stop(Why::RecordBroken));
+    }
+    ctx.bus.emit(Event::ActionStarted {
+        step,
+        action: id,
+        target: TARGET.into(),
+        effect: Effect::Change,
+        summary: summary.into(),
+        command: shown.into(),
+        script: None,
+        replayed: false,
+    });
+    ctx.mark_changed();
+    let started = std::time::Instant::now();
+    let made = make();
+    ctx.bus.emit(Event::ActionFinished {
+        step,
+        action: id,
+        ok: made.is_ok(),
+        code: made.is_ok().then_some(0),
+        duration_ms: started.elapsed().as_millis() as u64,
+        timed_out: false,
+        error: made.as_ref().err().cloned(),
+        stdout_tail: String::new(),
+        stderr_tail: String::new(),
+    });
+    made.map(Some).map_err(ActionError::Failed)
+}
+
 pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionError> {
     crate::quote::validate_argv(&action.req.argv)?;
     let step = ctx.step.get().map(|s| s.index).unwrap_or(0);
@@ -186,16 +275,46 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
     // kill it.
     stopped(ctx)?;
     if ctx.mode == Mode::Real && action.effect == Effect::Change {
+        // From the first change on, reads are expected to find something new.
+        ctx.send_reads_from_now();
         if ctx.record_failed.borrow().as_ref().is_some_and(|f| f.get()) {
             return Err(ActionError::Stop(Why::RecordBroken));
         }
         ctx.locks.ensure(action.target).await?;
     }
+    // A read the confirmation's dry-run sent moments ago, to a target nothing has changed
+    // since, is answered with what it answered then (`kept_reads.rs`). The dry-run keeps
+    // its reads' pieces of lines to be answered with.
+    let key = crate::kept_reads::Key {
+        step,
+        target: &target,
+        destination: &destination,
+        command: &command,
+        stdin: action.req.stdin.as_deref(),
+        secret_output: action.req.secret_output,
+    };
+    let answer = match (ctx.mode, action.effect) {
+        (Mode::Real, Effect::Read) => ctx
+            .kept_reads
+            .borrow_mut()
+            .as_mut()
+            .and_then(|k| k.answer(&key)),
+        _ => None,
+    };
+    let keeping = ctx.mode == Mode::DryRun
+        && action.effect == Effect::Read
+        && ctx.kept_reads.borrow().is_some();
+    let pieces: std::cell::RefCell<Vec<crate::kept_reads::Piece>> = Default::default();
     let what = action.summary.clone();
     let secret_output = action.req.secret_output;
     // What a line cut at 64 KiB left that could be the start of a secret, per stream.
     let carry = std::cell::RefCell::new([String::new(), String::new()]);
     let on_line = |stream: Stream, piece: &str, continues: bool| {
+        if keeping {
+            pieces
+                .borrow_mut()
+                .push((stream, piece.to_string(), continues));
+        }
         let line = if secret_output {
             crate::secrets::MASK.to_string()
         } else {
@@ -233,10 +352,14 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
     };
     // Queued here, not failed, when the target or this process is at its limit of
     // commands at once (`targets/slots.rs`); `action_started` means it really started.
-    let _slot = action.target.slot(&io).await.map_err(|stop| match stop {
-        Stop::Interrupted => ActionError::Stop(Why::Interrupted),
-        Stop::Deadline | Stop::Timeout => ActionError::Stop(Why::TimedOut),
-    })?;
+    // An answered read runs nothing, so it takes no slot.
+    let _slot = match answer {
+        Some(_) => None,
+        None => Some(action.target.slot(&io).await.map_err(|stop| match stop {
+            Stop::Interrupted => ActionError::Stop(Why::Interrupted),
+            Stop::Deadline | Stop::Timeout => ActionError::Stop(Why::TimedOut),
+        })?),
+    };
     let script = action.script.map(|s| ctx.bus.script(s));
     ctx.bus.emit(Event::ActionStarted {
         step,
@@ -246,11 +369,25 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
         summary: action.summary,
         command: shown.clone(),
         script,
+        replayed: answer.is_some(),
     });
     if action.effect == Effect::Change {
         ctx.mark_changed();
     }
-    let result = action.target.exec(&action.req, &io).await;
+    let result = match answer {
+        Some(answer) => {
+            for (stream, piece, continues) in &answer.pieces {
+                on_line(*stream, piece, *continues);
+            }
+            Ok(answer.out)
+        }
+        None => action.target.exec(&action.req, &io).await,
+    };
+    if let (true, Ok(out)) = (keeping, &result) {
+        if let Some(kept) = ctx.kept_reads.borrow_mut().as_mut() {
+            kept.keep(&key, pieces.take(), out);
+        }
+    }
     if let Some(message) = result.as_ref().ok().and_then(|o| o.notice.clone()) {
         ctx.bus.emit(Event::Log {
             step: Some(step),

@@ -112,6 +112,12 @@ pub struct Ctx {
     pub locks: crate::locks::Locks,
     /// `file:line` the instruction hook last saw: where an out-of-memory error happened.
     pub last_location: RefCell<String>,
+    /// A confirmation's dry-run keeps what its reads answered here; the real run after
+    /// it is answered from them up to its first change (`kept_reads.rs`).
+    pub kept_reads: RefCell<Option<crate::kept_reads::KeptReads>>,
+    /// What `log`/`print` said while the file's top level ran: no sink is attached yet
+    /// then, so a run shows them once its record has started (`engine::run`).
+    pub early_logs: RefCell<Vec<(crate::events::Level, String)>>,
 }
 
 impl Ctx {
@@ -153,6 +159,8 @@ impl Ctx {
             planned_stops: RefCell::new(std::collections::HashSet::new()),
             enforcer: RefCell::new(None),
             last_location: RefCell::new(String::new()),
+            kept_reads: RefCell::new(None),
+            early_logs: RefCell::new(Vec::new()),
         }
     }
 
@@ -160,6 +168,20 @@ impl Ctx {
         let id = self.action_seq.get() + 1;
         self.action_seq.set(id);
         id
+    }
+
+    /// Every read is sent from now on, none answered from the confirmation's dry-run
+    /// (`kept_reads.rs`): at the first change, a retry, a wait (a runbook waits to see
+    /// something new).
+    /// (The dry-run that keeps them goes on keeping: the real run stops at the same
+    /// point of its own.)
+    pub fn send_reads_from_now(&self) {
+        if self.mode != Mode::Real {
+            return;
+        }
+        if let Some(kept) = self.kept_reads.borrow_mut().as_mut() {
+            kept.stop();
+        }
     }
 
     pub fn mark_changed(&self) {

@@ -27,7 +27,15 @@ pub fn parse(text: &str) -> Result<Duration, String> {
         return from_secs(secs).map_err(|e| format!("'{text}' {e}"));
     }
     let d = humantime::parse_duration(t).map_err(|e| {
-        format!("'{text}' is not a valid duration ({e}); use e.g. \"30s\", \"5m\", \"1h\"")
+        // humantime's own words list units up to years; say what a runbook would use.
+        let why = match e {
+            humantime::DurationError::UnknownUnit { unit, .. } => {
+                format!("unknown unit '{unit}': use ms, s, m, h or d")
+            }
+            humantime::DurationError::NumberOverflow => return format!("'{text}' {TOO_LONG}"),
+            other => other.to_string(),
+        };
+        format!("'{text}' is not a valid duration ({why}); use e.g. \"30s\", \"5m\", \"1h 30m\"")
     })?;
     if d > MAX {
         return Err(format!("'{text}' {TOO_LONG}"));
@@ -116,6 +124,16 @@ mod tests {
         assert!(from_whole_secs(i64::MAX).is_err());
         assert!(from_whole_secs(-1).is_err());
         assert_eq!(from_whole_secs(0).unwrap(), Duration::ZERO);
+    }
+
+    #[test]
+    fn an_unknown_unit_names_the_units_a_runbook_uses() {
+        let e = parse("5 fortnights").unwrap_err();
+        assert!(
+            e.contains("unknown unit 'fortnights': use ms, s, m, h or d"),
+            "{e}"
+        );
+        assert!(!e.contains("years"), "{e}");
     }
 
     #[test]

@@ -226,7 +226,15 @@ fn check_globals(lua: &Lua, source: &Source, api_tables: &[String]) -> Result<()
             problems.push((g.line, format!("{}:{}: {why}", source.label, g.line)));
         }
     }
-    let known = crate::lint::typos::Known::read(crate::embedded::LUA_API, api_tables, lua);
+    let mut known = crate::lint::typos::Known::read(crate::embedded::LUA_API, api_tables, lua);
+    // `params.NAME` against the declared params: the proxy names a misspelling only
+    // when its line runs, which may be after earlier steps changed things.
+    if let Some(header) = crate::lua_api::ctx(lua).header.borrow().as_ref() {
+        known.tables.insert(
+            "params".into(),
+            header.params.iter().map(|p| p.name.clone()).collect(),
+        );
+    }
     // As above: what the parser cannot read, Lua could; Lua has the last word.
     for t in crate::lint::typos::find(&text, &known).unwrap_or_default() {
         problems.push((t.line, format!("{}:{}: {t}", source.label, t.line)));
@@ -348,6 +356,11 @@ pub async fn run(req: RunRequest) -> Result<()> {
                 hint,
             )
             .await?;
+            // Confirmed soon enough: the reads the dry-run sent answer the real run's
+            // same reads, up to its first change, instead of being sent again.
+            if pass.ended.elapsed() <= crate::kept_reads::FRESH_FOR {
+                *loaded.ctx.kept_reads.borrow_mut() = pass.kept;
+            }
             Some(pass.plan)
         }
         (
@@ -414,6 +427,14 @@ pub async fn run(req: RunRequest) -> Result<()> {
         )));
     }
     crate::orphans::log(&ctx.bus, stopped);
+    // What the file's top level logged, now that the run has sinks (its record first).
+    for (level, message) in ctx.early_logs.take() {
+        ctx.bus.emit(Event::Log {
+            step: None,
+            level,
+            message,
+        });
+    }
     if let Approval::Saved {
         plan, sha256, path, ..
     } = &req.approval
@@ -584,6 +605,10 @@ pub struct PlanPass<'a> {
 pub struct Planned {
     pub plan: Plan,
     pub failed: Option<String>,
+    /// What the dry-run's reads answered, for a confirmation's pass (`kept_reads.rs`).
+    pub kept: Option<crate::kept_reads::KeptReads>,
+    /// When the dry-run ended: its reads are answers for [`crate::kept_reads::FRESH_FOR`].
+    pub ended: Instant,
 }
 
 /// Makes a plan: a silent dry-run of the whole runbook that records every change it
@@ -602,6 +627,11 @@ async fn plan_pass(p: PlanPass<'_>) -> Result<Planned> {
     *plan.ctx.state_dir.borrow_mut() = Some(p.state_dir);
     *plan.ctx.recording.borrow_mut() =
         Some(crate::plan::Recording::new(crate::plan::Salt::random()));
+    // A confirmation's pass keeps its reads' answers for the real run after it. Not when
+    // replies are saved: the real run's commands are what a replies file holds, each one.
+    if shared && p.mode == Mode::DryRun && plan.ctx.targets.replies().is_none() {
+        *plan.ctx.kept_reads.borrow_mut() = Some(Default::default());
+    }
     plan.ctx
         .bus
         .add_sink(Box::new(CollectSink(collected.clone())));
@@ -612,7 +642,18 @@ async fn plan_pass(p: PlanPass<'_>) -> Result<Planned> {
     if let Some(signal) = p.cancel.interrupted() {
         return Err(Error::Interrupted(signal));
     }
+    let ended = Instant::now();
     let recording = plan.ctx.recording.borrow_mut().take().expect("set above");
+    let kept = plan.ctx.kept_reads.borrow_mut().take().map(|mut kept| {
+        kept.forget_steps(
+            recording
+                .changes
+                .iter()
+                .filter(|c| c.destructive)
+                .map(|c| c.step),
+        );
+        kept
+    });
     let events = collected.0.borrow();
     let failed = (tally.failed > 0).then(|| {
         let why = events.iter().find_map(|ev| match ev {
@@ -647,7 +688,12 @@ async fn plan_pass(p: PlanPass<'_>) -> Result<Planned> {
         confirms: &confirms,
         mask: &mask,
     });
-    Ok(Planned { plan: made, failed })
+    Ok(Planned {
+        plan: made,
+        failed,
+        kept,
+        ended,
+    })
 }
 
 /// `runbook plan`: the plan of a runbook, made as `run` makes the one it confirms.
@@ -924,6 +970,8 @@ async fn run_step(
             if let Some(enforcer) = ctx.enforcer.borrow_mut().as_mut() {
                 enforcer.step_attempt(index);
             }
+            // A retry is there to see something new: its reads are sent.
+            ctx.send_reads_from_now();
         }
         *ctx.last_location.borrow_mut() = step.location.clone();
         crate::watchdog::arm(index, &step.name, deadline, planning);

@@ -77,6 +77,10 @@ pub enum Event {
         command: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         script: Option<ScriptRef>,
+        /// A read answered with what the same read answered in the confirmation's
+        /// dry-run moments before, not sent again (`kept_reads.rs`).
+        #[serde(default, skip_serializing_if = "is_false")]
+        replayed: bool,
     },
     /// A started command's process group, once known: what lets a later `--resume` find
     /// the command if this run dies before it ends (see `orphans.rs`).

@@ -12,6 +12,7 @@ mod engine;
 mod error;
 mod events;
 mod inventory;
+mod kept_reads;
 mod lint;
 mod locks;
 mod lua_api;
@@ -129,6 +130,7 @@ fn init_logging(verbose: bool, quiet: bool) {
         .with_env_filter(filter)
         .with_target(false)
         .without_time()
+        .with_ansi(sinks::terminal::colour_stderr())
         .with_writer(|| sinks::terminal::LogWriter)
         .try_init();
 }

@@ -20,16 +20,12 @@ impl Source {
         let bytes = std::fs::read(path).map_err(|e| {
             Error::NoRunbook(format!("cannot read runbook {}: {e}", path.display()))
         })?;
-        let dir = path
-            .parent()
-            .map(|p| {
-                if p.as_os_str().is_empty() {
-                    Path::new(".")
-                } else {
-                    p
-                }
-            })
-            .and_then(|p| std::fs::canonicalize(p).ok());
+        // Beside the file itself, a symlink to it resolved (as Python and Node find a
+        // script's modules): a plan records the resolved file, so its apply finds the
+        // same modules as the plan did.
+        let dir = std::fs::canonicalize(path)
+            .ok()
+            .and_then(|p| p.parent().map(Path::to_path_buf));
         Ok(Source {
             label: path.display().to_string(),
             dir,

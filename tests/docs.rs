@@ -161,14 +161,28 @@ fn every_shipped_runbook_and_example_checks() {
         .run();
 }
 
-/// What a Lua example without a `runbook {` header runs under: a header, the handles
+/// What a Lua example without a `runbook {` header runs under: a header that declares
+/// the params it reads (`params.NAME`, which `check` holds to the header), the handles
 /// the reference's examples use (`here`, `node`, `box`), and its text as a step's body,
 /// so that `check` compiles it and finds every unknown name in it.
-const PRELUDE: &str = r#"runbook { name = "doc-example" }
+fn prelude(example: &str) -> String {
+    let mut names: Vec<&str> = regex::Regex::new(r"\bparams\.([A-Za-z_][A-Za-z0-9_]*)")
+        .unwrap()
+        .captures_iter(example)
+        .map(|c| c.get(1).unwrap().as_str())
+        .collect();
+    names.sort();
+    names.dedup();
+    let params: Vec<String> = names.iter().map(|n| format!("{n} = {{}}")).collect();
+    format!(
+        r#"runbook {{ name = "doc-example", params = {{ {} }} }}
 local here, node = target("local"), target("root@node.example")
 local box = node:pct(200)
 step("example", function()
-"#;
+"#,
+        params.join(", ")
+    )
+}
 
 /// A Lua example in a Markdown file: where it starts, and its text.
 struct Example {
@@ -216,7 +230,7 @@ fn examples(file: &str, skipped: &mut Vec<String>) -> Vec<Example> {
 }
 
 /// Every ```lua block in README.md and docs/*.md passes `runbook check`: as it is when
-/// it has a header, else under `PRELUDE`. One `check` for all of them.
+/// it has a header, else under its `prelude`. One `check` for all of them.
 #[test]
 fn every_lua_example_in_the_docs_checks() {
     let env = Env::new();
@@ -236,7 +250,7 @@ fn every_lua_example_in_the_docs_checks() {
             let source = if header.is_match(&ex.text) {
                 ex.text
             } else {
-                format!("{PRELUDE}{}end)\n", ex.text)
+                format!("{}{}end)\n", prelude(&ex.text), ex.text)
             };
             let name = format!("examples/{}.lua", ex.at.replace(['/', ':', '.'], "_"));
             written.push((ex.at, env.write(&name, &source)));

@@ -66,7 +66,84 @@ step("save", function() fingerprint.save("good", fingerprint.take(target("local"
     Run::new(&env, &rb)
         .dry_run()
         .expect_exit(0)
-        .stderr_has("dry-run: would save fingerprint 'good'")
+        .stderr_has("on local: save fingerprint 'good'")
         .run();
     assert!(!env.state().join("fingerprints/good.json").exists());
+}
+
+/// `fingerprint.save` is a change like a command's: in the plan (`on local: save
+/// fingerprint 'good'`), made by the apply where it was planned, and refused once the
+/// run has left the plan. Before, an `always` step saved the known-good even after the
+/// run had stopped at a change nobody confirmed.
+#[test]
+fn save_is_held_to_the_plan() {
+    let env = Env::new();
+    let dir = env.scratch();
+    let rb = env.write(
+        "fp.lua",
+        &format!(
+            r#"
+runbook {{ name = "fp" }}
+local here = target("local")
+step("touch what the file names", function()
+  local which = here:exec({{ "cat", "{dir}/which" }}, {{ read_only = true }}).stdout
+  here:exec({{ "touch", "{dir}/" .. which }})
+end)
+step("save", {{ always = true }}, function()
+  fingerprint.save("good", fingerprint.take(here, {{}}))
+end)
+"#,
+            dir = dir.display()
+        ),
+    );
+    let plan = env.tmp.path().join("plan.json");
+    let make_plan = || {
+        let os = std::ffi::OsStr::new;
+        Run::cmd(
+            &env,
+            [os("plan"), rb.as_os_str(), os("-o"), plan.as_os_str()],
+        )
+        .expect_exit(0)
+        .run()
+    };
+    let apply = |code| {
+        let os = std::ffi::OsStr::new;
+        Run::cmd(&env, [os("apply"), plan.as_os_str(), os("--yes")])
+            .expect_exit(code)
+            .run()
+    };
+    let saved = env.state().join("fingerprints/good.json");
+
+    std::fs::write(dir.join("which"), "A").unwrap();
+    let planned = make_plan();
+    assert!(
+        planned
+            .stdout_str()
+            .contains("on local: save fingerprint 'good'"),
+        "{}",
+        planned.describe()
+    );
+    std::fs::write(dir.join("which"), "B").unwrap();
+    let out = apply(1);
+    assert!(!dir.join("B").exists(), "{}", out.describe());
+    assert!(
+        out.stderr_str()
+            .contains("no change runs after the run left the confirmed plan"),
+        "{}",
+        out.describe()
+    );
+    assert!(!saved.exists(), "saved after the run left the plan");
+
+    std::fs::write(dir.join("which"), "A").unwrap();
+    make_plan();
+    let out = apply(0);
+    assert!(dir.join("A").exists(), "{}", out.describe());
+    assert!(saved.exists(), "{}", out.describe());
+    let events = env.last_record();
+    assert!(
+        events.iter().any(|e| e["event"] == "action_started"
+            && e["target"] == "local"
+            && e["summary"] == "save fingerprint 'good'"),
+        "{events:#?}"
+    );
 }

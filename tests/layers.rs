@@ -20,7 +20,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     ("lua_api", &["lua_api"]),
     ("primitives", &["primitives"]),
-    ("actions", &["actions", "ctx", "events", "locks", "plan"]),
+    (
+        "actions",
+        &["actions", "ctx", "events", "kept_reads", "locks", "plan"],
+    ),
     ("targets", &["targets"]),
     (
         "shared",

@@ -621,6 +621,39 @@ fn the_fleet_example_applies_its_plan_of_reads() {
 // ---------------------------------------------------------------------------------------
 // 2. drift between plan and apply
 
+/// A runbook reached through a symlink finds its modules beside the file it points to,
+/// at plan and at apply alike. Before, the plan looked beside the link and the apply
+/// (which finds the runbook by its resolved file) beside the file, so one of the two
+/// could not load it.
+#[test]
+fn a_plan_made_through_a_symlinked_runbook_applies() {
+    let env = Env::new();
+    let dir = env.scratch();
+    let real = dir.join("real");
+    let links = dir.join("links");
+    std::fs::create_dir_all(&real).unwrap();
+    std::fs::create_dir_all(&links).unwrap();
+    std::fs::write(
+        real.join("helper.lua"),
+        "return { made = function(d) return d .. '/made' end }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        real.join("linked.lua"),
+        r#"runbook { name = "linked", params = { dir = { type = "path", required = true } } }
+local helper = require("helper")
+step("make", function() target("local"):exec({ "touch", helper.made(params.dir) }) end)
+"#,
+    )
+    .unwrap();
+    let link = links.join("linked.lua");
+    std::os::unix::fs::symlink(real.join("linked.lua"), &link).unwrap();
+    let plan = make_plan(&env, &link, &sets(&[("dir", &dir.display().to_string())]));
+    let out = apply(&env, &["--yes"]);
+    assert_applied_as_planned(&env, "symlinked", &plan, &out);
+    assert!(dir.join("made").exists());
+}
+
 #[test]
 fn an_edited_runbook_is_refused() {
     let env = Env::new();

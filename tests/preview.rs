@@ -110,6 +110,7 @@ fn clean_reset_preview_on_this_machine() {
         &stderr,
         &[
             (&repo, "[REPO]"),
+            (&env.state(), "[STATE]"),
             (&inductor, "[CACHE1]"),
             (&triton, "[CACHE2]"),
             (&work, "[WORK]"),
@@ -159,6 +160,7 @@ fn clean_reset_preview_in_a_container_behind_ssh() {
         &stderr,
         &[
             (&repo, "[REPO]"),
+            (&env.state(), "[STATE]"),
             (&fleet.ssh_config(), "[SSH_CONFIG]"),
             (Path::new("/tmp/torchinductor_root"), "[CACHE1]"),
             (Path::new("/root/.triton/cache"), "[CACHE2]"),

@@ -832,6 +832,63 @@ fn writing_to_params_fails_the_step_at_its_line() {
     assert!(err.contains("read-only"), "{err}");
 }
 
+#[test]
+fn what_the_top_level_logs_is_shown_once_by_the_run_and_kept_in_its_record() {
+    // It was dropped: the top level runs before the run has any sink.
+    let env = Env::new();
+    let file = env.write(
+        "early.lua",
+        "runbook { name = \"early\", description = \"logs at its top level\" }\n\
+         print(\"loaded from the top\")\n\
+         log.warn(\"careful: top-level warning\")\n\
+         step(\"s\", function() log.info(\"in the step\") end)\n",
+    );
+    // (A confirmed run loads the file twice, for its plan pass and for the run; only the
+    // run's own load is shown, as here.)
+    for extra in [&["--yes"][..], &["--dry-run"][..]] {
+        let out = Run::new(&env, &file).args(extra).expect_exit(0).run();
+        let err = out.stderr_str();
+        assert_eq!(
+            err.matches("loaded from the top").count(),
+            1,
+            "{extra:?}\n{err}"
+        );
+        assert_eq!(
+            err.matches("careful: top-level warning").count(),
+            1,
+            "{extra:?}\n{err}"
+        );
+        assert!(
+            err.find("loaded from the top") < err.find("in the step"),
+            "{extra:?}\n{err}"
+        );
+    }
+    let record = env.last_record();
+    let logs: Vec<&serde_json::Value> = record.iter().filter(|e| e["event"] == "log").collect();
+    assert_eq!(logs[0]["message"], "loaded from the top", "{logs:?}");
+    assert_eq!(logs[0]["step"], serde_json::Value::Null, "{logs:?}");
+    assert_eq!(logs[1]["level"], "warn", "{logs:?}");
+}
+
+#[test]
+fn rawset_and_rawget_do_not_get_past_the_read_only_params() {
+    // With a table proxy, rawset stored the value on the proxy: every later read saw 2
+    // while the record's params still said 1.
+    let env = Env::new();
+    let o = Run::new(&env, fixture("params_rawset.lua")).json().run();
+    let events = o.events();
+    let logs: Vec<String> = of_kind(&events, "log")
+        .iter()
+        .map(|e| e["message"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(logs.len(), 3, "{logs:?}");
+    assert!(logs[0].starts_with("rawget: false"), "{logs:?}");
+    assert!(logs[0].contains("table expected"), "{logs:?}");
+    assert!(logs[1].starts_with("rawset: false"), "{logs:?}");
+    assert!(logs[1].contains("table expected"), "{logs:?}");
+    assert_eq!(logs[2], "count is 1");
+}
+
 // ---------------------------------------------------------------------------------------
 // 7. secrets
 
@@ -1353,6 +1410,14 @@ fn docs_prints_the_reference_and_a_topic() {
     let module = Run::cmd(&env, args(&["docs", "step"])).expect_exit(0).run();
     assert!(module.stdout_text().contains("retries"));
 
+    // A stdlib module by its short name or its require name.
+    for topic in ["text", "runbook.torch"] {
+        let out = Run::cmd(&env, args(&["docs", topic])).expect_exit(0).run();
+        let out = out.stdout_text();
+        assert!(out.starts_with("### `require(\"runbook."), "{topic}: {out}");
+        assert!(!out.contains("## venv"), "{topic}: {out}");
+    }
+
     let none = Run::cmd(&env, args(&["docs", "nosuchtopic"]))
         .expect_exit(2)
         .run();
@@ -1541,6 +1606,8 @@ fn any_change_needs_confirmation_without_a_terminal() {
 /// The user confirmed `rm -rf …/dir1`; the world changed before the real run got there
 /// (the read that picks the directory answers differently the second time). The real
 /// run stops before deleting `dir2`, which nobody saw, names the step and shows both.
+/// (The read is sent again although nothing changed before it: a step that deletes gets
+/// no answers kept from the dry-run, `kept_reads.rs`.)
 #[test]
 fn a_real_run_stops_before_a_change_that_was_not_confirmed() {
     let env = Env::new();
@@ -1573,6 +1640,11 @@ step("later", function() here:exec({ "touch", params.dir .. "/later" }) end)
         "dir2 was never confirmed, yet deleted:\n{screen}"
     );
     assert!(dir.join("dir1/f").exists(), "{screen}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("count")).unwrap().trim(),
+        "2",
+        "the deleting step's read was not sent again:\n{screen}"
+    );
     assert!(
         !dir.join("later").exists(),
         "nothing further is changed:\n{screen}"
@@ -1775,7 +1847,9 @@ end)
 
 /// Found by review: a change confirmed for a later step must not run in an earlier step
 /// whose `when` drifted from false to true (before the gate the user saw); and an
-/// `always` cleanup still runs its confirmed change after an earlier step failed.
+/// `always` cleanup still runs its confirmed change after an earlier step failed. (The
+/// runbook changes something first: before its first change a real run is answered
+/// with the dry-run's reads, `when`'s too, so nothing could drift there.)
 #[test]
 fn confirmed_changes_stay_in_their_steps_and_always_steps_keep_theirs() {
     let env = Env::new();
@@ -1789,6 +1863,7 @@ local function second_time()
   local r = here:exec({ "sh", "-c", 'if [ -e "$1/seen" ]; then echo yes; else touch "$1/seen"; echo no; fi', "sh", params.dir }, { read_only = true })
   return r.stdout == "yes\n"
 end
+step("start", function() here:exec({ "touch", params.dir .. "/started" }) end)
 step("early", { when = second_time }, function() here:exec({ "rm", "-f", "--", params.dir .. "/canary" }) end)
 step("gate", function() here:exec({ "test", "-e", params.dir .. "/canary" }, { read_only = true }) end)
 step("delete", function() here:exec({ "rm", "-f", "--", params.dir .. "/canary" }) end)

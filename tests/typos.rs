@@ -1,6 +1,6 @@
 //! Misspelt API names are caught when a runbook loads, before any step runs: a global,
 //! a function of an API table (`cache.clera`), a stdlib module's function, a target
-//! handle's method (`here:exce`) or field (`box.nmae`). Each is reported at `file:line`
+//! handle's method (`here:exce`) or field (`box.nmae`), a param (`params.imgae`). Each is reported at `file:line`
 //! with a "did you mean", by `check` and by `run` (dry-run, plan and apply load the same
 //! way), with exit 2; and the run changes nothing: its first step, before the typo, would
 //! create a file, which must not exist afterwards.
@@ -17,7 +17,7 @@ use common::*;
 fn with_typo(env: &Env, typo: &str) -> String {
     let made = env.scratch().join("made");
     let body = format!(
-        r#"runbook {{ name = "typo", description = "a misspelt API name in its second step" }}
+        r#"runbook {{ name = "typo", description = "a misspelt API name in its second step", params = {{ image = {{ default = "x" }} }} }}
 local here = target("local")
 local text = require("runbook.text")
 local box = here:pct(200)
@@ -53,6 +53,10 @@ const CASES: &[(&str, &str)] = &[
     (
         "box:shel('true')",
         "typo.lua:7: unknown 'box:shel': a target handle has no method 'shel'; did you mean 'box:shell'?",
+    ),
+    (
+        "log.info(params.imgae)",
+        "typo.lua:7: unknown 'params.imgae': the runbook declares no param 'imgae'; did you mean 'params.image'?",
     ),
     (
         "log.info(here.nmae)",

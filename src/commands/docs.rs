@@ -17,10 +17,20 @@ pub fn docs(topic: Option<&str>, markdown: bool) -> Result<()> {
         let level = line.chars().take_while(|c| *c == '#').count();
         if level == 2 || level == 3 {
             let title = line[level..].trim().trim_matches('`').to_lowercase();
+            // A stdlib module, `### require("runbook.text")`, is found as `text` too.
+            let module = title
+                .strip_prefix("require(\"")
+                .and_then(|t| t.strip_suffix("\")"));
             if level == 2 {
                 topics.push(title.clone());
             }
+            if let Some(m) = module {
+                topics.push(m.to_string());
+            }
             let names_it = title == wanted
+                || module.is_some_and(|m| {
+                    m == wanted || m.strip_prefix("runbook.") == Some(wanted.as_str())
+                })
                 || title.starts_with(&format!("{wanted}("))
                 || title.contains(&format!(":{wanted}("))
                 || title.contains(&format!(".{wanted}("))

@@ -264,16 +264,15 @@ impl<'k> Walker<'k> {
     fn index(&mut self, base: &Kind, shown: &str, key: &TokenReference, method: bool) -> Kind {
         let k = ident(key);
         let sep = if method { ":" } else { "." };
-        if let Some((_, of, keys)) = self.keys_of(base) {
+        if let Some((name, of, keys)) = self.keys_of(base) {
             if !keys.contains(&k) {
                 let s = crate::suggest::closest(&k, keys.iter().map(String::as_str))
                     .map(|c| format!("{shown}{sep}{c}"));
-                self.report(
-                    key,
-                    format!("{shown}{sep}{k}"),
-                    format!("{of} has no '{k}'"),
-                    s,
-                );
+                let why = match name.as_str() {
+                    "params" => format!("the runbook declares no param '{k}'"),
+                    _ => format!("{of} has no '{k}'"),
+                };
+                self.report(key, format!("{shown}{sep}{k}"), why, s);
             }
             return Kind::Unknown;
         }

@@ -62,6 +62,7 @@ async fn sleep(lua: Lua, d: Value) -> mlua::Result<()> {
     let until = std::time::Instant::now() + d;
     let until = ctx.deadline.get().map_or(until, |dl| dl.min(until));
     let loc = super::location(&lua);
+    ctx.send_reads_from_now();
     loop {
         if ctx.aborted() {
             return super::vm::abort_check(&ctx, &loc);

@@ -4,7 +4,6 @@ use super::options;
 use super::target::target_arg;
 use super::to_lua;
 use super::{ctx, err_at, require_running, step_for, string_value};
-use crate::ctx::Mode;
 use crate::events::Event;
 use crate::primitives::fingerprint::{self, Fingerprint, Scope};
 use mlua::{Lua, LuaSerdeExt, Table, Value};
@@ -100,7 +99,9 @@ fn state_dir(lua: &Lua) -> mlua::Result<std::path::PathBuf> {
 /// Lua: fingerprint.save(name, fp)
 ///
 /// Keeps `fp` under `name` in the state dir (`<state>/fingerprints/NAME.json`), e.g. as
-/// the new known-good after a successful recovery. During `--dry-run` nothing is written.
+/// the new known-good after a successful recovery. It is a change like a command's: a
+/// preview and a plan list it (`on local: save fingerprint 'NAME'`), a confirmed run
+/// saves it only where it was confirmed, and during `--dry-run` nothing is written.
 ///
 /// ```lua
 /// fingerprint.save("dflash-known-good", fingerprint.take(node, { venv = "/opt/venv" }))
@@ -111,21 +112,47 @@ fn save(lua: &Lua, (name, fp): (Value, Value)) -> mlua::Result<()> {
     let ctx = require_running(lua, "fingerprint.save()")?;
     let name = string_value(lua, name, "fingerprint.save(): name")?.unwrap_or_default();
     let fp = from_lua(lua, fp, "fingerprint.save()")?;
-    if ctx.mode != Mode::Real {
+    // The file it writes, when the state dir is known (an offline `check` has none).
+    let file = match ctx.state_dir.borrow().as_ref() {
+        Some(dir) => Some(
+            fingerprint::store(dir, &name)
+                .map_err(|e| err_at(lua, format!("fingerprint.save(): {e}")))?,
+        ),
+        None => None,
+    };
+    let summary = format!("save fingerprint '{name}'");
+    let shown = match &file {
+        Some(path) => format!("write {}", path.display()),
+        None => summary.clone(),
+    };
+    // What the plan holds the run to: the name, not the file (the state dir may be
+    // named differently at apply) nor the facts (taken again in the real run).
+    let command = format!("fingerprint.save {name}");
+    let saved = crate::actions::own_change(&ctx, &summary, &shown, &command, || {
+        let dir = ctx
+            .state_dir
+            .borrow()
+            .clone()
+            .ok_or("fingerprints are kept in the state dir, which only a run has")?;
+        fingerprint::save(&dir, &name, &fp).map_err(|e| format!("fingerprint.save(): {e}"))
+    })
+    .map_err(|e| match e {
+        crate::actions::ActionError::Stop(why) => {
+            crate::primitives::Error::Stop(crate::abort::Abort {
+                why,
+                at: super::location(lua),
+            })
+            .into()
+        }
+        crate::actions::ActionError::Failed(msg) => err_at(lua, msg),
+    })?;
+    if let Some(path) = saved {
         ctx.bus.emit(Event::Log {
             step: ctx.step.get().map(|s| s.index),
             level: crate::events::Level::Info,
-            message: format!("dry-run: would save fingerprint '{name}'"),
+            message: format!("saved fingerprint '{name}' ({})", path.display()),
         });
-        return Ok(());
     }
-    let path = fingerprint::save(&state_dir(lua)?, &name, &fp)
-        .map_err(|e| err_at(lua, format!("fingerprint.save(): {e}")))?;
-    ctx.bus.emit(Event::Log {
-        step: ctx.step.get().map(|s| s.index),
-        level: crate::events::Level::Info,
-        message: format!("saved fingerprint '{name}' ({})", path.display()),
-    });
     Ok(())
 }
 

@@ -1,6 +1,7 @@
 //! `log.*` and `print`: messages from the runbook, as events (never printed directly).
 
 use super::ctx;
+use crate::ctx::Phase;
 use crate::events::{Event, Level};
 use mlua::{Lua, Value, Variadic};
 
@@ -38,6 +39,9 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// The most a log message shows, in bytes.
 const MESSAGE_MAX: usize = 1 << 20;
 
+/// The most messages the top level of a file keeps for the run to show.
+const EARLY_MAX: usize = 100;
+
 fn emit(lua: &Lua, level: Level, args: Variadic<Value>) -> mlua::Result<()> {
     let ctx = ctx(lua);
     let mut parts = Vec::with_capacity(args.len());
@@ -63,6 +67,20 @@ fn emit(lua: &Lua, level: Level, args: Variadic<Value>) -> mlua::Result<()> {
     }
     if level == Level::Debug {
         tracing::debug!("{}", ctx.bus.mask(&message));
+    }
+    if ctx.phase.get() == Phase::Declaring {
+        // Nothing listens yet while the top level runs: kept for the run to show, up to
+        // EARLY_MAX (they are held outside Lua's memory limit).
+        let mut early = ctx.early_logs.borrow_mut();
+        match early.len() {
+            n if n < EARLY_MAX => early.push((level, message)),
+            EARLY_MAX => early.push((
+                Level::Warn,
+                format!("(more messages from the top level of the file were left out after {EARLY_MAX})"),
+            )),
+            _ => {}
+        }
+        return Ok(());
     }
     ctx.bus.emit(Event::Log {
         step: ctx.step.get().map(|s| s.index),

@@ -269,7 +269,61 @@ pub fn param_to_lua(lua: &Lua, v: &ParamValue) -> mlua::Result<Value> {
     })
 }
 
-/// `params`: values behind a proxy, so writes and misspelt reads are errors.
+/// `params`: a userdata, not a table, so that writes and misspelt reads are errors
+/// however they are made: `rawset` and `rawget` take only tables, so neither gets past
+/// the checks (with a table proxy, `rawset(params, k, v)` stored a value that every
+/// later read saw while the record showed the old one).
+struct ParamsProxy {
+    /// The values, by name (unset params are absent).
+    store: Table,
+    /// The declared names.
+    names: Vec<String>,
+}
+
+impl mlua::UserData for ParamsProxy {
+    fn add_methods<M: mlua::UserDataMethods<Self>>(methods: &mut M) {
+        methods.add_meta_method("__index", |lua, this, key: Value| {
+            let key = match key {
+                Value::String(s) => s.to_string_lossy(),
+                other => other.type_name().to_string(),
+            };
+            if this.names.contains(&key) {
+                return this.store.raw_get::<Value>(key.as_str());
+            }
+            let declared = if this.names.is_empty() {
+                "none".to_string()
+            } else {
+                this.names.join(", ")
+            };
+            Err(err_at(
+                lua,
+                format!(
+                    "params.{key}: no such param{} (declared: {declared})",
+                    crate::suggest::hint(&key, this.names.iter().map(|s| s.as_str()))
+                ),
+            ))
+        });
+        methods.add_meta_method(
+            "__newindex",
+            |lua, _, (key, _): (Value, Value)| -> mlua::Result<()> {
+                let key = match key {
+                    Value::String(s) => s.to_string_lossy(),
+                    other => other.type_name().to_string(),
+                };
+                Err(err_at(
+                    lua,
+                    format!("params.{key}: params are read-only; use a local variable"),
+                ))
+            },
+        );
+        methods.add_meta_method("__pairs", |lua, this, ()| {
+            let next: mlua::Function = lua.globals().raw_get("next")?;
+            Ok((next, this.store.clone(), Value::Nil))
+        });
+        methods.add_meta_method("__tostring", |_, _, ()| Ok("params"));
+    }
+}
+
 fn install_params_table(
     lua: &Lua,
     specs: &[ParamSpec],
@@ -282,51 +336,6 @@ fn install_params_table(
         }
     }
     let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
-    let meta = lua.create_table()?;
-    let reader = store.clone();
-    meta.raw_set(
-        "__index",
-        lua.create_function(move |lua, (_, key): (Value, String)| {
-            if names.contains(&key) {
-                return reader.raw_get::<Value>(key.as_str());
-            }
-            let declared = if names.is_empty() {
-                "none".to_string()
-            } else {
-                names.join(", ")
-            };
-            Err(err_at(
-                lua,
-                format!(
-                    "params.{key}: no such param{} (declared: {declared})",
-                    crate::suggest::hint(&key, names.iter().map(|s| s.as_str()))
-                ),
-            ))
-        })?,
-    )?;
-    meta.raw_set(
-        "__newindex",
-        lua.create_function(|lua, (_, key): (Value, Value)| -> mlua::Result<()> {
-            let key = match key {
-                Value::String(s) => s.to_string_lossy(),
-                other => other.type_name().to_string(),
-            };
-            Err(err_at(
-                lua,
-                format!("params.{key}: params are read-only; use a local variable"),
-            ))
-        })?,
-    )?;
-    let iter_store = store.clone();
-    meta.raw_set(
-        "__pairs",
-        lua.create_function(move |lua, _: Value| {
-            let next: mlua::Function = lua.globals().raw_get("next")?;
-            Ok((next, iter_store.clone(), Value::Nil))
-        })?,
-    )?;
-    meta.raw_set("__metatable", "params are read-only")?;
-    let proxy = lua.create_table()?;
-    proxy.set_metatable(Some(meta))?;
+    let proxy = lua.create_userdata(ParamsProxy { store, names })?;
     lua.globals().raw_set("params", proxy)
 }

@@ -195,7 +195,9 @@ pub fn diff(a: &Fingerprint, b: &Fingerprint) -> Vec<Change> {
     out
 }
 
-fn store(state_dir: &Path, name: &str) -> Result<PathBuf, String> {
+/// Where the fingerprint `name` is kept in `state_dir`; an error for a name that is not
+/// a plain file name.
+pub fn store(state_dir: &Path, name: &str) -> Result<PathBuf, String> {
     if name.is_empty()
         || !name
             .chars()

@@ -510,6 +510,7 @@ async fn poll(step: &Step<'_>, file: &str, offset: Option<u64>, wait: u64) -> Re
 async fn pause(step: &Step<'_>, until: Instant) -> Result<()> {
     let ctx = step.ctx;
     let until = ctx.deadline.get().map_or(until, |d| d.min(until));
+    ctx.send_reads_from_now();
     loop {
         step.check_stopped()?;
         if Instant::now() >= until {

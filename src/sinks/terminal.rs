@@ -53,12 +53,23 @@ pub struct TerminalOptions {
     pub scripts: bool,
 }
 
+/// stderr is a terminal that can move the cursor (progress lines redraw in place).
+fn fancy_stderr() -> bool {
+    use is_terminal::IsTerminal;
+    std::io::stderr().is_terminal() && std::env::var_os("TERM").is_some_and(|t| t != "dumb")
+}
+
+/// Colour on stderr: only on such a terminal, and not when `NO_COLOR` is set. The
+/// diagnostics (`tracing`) follow the same rule, so a log file or a CI log gets no
+/// escape codes.
+pub fn colour_stderr() -> bool {
+    fancy_stderr() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
 impl TerminalOptions {
     pub fn detect(verbose: bool, quiet: bool) -> Self {
-        use is_terminal::IsTerminal;
-        let fancy = std::io::stderr().is_terminal()
-            && std::env::var_os("TERM").is_some_and(|t| t != "dumb");
-        let color = fancy && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+        let fancy = fancy_stderr();
+        let color = colour_stderr();
         TerminalOptions {
             fancy,
             color,
@@ -282,6 +293,7 @@ impl Sink for TerminalSink {
                 effect,
                 summary,
                 command,
+                replayed,
                 ..
             } => {
                 if self.dry_run && !quiet {
@@ -297,8 +309,12 @@ impl Sink for TerminalSink {
                         self.line(&format!("      $ {command}"));
                     }
                 } else if self.opts.verbose {
+                    let answered = match replayed {
+                        true => self.paint("2", "  (answered by the confirmation's dry-run)"),
+                        false => String::new(),
+                    };
                     self.line(&format!(
-                        "  {} {target}: {command}",
+                        "  {} {target}: {command}{answered}",
                         if *effect == Effect::Change { "$" } else { "=" }
                     ));
                 }

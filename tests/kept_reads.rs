@@ -1,0 +1,197 @@
+//! Reads are sent once (issue 14, item 4): a confirmed `run` makes its plan with a
+//! dry-run whose reads really run, and the real run after it is answered with what they
+//! answered, up to its first change, its first wait and its first retry; after any of
+//! those every read is sent again.
+//!
+//! Each read here appends a line to a counter file on the real machine and prints the
+//! count, so the file says how many times the read was really sent.
+mod common;
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+
+/// A read that counts how often it is sent, in `file`.
+fn counted(file: &Path) -> String {
+    format!(
+        r#"here:exec({{ "sh", "-c", 'echo x >> "$1"; wc -l < "$1"', "sh", "{}" }}, {{ read_only = true }})"#,
+        file.display()
+    )
+}
+
+fn sent(file: &Path) -> usize {
+    std::fs::read_to_string(file)
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}
+
+fn started(events: &[Value]) -> Vec<&Value> {
+    events
+        .iter()
+        .filter(|e| e["event"] == "action_started")
+        .collect()
+}
+
+/// A runbook of reads only needs no confirmation, so `run` without `--yes` makes its
+/// plan and runs at once: each read is sent once, by the dry-run, and the real run is
+/// answered (its record says so) with the same output, a secret output masked as well.
+#[test]
+fn a_run_of_reads_sends_each_read_once() {
+    let env = Env::new();
+    let a = env.scratch().join("a");
+    let body = format!(
+        r#"runbook {{ name = "reads", description = "reads only" }}
+local here = target("local")
+step("look", function()
+  local r = {read}
+  log.info("count " .. r.stdout)
+  local tok = here:exec({{ "sh", "-c", "printf 'tok-%s-9' K33P" }}, {{ read_only = true, secret_output = true }})
+  log.info("token " .. tok.stdout)
+end)
+"#,
+        read = counted(&a)
+    );
+    let file = env.write("reads.lua", &body);
+    let out = Run::new(&env, &file).expect_exit(0).run();
+    assert_eq!(sent(&a), 1, "sent twice:\n{}", out.describe());
+    let events = env.last_record();
+    let reads = started(&events);
+    assert_eq!(reads.len(), 2, "{reads:#?}");
+    assert!(reads.iter().all(|e| e["replayed"] == true), "{reads:#?}");
+    // What the answer printed flows through the real run as if it had run.
+    assert!(
+        events
+            .iter()
+            .any(|e| e["event"] == "output" && e["line"] == "1"),
+        "{events:#?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["event"] == "log" && e["message"] == "count 1"),
+        "{events:#?}"
+    );
+    let all = env.all_records();
+    assert!(
+        !all.contains("tok-K33P-9"),
+        "the secret output shows:\n{all}"
+    );
+    assert!(
+        !out.stderr_str().contains("tok-K33P-9"),
+        "{}",
+        out.describe()
+    );
+
+    // --yes makes no plan: the read is sent once, and really.
+    Run::new(&env, &file).yes().expect_exit(0).run();
+    assert_eq!(sent(&a), 2);
+    let events = env.last_record();
+    assert!(
+        started(&events).iter().all(|e| e.get("replayed").is_none()),
+        "{events:#?}"
+    );
+}
+
+/// A wait (`sleep`) and a retry are there to see something new: the reads after them
+/// are sent again. A read that failed is an answer like any other (the first attempt is
+/// answered with the dry-run's failure, the retry is sent and succeeds).
+#[test]
+fn reads_after_a_wait_or_in_a_retry_are_sent() {
+    let env = Env::new();
+    let (a, b, c) = (
+        env.scratch().join("a"),
+        env.scratch().join("b"),
+        env.scratch().join("c"),
+    );
+    let waits = format!(
+        r#"runbook {{ name = "waits", description = "reads around a wait" }}
+local here = target("local")
+step("before and after a wait", function()
+  {a}
+  sleep(0)
+  {b}
+end)
+"#,
+        a = counted(&a),
+        b = counted(&b),
+    );
+    let file = env.write("waits.lua", &waits);
+    let out = Run::new(&env, &file).expect_exit(0).run();
+    assert_eq!(sent(&a), 1, "before the wait: answered\n{}", out.describe());
+    assert_eq!(
+        sent(&b),
+        2,
+        "after the wait: sent again\n{}",
+        out.describe()
+    );
+
+    let flaky = format!(
+        r#"runbook {{ name = "flaky", description = "a read that passes on its fourth try" }}
+local here = target("local")
+step("flaky", {{ retries = 2, delay = 0 }}, function()
+  local r = {c}
+  if tonumber(r.stdout) < 4 then fail("only " .. r.stdout) end
+end)
+"#,
+        c = counted(&c)
+    );
+    let file = env.write("flaky.lua", &flaky);
+    let out = Run::new(&env, &file).expect_exit(0).run();
+    // Dry-run: 1, 2, 3 (three attempts, all failed). Real run: attempt 1 answered with
+    // the dry-run's first answer (1, fails), attempt 2 sent (4) and passes.
+    assert_eq!(sent(&c), 4, "{}", out.describe());
+    let events = env.last_record();
+    let replayed: Vec<bool> = started(&events)
+        .iter()
+        .map(|e| e["replayed"] == true)
+        .collect();
+    assert_eq!(replayed, [true, false], "{events:#?}");
+}
+
+/// With a change, the real run is answered up to its first change and sends every read
+/// after it (the dry-run saw the world before the change, which the run has made since).
+/// A change needs a confirmation, so the run is on a terminal (util-linux `script`). The
+/// reads of a step that deletes are always sent again: `run_flow.rs`'s
+/// `a_real_run_stops_before_a_change_that_was_not_confirmed` is one.
+#[test]
+fn reads_after_the_first_change_are_sent() {
+    let env = Env::new();
+    let (a, b) = (env.scratch().join("a"), env.scratch().join("b"));
+    let made = env.scratch().join("made");
+    let body = format!(
+        r#"runbook {{ name = "change", description = "a read, a change, a read" }}
+local here = target("local")
+step("look", function() {a} end)
+step("change", function() here:exec({{ "touch", "{made}" }}) end)
+step("look again", function() {b} end)
+"#,
+        a = counted(&a),
+        b = counted(&b),
+        made = made.display()
+    );
+    let file = env.write("change.lua", &body);
+    let (code, screen) = Run::new(&env, &file).on_terminal("y\n");
+    assert_eq!(code, 0, "{screen}");
+    assert!(screen.contains("Proceed? [y/N]"), "{screen}");
+    assert!(made.exists(), "{screen}");
+    assert_eq!(sent(&a), 1, "before the change: answered\n{screen}");
+    assert_eq!(sent(&b), 2, "after the change: sent again\n{screen}");
+    let events = env.last_record();
+    let replayed: Vec<(String, bool)> = started(&events)
+        .iter()
+        .map(|e| {
+            (
+                e["effect"].as_str().unwrap().to_string(),
+                e["replayed"] == true,
+            )
+        })
+        .collect();
+    assert_eq!(
+        replayed,
+        [
+            ("read".to_string(), true),
+            ("change".to_string(), false),
+            ("read".to_string(), false)
+        ],
+        "{events:#?}"
+    );
+}
