@@ -1,6 +1,7 @@
 //! Misspelt API names are caught when a runbook loads, before any step runs: a global,
 //! a function of an API table (`cache.clera`), a stdlib module's function, a target
-//! handle's method (`here:exce`) or field (`box.nmae`), a param (`params.imgae`). Each is reported at `file:line`
+//! handle's method (`here:exce`) or field (`box.nmae`), a param (`params.imgae`), an
+//! option in a table written in the call (`{ read_onyl = true }`). Each is reported at `file:line`
 //! with a "did you mean", by `check` and by `run` (dry-run, plan and apply load the same
 //! way), with exit 2; and the run changes nothing: its first step, before the typo, would
 //! create a file, which must not exist afterwards.
@@ -53,6 +54,14 @@ const CASES: &[(&str, &str)] = &[
     (
         "box:shel('true')",
         "typo.lua:7: unknown 'box:shel': a target handle has no method 'shel'; did you mean 'box:shell'?",
+    ),
+    (
+        "here:exec({ 'true' }, { read_onyl = true })",
+        "typo.lua:7: unknown 'read_onyl': here:exec() takes no option 'read_onyl'; did you mean 'read_only'?",
+    ),
+    (
+        "cache.clear(here, '/tmp/x', { kep = true })",
+        "typo.lua:7: unknown 'kep': cache.clear() takes no option 'kep'; did you mean 'keep'?",
     ),
     (
         "log.info(params.imgae)",

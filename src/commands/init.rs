@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use std::path::Path;
 
 /// The definitions, generated at build time from the `/// Lua:` blocks (see build.rs).
-pub const TYPES: &str = include_str!(concat!(env!("OUT_DIR"), "/runbook-types.lua"));
+pub use crate::embedded::TYPES;
 
 /// Where the definitions go, relative to DIR; `.luarc.json` names it as a library.
 pub const TYPES_DIR: &str = ".runbook/types";

@@ -45,6 +45,10 @@ pub struct Known {
     pub target_makers: BTreeSet<String>,
     /// Globals that return a list of handles (`targets`).
     pub target_lists: BTreeSet<String>,
+    /// The exact options tables a function or method takes, by how it is called
+    /// (`cache.clear`, `step`; `:exec` for a target handle's method): (argument index,
+    /// the keys it takes).
+    pub options: BTreeMap<String, Vec<(usize, BTreeSet<String>)>>,
 }
 
 /// One misspelt name.
@@ -572,7 +576,21 @@ impl<'k> Walker<'k> {
             Prefix::Expression(e) => (self.expr(e), String::from("(…)")),
             _ => (Kind::Unknown, String::new()),
         };
+        // What a call here would call, by the name its options are known under: a
+        // global function of the sandbox (`step`), or an API table's (`cache.clear`).
+        let mut callee = match &kind {
+            Kind::Global(g) if !self.known.tables.contains_key(g) => Some(g.clone()),
+            _ => None,
+        };
         for s in suffixes {
+            let next_callee = match (s, &kind) {
+                (Suffix::Index(Index::Dot { name, .. }), Kind::Global(g))
+                    if self.known.tables.contains_key(g) =>
+                {
+                    Some(format!("{g}.{}", ident(name)))
+                }
+                _ => None,
+            };
             kind = match s {
                 Suffix::Index(Index::Dot { name, .. }) => {
                     let k = self.index(&kind, &shown, name, false);
@@ -585,20 +603,71 @@ impl<'k> Walker<'k> {
                     Kind::Unknown
                 }
                 Suffix::Call(Call::MethodCall(mc)) => {
+                    let method = ident(mc.name());
+                    if kind == Kind::Target {
+                        let called = format!("{shown}:{method}");
+                        self.options_of(&format!(":{method}"), &called, mc.args());
+                    }
                     let k = self.index(&kind, &shown, mc.name(), true);
                     self.args(&Kind::Unknown, mc.args());
-                    shown = format!("{shown}:{}(…)", ident(mc.name()));
+                    shown = format!("{shown}:{method}(…)");
                     k
                 }
                 Suffix::Call(Call::AnonymousCall(args)) => {
+                    if let Some(c) = &callee {
+                        self.options_of(c, &shown, args);
+                    }
                     let kinds = self.args(&kind, args);
                     shown.push_str("(…)");
                     self.call_result(&kind, args, &kinds)
                 }
                 _ => Kind::Unknown,
             };
+            callee = next_callee;
         }
         kind
+    }
+
+    /// A call of `callee` (shown as `called`): each key of a table written in the call
+    /// for an options argument must be one of its options. Only keys written as names or
+    /// string literals are checked; a table built elsewhere is not looked at.
+    fn options_of(&mut self, callee: &str, called: &str, args: &FunctionArgs) {
+        let Some(options) = self.known.options.get(callee) else {
+            return;
+        };
+        let list: Vec<&Expression> = match args {
+            FunctionArgs::Parentheses { arguments, .. } => arguments.iter().collect(),
+            _ => return,
+        };
+        let mut found = Vec::new();
+        for (index, keys) in options {
+            let Some(Expression::TableConstructor(t)) = list.get(*index) else {
+                continue;
+            };
+            for f in t.fields().iter() {
+                let (at, key) = match f {
+                    Field::NameKey { key, .. } => (key, ident(key)),
+                    Field::ExpressionKey { key, brackets, .. } => match literal(key) {
+                        Some(k) => (brackets.tokens().0, k),
+                        None => continue,
+                    },
+                    _ => continue,
+                };
+                if !keys.contains(&key) {
+                    let s = crate::suggest::closest(&key, keys.iter().map(String::as_str))
+                        .map(str::to_string);
+                    found.push((at.clone(), key, s));
+                }
+            }
+        }
+        for (at, key, s) in found {
+            self.report(
+                &at,
+                key.clone(),
+                format!("{called}() takes no option '{key}'"),
+                s,
+            );
+        }
     }
 
     fn call_result(&self, callee: &Kind, args: &FunctionArgs, _kinds: &[Kind]) -> Kind {
@@ -682,12 +751,65 @@ impl Known {
             }
         }
         known.read_target_api(api);
+        known.read_options(crate::embedded::TYPES);
         // The handle's methods and fields as its `UserData` impl registers them (the
         // reference must name the same: a unit test holds it to that).
         let (methods, fields) = crate::lua_api::target::handle_api();
         known.target_methods = methods;
         known.target_fields = fields;
         known
+    }
+
+    /// From the EmmyLua definitions: each exact class (`---@class runbook.X : { …,
+    /// [string]: never }`, its keys the `---@field` lines under it), and each function
+    /// whose `---@param` is of such a class, at that argument's index.
+    fn read_options(&mut self, types: &str) {
+        let lines: Vec<&str> = types.lines().collect();
+        let mut classes: HashMap<&str, BTreeSet<String>> = HashMap::new();
+        for (i, line) in lines.iter().enumerate() {
+            let Some(rest) = line.strip_prefix("---@class ") else {
+                continue;
+            };
+            if !rest.contains("[string]: never") {
+                continue;
+            }
+            let name = rest.split([' ', ':']).next().unwrap_or_default();
+            let fields = lines[i + 1..]
+                .iter()
+                .map_while(|l| l.strip_prefix("---@field "))
+                .filter_map(|f| f.split([' ', '?']).next())
+                .map(str::to_string)
+                .collect();
+            classes.insert(name, fields);
+        }
+        let mut params: Vec<(&str, &str)> = Vec::new();
+        for line in &lines {
+            if let Some(p) = line.strip_prefix("---@param ") {
+                let mut words = p.split_whitespace();
+                let name = words.next().unwrap_or_default().trim_end_matches('?');
+                params.push((name, words.next().unwrap_or_default()));
+            } else if let Some(f) = line.strip_prefix("function ") {
+                if let Some((name, rest)) = f.split_once('(') {
+                    let callee = match name.split_once(':') {
+                        Some((_, method)) => format!(":{method}"),
+                        None => name.to_string(),
+                    };
+                    let args = rest.split(')').next().unwrap_or_default();
+                    for (index, arg) in args.split(',').map(str::trim).enumerate() {
+                        let class = params.iter().find(|(n, _)| *n == arg).map(|(_, t)| *t);
+                        if let Some(keys) = class.and_then(|c| classes.get(c)) {
+                            self.options
+                                .entry(callee.clone())
+                                .or_default()
+                                .push((index, keys.clone()));
+                        }
+                    }
+                }
+                params.clear();
+            } else if !line.starts_with("---") {
+                params.clear();
+            }
+        }
     }
 
     /// The reference's headings (`### \`t:pct(ctid) -> target\``, `### \`target(name) ->
@@ -759,6 +881,48 @@ mod tests {
 
     fn typo(line: usize, w: &str, s: Option<&str>) -> (usize, String, Option<String>) {
         (line, w.into(), s.map(str::to_string))
+    }
+
+    #[test]
+    fn options_tables_are_read_from_the_definitions_and_checked() {
+        let types = "---@class runbook.CacheClearOptions : { keep?: boolean, force?: boolean, [string]: never }\n\
+                     ---@field keep? boolean `keep`\n\
+                     ---@field force? boolean `force`\n\
+                     \n\
+                     ---@class runbook.Loose : { a?: boolean }\n\
+                     ---@field a? boolean\n\
+                     \n\
+                     ---@param t runbook.Target\n\
+                     ---@param paths runbook.Paths\n\
+                     ---@param opts? runbook.CacheClearOptions\n\
+                     function cache.clear(t, paths, opts) end\n\
+                     ---@param argv runbook.Words\n\
+                     ---@param opts? runbook.CacheClearOptions\n\
+                     function Target:exec(argv, opts) end\n\
+                     ---@param opts runbook.Loose\n\
+                     function loose(opts) end\n";
+        let mut k = known();
+        k.read_options(types);
+        let keys: BTreeSet<String> = ["force", "keep"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(k.options["cache.clear"], vec![(2, keys.clone())]);
+        assert_eq!(k.options[":exec"], vec![(1, keys)]);
+        assert!(!k.options.contains_key("loose"), "not an exact class");
+        let found = |src: &str| -> Vec<(usize, String, Option<String>)> {
+            find(src, &k)
+                .unwrap()
+                .into_iter()
+                .map(|t| (t.line, t.written, t.suggestion))
+                .collect()
+        };
+        assert_eq!(
+            found("local h = target('local')\ncache.clear(h, '/x', { kep = true })\nh:exec({ 'true' }, { ['forse'] = true })"),
+            vec![
+                typo(2, "kep", Some("keep")),
+                typo(3, "forse", Some("force")),
+            ]
+        );
+        // A table built elsewhere, a local that shadows the API, a correct key: nothing.
+        assert!(found("local o = { kep = 1 }\ncache.clear(h, '/x', o)\nlocal cache = {}\ncache.clear(h, '/x', { kep = 1 })\nlocal h = target('local')\nh:exec({}, { keep = true })").is_empty());
     }
 
     #[test]
