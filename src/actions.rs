@@ -275,16 +275,17 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
     // kill it.
     stopped(ctx)?;
     if ctx.mode == Mode::Real && action.effect == Effect::Change {
-        // From the first change on, reads are expected to find something new.
+        // A change (one the plan did not have is refused above): reads after it are
+        // expected to find something new.
         ctx.send_reads_from_now();
         if ctx.record_failed.borrow().as_ref().is_some_and(|f| f.get()) {
             return Err(ActionError::Stop(Why::RecordBroken));
         }
         ctx.locks.ensure(action.target).await?;
     }
-    // A read the confirmation's dry-run sent moments ago, to a target nothing has changed
-    // since, is answered with what it answered then (`kept_reads.rs`). The dry-run keeps
-    // its reads' pieces of lines to be answered with.
+    // In a run whose plan changes nothing, a read the dry-run sent moments ago is
+    // answered with what it answered then (`kept_reads.rs`). The dry-run keeps its
+    // reads' pieces of lines to be answered with.
     let key = crate::kept_reads::Key {
         step,
         target: &target,

@@ -113,7 +113,7 @@ pub struct Ctx {
     /// `file:line` the instruction hook last saw: where an out-of-memory error happened.
     pub last_location: RefCell<String>,
     /// A confirmation's dry-run keeps what its reads answered here; the real run after
-    /// it is answered from them up to its first change (`kept_reads.rs`).
+    /// it is answered from them when the plan changes nothing (`kept_reads.rs`).
     pub kept_reads: RefCell<Option<crate::kept_reads::KeptReads>>,
     /// What `log`/`print` said while the file's top level ran: no sink is attached yet
     /// then, so a run shows them once its record has started (`engine::run`).
@@ -171,8 +171,9 @@ impl Ctx {
     }
 
     /// Every read is sent from now on, none answered from the confirmation's dry-run
-    /// (`kept_reads.rs`): at the first change, a retry, a wait (a runbook waits to see
-    /// something new).
+    /// (`kept_reads.rs`): at a change (one the plan did not have, or runbook's own stop
+    /// of an earlier run's command), a retry, a wait (a runbook waits to see something
+    /// new).
     /// (The dry-run that keeps them goes on keeping: the real run stops at the same
     /// point of its own.)
     pub fn send_reads_from_now(&self) {

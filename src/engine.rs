@@ -356,9 +356,12 @@ pub async fn run(req: RunRequest) -> Result<()> {
                 hint,
             )
             .await?;
-            // Confirmed soon enough: the reads the dry-run sent answer the real run's
-            // same reads, up to its first change, instead of being sent again.
-            if pass.ended.elapsed() <= crate::kept_reads::FRESH_FOR {
+            // A plan that changes nothing: the reads the dry-run sent answer the real
+            // run's same reads instead of being sent again. Not when it changes anything:
+            // any read may decide what is changed (is the job running now, which
+            // directory is idle), and the world may have moved while the user read the
+            // plan; those reads are sent again and compared with the plan.
+            if pass.plan.changes.is_empty() {
                 *loaded.ctx.kept_reads.borrow_mut() = pass.kept;
             }
             Some(pass.plan)
@@ -389,6 +392,10 @@ pub async fn run(req: RunRequest) -> Result<()> {
     }
     let which = req.resume.as_deref().unwrap_or_default();
     let stopped = crate::orphans::settle(&loaded.ctx, which, &resume.orphans).await?;
+    // Stopping an earlier run's command changed the world the dry-run read.
+    if !stopped.is_empty() {
+        loaded.ctx.send_reads_from_now();
+    }
 
     let run_id = state::new_run_id();
     let (record_path, record_file) = state::create_record(&req.state_dir, &run_id)?;
@@ -607,8 +614,6 @@ pub struct Planned {
     pub failed: Option<String>,
     /// What the dry-run's reads answered, for a confirmation's pass (`kept_reads.rs`).
     pub kept: Option<crate::kept_reads::KeptReads>,
-    /// When the dry-run ended: its reads are answers for [`crate::kept_reads::FRESH_FOR`].
-    pub ended: Instant,
 }
 
 /// Makes a plan: a silent dry-run of the whole runbook that records every change it
@@ -642,18 +647,8 @@ async fn plan_pass(p: PlanPass<'_>) -> Result<Planned> {
     if let Some(signal) = p.cancel.interrupted() {
         return Err(Error::Interrupted(signal));
     }
-    let ended = Instant::now();
     let recording = plan.ctx.recording.borrow_mut().take().expect("set above");
-    let kept = plan.ctx.kept_reads.borrow_mut().take().map(|mut kept| {
-        kept.forget_steps(
-            recording
-                .changes
-                .iter()
-                .filter(|c| c.destructive)
-                .map(|c| c.step),
-        );
-        kept
-    });
+    let kept = plan.ctx.kept_reads.borrow_mut().take();
     let events = collected.0.borrow();
     let failed = (tally.failed > 0).then(|| {
         let why = events.iter().find_map(|ev| match ev {
@@ -692,7 +687,6 @@ async fn plan_pass(p: PlanPass<'_>) -> Result<Planned> {
         plan: made,
         failed,
         kept,
-        ended,
     })
 }
 

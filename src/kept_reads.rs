@@ -1,32 +1,37 @@
-//! Reads sent once. A confirmed `run` makes its plan with a dry-run first, whose reads
-//! really run (that is how the plan knows sizes, versions and files), then the real run
-//! runs the same steps. Up to its first change, the real run would send exactly the reads
-//! the dry-run sent moments before, to a target nothing has changed since: the GPU probe,
-//! the fingerprint (a python that imports torch, seconds), the git status. So the dry-run
-//! keeps what each read answered, and the real run is answered from that instead.
+//! Reads sent once, for a run that changes nothing. A `run` without `--yes` makes its
+//! plan with a dry-run first, whose reads really run (that is how the plan knows sizes,
+//! versions and files), then the real run runs the same steps. When that plan changes
+//! nothing (a report, a health check, a fleet survey), the real run would send exactly
+//! the reads the dry-run sent moments before: the GPU probe, the fingerprint (a python
+//! that imports torch, seconds), the git status. So the dry-run keeps what each read
+//! answered, and the real run is answered from that instead.
+//!
+//! A plan that changes anything gets none of this: any read may decide what is changed
+//! (is the job running now, which directory is idle), and the world may have moved while
+//! the user read the plan, so those reads are sent again and compared with the plan
+//! (`engine::run` installs the kept reads only for a plan without changes; an
+//! adversarial review showed both ways a replayed read would hide such a move).
 //!
 //! The answer is only ever the same read's: the same step, target (and where it
-//! resolved), exact command line, standard input and secrecy. The reads of a step that
-//! deletes, rebuilds or restores something are always sent again (what they find decides
-//! what is destroyed, and is compared with the plan). Answering stops for good at the
-//! first change the real run starts (after that the world is expected to differ), at a
-//! retry (a step runs again to see something new), and a confirmation that took longer
-//! than [`FRESH_FOR`] gets none at all: every read is sent again then and compared with
-//! the plan's, as `apply` of a saved plan always does. A read that did not run to its
-//! end (a timeout, a signal, a lost connection) is never kept.
+//! resolved), exact command line, standard input and secrecy, kept less than
+//! [`FRESH_FOR`] ago. Answering stops for good at the first change the real run makes
+//! anyway (runbook's stop of an earlier run's command on `--resume`, a change the plan did
+//! not have), at a wait (`sleep`, a poll's pause) and at a retry (each is there to see
+//! something new). A read that did not run to its end (a timeout, a signal, a lost
+//! connection) is never kept.
 //!
 //! What a kept read answers goes through the real run as if it had run: its lines
 //! become `output` events (masked there), its `action_started` says `replayed`, and a
 //! secret output is registered as a secret again.
 
 use crate::targets::{ExecOutcome, Stream};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-/// How long after the dry-run a confirmation may come for its reads to be used.
+/// How old a kept answer may be (from when its read ran) to answer the real run.
 pub const FRESH_FOR: Duration = Duration::from_secs(300);
 
-/// The most output kept in all (stdout and stderr of every kept read); past it, later
-/// reads are simply sent again.
+/// The most kept in all (output and the lines it came in, of every kept read); past it,
+/// later reads are simply sent again.
 const KEPT_MAX: usize = 64 << 20;
 
 /// What identifies a read: two reads with the same key are the same command, given the
@@ -66,6 +71,8 @@ struct Kept {
     pieces: Vec<Piece>,
     /// Taken by the answer (each kept read answers once).
     out: Option<ExecOutcome>,
+    /// When the read ended.
+    at: Instant,
 }
 
 /// A read answered from the dry-run: its lines in the order they came, and its outcome.
@@ -85,8 +92,13 @@ pub struct KeptReads {
 impl KeptReads {
     /// The dry-run's read `key` ran and answered `out`, in `pieces`.
     pub fn keep(&mut self, key: &Key, pieces: Vec<Piece>, out: &ExecOutcome) {
+        self.keep_at(key, pieces, out, Instant::now());
+    }
+
+    fn keep_at(&mut self, key: &Key, pieces: Vec<Piece>, out: &ExecOutcome, at: Instant) {
         let whole = out.code.is_some() && !out.timed_out && !out.deadline_hit && !out.interrupted;
-        let size = out.stdout.len() + out.stderr.len() + key.command.len();
+        let lines: usize = pieces.iter().map(|(_, p, _)| p.len() + 8).sum();
+        let size = out.stdout.len() + out.stderr.len() + lines + key.command.len();
         if !whole || self.bytes + size > KEPT_MAX {
             return;
         }
@@ -112,6 +124,7 @@ impl KeptReads {
                 interrupted: false,
                 notice: out.notice.clone(),
             }),
+            at,
         });
     }
 
@@ -119,26 +132,20 @@ impl KeptReads {
     /// used yet (a loop that polls gets the dry-run's answers in their order), unless
     /// answering has stopped.
     pub fn answer(&mut self, key: &Key) -> Option<Answer> {
+        self.answer_at(key, Instant::now())
+    }
+
+    fn answer_at(&mut self, key: &Key, now: Instant) -> Option<Answer> {
         if self.stopped {
             return None;
         }
-        let k = self
-            .kept
-            .iter_mut()
-            .find(|k| k.out.is_some() && key.matches(k))?;
+        let k = self.kept.iter_mut().find(|k| {
+            k.out.is_some() && key.matches(k) && now.saturating_duration_since(k.at) <= FRESH_FOR
+        })?;
         Some(Answer {
             pieces: std::mem::take(&mut k.pieces),
             out: k.out.take()?,
         })
-    }
-
-    /// The reads of these steps are sent again, never answered: steps whose plan deletes,
-    /// rebuilds or restores something. What their reads find (which directory, whether
-    /// a job holds the cache, what is there to restore) decides what is destroyed, and
-    /// that must be the world as it is when the run gets there, compared with the plan.
-    pub fn forget_steps(&mut self, steps: impl IntoIterator<Item = usize>) {
-        let steps: std::collections::HashSet<usize> = steps.into_iter().collect();
-        self.kept.retain(|k| !steps.contains(&k.step));
     }
 
     /// From now on every read is sent: a change is about to start, or a step is retried.
@@ -217,13 +224,26 @@ mod tests {
     }
 
     #[test]
-    fn the_reads_of_a_destroying_step_are_not_answered() {
+    fn an_answer_older_than_fresh_for_is_not_used() {
         let mut kept = KeptReads::default();
-        kept.keep(&key(0, "a", None), Vec::new(), &out("x"));
-        kept.keep(&key(1, "a", None), Vec::new(), &out("y"));
-        kept.forget_steps([1]);
-        assert!(kept.answer(&key(1, "a", None)).is_none());
-        assert_eq!(kept.answer(&key(0, "a", None)).unwrap().out.stdout, b"x");
+        let then = Instant::now();
+        kept.keep_at(&key(0, "date", None), Vec::new(), &out("1"), then);
+        let late = then + FRESH_FOR + Duration::from_secs(1);
+        assert!(kept.answer_at(&key(0, "date", None), late).is_none());
+        assert!(kept
+            .answer_at(&key(0, "date", None), then + FRESH_FOR)
+            .is_some());
+    }
+
+    #[test]
+    fn what_is_kept_is_bounded_lines_included() {
+        let mut kept = KeptReads::default();
+        let line = "x".repeat(1 << 20);
+        let pieces: Vec<Piece> = (0..70)
+            .map(|_| (Stream::Stdout, line.clone(), false))
+            .collect();
+        kept.keep(&key(0, "big", None), pieces, &out(""));
+        assert!(kept.kept.is_empty(), "70 MiB of lines kept");
     }
 
     #[test]

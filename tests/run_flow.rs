@@ -873,7 +873,7 @@ fn what_the_top_level_logs_is_shown_once_by_the_run_and_kept_in_its_record() {
 #[test]
 fn rawset_and_rawget_do_not_get_past_the_read_only_params() {
     // With a table proxy, rawset stored the value on the proxy: every later read saw 2
-    // while the record's params still said 1.
+    // while the record's params still said 1. Then `pairs` handed out the values' table.
     let env = Env::new();
     let o = Run::new(&env, fixture("params_rawset.lua")).json().run();
     let events = o.events();
@@ -881,12 +881,14 @@ fn rawset_and_rawget_do_not_get_past_the_read_only_params() {
         .iter()
         .map(|e| e["message"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(logs.len(), 3, "{logs:?}");
+    assert_eq!(logs.len(), 4, "{logs:?}");
     assert!(logs[0].starts_with("rawget: false"), "{logs:?}");
     assert!(logs[0].contains("table expected"), "{logs:?}");
     assert!(logs[1].starts_with("rawset: false"), "{logs:?}");
     assert!(logs[1].contains("table expected"), "{logs:?}");
+    // What `pairs` hands out is a copy (found by review: it was the values' own table).
     assert_eq!(logs[2], "count is 1");
+    assert!(logs[3].contains("params[1]: no such param"), "{logs:?}");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1606,8 +1608,8 @@ fn any_change_needs_confirmation_without_a_terminal() {
 /// The user confirmed `rm -rf …/dir1`; the world changed before the real run got there
 /// (the read that picks the directory answers differently the second time). The real
 /// run stops before deleting `dir2`, which nobody saw, names the step and shows both.
-/// (The read is sent again although nothing changed before it: a step that deletes gets
-/// no answers kept from the dry-run, `kept_reads.rs`.)
+/// (A plan that changes anything keeps no answers from its dry-run: the read is sent
+/// again, `kept_reads.rs`.)
 #[test]
 fn a_real_run_stops_before_a_change_that_was_not_confirmed() {
     let env = Env::new();
@@ -1847,9 +1849,7 @@ end)
 
 /// Found by review: a change confirmed for a later step must not run in an earlier step
 /// whose `when` drifted from false to true (before the gate the user saw); and an
-/// `always` cleanup still runs its confirmed change after an earlier step failed. (The
-/// runbook changes something first: before its first change a real run is answered
-/// with the dry-run's reads, `when`'s too, so nothing could drift there.)
+/// `always` cleanup still runs its confirmed change after an earlier step failed.
 #[test]
 fn confirmed_changes_stay_in_their_steps_and_always_steps_keep_theirs() {
     let env = Env::new();
@@ -1863,7 +1863,6 @@ local function second_time()
   local r = here:exec({ "sh", "-c", 'if [ -e "$1/seen" ]; then echo yes; else touch "$1/seen"; echo no; fi', "sh", params.dir }, { read_only = true })
   return r.stdout == "yes\n"
 end
-step("start", function() here:exec({ "touch", params.dir .. "/started" }) end)
 step("early", { when = second_time }, function() here:exec({ "rm", "-f", "--", params.dir .. "/canary" }) end)
 step("gate", function() here:exec({ "test", "-e", params.dir .. "/canary" }, { read_only = true }) end)
 step("delete", function() here:exec({ "rm", "-f", "--", params.dir .. "/canary" }) end)

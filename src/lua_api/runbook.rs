@@ -283,44 +283,67 @@ struct ParamsProxy {
 impl mlua::UserData for ParamsProxy {
     fn add_methods<M: mlua::UserDataMethods<Self>>(methods: &mut M) {
         methods.add_meta_method("__index", |lua, this, key: Value| {
-            let key = match key {
-                Value::String(s) => s.to_string_lossy(),
-                other => other.type_name().to_string(),
-            };
-            if this.names.contains(&key) {
-                return this.store.raw_get::<Value>(key.as_str());
+            if let Value::String(s) = &key {
+                let name = s.to_string_lossy();
+                if this.names.contains(&name) {
+                    return this.store.raw_get::<Value>(name.as_str());
+                }
             }
             let declared = if this.names.is_empty() {
                 "none".to_string()
             } else {
                 this.names.join(", ")
             };
+            let hint = match &key {
+                Value::String(s) => crate::suggest::hint(
+                    &s.to_string_lossy(),
+                    this.names.iter().map(|s| s.as_str()),
+                ),
+                _ => String::new(),
+            };
             Err(err_at(
                 lua,
                 format!(
-                    "params.{key}: no such param{} (declared: {declared})",
-                    crate::suggest::hint(&key, this.names.iter().map(|s| s.as_str()))
+                    "{}: no such param{hint} (declared: {declared})",
+                    shown(&key)
                 ),
             ))
         });
         methods.add_meta_method(
             "__newindex",
             |lua, _, (key, _): (Value, Value)| -> mlua::Result<()> {
-                let key = match key {
-                    Value::String(s) => s.to_string_lossy(),
-                    other => other.type_name().to_string(),
-                };
                 Err(err_at(
                     lua,
-                    format!("params.{key}: params are read-only; use a local variable"),
+                    format!(
+                        "{}: params are read-only; use a local variable",
+                        shown(&key)
+                    ),
                 ))
             },
         );
+        // Over a copy: the values' own table never reaches Lua, where `pairs` would
+        // hand it out to be written (`local _, t = pairs(params)`).
         methods.add_meta_method("__pairs", |lua, this, ()| {
             let next: mlua::Function = lua.globals().raw_get("next")?;
-            Ok((next, this.store.clone(), Value::Nil))
+            let copy = lua.create_table()?;
+            for pair in this.store.pairs::<Value, Value>() {
+                let (k, v) = pair?;
+                copy.raw_set(k, v)?;
+            }
+            Ok((next, copy, Value::Nil))
         });
         methods.add_meta_method("__tostring", |_, _, ()| Ok("params"));
+    }
+}
+
+/// How an error names `params[key]`: `params.name`, `params[1]`, `params[true]`.
+fn shown(key: &Value) -> String {
+    match key {
+        Value::String(s) => format!("params.{}", s.to_string_lossy()),
+        Value::Integer(i) => format!("params[{i}]"),
+        Value::Number(n) => format!("params[{n}]"),
+        Value::Boolean(b) => format!("params[{b}]"),
+        other => format!("params[{}]", other.type_name()),
     }
 }
 
