@@ -87,6 +87,7 @@ fn load_with(
     // API's (for the typo check, after the top level ran): taken now, not from a second
     // VM (about 1.5 MB and a few ms for every load).
     let api_tables = crate::lint::typos::api_tables(&lua);
+    let api_functions = crate::lint::typos::api_functions(&lua);
     let chunk = sandbox::compile(&lua, &source.bytes, &source.label)
         .map_err(|e| Error::Runbook(error_message(&e)))?;
     let deadline = Instant::now() + LOAD_BUDGET;
@@ -134,7 +135,7 @@ fn load_with(
             source.label
         )));
     }
-    check_globals(&lua, source, &api_tables)?;
+    check_globals(&lua, source, &api_tables, &api_functions)?;
     Ok(Loaded { _lua: lua, ctx })
 }
 
@@ -189,7 +190,12 @@ pub async fn offline_warnings(
 /// before its first step: a typo in the last step must not surface after the first ones
 /// changed things. Known globals are what the sandbox and the file's top level defined.
 /// So do misspelt API names (`cache.clera`, `here:exce`: `lint::typos`).
-fn check_globals(lua: &Lua, source: &Source, api_tables: &[String]) -> Result<()> {
+fn check_globals(
+    lua: &Lua,
+    source: &Source,
+    api_tables: &[String],
+    api_functions: &std::collections::BTreeMap<String, usize>,
+) -> Result<()> {
     let text = String::from_utf8_lossy(&source.bytes);
     let mut known: Vec<String> = Vec::new();
     for pair in lua.globals().pairs::<Value, Value>() {
@@ -227,6 +233,7 @@ fn check_globals(lua: &Lua, source: &Source, api_tables: &[String]) -> Result<()
         }
     }
     let mut known = crate::lint::typos::Known::read(crate::embedded::LUA_API, api_tables, lua);
+    known.keep_options_of_unchanged(api_functions, &crate::lint::typos::api_functions(lua));
     // `params.NAME` against the declared params: the proxy names a misspelling only
     // when its line runs, which may be after earlier steps changed things.
     if let Some(header) = crate::lua_api::ctx(lua).header.borrow().as_ref() {

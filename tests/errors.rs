@@ -426,11 +426,13 @@ fn step_failures() {
     let host_refuses = format!(
         r#"ssh("127.0.0.1", {{ port = {port}, connect_timeout = "2s" }}):exec({{ "true" }}, {{ read_only = true }})"#
     );
+    // The options with a misspelt key are built before the call: one written in the call
+    // is refused as the file loads (tests/typos.rs); this is the run's own refusal.
     let cases: &[(&str, &str, &str)] = &[
         (
             "unknown_option",
             "",
-            r#"here:exec({ "true" }, { timeuot = "1s" })"#,
+            r#"local o = { timeuot = "1s" }; here:exec({ "true" }, o)"#,
         ),
         (
             "option_type",
@@ -438,7 +440,11 @@ fn step_failures() {
             r#"here:exec({ "true" }, { read_only = "yes" })"#,
         ),
         ("not_a_path_list", "", "cache.size(here, true)"),
-        ("primitive_option", "", "gpu.require(here, { cuont = 8 })"),
+        (
+            "primitive_option",
+            "",
+            "local o = { cuont = 8 }; gpu.require(here, o)",
+        ),
         ("not_an_argv", "", r#"here:exec("rm -rf /tmp/x")"#),
         (
             "command_timeout",

@@ -261,10 +261,27 @@ fn file(at: At, call: &str) -> (String, String) {
     }
 }
 
+/// `f(args, { … })` as `local o = { … }; f(args, o)`: a call whose options table is
+/// built before it, which only the run itself can refuse (one written in the call is
+/// refused as the file loads: `unknown_options_in_the_call_are_refused_as_the_file_loads`).
+fn hoisted(call: &str) -> String {
+    let at = call
+        .rfind(", {")
+        .expect("the options are the last argument");
+    let opts = call[at + 2..].strip_suffix(')').expect("a call");
+    format!("local o = {opts}; {}o)", &call[..at + 2])
+}
+
 fn check(cases: &[Case]) {
     let env = Env::new();
     let mut failed = Vec::new();
     for &(at, call, want) in cases {
+        let hoist = matches!(at, At::Step) && want.contains("unknown option");
+        let call = &if hoist {
+            hoisted(call)
+        } else {
+            call.to_string()
+        };
         let (text, line) = file(at, call);
         env.write("o.lua", &text);
         let out = env
@@ -293,6 +310,39 @@ fn check(cases: &[Case]) {
 #[test]
 fn an_unknown_option_names_the_line_and_the_option_meant() {
     check(UNKNOWN);
+}
+
+/// The same misspelt options written in the call, inside a step: `check` finds them in
+/// the source and the run is refused before any step (exit 2), with the option meant.
+#[test]
+fn unknown_options_in_the_call_are_refused_as_the_file_loads() {
+    let env = Env::new();
+    let mut failed = Vec::new();
+    for &(at, call, want) in UNKNOWN.iter().filter(|(at, ..)| matches!(at, At::Step)) {
+        let key = want
+            .split("unknown option '")
+            .nth(1)
+            .and_then(|r| r.split('\'').next())
+            .unwrap();
+        let meant = want
+            .split("did you mean '")
+            .nth(1)
+            .and_then(|r| r.split('\'').next())
+            .unwrap();
+        let (text, line) = file(at, call);
+        env.write("o.lua", &text);
+        let out = env.cmd().args(["check", "o.lua"]).output().unwrap();
+        let said = String::from_utf8_lossy(&out.stderr).into_owned();
+        let expected = format!("{line}: unknown '{key}': ");
+        let option = format!("takes no option '{key}'; did you mean '{meant}'?");
+        if out.status.code() != Some(2) || !said.contains(&expected) || !said.contains(&option) {
+            failed.push(format!(
+                "{call}\n  want (exit 2): {expected}… {option}\n  got (exit {:?}): {said}",
+                out.status.code()
+            ));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
 
 #[test]

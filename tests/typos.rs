@@ -214,3 +214,45 @@ fn shipped_runbooks_and_examples_pass() {
     let out = Run::cmd(&env, &words).run();
     assert_eq!(out.code(), 0, "{}", out.describe());
 }
+
+/// Found by review: a helper module that wraps `step` (taking an option of its own), a
+/// runbook that replaces `cache.clear`, a key written with an escape: all correct, and
+/// not reported; the options of what is still the API's are checked all the same.
+#[test]
+fn options_of_a_replaced_api_function_are_not_checked() {
+    let env = Env::new();
+    env.write(
+        "helpers.lua",
+        "local raw_step = step\nfunction step(name, opts, fn)\n  opts.tags = nil\n  return raw_step(name, opts, fn)\nend\nreturn {}\n",
+    );
+    env.write(
+        "wraps.lua",
+        r#"runbook { name = "wraps", description = "API functions wrapped by the runbook" }
+require("helpers")
+local here = target("local")
+local orig = cache.clear
+function cache.clear(t, p, o) o = o or {}; o.dry = nil; return orig(t, p, o) end
+step("a", { tags = { "db" }, timeout = "1m" }, function()
+  here:exec({ "true" }, { ["read\95only"] = true })
+  cache.clear(here, "/tmp/x", { dry = true })
+end)
+"#,
+    );
+    let out = Run::cmd(&env, ["check", "wraps.lua"]).run();
+    assert_eq!(out.code(), 0, "{}", out.describe());
+    env.write(
+        "still.lua",
+        r#"runbook { name = "still", description = "a wrapped cache.clear, an unwrapped parallel" }
+local here = target("local")
+local orig = cache.clear
+function cache.clear(t, p, o) return orig(t, p, o) end
+step("a", function() parallel({ 1 }, function() end, { limt = 2 }) end)
+"#,
+    );
+    Run::cmd(&env, ["check", "still.lua"])
+        .expect_exit(2)
+        .stderr_has(
+            "still.lua:5: unknown 'limt': parallel() takes no option 'limt'; did you mean 'limit'?",
+        )
+        .run();
+}

@@ -647,9 +647,11 @@ impl<'k> Walker<'k> {
             for f in t.fields().iter() {
                 let (at, key) = match f {
                     Field::NameKey { key, .. } => (key, ident(key)),
+                    // A key with an escape (`"read\95only"`) is left alone: the
+                    // parser gives it as written, not as Lua reads it.
                     Field::ExpressionKey { key, brackets, .. } => match literal(key) {
-                        Some(k) => (brackets.tokens().0, k),
-                        None => continue,
+                        Some(k) if !k.contains('\\') => (brackets.tokens().0, k),
+                        _ => continue,
                     },
                     _ => continue,
                 };
@@ -715,7 +717,52 @@ pub fn api_tables(fresh: &mlua::Lua) -> Vec<String> {
         .collect()
 }
 
+/// Each function of the API, as a fresh sandbox VM holds it (taken with `api_tables`,
+/// before any runbook ran): a global function (`step`) or an API table's (`cache.clear`),
+/// by name, and the function's identity. A name whose function the runbook's top level
+/// replaced (a helper module that wraps `step`, `function cache.clear(…)`) is no longer
+/// the API's, and its options are not the definitions'.
+pub fn api_functions(vm: &mlua::Lua) -> BTreeMap<String, usize> {
+    use mlua::Value;
+    let mut out = BTreeMap::new();
+    for (k, v) in vm.globals().pairs::<Value, Value>().flatten() {
+        let Value::String(name) = k else { continue };
+        let name = name.to_string_lossy();
+        match v {
+            Value::Function(f) => {
+                out.insert(name, f.to_pointer() as usize);
+            }
+            Value::Table(t) if name != "_G" && name != "params" => {
+                for (k, v) in t.pairs::<Value, Value>().flatten() {
+                    if let (Value::String(key), Value::Function(f)) = (k, v) {
+                        out.insert(
+                            format!("{name}.{}", key.to_string_lossy()),
+                            f.to_pointer() as usize,
+                        );
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 impl Known {
+    /// Keeps the options of the functions that are still the API's: the same in the
+    /// runbook's VM after its top level ran (`now`) as in a fresh one (`before`). A
+    /// handle's methods (`:exec`) cannot be replaced.
+    pub fn keep_options_of_unchanged(
+        &mut self,
+        before: &BTreeMap<String, usize>,
+        now: &BTreeMap<String, usize>,
+    ) {
+        self.options.retain(|callee, _| {
+            callee.starts_with(':')
+                || (before.contains_key(callee) && before.get(callee) == now.get(callee))
+        });
+    }
+
     /// What the API defines, from its one source: its tables (`api_tables`, taken from
     /// the runbook's VM before the runbook ran), their keys and the stdlib modules'
     /// exports as the runbook's own VM (`live`, after its top level ran) holds them,
