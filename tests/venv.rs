@@ -479,7 +479,6 @@ fn options_are_checked_before_anything_runs() {
     let case = Case::new();
     for (extra, want) in [
         (r#"packages = { "--pre" }"#, "packages holds the option"),
-        (r#"pakages = { "x" }"#, "unknown option 'pakages'"),
         (
             r#"fresh = "yes""#,
             "option 'fresh' must be a boolean, got string",
@@ -488,6 +487,16 @@ fn options_are_checked_before_anything_runs() {
         let error = case.failure(extra);
         assert!(error.contains(want), "{extra}: {error}");
     }
+    // A misspelt option written in the call: refused as the file loads, before any step
+    // (the run's own refusal of a table built elsewhere: tests/options.rs).
+    let file = case.runbook("local", r#"pakages = { "x" }"#);
+    Run::new(&case.env, &file)
+        .yes()
+        .expect_exit(2)
+        .stderr_has(
+            "unknown 'pakages': venv.build() takes no option 'pakages'; did you mean 'packages'?",
+        )
+        .run();
     let rb = case.env.write(
         "relative.lua",
         r#"runbook { name = "r" }
