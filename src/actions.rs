@@ -87,6 +87,14 @@ fn stopped(ctx: &Ctx) -> Result<(), ActionError> {
         .map_or(Ok(()), |why| Err(ActionError::Stop(why)))
 }
 
+/// No change may start once the run record can no longer be written.
+fn record_kept(ctx: &Ctx) -> Result<(), ActionError> {
+    match ctx.record_failed.borrow().as_ref().is_some_and(|f| f.get()) {
+        true => Err(ActionError::Stop(Why::RecordBroken)),
+        false => Ok(()),
+    }
+}
+
 /// How the warning about a secret in an argv starts (`check` looks for it).
 pub const SECRET_IN_ARGV: &str = "a secret is in the argv of";
 
@@ -149,9 +157,7 @@ pub fn own_change<T>(
     }
     stopped(ctx)?;
     ctx.send_reads_from_now();
-    if ctx.record_failed.borrow().as_ref().is_some_and(|f| f.get()) {
-        return Err(ActionError::Stop(Why::RecordBroken));
-    }
+    record_kept(ctx)?;
     ctx.bus.emit(Event::ActionStarted {
         step,
         action: id,
@@ -278,9 +284,7 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
         // A change (one the plan did not have is refused above): reads after it are
         // expected to find something new.
         ctx.send_reads_from_now();
-        if ctx.record_failed.borrow().as_ref().is_some_and(|f| f.get()) {
-            return Err(ActionError::Stop(Why::RecordBroken));
-        }
+        record_kept(ctx)?;
         ctx.locks.ensure(action.target).await?;
     }
     // In a run whose plan changes nothing, a read the dry-run sent moments ago is

@@ -111,19 +111,7 @@ impl KeptReads {
             stdin: key.stdin.map(<[u8]>::to_vec),
             secret_output: key.secret_output,
             pieces,
-            out: Some(ExecOutcome {
-                code: out.code,
-                signal: out.signal,
-                stdout: out.stdout.clone(),
-                stderr: out.stderr.clone(),
-                stdout_truncated: out.stdout_truncated,
-                stderr_truncated: out.stderr_truncated,
-                duration: out.duration,
-                timed_out: false,
-                deadline_hit: false,
-                interrupted: false,
-                notice: out.notice.clone(),
-            }),
+            out: Some(out.clone()),
             at,
         });
     }

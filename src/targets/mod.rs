@@ -52,7 +52,7 @@ pub enum Stream {
     Stderr,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct ExecOutcome {
     /// The exit code; `None` when the process was killed by a signal.
     pub code: Option<i32>,
