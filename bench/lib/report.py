@@ -51,6 +51,8 @@ LABELS = {
         "ssh_fresh": "loop of fresh `ssh` (a connection per command)",
         "one_ssh": "one `ssh` running all N in one shell (lower bound)",
         "one_ssh_procs": "reference: one `ssh` running `/bin/true` N times in one shell (a process per command, no session)",
+        "floor_builtin": "floor: one channel, a minimal read-eval loop, N round trips; each command the shell builtin `true` (no process: how issue 14's prototype was measured)",
+        "floor_process": "floor: the same loop and round trips; each command a job of its own (a process group) that execs `/usr/bin/true`, its status and both streams' ends framed",
     },
     "pct": {
         "runbook": "runbook: `target(\"node1\"):pct(200)` looping `exec`; one persistent session inside the container",
@@ -324,6 +326,12 @@ if len(NS) >= 2:
     if rbm and fl:
         w(f"| (reference) this machine's floor for a process per command: one shell running `/bin/true` N times | "
           f"{fl:.2f} ms marginal; runbook spends {rbm - fl:.2f} ms per command above it | — |")
+    fb = marginal(lambda n: meds.get(("floor_builtin", n)), a, b)
+    fp = marginal(lambda n: meds.get(("floor_process", n)), a, b)
+    if rbm and fb and fp:
+        w(f"| (reference) the floor of a session, one round trip per command over one channel (`bench/lib/floor.py`) | "
+          f"{fp:.2f} ms marginal with a process group per command (item 1 requires one), {fb:.2f} ms running the builtin "
+          f"(no process); runbook spends {rbm - fp:.2f} ms per command above the first | — |")
     ch = marginal(lambda n: meds.get(("runbook_channels", n)), a, b)
     if rbm and ch:
         w(f"| (reference) sessions against a channel per command, same run | {ch / rbm:.1f}× ({ch:.2f} vs {rbm:.2f} ms marginal) | — |")
@@ -458,7 +466,7 @@ for item, case, n, js in sorted(mem, key=lambda m: (m[0] != "ssh", m[3]["peak_ps
       f"{js['peak_procs']} | {by_comm(js)} | {js['ru_maxrss_kib'] / 1024:.1f} | {js['leftover']} |")
 
 # ---------------------------------------------------------------- not ahead
-FLOORS = {("ssh", "one_ssh"), ("ssh", "one_ssh_procs"), ("start", "true")}
+FLOORS = {("ssh", "one_ssh"), ("ssh", "one_ssh_procs"), ("ssh", "floor_builtin"), ("ssh", "floor_process"), ("start", "true")}
 EVIDENCE = {("fan", "runbook_curve"), ("fan", "bash_bg_curve"), ("fan", "runbook_warm"), ("ssh", "runbook_channels"), ("pct", "runbook_channels")}
 w("")
 w("## Where runbook is not ahead")
@@ -511,9 +519,10 @@ if ("ssh", "one_ssh") in kinds or ("ssh", "one_ssh_procs") in kinds:
     n = NS[-1]
     rb, low, procs = meds.get(("runbook", n)), meds.get(("one_ssh", n)), meds.get(("one_ssh_procs", n))
     txt = (f"**One shell running every command (item 1).** It opens one session for all {n} commands, "
-           "as runbook's session does; per command runbook's loop then forks, gives the command a "
-           "process group of its own (`setsid`, an extra `exec`), reports it, and frames the command's "
-           "stdout, stderr and exit status, where the floor runs a builtin with no result per command. "
+           "as runbook's session does; per command runbook's loop then forks a job (a process group of "
+           "its own, bash's job control), reports the group, waits for the command's exit status and "
+           "frames its stdout and stderr, and runbook waits for that answer before the next command "
+           "(a round trip over the channel), where the floor runs a builtin with no result per command. "
            "That is the price of a result (exit code, stdout, stderr, timeout, kill) per command. ")
     if rb is not None and low is not None and procs is not None:
         txt += (f"At N={n}: runbook {rb / n:.2f} ms per command, one shell running `/bin/true` "
