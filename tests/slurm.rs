@@ -616,4 +616,9 @@ end)
     let err = out.step_error("missing");
     assert!(err.contains("cannot run a command on slurm:"), "{err}");
     assert!(err.contains("999"), "{err}");
+    // The session's step (srun, then pct exec) ends with the run.
+    assert_eq!(
+        c.wait_no_steps(Duration::from_secs(10)),
+        Vec::<String>::new()
+    );
 }

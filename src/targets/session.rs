@@ -45,6 +45,10 @@ const START_LIMIT: Duration = Duration::from_secs(20);
 /// After a stop and the kill, how long the session gets to report the end of the
 /// command before it is given up.
 const END_WAIT: Duration = Duration::from_secs(5);
+/// At the end of a run, how long an idle session's process gets to end after its input
+/// did, and then after TERM (`Session::close`).
+const CLOSE_WAIT: Duration = Duration::from_secs(2);
+const CLOSE_TERM_WAIT: Duration = Duration::from_secs(5);
 /// Sessions open at once in this process, for every target together: each holds a few
 /// file descriptors here without holding a command slot (`slots.rs`).
 fn most_sessions() -> usize {
@@ -448,14 +452,29 @@ impl Session {
     pub async fn close(mut self) {
         // Dropped, not shut down: a pipe's end closes only when its descriptor does.
         self.stdin = Box::new(tokio::io::sink());
-        let ended = tokio::time::timeout(Duration::from_secs(2), self.exited.wait_for(|e| *e))
-            .await
-            .is_ok();
-        if let (false, Some(pgid)) = (ended, self.local_pgid) {
+        let Some(pgid) = self.local_pgid else {
+            let _ = tokio::time::timeout(CLOSE_WAIT, self.exited.wait_for(|e| *e)).await;
+            return;
+        };
+        // A local tool that does not end by itself after the end of its input is asked
+        // with TERM before KILL: srun forwards TERM to the step's task and then ends the
+        // step, where an srun killed outright can leave its step inside a job running
+        // (the task, the loop, never reads the end of its input; CI once saw such a step
+        // outlive its run). pct exec and the other container tools pass TERM on too.
+        for (wait, signal) in [
+            (CLOSE_WAIT, libc::SIGTERM),
+            (CLOSE_TERM_WAIT, libc::SIGKILL),
+        ] {
+            if tokio::time::timeout(wait, self.exited.wait_for(|e| *e))
+                .await
+                .is_ok()
+            {
+                return;
+            }
             // SAFETY: killpg only sends a signal; the group is the tool's own
             // (`local::detach` in `spawn_local`).
             unsafe {
-                libc::killpg(pgid as i32, libc::SIGKILL);
+                libc::killpg(pgid as i32, signal);
             }
         }
     }
@@ -1184,5 +1203,42 @@ mod tests {
         assert_eq!(keep_from(b"line\n\x1ea", m), 5);
         assert_eq!(keep_from(b"line\x1eab", m), 4);
         assert_eq!(keep_from(b"line\x1ex", m), 6);
+    }
+
+    /// A local tool that outlives the end of its input (srun while it ends its step) is
+    /// sent TERM at the end of the run, and gets time to act on it, before any KILL.
+    #[test]
+    fn closing_sends_term_before_kill() {
+        let dir = tempfile::tempdir().unwrap();
+        let said = dir.path().join("said");
+        let script = format!(
+            "trap 'echo TERM > {}; exit 0' TERM; printf '\\036runbook-session ready 1\\n'; exec 0</dev/null; while :; do sleep 0.1; done",
+            said.display()
+        );
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let local = tokio::task::LocalSet::new();
+        let took = local.block_on(&rt, async {
+            let cancel = Cancel::default();
+            let on_line = |_: Stream, _: &str, _: bool| {};
+            let io = ExecIo {
+                on_line: &on_line,
+                deadline: None,
+                cancel: &cancel,
+                abort_at: u32::MAX,
+                on_group: None,
+            };
+            let pool = Pool::new(1);
+            let proc = spawn_local(&["sh".into(), "-c".into(), script.into()]).unwrap();
+            let s = pool.start(proc, &io).await.unwrap();
+            let started = Instant::now();
+            s.close().await;
+            started.elapsed()
+        });
+        assert!(took >= CLOSE_WAIT, "{took:?}");
+        assert!(took < CLOSE_WAIT + CLOSE_TERM_WAIT, "{took:?}");
+        assert_eq!(std::fs::read_to_string(&said).unwrap(), "TERM\n");
     }
 }
