@@ -16,6 +16,8 @@ use tokio::sync::Notify;
 
 static SIGNALS: AtomicU32 = AtomicU32::new(0);
 static FIRST_SIGNAL: AtomicI32 = AtomicI32::new(0);
+/// The signals the main thread has answered (see [`answered`]).
+static ANSWERED: AtomicU32 = AtomicU32::new(0);
 
 /// The signals that interrupt a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +53,19 @@ fn record(signal: i32) {
 /// Signals received so far (readable from any thread).
 pub fn signal_count() -> u32 {
     SIGNALS.load(Ordering::SeqCst)
+}
+
+/// The main thread is alive to the signals so far: its runtime woke up for them, or the
+/// instruction hook ran after them (and ends the Lua code they interrupt). A signal that
+/// stays unanswered means the thread is held where neither can run, in one long call
+/// into C: the watchdog then ends the run itself (watchdog.rs).
+pub fn answered() {
+    ANSWERED.fetch_max(signal_count(), Ordering::SeqCst);
+}
+
+/// Whether a signal came that the main thread has not answered yet.
+pub fn unanswered() -> bool {
+    ANSWERED.load(Ordering::SeqCst) < signal_count()
 }
 
 /// The first signal that came, if one did.
@@ -111,6 +126,7 @@ pub fn watch_signals(cancel: Rc<Cancel>) -> tokio::task::JoinHandle<()> {
                 _ = int.recv() => {}
                 _ = term.recv() => {}
             }
+            answered();
             cancel.notify.notify_waiters();
         }
     })

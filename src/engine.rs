@@ -925,7 +925,7 @@ async fn run_step(
         }));
         let deadline = step_deadline(step, run_deadline, ctx.hard_end.get());
         ctx.deadline.set(deadline);
-        crate::watchdog::arm(index, &step.name, deadline, planning);
+        crate::watchdog::arm(index, &step.name, &step.location, deadline, planning);
         let decided = when.call_async::<Value>(()).await;
         crate::watchdog::disarm();
         let decided = decided.and_then(|v| still_standing(ctx, &step.location).map(|()| v));
@@ -975,7 +975,7 @@ async fn run_step(
             ctx.send_reads_from_now();
         }
         *ctx.last_location.borrow_mut() = step.location.clone();
-        crate::watchdog::arm(index, &step.name, deadline, planning);
+        crate::watchdog::arm(index, &step.name, &step.location, deadline, planning);
         let started = Instant::now();
         let result = step.func.call_async::<()>(()).await;
         crate::watchdog::disarm();

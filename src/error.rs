@@ -136,6 +136,12 @@ pub enum Error {
     #[error("{}: already exists; `runbook new` does not overwrite a file (choose another NAME or --dir)", .0.display())]
     FileExists(PathBuf),
 
+    /// `init`, `new` or `fmt` did not write a file of the user's: it, or a directory on
+    /// the way to it, is a symbolic link (never written through), or the write failed.
+    /// Names the path; nothing was written there.
+    #[error(transparent)]
+    Write(#[from] crate::fsx::Refused),
+
     /// runbook itself could not start: its async runtime, or a Lua VM.
     #[error("{0}")]
     Startup(String),
@@ -203,6 +209,7 @@ impl Error {
             | Error::Io { .. }
             | Error::Replies(_)
             | Error::FileExists(_)
+            | Error::Write(_)
             | Error::Startup(_) => Exit::NothingChanged,
         }
     }

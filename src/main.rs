@@ -11,6 +11,7 @@ mod embedded;
 mod engine;
 mod error;
 mod events;
+mod fsx;
 mod inventory;
 mod kept_reads;
 mod lint;

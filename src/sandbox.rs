@@ -214,6 +214,8 @@ fn install_hook(lua: &Lua) -> mlua::Result<()> {
     lua.set_global_hook(
         HookTriggers::new().every_nth_instruction(HOOK_EVERY),
         |lua, _debug| {
+            // Lua runs, so a signal now is acted on (the check below raises it).
+            crate::cancel::answered();
             let ctx = lua_api::ctx(lua);
             let loc = location(lua);
             abort_check(&ctx, &loc)?;
@@ -251,7 +253,13 @@ fn install_abort_aware_pcall(lua: &Lua) -> mlua::Result<()> {
         xpcall = function(f, handler, ...)
           return after(raw_xpcall(f, function(...) check() return handler(...) end, ...))
         end
-        local resume = function(...) return after(raw_resume(...)) end
+        local running = coroutine.running
+        -- Who resumed it: where an error in it names the line when its own stack has
+        -- none (lua_api::vm::resumed_at).
+        local resume = function(co, ...)
+          if user_threads[co] ~= nil then user_threads[co] = running() end
+          return after(raw_resume(co, ...))
+        end
         coroutine.resume = resume
         coroutine.close = function(...) return after(raw_close(...)) end
         local create = function(f)

@@ -9,7 +9,10 @@
 //! each step (in the confirmation pass too), and the VM's close after the run. When the
 //! phase is still running `GRACE` past its deadline, or `GRACE` after a signal that
 //! should have ended it, it kills the local commands still running, closes the run
-//! record with what it knows (once one exists), and ends the process.
+//! record with what it knows (once one exists), and ends the process. A signal that the
+//! main thread does not even answer (`cancel::answered`) while the top level or a step
+//! runs is acted on after `ANSWER` instead: nothing there will stop that call into C, and
+//! Ctrl-C or a service manager's SIGTERM must end runbook within a second.
 
 use crate::cancel::Signal;
 use crate::error::Exit;
@@ -22,6 +25,15 @@ use std::time::{Duration, Instant};
 /// How long past its deadline (or a signal) a phase may take to stop by itself: longer
 /// than stopping a remote command can take (TERM, 2 s, KILL, closing the channel).
 pub const GRACE: Duration = Duration::from_secs(10);
+
+/// How long a signal may go unanswered by the main thread (`cancel::answered`: its
+/// runtime did not wake for it, the instruction hook did not run) while the file's top
+/// level or a step runs: then it is stuck in one call into C that does not return, and
+/// the signal ends the run from here, well within a second, instead of after `GRACE`.
+pub const ANSWER: Duration = Duration::from_millis(400);
+
+/// How often the thread looks: often enough that `ANSWER` is kept to within a second.
+const EVERY: Duration = Duration::from_millis(100);
 
 /// What is running now.
 #[derive(Default, Clone)]
@@ -70,7 +82,7 @@ pub fn start() {
         return;
     }
     std::thread::spawn(move || loop {
-        std::thread::sleep(Duration::from_millis(250));
+        std::thread::sleep(EVERY);
         dog.check();
     });
 }
@@ -86,14 +98,14 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn set(watch: Watch, deadline: Option<Instant>) {
+fn set(watch: Watch, deadline: Option<Instant>, location: &str) {
     if let Some(dog) = WATCHDOG.get() {
         *lock(&dog.armed) = Armed {
             watch,
             deadline,
             signals_at_start: crate::cancel::signal_count(),
             signal_seen: None,
-            location: String::new(),
+            location: location.to_string(),
         };
     }
 }
@@ -105,11 +117,13 @@ pub fn arm_load(label: &str, deadline: Instant) {
             label: label.to_string(),
         },
         Some(deadline),
+        "",
     );
 }
 
-/// A step starts (with its deadline, if any); `planning` for the confirmation pass.
-pub fn arm(index: usize, name: &str, deadline: Option<Instant>, planning: bool) {
+/// A step starts (with its deadline, if any); `planning` for the confirmation pass. `at`
+/// (where it is declared) names it until the hook has seen a line of it.
+pub fn arm(index: usize, name: &str, at: &str, deadline: Option<Instant>, planning: bool) {
     set(
         Watch::Step {
             index,
@@ -117,18 +131,19 @@ pub fn arm(index: usize, name: &str, deadline: Option<Instant>, planning: bool) 
             planning,
         },
         deadline,
+        at,
     );
 }
 
 /// The run is recorded and will exit with `code`: what remains (closing the VM and the
 /// connections) gets `GRACE`.
 pub fn closing(code: i32) {
-    set(Watch::Closing { code }, Some(Instant::now() + GRACE));
+    set(Watch::Closing { code }, Some(Instant::now() + GRACE), "");
 }
 
 /// The phase ended by itself.
 pub fn disarm() {
-    set(Watch::Idle, None);
+    set(Watch::Idle, None, "");
 }
 
 /// Where Lua was last seen (from the instruction hook).
@@ -150,7 +165,11 @@ impl Watchdog {
             a.signal_seen = Some(now);
         }
         let late = a.deadline.is_some_and(|d| now > d + GRACE);
-        let ignored_signal = a.signal_seen.is_some_and(|t| now > t + GRACE);
+        let running_lua = matches!(a.watch, Watch::Load { .. } | Watch::Step { .. });
+        let unanswered = running_lua
+            && crate::cancel::unanswered()
+            && a.signal_seen.is_some_and(|t| now > t + ANSWER);
+        let ignored_signal = unanswered || a.signal_seen.is_some_and(|t| now > t + GRACE);
         if !(late || ignored_signal) {
             return;
         }
@@ -164,7 +183,9 @@ impl Watchdog {
         };
         // Nothing may keep running once runbook is gone: its local commands go first.
         crate::targets::local::kill_all_running();
-        let how = if ignored_signal {
+        let how = if unanswered {
+            "interrupted, but did not answer"
+        } else if ignored_signal {
             "interrupted, but did not stop"
         } else {
             "ran past its deadline and did not stop"
@@ -207,8 +228,13 @@ impl Watchdog {
             } => {
                 let at = at("the step");
                 let (why, outcome, exit) = if ignored_signal {
+                    let did = if unanswered {
+                        "did not answer"
+                    } else {
+                        "did not stop"
+                    };
                     (
-                        format!("{at}: interrupted, but the step did not stop {stuck}"),
+                        format!("{at}: interrupted, but the step {did} {stuck}"),
                         RunOutcome::Interrupted,
                         signal,
                     )

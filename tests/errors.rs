@@ -126,6 +126,18 @@ fn file_exists() {
     case(&env, "usage_init_dir", &["init", "nosuchdir"], 2);
 }
 
+/// `init`, `new` and `fmt` refusing to write through a link (`Error::Write`, exit 2).
+#[test]
+fn write() {
+    let env = scene();
+    let types = env.tmp.path().join(".runbook/types");
+    std::fs::create_dir_all(&types).unwrap();
+    std::os::unix::fs::symlink("../../../home/me/.bashrc", types.join("runbook.lua")).unwrap();
+    case(&env, "write_through_a_link", &["init"], 2);
+    std::os::unix::fs::symlink("elsewhere.lua", env.tmp.path().join("linked.lua")).unwrap();
+    case(&env, "write_new_through_a_link", &["new", "linked"], 2);
+}
+
 #[test]
 fn no_runbook() {
     let env = scene();

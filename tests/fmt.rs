@@ -1,7 +1,8 @@
 //! `runbook fmt [--check] [PATH…]`: StyLua formatting with the settings of the nearest
 //! `stylua.toml`/`.stylua.toml`; directories walked for `*.lua` (hidden and git-ignored
-//! files skipped; the current directory when no PATH); a file that does not parse is
-//! `file:line:col`, exit 2, and nothing is written; `--check` writes nothing, names each
+//! files skipped; the current directory when no PATH); a file that does not parse (or
+//! that StyLua cannot check) is `file:line:col`, exit 2, and left as it is while the
+//! others are formatted; no write follows a link; `--check` writes nothing, names each
 //! unformatted file with a diff, exit 1. Every Lua file this repository ships passes
 //! `--check` under its `stylua.toml`.
 
@@ -95,7 +96,7 @@ fn bad_settings_name_the_file_and_line() {
 }
 
 #[test]
-fn bad_lua_is_file_line_and_nothing_is_written() {
+fn bad_lua_is_file_line_and_the_others_are_formatted() {
     let env = Env::new();
     env.write("a.lua", UGLY);
     env.write("broken.lua", "local x = 1\nlocal = 2\n");
@@ -104,8 +105,79 @@ fn bad_lua_is_file_line_and_nothing_is_written() {
         .run();
     let err = out.stderr_str();
     assert!(err.contains("broken.lua:2:"), "{err}");
-    // Not even the file that did parse.
-    assert_eq!(read(&env, "a.lua"), UGLY);
+    // One file that does not parse does not stop the others.
+    assert_eq!(
+        read(&env, "a.lua"),
+        "local x = { 1, 2, 3 }\nif x then print(x) end\n"
+    );
+    assert_eq!(read(&env, "broken.lua"), "local x = 1\nlocal = 2\n");
+}
+
+/// `0x1p-2` (a hex float) is Lua that `check` accepts and StyLua's output check cannot
+/// read (it panicked there, ending fmt for the whole directory with a backtrace): the
+/// file is named with its line and left as it is, the others are formatted, exit 2.
+#[test]
+fn a_number_stylua_cannot_check_is_file_line_and_the_others_are_formatted() {
+    let env = Env::new();
+    let hex = "local x = 1\nlocal  quarter = 0x1p-2\n";
+    env.write("hex.lua", hex);
+    env.write("sub/a.lua", UGLY);
+    for check in [true, false] {
+        let words: &[&str] = if check { &["fmt", "--check"] } else { &["fmt"] };
+        let out = Run::cmd(&env, words.iter().copied())
+            .env("RUST_BACKTRACE", "1")
+            .expect_exit(2)
+            .run();
+        let err = out.stderr_str();
+        assert!(err.contains("hex.lua:2:"), "{}", out.describe());
+        assert!(err.contains("0x1p-2"), "{}", out.describe());
+        for panic in ["panicked", "backtrace", "unreachable"] {
+            assert!(!err.contains(panic), "{panic}: {}", out.describe());
+        }
+        if check {
+            assert!(
+                out.stdout_str().contains("would reformat sub/a.lua"),
+                "{}",
+                out.describe()
+            );
+            assert_eq!(read(&env, "sub/a.lua"), UGLY);
+        } else {
+            assert_eq!(out.stdout_str(), "sub/a.lua\n", "{}", out.describe());
+            assert_eq!(
+                read(&env, "sub/a.lua"),
+                "local x = { 1, 2, 3 }\nif x then print(x) end\n"
+            );
+        }
+        assert_eq!(read(&env, "hex.lua"), hex);
+    }
+}
+
+/// fmt never writes through a link (a cloned repository can ship `x.lua` linked to a
+/// file outside it): named on its own it is refused, exit 2, the file outside as it was;
+/// a directory walk does not follow links at all.
+#[test]
+fn fmt_never_writes_through_a_link() {
+    let env = Env::new();
+    let outside = tempfile::tempdir().unwrap();
+    let theirs = outside.path().join("theirs.lua");
+    std::fs::write(&theirs, UGLY).unwrap();
+    std::os::unix::fs::symlink(&theirs, env.tmp.path().join("link.lua")).unwrap();
+    env.write("a.lua", UGLY);
+    let out = Run::cmd(&env, ["fmt", "link.lua", "a.lua"])
+        .expect_exit(2)
+        .stderr_has("link.lua: is a symbolic link")
+        .stderr_has("nothing was written")
+        .run();
+    assert_eq!(std::fs::read_to_string(&theirs).unwrap(), UGLY);
+    assert_eq!(out.stdout_str(), "a.lua\n", "{}", out.describe());
+    assert!(std::fs::symlink_metadata(env.tmp.path().join("link.lua"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    env.write("b.lua", UGLY);
+    Run::cmd(&env, ["fmt"]).expect_exit(0).run();
+    assert_eq!(std::fs::read_to_string(&theirs).unwrap(), UGLY);
+    assert_ne!(read(&env, "b.lua"), UGLY);
 }
 
 #[test]

@@ -475,3 +475,102 @@ fn sigint_stops_a_step_busy_in_lua() {
     assert_eq!(end["outcome"], "interrupted", "{end}");
     assert_eq!(end["exit_code"], 130, "{end}");
 }
+
+// ---------------------------------------------------------------------------------------
+// A signal while the main thread is held in one call into C (a backtracking
+// `string.find`): no hook runs there, so the watchdog ends the run within a second.
+
+/// The CPU time `pid` has used so far (user and system), from /proc.
+fn cpu_time(pid: i32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = stat.rsplit_once(") ").map(|(_, r)| r).unwrap_or_default();
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields
+        .get(11..13)
+        .map(|f| f.iter().filter_map(|t| t.parse::<u64>().ok()).sum())
+        .unwrap_or(0);
+    // SAFETY: sysconf only reads a constant.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Duration::from_millis(ticks * 1000 / hz)
+}
+
+/// Runs `fixture` until it is busy in its `string.find` (well past a load or a command:
+/// half a second of CPU), sends `sig`, and returns the exit code and how long runbook took
+/// to exit after the signal.
+fn signal_while_stuck(env: &Env, fixture: &str, sig: i32) -> (i32, Duration, String) {
+    let mut run = fixture_run(env, fixture).spawn();
+    let pid = run.pid();
+    run.wait_for(
+        "half a second of CPU in string.find",
+        Duration::from_secs(20),
+        || (cpu_time(pid) >= Duration::from_millis(500)).then_some(()),
+    );
+    let sent = Instant::now();
+    run.signal(sig);
+    let code = run.code(Duration::from_secs(30));
+    let took = sent.elapsed();
+    (code, took, run.output())
+}
+
+fn stuck_top_level_ends_on(sig: i32, code: i32, name: &str) {
+    let env = Env::new();
+    let (got, took, out) = signal_while_stuck(&env, "stuck_top.lua", sig);
+    eprintln!("{name} to a top level stuck in string.find: exited after {took:?}");
+    assert_eq!(got, code, "exit code after {name}\n{out}");
+    // Within a second; the slack is for a loaded 2-core machine.
+    assert!(
+        took < Duration::from_secs(3),
+        "took {took:?} after {name}\n{out}"
+    );
+    assert!(
+        out.contains("stuck_top.lua") && out.contains("interrupted"),
+        "says the file and that it was interrupted\n{out}"
+    );
+    // The run never started: no record, nothing ran.
+    assert_eq!(env.record_count(), 0, "{out}");
+    assert!(!env.scratch().join("later").exists(), "{out}");
+}
+
+#[test]
+fn sigterm_ends_a_top_level_stuck_in_a_c_call_within_a_second() {
+    stuck_top_level_ends_on(libc::SIGTERM, 143, "SIGTERM");
+}
+
+#[test]
+fn sigint_ends_a_top_level_stuck_in_a_c_call_within_a_second() {
+    stuck_top_level_ends_on(libc::SIGINT, 130, "SIGINT");
+}
+
+fn stuck_step_ends_on(sig: i32, code: i32, name: &str) {
+    let env = Env::new();
+    let (got, took, out) = signal_while_stuck(&env, "stuck_step.lua", sig);
+    eprintln!("{name} to a step stuck in string.find: exited after {took:?}");
+    assert_eq!(got, code, "exit code after {name}\n{out}");
+    assert!(
+        took < Duration::from_secs(3),
+        "took {took:?} after {name}\n{out}"
+    );
+    assert!(env.scratch().join("started").exists(), "{out}");
+    assert!(!env.scratch().join("later").exists(), "{out}");
+    // The record is closed: the stuck step failed, interrupted, and the run ends with
+    // its final event and the signal's exit code.
+    let events = record(&env);
+    let stuck = finished(&events, 0);
+    assert_eq!(stuck["outcome"], "failed", "{stuck}");
+    assert!(error_of(stuck).contains("interrupted"), "{stuck}");
+    assert!(error_of(stuck).contains("stuck_step.lua:"), "{stuck}");
+    let end = run_finished(&events);
+    assert_eq!(end["outcome"], "interrupted", "{end}");
+    assert_eq!(end["exit_code"], code, "{end}");
+}
+
+#[test]
+fn sigterm_ends_a_step_stuck_in_a_c_call_within_a_second() {
+    stuck_step_ends_on(libc::SIGTERM, 143, "SIGTERM");
+}
+
+#[test]
+fn sigint_ends_a_step_stuck_in_a_c_call_within_a_second() {
+    stuck_step_ends_on(libc::SIGINT, 130, "SIGINT");
+}

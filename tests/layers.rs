@@ -33,6 +33,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "duration",
             "embedded",
             "error",
+            "fsx",
             "inventory",
             "params",
             "quote",

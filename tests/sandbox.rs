@@ -997,6 +997,13 @@ fn exec_in_coroutine_wrap_is_refused() {
     assert_exec_refused_in_coroutine("exec_wrap.lua");
 }
 
+/// A tail call leaves no runbook line on the coroutine's stack: the line that resumed it
+/// is named (it was the file alone).
+#[test]
+fn exec_in_a_tail_call_in_coroutine_wrap_names_the_line() {
+    assert_exec_refused_in_coroutine("exec_wrap_tail.lua");
+}
+
 #[test]
 fn exec_in_a_gsub_callback_says_commands_cannot_run_there() {
     let sb = Sandbox::new();

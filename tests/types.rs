@@ -167,6 +167,99 @@ fn init_writes_the_types_and_a_luarc() {
         .run();
 }
 
+fn symlink(to: &Path, at: &Path) {
+    std::os::unix::fs::symlink(to, at).unwrap();
+}
+
+/// A cloned project can ship its types, a directory on the way to them, or `.luarc.json`
+/// as a link out of it (to ~/.bashrc, or dangling, to anywhere): init writes through
+/// none of them. It exits 2 naming the path, and writes nothing at all.
+#[test]
+fn init_never_writes_through_a_link() {
+    let env = Env::new();
+    let root = env.tmp.path();
+    let outside = tempfile::tempdir().unwrap();
+    let bashrc = outside.path().join("bashrc");
+    std::fs::write(&bashrc, "mine\n").unwrap();
+    let nothing_written = |out: &Output| {
+        assert!(
+            out.stderr_str().contains("nothing was written"),
+            "{}",
+            out.describe()
+        );
+        assert_eq!(std::fs::read_to_string(&bashrc).unwrap(), "mine\n");
+        assert_eq!(
+            std::fs::read_dir(outside.path()).unwrap().count(),
+            1,
+            "nothing was made outside the project"
+        );
+        assert!(
+            !root.join(".runbook/types/runbook").exists(),
+            "no stdlib module written"
+        );
+    };
+
+    std::fs::create_dir_all(root.join(".runbook/types")).unwrap();
+    symlink(&bashrc, &root.join(".runbook/types/runbook.lua"));
+    let out = Run::cmd(&env, ["init"])
+        .expect_exit(2)
+        .stderr_has("./.runbook/types/runbook.lua: is a symbolic link")
+        .run();
+    nothing_written(&out);
+    assert!(!root.join(".luarc.json").exists(), "{}", out.describe());
+
+    // A dangling `.luarc.json`: its target is not created.
+    std::fs::remove_file(root.join(".runbook/types/runbook.lua")).unwrap();
+    symlink(&outside.path().join("made"), &root.join(".luarc.json"));
+    let out = Run::cmd(&env, ["init"])
+        .expect_exit(2)
+        .stderr_has("./.luarc.json: is a symbolic link")
+        .run();
+    nothing_written(&out);
+    assert!(!root.join(".runbook/types/runbook.lua").exists());
+
+    // A directory on the way.
+    std::fs::remove_file(root.join(".luarc.json")).unwrap();
+    std::fs::remove_dir_all(root.join(".runbook")).unwrap();
+    symlink(outside.path(), &root.join(".runbook"));
+    let out = Run::cmd(&env, ["init"])
+        .expect_exit(2)
+        .stderr_has("./.runbook on the way is a symbolic link")
+        .run();
+    nothing_written(&out);
+    assert!(!root.join(".luarc.json").exists());
+}
+
+/// `runbook new` never writes through a link either: a dangling one would create its
+/// target wherever it points.
+#[test]
+fn new_never_writes_through_a_link() {
+    let env = Env::new();
+    let root = env.tmp.path();
+    let outside = tempfile::tempdir().unwrap();
+    symlink(&outside.path().join("made"), &root.join("fresh.lua"));
+    let out = Run::cmd(&env, ["new", "fresh"])
+        .expect_exit(2)
+        .stderr_has("fresh.lua: is a symbolic link")
+        .stderr_has("nothing was written")
+        .run();
+    assert!(!outside.path().join("made").exists(), "{}", out.describe());
+    let bashrc = outside.path().join("bashrc");
+    std::fs::write(&bashrc, "mine\n").unwrap();
+    symlink(&bashrc, &root.join("other.lua"));
+    Run::cmd(&env, ["new", "other"])
+        .expect_exit(2)
+        .stderr_has("other.lua: is a symbolic link")
+        .run();
+    assert_eq!(std::fs::read_to_string(&bashrc).unwrap(), "mine\n");
+    // Where nothing is in the way, it writes as before (a plain file, not executable).
+    Run::cmd(&env, ["new", "plain"]).expect_exit(0).run();
+    let meta = std::fs::symlink_metadata(root.join("plain.lua")).unwrap();
+    assert!(meta.file_type().is_file());
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(meta.permissions().mode() & 0o111, 0);
+}
+
 #[test]
 fn shipped_runbooks_examples_and_stdlib_type_check_clean() {
     let Some(emmylua) = emmylua() else { return };

@@ -5,7 +5,8 @@
 
 use crate::embedded::STDLIB;
 use crate::error::{Error, Result};
-use std::path::Path;
+use crate::fsx::{self, Mode, Replace};
+use std::path::{Path, PathBuf};
 
 /// The definitions, generated at build time from the `/// Lua:` blocks (see build.rs).
 pub use crate::embedded::TYPES;
@@ -30,39 +31,51 @@ pub fn init(dir: Option<&Path>) -> Result<()> {
             dir.display()
         )));
     }
-    let types = dir.join(TYPES_DIR);
-    let modules = types.join("runbook");
-    std::fs::create_dir_all(&modules).map_err(|e| Error::io(&modules, e))?;
-    write(&types.join("runbook.lua"), TYPES)?;
+    let types = Path::new(TYPES_DIR);
+    let mut files: Vec<(PathBuf, &str)> = vec![(types.join("runbook.lua"), TYPES)];
     for (name, source) in STDLIB {
-        write(&modules.join(format!("{name}.lua")), source)?;
+        files.push((types.join("runbook").join(format!("{name}.lua")), source));
+    }
+    let luarc_rel = Path::new(".luarc.json");
+    let luarc = dir.join(luarc_rel);
+    // Read through a link if it is one: reading tells what it lacks, and it is never
+    // written. Only a missing one (a dangling link reads as missing) is written.
+    let theirs = match std::fs::read_to_string(&luarc) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(Error::io(&luarc, e)),
+        Ok(theirs) => Some(theirs),
+    };
+    if theirs.is_none() {
+        files.push((luarc_rel.to_path_buf(), LUARC));
+    }
+    // A cloned project can ship any of these as a link out of it (to ~/.bashrc): each is
+    // checked before the first is written, so a refusal leaves everything as it was.
+    for (rel, _) in &files {
+        fsx::check(dir, rel, Replace::Yes)?;
+    }
+    for (rel, text) in &files {
+        fsx::write(dir, rel, text.as_bytes(), Mode::Usual, Replace::Yes, true)?;
     }
     println!(
         "wrote {} (runbook {}'s Lua API and its stdlib modules)",
-        types.display(),
+        dir.join(types).display(),
         env!("CARGO_PKG_VERSION")
     );
-    let luarc = dir.join(".luarc.json");
-    match std::fs::read_to_string(&luarc) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            write(&luarc, LUARC)?;
-            println!("wrote {}", luarc.display());
-        }
-        Err(e) => return Err(Error::io(&luarc, e)),
-        Ok(theirs) => {
-            let missing = missing_settings(&theirs);
-            if missing.is_empty() {
-                println!("{} already uses {TYPES_DIR}", luarc.display());
-            } else {
-                // Theirs may hold settings of their own (and JSON with comments, which
-                // lua-language-server accepts): it is never rewritten.
-                eprintln!(
-                    "kept {} as it is; for runbook's types it needs:\n{}",
-                    luarc.display(),
-                    missing.join("\n")
-                );
-            }
-        }
+    let Some(theirs) = theirs else {
+        println!("wrote {}", luarc.display());
+        return Ok(());
+    };
+    let missing = missing_settings(&theirs);
+    if missing.is_empty() {
+        println!("{} already uses {TYPES_DIR}", luarc.display());
+    } else {
+        // Theirs may hold settings of their own (and JSON with comments, which
+        // lua-language-server accepts): it is never rewritten.
+        eprintln!(
+            "kept {} as it is; for runbook's types it needs:\n{}",
+            luarc.display(),
+            missing.join("\n")
+        );
     }
     Ok(())
 }
@@ -99,10 +112,6 @@ fn missing_settings(text: &str) -> Vec<String> {
         missing.push(version);
     }
     missing
-}
-
-fn write(path: &Path, text: &str) -> Result<()> {
-    std::fs::write(path, text).map_err(|e| Error::io(path, e))
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use crate::cli::NewTarget;
 use crate::error::{Error, Result};
-use std::io::Write as _;
+use crate::fsx;
 use std::path::Path;
 
 pub fn new(name: &str, target: NewTarget, dir: Option<&Path>) -> Result<()> {
@@ -27,21 +27,22 @@ pub fn new(name: &str, target: NewTarget, dir: Option<&Path>) -> Result<()> {
             dir.display()
         )));
     }
-    let path = dir.join(format!("{name}.lua"));
-    // create_new: the check and the creation are one step, so nothing is ever overwritten.
-    let mut file = match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&path)
-    {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            return Err(Error::FileExists(path))
-        }
-        Err(e) => return Err(Error::io(&path, e)),
-    };
-    file.write_all(skeleton(name, target).as_bytes())
-        .map_err(|e| Error::io(&path, e))?;
+    let file = format!("{name}.lua");
+    let path = dir.join(&file);
+    // Never overwritten, and never written through a link (a dangling one would create
+    // its target wherever it points): the file is made beside it and linked into place.
+    let written = fsx::write(
+        dir,
+        Path::new(&file),
+        skeleton(name, target).as_bytes(),
+        fsx::Mode::Usual,
+        fsx::Replace::No,
+        false,
+    );
+    match written {
+        Err(e) if matches!(e.why, fsx::Why::Exists) => return Err(Error::FileExists(path)),
+        other => other?,
+    }
     println!(
         "wrote {}: try `runbook check {0}`, then `runbook run {0} --dry-run`",
         path.display()

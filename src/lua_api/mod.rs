@@ -99,6 +99,9 @@ pub fn location(lua: &Lua) -> String {
             Some(None) => continue,
         }
     }
+    if let Some(at) = vm::resumed_at(lua) {
+        return at;
+    }
     ctx(lua).label.clone()
 }
 
