@@ -398,7 +398,8 @@ pub async fn run(req: RunRequest) -> Result<()> {
                     "{path}: its targets are reached with ssh_config {}{}",
                     cfg.display(),
                     match plan.reached_with.ssh_config.as_deref() {
-                        Some(named) if std::path::Path::new(named) == cfg => ", as the plan names it",
+                        Some(named) if std::path::Path::new(named) == cfg =>
+                            ", as the plan names it",
                         _ => "",
                     }
                 );

@@ -818,7 +818,8 @@ impl Enforcer {
                     && c.stdin_sha256 == now.stdin_sha256
             })
         });
-        if let Some((i, m)) = misread.and_then(|i| Some((i, self.planned[i].misread(seen, mask)?))) {
+        if let Some((i, m)) = misread.and_then(|i| Some((i, self.planned[i].misread(seen, mask)?)))
+        {
             let why = format!(
                 "change {}: field \"{}\" is not what the change is (step \"{}\", on {}): the plan says {}, the change is {}; {}",
                 i + 1,
@@ -1749,10 +1750,13 @@ mod tests {
         let mut e = Enforcer::new(&p);
         e.step_attempt(0);
         let err = e
-            .allow(&Seen {
-                stdin: Some(b"two"),
-                ..seen(0, "tee f")
-            }, &plain)
+            .allow(
+                &Seen {
+                    stdin: Some(b"two"),
+                    ..seen(0, "tee f")
+                },
+                &plain,
+            )
             .unwrap_err();
         assert!(err.contains("different standard input"), "{err}");
     }
@@ -1764,12 +1768,102 @@ mod tests {
         let mut e = Enforcer::new(&plan(&[(0, "touch a")]));
         e.step_attempt(0);
         let err = e
-            .allow(&Seen {
-                destination: "root@10.0.0.9:22",
-                ..seen(0, "touch a")
-            }, &plain)
+            .allow(
+                &Seen {
+                    destination: "root@10.0.0.9:22",
+                    ..seen(0, "touch a")
+                },
+                &plain,
+            )
             .unwrap_err();
         assert!(err.contains("(root@10.0.0.9:22)"), "{err}");
+    }
+
+    /// What a person reads of a change is held to the real change, not only its
+    /// digests: a plan whose text of a change was edited stops the run before it, naming
+    /// the field; before any change ran, that is the plan refused.
+    #[test]
+    fn a_change_shown_otherwise_than_it_is_is_refused() {
+        type Edit = fn(&mut Change);
+        let edits: [(&str, Edit); 6] = [
+            ("summary", |c| c.summary = "delete old-junk".into()),
+            ("shown", |c| c.shown = "rm old-junk".into()),
+            ("command", |c| c.command = "rm old-junk".into()),
+            ("destructive", |c| c.destructive = true),
+            ("step_name", |c| c.step_name = "tidy".into()),
+            ("target", |c| c.target = "staging".into()),
+        ];
+        for (field, edit) in edits {
+            let mut p = plan(&[(0, "rm -rf -- /x/A")]);
+            edit(&mut p.changes[0]);
+            let mut e = Enforcer::new(&p);
+            e.step_attempt(0);
+            let err = e.allow(&seen(0, "rm -rf -- /x/A"), &plain).unwrap_err();
+            assert!(
+                err.contains(&format!(
+                    "change 1: field \"{field}\" is not what the change is"
+                )),
+                "{field}: {err}"
+            );
+            assert!(e.refused().is_some(), "{field}");
+        }
+        // After a change ran, the stop is no longer "nothing was changed".
+        let mut p = plan(&[(0, "touch a"), (0, "touch b")]);
+        p.changes[1].summary = "touch c".into();
+        let mut e = Enforcer::new(&p);
+        e.step_attempt(0);
+        e.allow(&seen(0, "touch a"), &plain).unwrap();
+        assert!(e.allow(&seen(0, "touch b"), &plain).is_err());
+        assert_eq!(e.refused(), None);
+        // A plan holds its texts masked; the real change, masked the same, is the plan's.
+        let mask = |t: &str| t.replace("hunter2", crate::secrets::MASK);
+        let mut p = plan(&[(0, "curl -u hunter2 x")]);
+        for c in &mut p.changes {
+            c.command = mask(&c.command);
+            c.shown = mask(&c.shown);
+            c.summary = mask(&c.summary);
+        }
+        let mut e = Enforcer::new(&p);
+        e.step_attempt(0);
+        e.allow(&seen(0, "curl -u hunter2 x"), &mask).unwrap();
+    }
+
+    /// The checks a plan file gets from itself alone, each naming the field.
+    #[test]
+    fn a_plan_file_that_does_not_hold_together_names_the_field() {
+        let mut p = plan(&[(0, "touch a")]);
+        p.steps = vec![PlannedStep {
+            index: 0,
+            name: "s".into(),
+            outcome: "planned".into(),
+            reason: None,
+            confirm: false,
+            notes: Vec::new(),
+        }];
+        assert_eq!(p.unbound(), Vec::<String>::new());
+        let unbound = |edit: fn(&mut Plan)| {
+            let mut q = p.clone();
+            edit(&mut q);
+            q.unbound().join("\n")
+        };
+        assert!(unbound(|q| q.changes[0].command = "touch b".into())
+            .contains("change 1: field \"command\" does not match its command_sha256"));
+        // Masked, the text cannot be checked against its digest: the run checks it.
+        assert_eq!(unbound(|q| q.changes[0].command = "touch ***".into()), "");
+        assert!(unbound(|q| q.changes[0].step_name = "t".into())
+            .contains("change 1: field \"step_name\" is \"t\", and step 1 of the plan is \"s\""));
+        assert!(unbound(|q| q.changes[0].step = 4).contains("change 1: field \"step\" is 5"));
+        assert!(unbound(|q| q.changes[0].target = "node1".into())
+            .contains("change 1: field \"target\" is \"node1\", not one of the plan's targets"));
+        assert!(unbound(|q| {
+            let mut t = PlannedTarget::of(&Target::Local, "root@10.0.0.5:22");
+            t.name = "local".into();
+            t.host = Some("10.0.0.9".into());
+            q.targets.push(t);
+        })
+        .contains(
+            "target local: field \"host\" is not what its destination root@10.0.0.5:22 says"
+        ));
     }
 
     #[test]

@@ -1310,7 +1310,10 @@ fn every_shown_field_edited_is_refused_before_anything_runs() {
         (
             "command",
             |p| {
-                let c = p["changes"][0]["command"].as_str().unwrap().replace("/junk", "/old-junk");
+                let c = p["changes"][0]["command"]
+                    .as_str()
+                    .unwrap()
+                    .replace("/junk", "/old-junk");
                 p["changes"][0]["command"] = c.into();
             },
             "change 1: field \"command\" does not match its command_sha256",
@@ -1383,7 +1386,10 @@ fn every_shown_field_edited_is_refused_before_anything_runs() {
             said.contains(want) && said.contains("nothing was changed"),
             "{what}: want {want:?}: {said}"
         );
-        assert!(dir.join("junk/canary").exists(), "{what}: the junk was deleted");
+        assert!(
+            dir.join("junk/canary").exists(),
+            "{what}: the junk was deleted"
+        );
         assert_nothing_changed(&env, what);
     }
     // A plan shown for review refuses what it can tell offline, too: the Markdown never
@@ -1420,7 +1426,10 @@ fn every_shown_field_edited_is_refused_before_anything_runs() {
     write_plan(&env, &forged);
     let out = apply(&env, &["--yes"]);
     assert_ne!(out.status.code(), Some(0), "{}", describe(&out));
-    assert!(dir.join("junk/canary").exists(), "forged: the junk was deleted");
+    assert!(
+        dir.join("junk/canary").exists(),
+        "forged: the junk was deleted"
+    );
     assert_nothing_changed(&env, "forged");
     // Untouched, it applies.
     write_plan(&env, &plan);
@@ -1437,9 +1446,17 @@ fn a_plans_ssh_config_is_shown_and_used_only_after_the_plan_is_checked() {
     let dir = env.scratch();
     let cfg = env.tmp.path().join("ssh_config");
     // Nothing listens on port 1: the plan is made offline, and no command reaches it.
-    std::fs::write(&cfg, "Host node1\n  HostName 127.0.0.1\n  Port 1\n  User root\n").unwrap();
+    std::fs::write(
+        &cfg,
+        "Host node1\n  HostName 127.0.0.1\n  Port 1\n  User root\n",
+    )
+    .unwrap();
     let mut args = sets(&[("host", "node1"), ("dir", &dir.display().to_string())]);
-    args.extend(["--offline".to_string(), "--ssh-config".into(), cfg.display().to_string()]);
+    args.extend([
+        "--offline".to_string(),
+        "--ssh-config".into(),
+        cfg.display().to_string(),
+    ]);
     let plan = make_plan(&env, &fixture("remote.lua"), &args);
     let cfg_shown = std::fs::canonicalize(&cfg).unwrap().display().to_string();
     assert_eq!(plan["reached_with"]["ssh_config"], cfg_shown.as_str());
@@ -1474,7 +1491,10 @@ fn a_plans_ssh_config_is_shown_and_used_only_after_the_plan_is_checked() {
         "{}",
         describe(&out)
     );
-    assert!(!marker.exists(), "the plan's ssh_config ran before the plan was checked");
+    assert!(
+        !marker.exists(),
+        "the plan's ssh_config ran before the plan was checked"
+    );
     // The plan as made, without --yes and without a terminal: shown (the ssh_config
     // with it) and not confirmed, and the config was not used.
     write_plan(&env, &plan);
@@ -1485,7 +1505,10 @@ fn a_plans_ssh_config_is_shown_and_used_only_after_the_plan_is_checked() {
         "{}",
         describe(&out)
     );
-    assert!(!marker.exists(), "the plan's ssh_config ran before it was shown");
+    assert!(
+        !marker.exists(),
+        "the plan's ssh_config ran before it was shown"
+    );
     // With --yes, apply says which config it reaches the targets with before it uses it.
     let out = apply(&env, &["--yes"]);
     let said = stderr(&out);
@@ -1530,6 +1553,9 @@ fn plan_files_are_written_0600_and_not_through_a_symlink() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
-    assert!(!std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert!(!std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
     assert_eq!(mode(&link), 0o600);
 }
