@@ -393,16 +393,21 @@ pub async fn run(req: RunRequest) -> Result<()> {
                     whole: req.term.verbose,
                 };
                 confirm(path, plan, shown, req.json, &cancel, &hint).await?;
-            } else if let Some(cfg) = &req.remote.ssh.config {
-                eprintln!(
-                    "{path}: its targets are reached with ssh_config {}{}",
-                    cfg.display(),
-                    match plan.reached_with.ssh_config.as_deref() {
-                        Some(named) if std::path::Path::new(named) == cfg =>
-                            ", as the plan names it",
-                        _ => "",
-                    }
-                );
+            } else {
+                // Not shown in a prompt: said before it is used.
+                let used: Vec<String> = [
+                    ("ssh_config", req.remote.ssh.config.as_deref()),
+                    (
+                        "inventory",
+                        req.remote.inventory.as_deref().map(|i| i.path.as_path()),
+                    ),
+                ]
+                .into_iter()
+                .filter_map(|(what, p)| Some(format!("{what} {}", p?.display())))
+                .collect();
+                if !used.is_empty() {
+                    eprintln!("{path}: its targets are reached with {}", used.join(", "));
+                }
             }
             check_saved_targets(plan, &loaded, &req, path).await?;
             Some((**plan).clone())

@@ -1035,13 +1035,16 @@ impl Plan {
                 let resolved = std::fs::canonicalize(&r.path).ok();
                 let same = resolved.as_deref() == Some(std::path::Path::new(file));
                 (!same).then(|| {
-                    format!(
-                        "field \"runbook.path\" is {:?}, which {}, and the plan is of {file}",
-                        r.path,
-                        match resolved {
-                            Some(p) => format!("is {}", p.display()),
-                            None => "is no file here".into(),
+                    let what = match resolved {
+                        None => " (no such file here)".to_string(),
+                        Some(p) if p.display().to_string() != r.path => {
+                            format!(" (that is {})", p.display())
                         }
+                        Some(_) => String::new(),
+                    };
+                    format!(
+                        "field \"runbook.path\" is {:?}{what}, and the runbook of the plan is {file}",
+                        r.path
                     )
                 })
             }

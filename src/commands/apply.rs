@@ -17,10 +17,15 @@ pub async fn apply(args: ApplyArgs, verbose: bool, quiet: bool) -> Result<()> {
     let text = std::str::from_utf8(&bytes)
         .map_err(|_| Error::PlanFile(format!("{shown}: not a runbook plan (not UTF-8 text)")))?;
     let plan = Plan::parse(text, &shown).map_err(Error::PlanFile)?;
+    // The hint names the runbook as the plan does, unless that name is itself not the
+    // plan's runbook (an edited `path`).
+    let runbook = match (plan.runbook_path_differs(), &plan.runbook.file) {
+        (Some(_), Some(file)) => file.clone(),
+        _ => plan.runbook.path.clone(),
+    };
     let refuse = |why: String| {
         Error::PlanRefused(format!(
-            "{shown}: refused, nothing was changed: {why}\nmake a new plan (runbook plan {} …) and review it",
-            plan.runbook.path
+            "{shown}: refused, nothing was changed: {why}\nmake a new plan (runbook plan {runbook} …) and review it"
         ))
     };
     plan.check_made(args.max_age, SystemTime::now())
