@@ -1495,6 +1495,22 @@ fn a_plans_ssh_config_is_shown_and_used_only_after_the_plan_is_checked() {
         !marker.exists(),
         "the plan's ssh_config ran before the plan was checked"
     );
+    // One that only the loaded runbook tells: refused before the config is used, too.
+    let mut edited = plan.clone();
+    edited["runbook"]["name"] = "harmless".into();
+    write_plan(&env, &edited);
+    let out = apply(&env, &["--yes"]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(
+        stderr(&out)
+            .contains("field \"runbook.name\" is \"harmless\", and the runbook is \"remote\""),
+        "{}",
+        describe(&out)
+    );
+    assert!(
+        !marker.exists(),
+        "the plan's ssh_config ran before the runbook was checked"
+    );
     // The plan as made, without --yes and without a terminal: shown (the ssh_config
     // with it) and not confirmed, and the config was not used.
     write_plan(&env, &plan);
