@@ -666,6 +666,8 @@ fn edited_plans() {
         .run();
     let made = std::fs::read_to_string(env.tmp.path().join("p.json")).unwrap();
     let plan: serde_json::Value = serde_json::from_str(&made).unwrap();
+    let sha = regex::Regex::new(r"\b[0-9a-f]{12}…").unwrap();
+    let made_by = regex::Regex::new(r"made \S+ by [^:]+:").unwrap();
     for (name, field, to) in [
         ("plan_unbound", "command", "rm -rf -- old-junk"),
         ("plan_misread", "summary", "delete old-junk"),
@@ -676,12 +678,8 @@ fn edited_plans() {
         let out = Run::cmd(&env, ["apply", "p.json", "--yes"])
             .expect_exit(2)
             .run();
-        let shown = regex::Regex::new(r"\b[0-9a-f]{12}…")
-            .unwrap()
-            .replace_all(&said(&out), "[SHA]…")
-            .into_owned();
-        let shown = regex::Regex::new(r"made \S+ by [^:]+:")
-            .unwrap()
+        let shown = sha.replace_all(&said(&out), "[SHA]…").into_owned();
+        let shown = made_by
             .replace_all(&shown, "made [TIME] by [WHO]:")
             .into_owned();
         snap(name, &shown);
