@@ -137,7 +137,7 @@ pub fn own_change<T>(
         }
     } else if let Some(enforcer) = ctx.enforcer.borrow_mut().as_mut() {
         if !plan_only {
-            enforcer.allow(&seen)?;
+            enforcer.allow(&seen, &|t| ctx.bus.mask(t))?;
         }
     }
     let id = ctx.next_action_id();
@@ -255,7 +255,7 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
         }
     } else if let Some(enforcer) = ctx.enforcer.borrow_mut().as_mut() {
         if action.effect == Effect::Change && !plan_only {
-            enforcer.allow(&seen())?;
+            enforcer.allow(&seen(), &|t| ctx.bus.mask(t))?;
         }
     }
     if plan_only {

@@ -382,7 +382,10 @@ pub async fn run(req: RunRequest) -> Result<()> {
             },
             _,
         ) => {
-            check_saved(plan, &loaded, &req, path).await?;
+            // What can be checked without reaching any target first, then the plan is
+            // shown (the ssh_config it names with it), and only then are its targets
+            // resolved: `ssh -G` with that config runs what a `Match exec` in it says.
+            check_saved(plan, &loaded, path)?;
             if !yes {
                 let hint = format!("review it, then re-run with runbook apply {path} --yes");
                 let shown = Shown {
@@ -390,7 +393,23 @@ pub async fn run(req: RunRequest) -> Result<()> {
                     whole: req.term.verbose,
                 };
                 confirm(path, plan, shown, req.json, &cancel, &hint).await?;
+            } else {
+                // Not shown in a prompt: said before it is used.
+                let used: Vec<String> = [
+                    ("ssh_config", req.remote.ssh.config.as_deref()),
+                    (
+                        "inventory",
+                        req.remote.inventory.as_deref().map(|i| i.path.as_path()),
+                    ),
+                ]
+                .into_iter()
+                .filter_map(|(what, p)| Some(format!("{what} {}", p?.display())))
+                .collect();
+                if !used.is_empty() {
+                    eprintln!("{path}: its targets are reached with {}", used.join(", "));
+                }
             }
+            check_saved_targets(plan, &loaded, &req, path).await?;
             Some((**plan).clone())
         }
     };
@@ -479,8 +498,26 @@ pub async fn run(req: RunRequest) -> Result<()> {
     let tally = run_steps(&loaded, &resume, req.timeout, false).await;
     ctx.locks.release_all().await;
     ctx.targets.close_all().await;
+    // A saved plan whose text of a change is not the change (an edited file), found
+    // before any change ran: a refused plan, as the checks before the run refuse one.
+    let refused = match &req.approval {
+        Approval::Saved { plan, path, .. } => ctx
+            .enforcer
+            .borrow()
+            .as_ref()
+            .and_then(|e| e.refused())
+            .map(|why| {
+                format!(
+                    "{path}: refused, nothing was changed: {why}\nmake a new plan (runbook plan {} …) and review it",
+                    plan.runbook.path
+                )
+            }),
+        _ => None,
+    };
     let (outcome, ended) = if let Some(signal) = cancel.interrupted() {
         (RunOutcome::Interrupted, Err(Error::RunInterrupted(signal)))
+    } else if let Some(why) = refused {
+        (RunOutcome::Failed, Err(Error::PlanRefused(why)))
     } else if tally.failed > 0 || record_failed.get() {
         // A run whose record broke off is not a success: nobody can tell what it did.
         (RunOutcome::Failed, Err(Error::RunFailed))
@@ -723,13 +760,35 @@ pub async fn plan(
 }
 
 /// `apply`: the saved plan must be of what would run now: the same params (a secret's
-/// salted digest), the same targets, resolved the same way. Otherwise nothing runs.
-async fn check_saved(plan: &Plan, loaded: &Loaded, req: &RunRequest, path: &str) -> Result<()> {
-    let mut problems = plan.param_differences(&loaded.header());
-    problems.extend(
+/// salted digest), the runbook's name, description and steps as the plan shows them.
+/// Otherwise nothing runs. Nothing here reaches a target.
+fn check_saved(plan: &Plan, loaded: &Loaded, path: &str) -> Result<()> {
+    let header = loaded.header();
+    let mut problems = plan.param_differences(&header);
+    let steps: Vec<(String, bool)> = loaded
+        .steps()
+        .iter()
+        .map(|d| (d.name.clone(), d.opts.confirm))
+        .collect();
+    let mask = |t: &str| loaded.ctx.bus.mask(t);
+    problems.extend(plan.loaded_differences(&header, &steps, &mask));
+    refuse_saved(plan, loaded, path, problems)
+}
+
+/// `apply`: the saved plan's targets, resolved the same way (see `target_differences`).
+async fn check_saved_targets(
+    plan: &Plan,
+    loaded: &Loaded,
+    req: &RunRequest,
+    path: &str,
+) -> Result<()> {
+    let problems =
         crate::plan::target_differences(plan, &loaded.ctx.targets, req.remote.inventory.as_deref())
-            .await,
-    );
+            .await;
+    refuse_saved(plan, loaded, path, problems)
+}
+
+fn refuse_saved(plan: &Plan, loaded: &Loaded, path: &str, problems: Vec<String>) -> Result<()> {
     if problems.is_empty() {
         return Ok(());
     }

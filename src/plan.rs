@@ -112,6 +112,46 @@ impl Change {
             && self.command_sha256 == other.command_sha256
             && self.stdin_sha256 == other.stdin_sha256
     }
+
+    /// Whether its text may be masked (a secret in it is `***`), so that its digest, of
+    /// the real text, cannot be checked against it from the file alone.
+    fn masked(&self) -> bool {
+        self.command.contains(crate::secrets::MASK)
+    }
+
+    /// The first field of this planned change that a person reads and that is not what
+    /// the real change `seen` is: (field, as planned, as it is). Texts are compared as
+    /// the plan holds them, masked.
+    fn misread(&self, seen: &Seen, mask: &dyn Fn(&str) -> String) -> Option<Misread> {
+        let texts = [
+            ("target", &self.target, seen.target.to_string()),
+            ("step_name", &self.step_name, mask(seen.step_name)),
+            ("command", &self.command, mask(seen.command)),
+            ("shown", &self.shown, mask(seen.shown)),
+            ("summary", &self.summary, mask(seen.summary)),
+        ];
+        for (field, planned, now) in texts {
+            if *planned != now {
+                return Some(Misread {
+                    field,
+                    planned: format!("{planned:?}"),
+                    now: format!("{now:?}"),
+                });
+            }
+        }
+        (self.destructive != seen.destructive).then(|| Misread {
+            field: "destructive",
+            planned: self.destructive.to_string(),
+            now: seen.destructive.to_string(),
+        })
+    }
+}
+
+/// A field of a planned change that reads otherwise than the change the run makes.
+struct Misread {
+    field: &'static str,
+    planned: String,
+    now: String,
 }
 
 /// A read the plan ran, and a digest of what it returned.
@@ -686,6 +726,12 @@ pub struct Enforcer {
     step: Option<usize>,
     /// Set at the first difference: nothing changes after that.
     broken: Option<String>,
+    /// Whether any change was let through: a refusal after one cannot say that nothing
+    /// was changed.
+    made_any: bool,
+    /// Why the run was stopped before its first change because the plan does not read
+    /// as the change it holds (an edited plan file): `apply` then refuses, exit 2.
+    refused: Option<String>,
 }
 
 impl Enforcer {
@@ -699,7 +745,16 @@ impl Enforcer {
             changed: Default::default(),
             step: None,
             broken: None,
+            made_any: false,
+            refused: None,
         }
+    }
+
+    /// Why the run was stopped before it changed anything, when the plan's text of a
+    /// change is not the change (see `allow`): the run is then a refused plan, not a
+    /// failed run.
+    pub fn refused(&self) -> Option<&str> {
+        self.refused.as_deref()
     }
 
     /// An attempt of `step` starts: its planned changes are all to run again (a retry
@@ -720,9 +775,16 @@ impl Enforcer {
     }
 
     /// Allows `now` when it is one of its step's planned changes not run yet (in any
-    /// order within the step: `parallel()` items finish in any order); otherwise says
-    /// why not, showing both versions.
-    pub fn allow(&mut self, seen: &Seen) -> Result<(), String> {
+    /// order within the step: `parallel()` items finish in any order) and the plan reads
+    /// as it is: the same target name, step name, command text, command as shown,
+    /// summary and destructive flag, each as the plan holds it (masked by `mask`, the
+    /// run's masker). Otherwise says why not, showing both versions.
+    ///
+    /// The digests alone would let a plan file whose texts were edited (the command a
+    /// reviewer reads, its summary, "destructive") hold the run to a change it does not
+    /// show: the digests and the salt are in the file, so nothing in it proves its texts;
+    /// the real change does.
+    pub fn allow(&mut self, seen: &Seen, mask: &dyn Fn(&str) -> String) -> Result<(), String> {
         let now = seen.change(&self.salt);
         if let Some(why) = &self.broken {
             return Err(format!(
@@ -732,10 +794,53 @@ impl Enforcer {
         let open: Vec<usize> = (0..self.planned.len())
             .filter(|&i| !self.used[i] && self.planned[i].step == now.step)
             .collect();
-        if let Some(&i) = open.iter().find(|&&i| self.planned[i].same(&now)) {
+        let exact: Vec<usize> = open
+            .iter()
+            .copied()
+            .filter(|&i| self.planned[i].same(&now))
+            .collect();
+        if let Some(&i) = exact
+            .iter()
+            .find(|&&i| self.planned[i].misread(seen, mask).is_none())
+        {
             self.used[i] = true;
+            self.made_any = true;
             self.changed.insert(now.target);
             return Ok(());
+        }
+        // The change the plan holds by its digests (or all but the target's name), shown
+        // otherwise than it is.
+        let misread = exact.first().copied().or_else(|| {
+            open.iter().copied().find(|&i| {
+                let c = &self.planned[i];
+                c.destination == now.destination
+                    && c.command_sha256 == now.command_sha256
+                    && c.stdin_sha256 == now.stdin_sha256
+            })
+        });
+        if let Some((i, m)) = misread.and_then(|i| Some((i, self.planned[i].misread(seen, mask)?)))
+        {
+            let why = format!(
+                "change {}: field \"{}\" is not what the change is (step \"{}\", on {}): the plan says {}, the change is {}; {}",
+                i + 1,
+                m.field,
+                mask(seen.step_name),
+                seen.target,
+                m.planned,
+                m.now,
+                if m.field == "summary" {
+                    "the plan file was edited, or what the reads found changed since it was made (a size, a list of files)"
+                } else {
+                    "the plan file was edited after it was made"
+                }
+            );
+            self.broken = Some(format!("change {}", i + 1));
+            if !self.made_any {
+                self.refused = Some(why.clone());
+            }
+            return Err(format!(
+                "{why}; stopped before it, and nothing further is changed"
+            ));
         }
         let step_name = seen.step_name;
         let mut lines = vec![format!(
@@ -836,6 +941,165 @@ impl Enforcer {
             "step \"{}\": the read `{}` on {} returned something else than when the plan was made{codes}; the changes are still held to the plan",
             seen.step_name, seen.summary, seen.target
         ))
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// What a plan binds (docs/plans.md): every field a person reads of a plan is checked
+// against what apply holds before anything runs, where it can be: against the rest of
+// the plan file (`unbound`), the runbook file (`runbook_path_differs`), the runbook as it
+// loads (`loaded_differences`); the rest, against the real change (`Enforcer::allow`).
+
+impl Plan {
+    /// What does not hold together in the plan file itself: a command text that is not
+    /// the one its digest is of (where no secret is masked in it), a change's step or
+    /// target that is not the plan's, a target shown otherwise than its destination. Each
+    /// names the field; empty when none. Nothing outside the file is read, so a reviewer's
+    /// `runbook plan PLAN.json` refuses such a plan as `apply` does.
+    ///
+    /// A check an editor of the file can redo (the salt is in the file) proves nothing on
+    /// its own; these catch a text edited without its digest, and leave a plan whose
+    /// digests were forged to the run, which does not make the forged change.
+    pub fn unbound(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (i, c) in self.changes.iter().enumerate() {
+            let n = i + 1;
+            if !c.masked() && self.salt.digest(c.command.as_bytes()) != c.command_sha256 {
+                out.push(format!(
+                    "change {n}: field \"command\" does not match its command_sha256 (the text a reviewer reads is not the command the plan holds)"
+                ));
+            }
+            match self.steps.iter().find(|s| s.index == c.step) {
+                None => out.push(format!(
+                    "change {n}: field \"step\" is {}, a step the plan does not have",
+                    c.step + 1
+                )),
+                Some(s) if s.name != c.step_name => out.push(format!(
+                    "change {n}: field \"step_name\" is {:?}, and step {} of the plan is {:?}",
+                    c.step_name,
+                    c.step + 1,
+                    s.name
+                )),
+                Some(_) => {}
+            }
+            // runbook's own changes (`fingerprint.save`) are on this machine, unrecorded
+            // among the targets.
+            let own = c.target == "local" && c.destination == "local";
+            match self.targets.iter().find(|t| t.name == c.target) {
+                None if own => {}
+                None => out.push(format!(
+                    "change {n}: field \"target\" is {:?}, not one of the plan's targets",
+                    c.target
+                )),
+                Some(t) if t.destination != c.destination => out.push(format!(
+                    "change {n}: field \"destination\" is {}, and target {} of the plan is at {}",
+                    c.destination, t.name, t.destination
+                )),
+                Some(_) => {}
+            }
+        }
+        for t in &self.targets {
+            let split = PlannedTarget::of(&Target::Local, &t.destination);
+            let fields = [
+                ("user", t.user != split.user),
+                ("host", t.host != split.host),
+                ("port", t.port != split.port),
+                ("container", t.container != split.container),
+            ];
+            for (field, differs) in fields {
+                if differs {
+                    out.push(format!(
+                        "target {}: field \"{field}\" is not what its destination {} says",
+                        t.name, t.destination
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether the runbook the plan shows (`path`, as it was named) is the one apply
+    /// loads (`file`, or a shipped one): `path` is resolved from the working directory,
+    /// which apply has checked is the plan's.
+    pub fn runbook_path_differs(&self) -> Option<String> {
+        let r = &self.runbook;
+        match (&r.shipped, &r.file) {
+            (Some(_), Some(_)) => Some(
+                "fields \"runbook.shipped\" and \"runbook.file\": a plan is of one runbook".into(),
+            ),
+            (Some(name), None) if r.path != format!("<shipped>/{name}.lua") => Some(format!(
+                "field \"runbook.path\" is {:?}, and the plan is of the shipped runbook '{name}'",
+                r.path
+            )),
+            (None, Some(file)) => {
+                let resolved = std::fs::canonicalize(&r.path).ok();
+                let same = resolved.as_deref() == Some(std::path::Path::new(file));
+                (!same).then(|| {
+                    let what = match resolved {
+                        None => " (no such file here)".to_string(),
+                        Some(p) if p.display().to_string() != r.path => {
+                            format!(" (that is {})", p.display())
+                        }
+                        Some(_) => String::new(),
+                    };
+                    format!(
+                        "field \"runbook.path\" is {:?}{what}, and the runbook of the plan is {file}",
+                        r.path
+                    )
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// How the plan's runbook fields and steps differ from the runbook as it loaded:
+    /// its header's name and description, and each step's name and `confirm`, by index
+    /// (`steps`: each declared step's name and whether it asks for confirmation). Texts
+    /// are compared as the plan holds them, masked by `mask`.
+    pub fn loaded_differences(
+        &self,
+        header: &Header,
+        steps: &[(String, bool)],
+        mask: &dyn Fn(&str) -> String,
+    ) -> Vec<String> {
+        let mut out = Vec::new();
+        if header.name != self.runbook.name {
+            out.push(format!(
+                "field \"runbook.name\" is {:?}, and the runbook is {:?}",
+                self.runbook.name, header.name
+            ));
+        }
+        let description = header.description.as_deref().map(mask);
+        if description != self.runbook.description {
+            out.push(format!(
+                "field \"runbook.description\" is {}, and the runbook's is {}",
+                self.runbook
+                    .description
+                    .as_ref()
+                    .map_or("none".into(), |d| format!("{d:?}")),
+                description.map_or("none".into(), |d| format!("{d:?}"))
+            ));
+        }
+        for s in &self.steps {
+            let n = s.index + 1;
+            match steps.get(s.index) {
+                None => out.push(format!(
+                    "step {n}: field \"index\": the runbook declares {} steps",
+                    steps.len()
+                )),
+                Some((name, _)) if mask(name) != s.name => out.push(format!(
+                    "step {n}: field \"name\" is {:?}, and the runbook's step {n} is {:?}",
+                    s.name,
+                    mask(name)
+                )),
+                Some((_, confirm)) if *confirm != s.confirm => out.push(format!(
+                    "step {n}: field \"confirm\" is {}, and the runbook's step {n} has confirm = {confirm}",
+                    s.confirm
+                )),
+                Some(_) => {}
+            }
+        }
+        out
     }
 }
 
@@ -1144,6 +1408,18 @@ impl Plan {
         s
     }
 
+    /// The ssh_config and inventory the targets are reached with, each path through
+    /// `path`: apply uses them (a `Match exec` in an ssh_config runs a command), so every
+    /// rendering of a plan names them. None when the plan names neither.
+    fn reached_with_text(&self, path: impl Fn(&str) -> String) -> Option<String> {
+        let r = &self.reached_with;
+        let parts: Vec<String> = [("ssh_config", &r.ssh_config), ("inventory", &r.inventory)]
+            .into_iter()
+            .filter_map(|(what, p)| Some(format!("{what} {}", path(p.as_deref()?))))
+            .collect();
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+
     fn summary_line(&self) -> String {
         let destructive = self.changes.iter().filter(|c| c.destructive).count();
         let mut s = format!(
@@ -1195,6 +1471,9 @@ impl Plan {
                 out.push_str(&format!("  {}: {}\n", t.name, Self::target_text(t)));
             }
         }
+        if let Some(reached) = self.reached_with_text(|p| p.to_string()) {
+            out.push_str(&format!("reached with: {reached}\n"));
+        }
         out.push_str(&format!("{}:\n", self.summary_line()));
         out.push_str(&self.render_changes(Style::Text, whole));
         for s in &self.steps {
@@ -1243,6 +1522,9 @@ impl Plan {
             }
         ));
         out.push_str(&format!("| changes | {} |\n", md(&self.summary_line())));
+        if let Some(reached) = self.reached_with_text(|p| cell(&code_span(p))) {
+            out.push_str(&format!("| reached with | {reached} |\n"));
+        }
         let (file, sha) = saved.unwrap_or(("PLAN.json", ""));
         if !sha.is_empty() {
             out.push_str(&format!(
@@ -1341,6 +1623,11 @@ mod tests {
         Salt("00".into())
     }
 
+    /// The masker of a run without secrets.
+    fn plain(text: &str) -> String {
+        text.to_string()
+    }
+
     fn seen<'a>(step: usize, command: &'a str) -> Seen<'a> {
         Seen {
             step,
@@ -1388,29 +1675,29 @@ mod tests {
     fn the_confirmed_changes_run_in_order_and_nothing_else() {
         let mut e = Enforcer::new(&plan(&[(0, "rm -rf -- /x/A"), (1, "touch b")]));
         e.step_attempt(0);
-        assert!(e.allow(&seen(0, "rm -rf -- /x/A")).is_ok());
+        assert!(e.allow(&seen(0, "rm -rf -- /x/A"), &plain).is_ok());
         e.step_attempt(1);
-        let err = e.allow(&seen(1, "rm -rf -- /x/B")).unwrap_err();
+        let err = e.allow(&seen(1, "rm -rf -- /x/B"), &plain).unwrap_err();
         assert!(
             err.contains("confirmed: touch b") && err.contains("now:       rm -rf -- /x/B"),
             "{err}"
         );
         // Sticky: the confirmed change itself no longer runs either.
-        assert!(e.allow(&seen(1, "touch b")).is_err());
+        assert!(e.allow(&seen(1, "touch b"), &plain).is_err());
     }
 
     #[test]
     fn a_retry_repeats_its_steps_changes() {
         let mut e = Enforcer::new(&plan(&[(0, "a"), (0, "b"), (1, "c")]));
         e.step_attempt(0);
-        assert!(e.allow(&seen(0, "a")).is_ok());
+        assert!(e.allow(&seen(0, "a"), &plain).is_ok());
         e.step_attempt(0);
-        assert!(e.allow(&seen(0, "a")).is_ok());
-        assert!(e.allow(&seen(0, "b")).is_ok());
+        assert!(e.allow(&seen(0, "a"), &plain).is_ok());
+        assert!(e.allow(&seen(0, "b"), &plain).is_ok());
         e.step_attempt(1);
-        assert!(e.allow(&seen(1, "c")).is_ok());
+        assert!(e.allow(&seen(1, "c"), &plain).is_ok());
         assert!(e
-            .allow(&seen(1, "d"))
+            .allow(&seen(1, "d"), &plain)
             .unwrap_err()
             .contains("nothing more in this step"));
     }
@@ -1420,7 +1707,7 @@ mod tests {
     fn a_confirmed_change_does_not_run_in_another_step() {
         let mut e = Enforcer::new(&plan(&[(2, "rm -f canary")]));
         e.step_attempt(0);
-        let err = e.allow(&seen(0, "rm -f canary")).unwrap_err();
+        let err = e.allow(&seen(0, "rm -f canary"), &plain).unwrap_err();
         assert!(err.contains("confirmed for another step"), "{err}");
     }
 
@@ -1434,13 +1721,13 @@ mod tests {
             (2, "rm -f started"),
         ]));
         e.step_attempt(0);
-        assert!(e.allow(&seen(0, "touch started")).is_ok());
+        assert!(e.allow(&seen(0, "touch started"), &plain).is_ok());
         // step 1 skipped; step 2 (always) runs
         e.step_attempt(2);
-        assert!(e.allow(&seen(2, "rm -f started")).is_ok());
+        assert!(e.allow(&seen(2, "rm -f started"), &plain).is_ok());
         // a step with no confirmed change may make none
         e.step_attempt(3);
-        assert!(e.allow(&seen(3, "touch x")).is_err());
+        assert!(e.allow(&seen(3, "touch x"), &plain).is_err());
     }
 
     /// `parallel()` items finish in any order: within a step, any confirmed change may
@@ -1449,9 +1736,9 @@ mod tests {
     fn within_a_step_the_order_is_free_but_each_change_runs_once() {
         let mut e = Enforcer::new(&plan(&[(0, "touch a"), (0, "touch b")]));
         e.step_attempt(0);
-        assert!(e.allow(&seen(0, "touch b")).is_ok());
-        assert!(e.allow(&seen(0, "touch a")).is_ok());
-        assert!(e.allow(&seen(0, "touch a")).is_err());
+        assert!(e.allow(&seen(0, "touch b"), &plain).is_ok());
+        assert!(e.allow(&seen(0, "touch a"), &plain).is_ok());
+        assert!(e.allow(&seen(0, "touch a"), &plain).is_err());
     }
 
     #[test]
@@ -1466,10 +1753,13 @@ mod tests {
         let mut e = Enforcer::new(&p);
         e.step_attempt(0);
         let err = e
-            .allow(&Seen {
-                stdin: Some(b"two"),
-                ..seen(0, "tee f")
-            })
+            .allow(
+                &Seen {
+                    stdin: Some(b"two"),
+                    ..seen(0, "tee f")
+                },
+                &plain,
+            )
             .unwrap_err();
         assert!(err.contains("different standard input"), "{err}");
     }
@@ -1481,12 +1771,102 @@ mod tests {
         let mut e = Enforcer::new(&plan(&[(0, "touch a")]));
         e.step_attempt(0);
         let err = e
-            .allow(&Seen {
-                destination: "root@10.0.0.9:22",
-                ..seen(0, "touch a")
-            })
+            .allow(
+                &Seen {
+                    destination: "root@10.0.0.9:22",
+                    ..seen(0, "touch a")
+                },
+                &plain,
+            )
             .unwrap_err();
         assert!(err.contains("(root@10.0.0.9:22)"), "{err}");
+    }
+
+    /// What a person reads of a change is held to the real change, not only its
+    /// digests: a plan whose text of a change was edited stops the run before it, naming
+    /// the field; before any change ran, that is the plan refused.
+    #[test]
+    fn a_change_shown_otherwise_than_it_is_is_refused() {
+        type Edit = fn(&mut Change);
+        let edits: [(&str, Edit); 6] = [
+            ("summary", |c| c.summary = "delete old-junk".into()),
+            ("shown", |c| c.shown = "rm old-junk".into()),
+            ("command", |c| c.command = "rm old-junk".into()),
+            ("destructive", |c| c.destructive = true),
+            ("step_name", |c| c.step_name = "tidy".into()),
+            ("target", |c| c.target = "staging".into()),
+        ];
+        for (field, edit) in edits {
+            let mut p = plan(&[(0, "rm -rf -- /x/A")]);
+            edit(&mut p.changes[0]);
+            let mut e = Enforcer::new(&p);
+            e.step_attempt(0);
+            let err = e.allow(&seen(0, "rm -rf -- /x/A"), &plain).unwrap_err();
+            assert!(
+                err.contains(&format!(
+                    "change 1: field \"{field}\" is not what the change is"
+                )),
+                "{field}: {err}"
+            );
+            assert!(e.refused().is_some(), "{field}");
+        }
+        // After a change ran, the stop is no longer "nothing was changed".
+        let mut p = plan(&[(0, "touch a"), (0, "touch b")]);
+        p.changes[1].summary = "touch c".into();
+        let mut e = Enforcer::new(&p);
+        e.step_attempt(0);
+        e.allow(&seen(0, "touch a"), &plain).unwrap();
+        assert!(e.allow(&seen(0, "touch b"), &plain).is_err());
+        assert_eq!(e.refused(), None);
+        // A plan holds its texts masked; the real change, masked the same, is the plan's.
+        let mask = |t: &str| t.replace("hunter2", crate::secrets::MASK);
+        let mut p = plan(&[(0, "curl -u hunter2 x")]);
+        for c in &mut p.changes {
+            c.command = mask(&c.command);
+            c.shown = mask(&c.shown);
+            c.summary = mask(&c.summary);
+        }
+        let mut e = Enforcer::new(&p);
+        e.step_attempt(0);
+        e.allow(&seen(0, "curl -u hunter2 x"), &mask).unwrap();
+    }
+
+    /// The checks a plan file gets from itself alone, each naming the field.
+    #[test]
+    fn a_plan_file_that_does_not_hold_together_names_the_field() {
+        let mut p = plan(&[(0, "touch a")]);
+        p.steps = vec![PlannedStep {
+            index: 0,
+            name: "s".into(),
+            outcome: "planned".into(),
+            reason: None,
+            confirm: false,
+            notes: Vec::new(),
+        }];
+        assert_eq!(p.unbound(), Vec::<String>::new());
+        let unbound = |edit: fn(&mut Plan)| {
+            let mut q = p.clone();
+            edit(&mut q);
+            q.unbound().join("\n")
+        };
+        assert!(unbound(|q| q.changes[0].command = "touch b".into())
+            .contains("change 1: field \"command\" does not match its command_sha256"));
+        // Masked, the text cannot be checked against its digest: the run checks it.
+        assert_eq!(unbound(|q| q.changes[0].command = "touch ***".into()), "");
+        assert!(unbound(|q| q.changes[0].step_name = "t".into())
+            .contains("change 1: field \"step_name\" is \"t\", and step 1 of the plan is \"s\""));
+        assert!(unbound(|q| q.changes[0].step = 4).contains("change 1: field \"step\" is 5"));
+        assert!(unbound(|q| q.changes[0].target = "node1".into())
+            .contains("change 1: field \"target\" is \"node1\", not one of the plan's targets"));
+        assert!(unbound(|q| {
+            let mut t = PlannedTarget::of(&Target::Local, "root@10.0.0.5:22");
+            t.name = "local".into();
+            t.host = Some("10.0.0.9".into());
+            q.targets.push(t);
+        })
+        .contains(
+            "target local: field \"host\" is not what its destination root@10.0.0.5:22 says"
+        ));
     }
 
     #[test]
@@ -1504,7 +1884,7 @@ mod tests {
             .read(&seen(0, "cat which"), Some(1), Some(b"B\n"))
             .unwrap();
         assert!(warned.contains("exit code 0 then, 1 now"), "{warned}");
-        e.allow(&seen(0, "touch x")).unwrap();
+        e.allow(&seen(0, "touch x"), &plain).unwrap();
         e.step_attempt(1);
         // After this run changed the target, its reads are expected to differ.
         assert_eq!(e.read(&seen(1, "cat which"), Some(0), Some(b"B\n")), None);

@@ -657,6 +657,48 @@ fn saved_plans() {
     assert!(!dir.join("made").exists(), "nothing was changed");
 }
 
+/// `apply` of a plan file edited after it was made (issue 25 item 1): a command text that
+/// is not the one its digest is of, refused before anything is used; a summary that is not
+/// the real change's, refused as the run reaches it, before any change.
+#[test]
+fn edited_plans() {
+    let env = scene();
+    let dir = env.scratch();
+    env.write(
+        "clear.lua",
+        &format!(
+            "runbook {{ name = \"clear\" }}\nlocal here = target(\"local\")\n\
+             step(\"clear\", function() here:exec({{ \"rm\", \"-rf\", \"--\", \"{}/junk\" }}) end)\n",
+            dir.display()
+        ),
+    );
+    std::fs::create_dir_all(dir.join("junk")).unwrap();
+    Run::cmd(&env, ["plan", "clear.lua", "-o", "p.json"])
+        .expect_exit(0)
+        .run();
+    let made = std::fs::read_to_string(env.tmp.path().join("p.json")).unwrap();
+    let plan: serde_json::Value = serde_json::from_str(&made).unwrap();
+    let sha = regex::Regex::new(r"\b[0-9a-f]{12}…").unwrap();
+    let made_by = regex::Regex::new(r"made \S+ by [^:]+:").unwrap();
+    for (name, field, to) in [
+        ("plan_unbound", "command", "rm -rf -- old-junk"),
+        ("plan_misread", "summary", "delete old-junk"),
+    ] {
+        let mut edited = plan.clone();
+        edited["changes"][0][field] = to.into();
+        env.write("p.json", &serde_json::to_string_pretty(&edited).unwrap());
+        let out = Run::cmd(&env, ["apply", "p.json", "--yes"])
+            .expect_exit(2)
+            .run();
+        let shown = sha.replace_all(&said(&out), "[SHA]…").into_owned();
+        let shown = made_by
+            .replace_all(&shown, "made [TIME] by [WHO]:")
+            .into_owned();
+        snap(name, &shown);
+        assert!(dir.join("junk").exists(), "{name}: nothing was changed");
+    }
+}
+
 /// `runbook test`: a replies file that is wrong (exit 2), a command it has no reply for
 /// (exit 3, with the closest recorded one and the difference).
 #[test]

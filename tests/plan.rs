@@ -1278,3 +1278,304 @@ fn snapshot_markdown_plan() {
     assert!(!text.contains("the-token-value-1234"));
     insta::assert_snapshot!("markdown_plan", text);
 }
+
+// ---------------------------------------------------------------------------------------
+// 4. what a plan binds (issue 25, items 1, 2 and 11): what a reviewer reads of a plan is
+// what apply holds the run to; an edit of any of it is refused before anything runs.
+
+/// A plan of `bound.lua` (one destructive change, `rm -rf -- DIR/junk`), and its canary.
+fn bound_plan(env: &Env) -> (Value, PathBuf) {
+    let dir = env.scratch();
+    std::fs::create_dir_all(dir.join("junk")).unwrap();
+    std::fs::write(dir.join("junk/canary"), "x").unwrap();
+    let plan = make_plan(
+        env,
+        &fixture("bound.lua"),
+        &sets(&[("dir", &dir.display().to_string())]),
+    );
+    (plan, dir)
+}
+
+/// Each field of a saved plan that its text, its Markdown or apply's prompt shows, edited
+/// in the JSON: apply refuses (exit 2) naming the field, and nothing ran. The command's
+/// text, the summary, the command as shown, the destructive flag, the runbook's name,
+/// description and path, the step's name and the target's name.
+#[test]
+fn every_shown_field_edited_is_refused_before_anything_runs() {
+    let env = Env::new();
+    let (plan, dir) = bound_plan(&env);
+    assert_eq!(plan["changes"][0]["destructive"], true, "{plan:#}");
+    type Edit = fn(&mut Value);
+    let edits: Vec<(&str, Edit, &str)> = vec![
+        (
+            "command",
+            |p| {
+                let c = p["changes"][0]["command"]
+                    .as_str()
+                    .unwrap()
+                    .replace("/junk", "/old-junk");
+                p["changes"][0]["command"] = c.into();
+            },
+            "change 1: field \"command\" does not match its command_sha256",
+        ),
+        (
+            "summary",
+            |p| p["changes"][0]["summary"] = "delete old-junk".into(),
+            "change 1: field \"summary\"",
+        ),
+        (
+            "shown",
+            |p| p["changes"][0]["shown"] = "rm old-junk".into(),
+            "change 1: field \"shown\"",
+        ),
+        (
+            "destructive",
+            |p| p["changes"][0]["destructive"] = false.into(),
+            "change 1: field \"destructive\"",
+        ),
+        (
+            "step_name",
+            |p| p["changes"][0]["step_name"] = "tidy up".into(),
+            "change 1: field \"step_name\"",
+        ),
+        (
+            "step name, both places",
+            |p| {
+                p["changes"][0]["step_name"] = "tidy up".into();
+                p["steps"][0]["name"] = "tidy up".into();
+            },
+            "step 1: field \"name\"",
+        ),
+        (
+            "target",
+            |p| p["changes"][0]["target"] = "staging".into(),
+            "change 1: field \"target\"",
+        ),
+        (
+            "target, both places",
+            |p| {
+                p["changes"][0]["target"] = "staging".into();
+                p["targets"][0]["name"] = "staging".into();
+            },
+            "change 1: field \"target\"",
+        ),
+        (
+            "runbook name",
+            |p| p["runbook"]["name"] = "harmless".into(),
+            "field \"runbook.name\"",
+        ),
+        (
+            "runbook description",
+            |p| p["runbook"]["description"] = "Read the logs".into(),
+            "field \"runbook.description\"",
+        ),
+        (
+            "runbook path",
+            |p| p["runbook"]["path"] = fixture("note.lua").display().to_string().into(),
+            "field \"runbook.path\"",
+        ),
+    ];
+    for (what, edit, want) in edits {
+        let mut edited = plan.clone();
+        edit(&mut edited);
+        write_plan(&env, &edited);
+        let out = apply(&env, &["--yes"]);
+        assert_eq!(out.status.code(), Some(2), "{what}: {}", describe(&out));
+        let said = stderr(&out);
+        assert!(
+            said.contains(want) && said.contains("nothing was changed"),
+            "{what}: want {want:?}: {said}"
+        );
+        assert!(
+            dir.join("junk/canary").exists(),
+            "{what}: the junk was deleted"
+        );
+        assert_nothing_changed(&env, what);
+    }
+    // A plan shown for review refuses what it can tell offline, too: the Markdown never
+    // shows a command text that is not the one its digest holds.
+    let mut edited = plan.clone();
+    edited["changes"][0]["command"] = "rm -rf -- /elsewhere".into();
+    write_plan(&env, &edited);
+    let out = env
+        .cmd()
+        .arg("plan")
+        .arg(plan_path(&env))
+        .args(["--format", "md"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(
+        stderr(&out).contains("change 1: field \"command\" does not match its command_sha256"),
+        "{}",
+        describe(&out)
+    );
+    assert!(!stdout(&out).contains("/elsewhere"), "{}", describe(&out));
+    // A forged change with a digest to match its text: the run makes another change, so
+    // it stops before it, and the junk stays.
+    let mut forged = plan.clone();
+    let salt = forged["salt"].as_str().unwrap().to_string();
+    let text = format!("rm -rf -- {}/old-junk", dir.display());
+    let digest: String = Sha256::digest([salt.as_bytes(), b"\0", text.as_bytes()].concat())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    forged["changes"][0]["command"] = text.clone().into();
+    forged["changes"][0]["shown"] = text.into();
+    forged["changes"][0]["command_sha256"] = digest.into();
+    write_plan(&env, &forged);
+    let out = apply(&env, &["--yes"]);
+    assert_ne!(out.status.code(), Some(0), "{}", describe(&out));
+    assert!(
+        dir.join("junk/canary").exists(),
+        "forged: the junk was deleted"
+    );
+    assert_nothing_changed(&env, "forged");
+    // Untouched, it applies.
+    write_plan(&env, &plan);
+    let out = apply(&env, &["--yes"]);
+    assert_applied_as_planned(&env, "bound", &plan, &out);
+    assert!(!dir.join("junk").exists());
+}
+
+/// The ssh_config a plan names: shown in its text and Markdown and in apply's prompt, and
+/// used (a `Match exec` in it runs, at `ssh -G`) only after the plan is checked and shown.
+#[test]
+fn a_plans_ssh_config_is_shown_and_used_only_after_the_plan_is_checked() {
+    let env = Env::new();
+    let dir = env.scratch();
+    let cfg = env.tmp.path().join("ssh_config");
+    // Nothing listens on port 1: the plan is made offline, and no command reaches it.
+    std::fs::write(
+        &cfg,
+        "Host node1\n  HostName 127.0.0.1\n  Port 1\n  User root\n",
+    )
+    .unwrap();
+    let mut args = sets(&[("host", "node1"), ("dir", &dir.display().to_string())]);
+    args.extend([
+        "--offline".to_string(),
+        "--ssh-config".into(),
+        cfg.display().to_string(),
+    ]);
+    let plan = make_plan(&env, &fixture("remote.lua"), &args);
+    let cfg_shown = std::fs::canonicalize(&cfg).unwrap().display().to_string();
+    assert_eq!(plan["reached_with"]["ssh_config"], cfg_shown.as_str());
+    for format in ["text", "md"] {
+        let out = env
+            .cmd()
+            .arg("plan")
+            .arg(plan_path(&env))
+            .args(["--format", format])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+        assert!(
+            stdout(&out).contains(&cfg_shown),
+            "{format} shows the ssh_config: {}",
+            describe(&out)
+        );
+    }
+    // From now, resolving any host through that config runs a command.
+    let marker = env.tmp.path().join("MARKER");
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str(&format!("Match exec \"touch {}\"\n", marker.display()));
+    std::fs::write(&cfg, text).unwrap();
+    // A tampered plan: refused before the config is used.
+    let mut edited = plan.clone();
+    edited["changes"][0]["command"] = "touch /elsewhere".into();
+    write_plan(&env, &edited);
+    let out = apply(&env, &["--yes"]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(
+        stderr(&out).contains("change 1: field \"command\" does not match its command_sha256"),
+        "{}",
+        describe(&out)
+    );
+    assert!(
+        !marker.exists(),
+        "the plan's ssh_config ran before the plan was checked"
+    );
+    // One that only the loaded runbook tells: refused before the config is used, too.
+    let mut edited = plan.clone();
+    edited["runbook"]["name"] = "harmless".into();
+    write_plan(&env, &edited);
+    let out = apply(&env, &["--yes"]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(
+        stderr(&out)
+            .contains("field \"runbook.name\" is \"harmless\", and the runbook is \"remote\""),
+        "{}",
+        describe(&out)
+    );
+    assert!(
+        !marker.exists(),
+        "the plan's ssh_config ran before the runbook was checked"
+    );
+    // The plan as made, without --yes and without a terminal: shown (the ssh_config
+    // with it) and not confirmed, and the config was not used.
+    write_plan(&env, &plan);
+    let out = apply(&env, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(
+        stderr(&out).contains("needs confirmation") && stderr(&out).contains(&cfg_shown),
+        "{}",
+        describe(&out)
+    );
+    assert!(
+        !marker.exists(),
+        "the plan's ssh_config ran before it was shown"
+    );
+    // With --yes, apply says which config it reaches the targets with before it uses it.
+    let out = apply(&env, &["--yes"]);
+    assert!(
+        stderr(&out).contains(&format!(
+            "its targets are reached with ssh_config {cfg_shown}"
+        )),
+        "{}",
+        describe(&out)
+    );
+    assert!(!dir.join("made-there").exists());
+}
+
+/// Plans name hosts, paths and commands: written 0600, as records are, and never through
+/// a symlink planted where the plan goes.
+#[test]
+fn plan_files_are_written_0600_and_not_through_a_symlink() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    let (_, _) = bound_plan(&env);
+    let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&plan_path(&env)), 0o600, "plan -o");
+    let md = env.tmp.path().join("plan.md");
+    let out = env
+        .cmd()
+        .arg("plan")
+        .arg(plan_path(&env))
+        .args(["--format", "md", "-o"])
+        .arg(&md)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(mode(&md), 0o600, "plan PLAN.json --format md -o");
+    // A link where the plan goes: the link is replaced, what it points to stays as it was.
+    let victim = env.tmp.path().join("victim");
+    std::fs::write(&victim, "keep me").unwrap();
+    let link = env.tmp.path().join("linked.json");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let dir = env.scratch();
+    let out = sandboxed(&env)
+        .arg("plan")
+        .arg(fixture("bound.lua"))
+        .args(sets(&[("dir", &dir.display().to_string())]))
+        .arg("-o")
+        .arg(&link)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+    assert!(!std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(mode(&link), 0o600);
+}

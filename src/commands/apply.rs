@@ -17,14 +17,29 @@ pub async fn apply(args: ApplyArgs, verbose: bool, quiet: bool) -> Result<()> {
     let text = std::str::from_utf8(&bytes)
         .map_err(|_| Error::PlanFile(format!("{shown}: not a runbook plan (not UTF-8 text)")))?;
     let plan = Plan::parse(text, &shown).map_err(Error::PlanFile)?;
+    // The hint names the runbook as the plan does, unless that name is itself not the
+    // plan's runbook (an edited `path`).
+    let runbook = match (plan.runbook_path_differs(), &plan.runbook.file) {
+        (Some(_), Some(file)) => file.clone(),
+        _ => plan.runbook.path.clone(),
+    };
     let refuse = |why: String| {
         Error::PlanRefused(format!(
-            "{shown}: refused, nothing was changed: {why}\nmake a new plan (runbook plan {} …) and review it",
-            plan.runbook.path
+            "{shown}: refused, nothing was changed: {why}\nmake a new plan (runbook plan {runbook} …) and review it"
         ))
     };
     plan.check_made(args.max_age, SystemTime::now())
         .map_err(&refuse)?;
+    // Every field a person reads that the file alone can check, before anything the plan
+    // names is used (a runbook, an inventory, an ssh_config: `ssh -G` runs its `Match
+    // exec`).
+    let unbound = plan.unbound();
+    if !unbound.is_empty() {
+        return Err(refuse(format!(
+            "the plan file does not hold together (was it edited?):\n  - {}",
+            unbound.join("\n  - ")
+        )));
+    }
     // A plan made before plans said where they were made has no directory to hold to.
     if let Some(made_in) = &plan.reached_with.cwd {
         let here = super::working_dir();
@@ -34,6 +49,9 @@ pub async fn apply(args: ApplyArgs, verbose: bool, quiet: bool) -> Result<()> {
                 here.as_deref().unwrap_or("a directory that cannot be read")
             )));
         }
+    }
+    if let Some(why) = plan.runbook_path_differs() {
+        return Err(refuse(why));
     }
     let source = match (&plan.runbook.shipped, &plan.runbook.file) {
         (Some(name), _) => Source::shipped(name).ok_or_else(|| {

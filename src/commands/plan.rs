@@ -87,6 +87,16 @@ fn show_saved(args: PlanArgs, verbose: bool) -> Result<()> {
         .map_err(|e| Error::PlanFile(format!("cannot read plan {}: {e}", args.file)))?;
     let text = String::from_utf8_lossy(&bytes);
     let plan = Plan::parse(&text, &args.file).map_err(Error::PlanFile)?;
+    // What a reviewer reads must be what the plan holds: a text that is not (an edited
+    // file) is refused here as apply refuses it.
+    let unbound = plan.unbound();
+    if !unbound.is_empty() {
+        return Err(Error::PlanFile(format!(
+            "{}: not shown: the plan file does not hold together (was it edited?):\n  - {}\napply refuses it too; make a new plan",
+            args.file,
+            unbound.join("\n  - ")
+        )));
+    }
     let sha = crate::plan::file_sha256(&bytes);
     let format = args.format.unwrap_or(PlanFormat::Text);
     let out = rendered(&plan, format, Some((&args.file, &sha)), verbose);
@@ -104,8 +114,9 @@ fn absolute(p: &Path) -> String {
         .to_string()
 }
 
-/// Writes `bytes` to `path` whole or not at all: into a new file beside it (a random name,
-/// created exclusively, so nothing planted there is followed), then renamed over it.
+/// Writes `bytes` to `path` whole or not at all, readable by its owner only: into a new
+/// file beside it (a random name, created exclusively and 0600, so nothing planted there
+/// is followed), then renamed over it.
 fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -123,9 +134,14 @@ fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
     let fail = |e: std::io::Error| {
         Error::PlanFile(format!("-o {}: cannot write the plan: {e}", path.display()))
     };
+    // 0600, as records and replies are: a plan names hosts, paths and commands.
+    // `create_new` (O_EXCL) follows no link at the temp name; the rename replaces a link
+    // at `path` itself rather than writing where it points.
+    use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
+        .mode(0o600)
         .open(&tmp)
         .map_err(fail)?;
     let written = f.write_all(bytes).and_then(|()| f.sync_all());
