@@ -26,8 +26,7 @@ use std::path::{Component, Path, PathBuf};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     /// 0600, whatever the file had: it may say more than its owner wants shown (a plan
-    /// names hosts, paths and commands). Not used by init/new/fmt.
-    #[allow(dead_code)]
+    /// names hosts, paths and commands: `plan -o`).
     Private,
     /// A new file: 0666 less the umask, as any editor makes it. A file replaced keeps its
     /// own permissions.

@@ -1557,7 +1557,8 @@ fn plan_files_are_written_0600_and_not_through_a_symlink() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
     assert_eq!(mode(&md), 0o600, "plan PLAN.json --format md -o");
-    // A link where the plan goes: the link is replaced, what it points to stays as it was.
+    // A link where the plan goes: refused (exit 2, naming it), as init, new and fmt
+    // refuse one; what it points to stays as it was.
     let victim = env.tmp.path().join("victim");
     std::fs::write(&victim, "keep me").unwrap();
     let link = env.tmp.path().join("linked.json");
@@ -1571,11 +1572,15 @@ fn plan_files_are_written_0600_and_not_through_a_symlink() {
         .arg(&link)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("linked.json") && err.contains("symbolic link"),
+        "{err}"
+    );
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
-    assert!(!std::fs::symlink_metadata(&link)
+    assert!(std::fs::symlink_metadata(&link)
         .unwrap()
         .file_type()
         .is_symlink());
-    assert_eq!(mode(&link), 0o600);
 }

@@ -5,7 +5,6 @@ use crate::engine;
 use crate::error::{Error, Result};
 use crate::plan::{Plan, ReachedWith, Style};
 use crate::{source, state};
-use std::io::Write;
 use std::path::Path;
 
 pub async fn plan(args: PlanArgs, verbose: bool, quiet: bool) -> Result<()> {
@@ -114,9 +113,9 @@ fn absolute(p: &Path) -> String {
         .to_string()
 }
 
-/// Writes `bytes` to `path` whole or not at all, readable by its owner only: into a new
-/// file beside it (a random name, created exclusively and 0600, so nothing planted there
-/// is followed), then renamed over it.
+/// Writes `bytes` to `path` whole or not at all, readable by its owner only (records and
+/// replies are 0600 too: a plan names hosts, paths and commands), never through a link
+/// (`fsx`: the same write as init's, new's and fmt's).
 fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -125,29 +124,13 @@ fn write_new(path: &Path, bytes: &[u8]) -> Result<()> {
     let name = path
         .file_name()
         .ok_or_else(|| Error::PlanFile(format!("-o {}: not a file name", path.display())))?;
-    let salt = crate::plan::Salt::random();
-    let tmp = dir.join(format!(
-        ".{}.{}",
-        name.to_string_lossy(),
-        &salt.digest(b"tmp")[..16]
-    ));
-    let fail = |e: std::io::Error| {
-        Error::PlanFile(format!("-o {}: cannot write the plan: {e}", path.display()))
-    };
-    // 0600, as records and replies are: a plan names hosts, paths and commands.
-    // `create_new` (O_EXCL) follows no link at the temp name; the rename replaces a link
-    // at `path` itself rather than writing where it points.
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(fail)?;
-    let written = f.write_all(bytes).and_then(|()| f.sync_all());
-    if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(fail(e));
-    }
+    crate::fsx::write(
+        dir,
+        Path::new(name),
+        bytes,
+        crate::fsx::Mode::Private,
+        crate::fsx::Replace::Yes,
+        false,
+    )?;
     Ok(())
 }
