@@ -13,6 +13,7 @@ mod error;
 mod events;
 mod inventory;
 mod kept_reads;
+mod known_after;
 mod lint;
 mod locks;
 mod lua_api;

@@ -21,6 +21,7 @@
 //! plan (summaries, commands) has every secret masked; the digests are of the real text.
 
 use crate::events::Event;
+use crate::known_after::KnownAfter;
 use crate::params::Header;
 use crate::targets::{Hop, Target};
 use serde::{Deserialize, Serialize};
@@ -98,6 +99,12 @@ pub struct Change {
     pub stdin_sha256: Option<String>,
     /// Deletes, rebuilds or restores something.
     pub destructive: bool,
+    /// The holes in the command, in order: each stands for the output of the change of
+    /// that index (0-based), known only after apply (`known_after.rs`). The command reads
+    /// `(known after apply)` there, and its digests are over the command with a marker
+    /// naming that change in each hole.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub known_after: Vec<usize>,
 }
 
 impl Change {
@@ -156,7 +163,93 @@ impl Seen<'_> {
             command_sha256: salt.digest(self.command.as_bytes()),
             stdin_sha256: self.stdin.map(|s| salt.digest(s)),
             destructive: self.destructive,
+            known_after: Vec::new(),
         }
+    }
+}
+
+/// A Lua module a runbook loaded while its plan was made: `name` as required, `path`
+/// relative to the runbook's folder (or `shipped`, for the stdlib inside runbook), and the
+/// sha256 of its bytes. `apply` checks each before anything runs, and the apply's VM loads
+/// only these, byte for byte.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedModule {
+    pub name: String,
+    pub path: String,
+    pub sha256: String,
+}
+
+/// What `path` says for a stdlib module.
+pub const SHIPPED_MODULE: &str = "shipped";
+
+/// How `now` differs from the module the plan names the same, if it does.
+fn module_difference(planned: &[PlannedModule], now: &PlannedModule) -> Option<String> {
+    let short = |s: &str| s[..12.min(s.len())].to_string();
+    let Some(then) = planned.iter().find(|m| m.name == now.name) else {
+        return Some(format!(
+            "module '{}' ({}) is not in the plan: only the modules the plan loaded may be loaded",
+            now.name, now.path
+        ));
+    };
+    if then.path != now.path {
+        return Some(format!(
+            "module '{}': planned at {}, now at {}",
+            now.name, then.path, now.path
+        ));
+    }
+    (then.sha256 != now.sha256).then(|| {
+        format!(
+            "module '{}' ({}): planned sha256 {}…, now {}…",
+            now.name,
+            now.path,
+            short(&then.sha256),
+            short(&now.sha256)
+        )
+    })
+}
+
+/// The Lua modules one VM loaded, and, once it is held to a plan, the only ones it may
+/// load: `require` asks here before it runs a module.
+#[derive(Debug, Default)]
+pub struct Modules {
+    loaded: Vec<PlannedModule>,
+    planned: Option<Vec<PlannedModule>>,
+}
+
+impl Modules {
+    /// A module is about to run; refused (why) when held to a plan that does not have it
+    /// byte for byte.
+    pub fn load(&mut self, module: PlannedModule) -> Result<(), String> {
+        if let Some(why) = self
+            .planned
+            .as_deref()
+            .and_then(|p| module_difference(p, &module))
+        {
+            return Err(why);
+        }
+        if !self.loaded.iter().any(|m| m.name == module.name) {
+            self.loaded.push(module);
+        }
+        Ok(())
+    }
+
+    /// From now on only `planned` may load; what loaded already must be in it.
+    pub fn hold_to(&mut self, planned: &[PlannedModule]) -> Result<(), Vec<String>> {
+        let problems: Vec<String> = self
+            .loaded
+            .iter()
+            .filter_map(|m| module_difference(planned, m))
+            .collect();
+        self.planned = Some(planned.to_vec());
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems)
+        }
+    }
+
+    pub fn loaded(&self) -> &[PlannedModule] {
+        &self.loaded
     }
 }
 
@@ -204,12 +297,17 @@ impl PlannedTarget {
     }
 }
 
-/// What the plan pass records in its context: changes, reads, targets.
+/// What the plan pass records in its context: changes, reads, targets, modules.
 pub struct Recording {
     pub salt: Salt,
     pub changes: Vec<Change>,
     pub reads: Vec<Read>,
     pub targets: Vec<PlannedTarget>,
+    /// The Lua modules the pass loaded (set when it ends).
+    pub modules: Vec<PlannedModule>,
+    /// The placeholders the pass's planned changes gave as their output: where one
+    /// stands in a later change, that change is a template (see `known_after.rs`).
+    known_after: Option<KnownAfter>,
 }
 
 impl Recording {
@@ -219,7 +317,15 @@ impl Recording {
             changes: Vec::new(),
             reads: Vec::new(),
             targets: Vec::new(),
+            modules: Vec::new(),
+            known_after: None,
         }
+    }
+
+    /// Records the commands that hold `known`'s placeholders as templates.
+    pub fn with_known_after(mut self, known: KnownAfter) -> Self {
+        self.known_after = Some(known);
+        self
     }
 
     pub fn target(&mut self, target: &Target, destination: &str) {
@@ -229,17 +335,38 @@ impl Recording {
         }
     }
 
-    pub fn change(&mut self, seen: &Seen) {
-        self.changes.push(seen.change(&self.salt));
+    /// A planned change; its index in the plan. A placeholder in it (the output of an
+    /// earlier planned change) makes it a template: shown `(known after apply)` there,
+    /// digested with the marker of that change there (`known_after.rs`).
+    pub fn change(&mut self, seen: &Seen) -> usize {
+        let mut change = seen.change(&self.salt);
+        if let Some(known) = &self.known_after {
+            let (command, sources) = known.marked(seen.command.as_bytes());
+            let stdin = seen.stdin.map(|s| known.marked(s));
+            if !sources.is_empty() || stdin.as_ref().is_some_and(|(_, s)| !s.is_empty()) {
+                change.command_sha256 = self.salt.digest(&command);
+                change.stdin_sha256 = stdin.map(|(s, _)| self.salt.digest(&s));
+                change.known_after = sources;
+            }
+            change.command = known.shown(&change.command);
+            change.shown = known.shown(&change.shown);
+            change.summary = known.shown(&change.summary);
+        }
+        self.changes.push(change);
+        self.changes.len() - 1
     }
 
     /// A read; `result` is (exit code, stdout) when it ran and its output is not secret.
     pub fn read(&mut self, seen: &Seen, result: Option<(Option<i32>, &[u8])>) {
+        let shown = |text: &str| match &self.known_after {
+            Some(known) => known.shown(text),
+            None => text.to_string(),
+        };
         self.reads.push(Read {
             step: seen.step,
             target: seen.target.into(),
-            summary: seen.summary.into(),
-            shown: seen.shown.into(),
+            summary: shown(seen.summary),
+            shown: shown(seen.shown),
             command_sha256: self.salt.digest(seen.command.as_bytes()),
             result_sha256: result.map(|(code, out)| self.salt.result(code, out)),
             exit_code: result.and_then(|(code, _)| code),
@@ -310,6 +437,9 @@ pub struct Plan {
     /// "dry-run" (reads ran) or "dry-run-offline" (nothing was contacted).
     pub mode: String,
     pub runbook: PlannedRunbook,
+    /// Every Lua module the runbook loaded while the plan was made.
+    #[serde(default)]
+    pub modules: Vec<PlannedModule>,
     pub salt: Salt,
     pub params: BTreeMap<String, PlannedParam>,
     /// The inventory and ssh_config the targets were resolved with (absolute paths):
@@ -468,6 +598,7 @@ impl Plan {
                 shipped,
                 sha256: pass.sha256,
             },
+            modules: rec.modules,
             salt,
             params,
             reached_with: ReachedWith::default(),
@@ -664,6 +795,20 @@ pub async fn target_differences(
     out
 }
 
+/// `change 1` or `changes 1 and 3`: the changes holes name, numbered from 1 as the
+/// plan's text and Markdown number them.
+fn changes_named(sources: &[usize]) -> String {
+    let mut n: Vec<usize> = sources.iter().map(|s| s + 1).collect();
+    n.sort();
+    n.dedup();
+    let list: Vec<String> = n.iter().map(|i| i.to_string()).collect();
+    match list.as_slice() {
+        [one] => format!("change {one}"),
+        [rest @ .., last] => format!("changes {} and {last}", rest.join(", ")),
+        [] => "no change".into(),
+    }
+}
+
 fn route_text(route: &[Hop]) -> String {
     if route.is_empty() {
         return "this machine".into();
@@ -686,6 +831,16 @@ pub struct Enforcer {
     step: Option<usize>,
     /// Set at the first difference: nothing changes after that.
     broken: Option<String>,
+    /// What each planned change a hole names printed when it ran in this run, by its
+    /// index: the only value that hole may hold.
+    outputs: BTreeMap<usize, Vec<u8>>,
+}
+
+/// A real command read back as a template (`known_after.rs`): the command line and its
+/// standard input, each hole holding the marker of its change.
+pub struct Templated {
+    pub command: Vec<u8>,
+    pub stdin: Option<Vec<u8>>,
 }
 
 impl Enforcer {
@@ -699,6 +854,7 @@ impl Enforcer {
             changed: Default::default(),
             step: None,
             broken: None,
+            outputs: BTreeMap::new(),
         }
     }
 
@@ -721,8 +877,43 @@ impl Enforcer {
 
     /// Allows `now` when it is one of its step's planned changes not run yet (in any
     /// order within the step: `parallel()` items finish in any order); otherwise says
-    /// why not, showing both versions.
-    pub fn allow(&mut self, seen: &Seen) -> Result<(), String> {
+    /// why not, showing both versions. Gives the planned change's index.
+    pub fn allow(&mut self, seen: &Seen) -> Result<usize, String> {
+        self.allow_templated(seen, &[])
+    }
+
+    /// What may stand in the holes of the step's planned changes not run yet: for each
+    /// change a hole names that ran in this run, the forms of what it printed. Empty when
+    /// the step's changes have no hole.
+    pub fn fills(&self) -> Vec<(usize, Vec<Vec<u8>>)> {
+        let mut sources: Vec<usize> = (0..self.planned.len())
+            .filter(|&i| !self.used[i] && Some(self.planned[i].step) == self.step)
+            .flat_map(|i| self.planned[i].known_after.iter().copied())
+            .collect();
+        sources.sort();
+        sources.dedup();
+        sources
+            .into_iter()
+            .filter_map(|n| Some((n, crate::known_after::forms(self.outputs.get(&n)?))))
+            .collect()
+    }
+
+    /// The planned change `index` ran and printed `stdout`: kept when a hole names it.
+    pub fn output(&mut self, index: usize, stdout: &[u8]) {
+        if self.planned.iter().any(|c| c.known_after.contains(&index)) {
+            self.outputs.insert(index, stdout.to_vec());
+        }
+    }
+
+    /// `allow`, where a planned change with holes matches one of `templated` (the real
+    /// command read back with the outputs of [`Self::fills`] as holes) exactly: the
+    /// command differs from the plan only where a hole is, and there only by the output
+    /// of the change the hole names.
+    pub fn allow_templated(
+        &mut self,
+        seen: &Seen,
+        templated: &[Templated],
+    ) -> Result<usize, String> {
         let now = seen.change(&self.salt);
         if let Some(why) = &self.broken {
             return Err(format!(
@@ -732,10 +923,22 @@ impl Enforcer {
         let open: Vec<usize> = (0..self.planned.len())
             .filter(|&i| !self.used[i] && self.planned[i].step == now.step)
             .collect();
-        if let Some(&i) = open.iter().find(|&&i| self.planned[i].same(&now)) {
+        let fits = |want: &Change| {
+            if want.known_after.is_empty() {
+                return want.same(&now);
+            }
+            want.step == now.step
+                && want.target == now.target
+                && want.destination == now.destination
+                && templated.iter().any(|t| {
+                    self.salt.digest(&t.command) == want.command_sha256
+                        && t.stdin.as_ref().map(|s| self.salt.digest(s)) == want.stdin_sha256
+                })
+        };
+        if let Some(&i) = open.iter().find(|&&i| fits(&self.planned[i])) {
             self.used[i] = true;
             self.changed.insert(now.target);
-            return Ok(());
+            return Ok(i);
         }
         let step_name = seen.step_name;
         let mut lines = vec![format!(
@@ -767,6 +970,13 @@ impl Enforcer {
                         "  (shown the same; the exact command lines differ, e.g. in a script's text or a secret)"
                             .into(),
                     );
+                }
+                if !want.known_after.is_empty() {
+                    lines.push(format!(
+                        "  (where it says {}, only what {} printed in this run may stand; the command differs elsewhere, or that change has not run)",
+                        crate::known_after::SHOWN,
+                        changes_named(&want.known_after)
+                    ));
                 }
             }
             None => {
@@ -1097,8 +1307,91 @@ impl Plan {
                 Style::Text => out.push_str(&text.text("    - ", 8, whole)),
                 Style::Markdown => out.push_str(&text.markdown(i + 1)),
             }
+            if !c.known_after.is_empty() {
+                out.push_str(&self.holes_note(c, style));
+            }
         }
         out
+    }
+
+    /// What stands where a change says `(known after apply)`: the output of which
+    /// earlier change.
+    fn holes_note(&self, c: &Change, style: Style) -> String {
+        let mut sources = c.known_after.clone();
+        sources.sort();
+        sources.dedup();
+        let named: Vec<String> = sources
+            .iter()
+            .map(|&n| {
+                let head = self
+                    .changes
+                    .get(n)
+                    .map(|s| format!("on {}: {}", s.target, s.summary))
+                    .unwrap_or_else(|| "a change this plan does not have".into());
+                match style {
+                    Style::Text => format!("change {} ({head})", n + 1),
+                    Style::Markdown => format!("change {} ({})", n + 1, md(&head)),
+                }
+            })
+            .collect();
+        let what = format!(
+            "where it says {}: what {} printed, once it has run",
+            crate::known_after::SHOWN,
+            named.join(" and ")
+        );
+        match style {
+            Style::Text => format!("        {what}\n"),
+            Style::Markdown => format!("   - {what}\n"),
+        }
+    }
+
+    /// The Lua modules the plan loaded, as text lines or Markdown rows.
+    fn module_lines(&self, style: Style) -> String {
+        let mut out = String::new();
+        if self.modules.is_empty() {
+            return out;
+        }
+        match style {
+            Style::Text => out.push_str("modules:\n"),
+            Style::Markdown => {
+                out.push_str("\n## Lua modules\n\n| module | file | sha256 |\n|---|---|---|\n")
+            }
+        }
+        for m in &self.modules {
+            let short = &m.sha256[..12.min(m.sha256.len())];
+            match style {
+                Style::Text => {
+                    out.push_str(&format!("  {} ({}, sha256 {short}…)\n", m.name, m.path))
+                }
+                Style::Markdown => out.push_str(&format!(
+                    "| {} | {} | {} |\n",
+                    cell(&code_span(&m.name)),
+                    cell(&code_span(&m.path)),
+                    code_span(short)
+                )),
+            }
+        }
+        out
+    }
+
+    /// How the modules a runbook would load now differ from the plan's: `now(name)` is
+    /// the module as `require` would load it now (or why it cannot be).
+    pub fn module_differences(
+        &self,
+        now: impl Fn(&str) -> Result<PlannedModule, String>,
+    ) -> Vec<String> {
+        self.modules
+            .iter()
+            .filter_map(|m| match now(&m.name) {
+                Ok(found) => module_difference(&self.modules, &found),
+                Err(e) => Some(format!(
+                    "module '{}' ({}): planned sha256 {}…, now: {e}",
+                    m.name,
+                    m.path,
+                    &m.sha256[..12.min(m.sha256.len())]
+                )),
+            })
+            .collect()
     }
 
     /// The whole plan: header, params, targets, changes, skipped steps and notes; `saved`
@@ -1195,6 +1488,7 @@ impl Plan {
                 out.push_str(&format!("  {}: {}\n", t.name, Self::target_text(t)));
             }
         }
+        out.push_str(&self.module_lines(Style::Text));
         out.push_str(&format!("{}:\n", self.summary_line()));
         out.push_str(&self.render_changes(Style::Text, whole));
         for s in &self.steps {
@@ -1277,6 +1571,7 @@ impl Plan {
                 ));
             }
         }
+        out.push_str(&self.module_lines(Style::Markdown));
         out.push_str("\n## Changes\n");
         if self.changes.is_empty() {
             out.push_str("\nNone: this runbook only reads.\n");
@@ -1374,6 +1669,7 @@ mod tests {
                 shipped: None,
                 sha256: "ab".repeat(32),
             },
+            modules: Vec::new(),
             salt: rec.salt,
             params: BTreeMap::new(),
             reached_with: ReachedWith::default(),
