@@ -269,18 +269,22 @@ impl KnownAfter {
 }
 
 /// The forms a runbook may have used a change's output in: as printed, without its
-/// trailing whitespace (`:gsub("%s+$", "")`), or trimmed at both ends.
+/// trailing whitespace (`:gsub("%s+$", "")`), or trimmed at both ends. None for an output
+/// of only whitespace: a hole cannot be found by it (such a command differs).
 pub fn forms(stdout: &[u8]) -> Vec<Vec<u8>> {
     let space = |b: &u8| b" \t\n\r\x0b\x0c".contains(b);
     let end = stdout.len() - stdout.iter().rev().take_while(|b| space(b)).count();
     let start = stdout[..end].iter().take_while(|b| space(b)).count();
+    // Nothing but whitespace: nothing a hole could be told by.
+    if start == end {
+        return Vec::new();
+    }
     let mut out = vec![stdout.to_vec()];
     for form in [&stdout[..end], &stdout[start..end]] {
         if !out.iter().any(|f| f == form) {
             out.push(form.to_vec());
         }
     }
-    out.retain(|f| !f.is_empty());
     out
 }
 

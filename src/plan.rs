@@ -1354,7 +1354,7 @@ impl Plan {
         match style {
             Style::Text => out.push_str("modules:\n"),
             Style::Markdown => {
-                out.push_str("\n## Lua modules\n\n| module | file | sha256 |\n|---|---|---|\n")
+                out.push_str("\n## Lua modules\n\n| module | file | digest |\n|---|---|---|\n")
             }
         }
         for m in &self.modules {
@@ -1364,7 +1364,7 @@ impl Plan {
                     out.push_str(&format!("  {} ({}, sha256 {short}…)\n", m.name, m.path))
                 }
                 Style::Markdown => out.push_str(&format!(
-                    "| {} | {} | {} |\n",
+                    "| {} | {} | sha256 {} |\n",
                     cell(&code_span(&m.name)),
                     cell(&code_span(&m.path)),
                     code_span(short)
@@ -1783,6 +1783,108 @@ mod tests {
             })
             .unwrap_err();
         assert!(err.contains("(root@10.0.0.9:22)"), "{err}");
+    }
+
+    /// A change that uses an earlier one's output is a template: `(known after apply)`
+    /// where the output stands, and in a real run only that change's real output may
+    /// stand there; the command may differ nowhere else.
+    #[test]
+    fn a_hole_holds_only_what_its_change_printed() {
+        use crate::known_after::{forms, KnownAfter};
+        use crate::targets::ExecRequest;
+        let planning = KnownAfter::random();
+        let mut rec = Recording::new(salt()).with_known_after(planning.clone());
+        assert_eq!(rec.change(&seen(0, "mktemp -d")), 0);
+        assert_eq!(rec.change(&seen(0, "mktemp -d")), 1);
+        let cmd = format!("touch {}/file", planning.token(0));
+        rec.change(&seen(1, &cmd));
+        assert_eq!(rec.changes[2].known_after, [0]);
+        assert_eq!(rec.changes[2].command, "touch (known after apply)/file");
+        assert_eq!(rec.changes[2].summary, "touch (known after apply)/file");
+        let mut p = plan(&[]);
+        p.changes = rec.changes;
+        // The real run: its own placeholders read the real command back.
+        let real = KnownAfter::random();
+        let read_back = |e: &Enforcer, argv: &[&str]| -> Vec<Templated> {
+            let req = ExecRequest {
+                argv: argv.iter().map(Into::into).collect(),
+                ..ExecRequest::default()
+            };
+            real.templates(&req, &e.fills())
+                .into_iter()
+                .map(|r| Templated {
+                    command: real.marked(Target::Local.render(&r).as_bytes()).0,
+                    stdin: None,
+                })
+                .collect()
+        };
+        let ran = |outputs: bool| {
+            let mut e = Enforcer::new(&p);
+            e.step_attempt(0);
+            let a = e.allow(&seen(0, "mktemp -d")).unwrap();
+            let b = e.allow(&seen(0, "mktemp -d")).unwrap();
+            if outputs {
+                e.output(a, b"/tmp/d.1\n");
+                e.output(b, b"/tmp/d.2\n");
+            }
+            e.step_attempt(1);
+            e
+        };
+        let mut e = ran(true);
+        assert_eq!(e.fills(), vec![(0, forms(b"/tmp/d.1\n"))]);
+        let t = read_back(&e, &["touch", "/tmp/d.1/file"]);
+        assert!(e
+            .allow_templated(&seen(1, "touch /tmp/d.1/file"), &t)
+            .is_ok());
+        // Another change's output in the hole, a difference beside it, or the exact
+        // command without reading it back: refused.
+        for argv in [["touch", "/tmp/d.2/file"], ["touch", "/tmp/d.1/file2"]] {
+            let mut e = ran(true);
+            let t = read_back(&e, &argv);
+            let err = e
+                .allow_templated(&seen(1, &argv.join(" ")), &t)
+                .unwrap_err();
+            assert!(
+                err.contains("confirmed: touch (known after apply)/file"),
+                "{err}"
+            );
+            assert!(err.contains("only what change 1 printed"), "{err}");
+        }
+        assert!(ran(true).allow(&seen(1, "touch /tmp/d.1/file")).is_err());
+        // The change a hole names has not run (no output kept): nothing fits it.
+        let mut e = ran(false);
+        assert!(e.fills().is_empty());
+        assert!(e
+            .allow_templated(&seen(1, "touch /tmp/d.1/file"), &[])
+            .is_err());
+    }
+
+    #[test]
+    fn modules_are_held_to_the_plan() {
+        let m = |name: &str, sha: &str| PlannedModule {
+            name: name.into(),
+            path: format!("{name}.lua"),
+            sha256: sha.repeat(32),
+        };
+        let mut held = Modules::default();
+        held.load(m("top", "aa")).unwrap();
+        let err = held.hold_to(&[m("top", "bb")]).unwrap_err();
+        assert_eq!(
+            err,
+            ["module 'top' (top.lua): planned sha256 bbbbbbbbbbbb…, now aaaaaaaaaaaa…"]
+        );
+        let mut held = Modules::default();
+        held.hold_to(&[m("a", "aa")]).unwrap();
+        held.load(m("a", "aa")).unwrap();
+        assert!(held
+            .load(m("a", "cc"))
+            .unwrap_err()
+            .contains("planned sha256 aaaa"));
+        assert!(held
+            .load(m("b", "aa"))
+            .unwrap_err()
+            .contains("is not in the plan"));
+        assert_eq!(held.loaded(), [m("a", "aa")]);
     }
 
     #[test]

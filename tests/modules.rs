@@ -120,7 +120,7 @@ fn a_plan_records_every_module_it_loaded() {
         .run();
     assert!(
         md.stdout_text()
-            .contains("| `lib.helpers` | `lib/helpers.lua` | `"),
+            .contains("| `lib.helpers` | `lib/helpers.lua` | sha256 `"),
         "{}",
         md.describe()
     );
