@@ -195,6 +195,39 @@ fn a_change_that_differs_elsewhere_too_is_refused() {
     );
 }
 
+/// The same through a confirmed `run` on a terminal: the name comes from a read that
+/// answers something new every time, so after the "y" the real command differs beside the
+/// hole too, and it is refused before it.
+#[test]
+fn a_confirmed_run_whose_change_differs_elsewhere_too_is_refused() {
+    let env = Env::new();
+    let base = setup(&env);
+    let rb = env.write(
+        "uuid.lua",
+        r#"runbook { name = "uuid", params = { base = { type = "path", required = true } } }
+local here = target("local")
+step("make and fill", function()
+  local dir = here:exec({ "mktemp", "-d", "--", params.base .. "/made.XXXXXX" }).stdout:gsub("%s+$", "")
+  local name = here:exec({ "cat", "/proc/sys/kernel/random/uuid" }, { read_only = true }).stdout
+  here:exec({ "touch", dir .. "/" .. name:gsub("%s+$", "") })
+end)
+"#,
+    );
+    let (code, screen) = Run::new(&env, &rb).set("base", &base).on_terminal("y\n");
+    assert_eq!(code, 1, "{screen}");
+    assert!(
+        screen.contains("this change is not one that was confirmed for this step")
+            && screen.contains("confirmed: touch (known after apply)/"),
+        "{screen}"
+    );
+    let dirs = made(&base);
+    assert_eq!(dirs.len(), 1, "{screen}");
+    assert!(
+        std::fs::read_dir(&dirs[0]).unwrap().next().is_none(),
+        "{screen}"
+    );
+}
+
 /// A hole holds only the output of the change it names: another value in its place (here
 /// the directory of a second `mktemp`, not the one planned there) is refused.
 #[test]
