@@ -38,6 +38,44 @@ fn plan_file(env: &Env) -> PathBuf {
     env.tmp.path().join("plan.json")
 }
 
+/// `runbook plan RB --set base=BASE ARGS… -o plan.json`, which must succeed.
+fn make_plan(env: &Env, rb: &Path, base: &Path, args: &[&std::ffi::OsStr]) -> Output {
+    Run::cmd(env, ["plan"])
+        .arg(rb)
+        .set("base", base)
+        .args(args)
+        .arg("-o")
+        .arg(plan_file(env))
+        .expect_exit(0)
+        .run()
+}
+
+/// `runbook apply plan.json --yes`, which must exit `code`.
+fn apply(env: &Env, code: i32) -> Output {
+    Run::cmd(env, ["apply"])
+        .arg(plan_file(env))
+        .arg("--yes")
+        .expect_exit(code)
+        .run()
+}
+
+/// `mktemp` made one directory under `base`, and the file is in it.
+fn assert_the_file_is_in_the_made_directory(base: &Path, said: &str) {
+    let dirs = made(base);
+    assert_eq!(dirs.len(), 1, "{said}");
+    assert!(dirs[0].join("file").exists(), "{said}");
+}
+
+/// `mktemp` made one directory under `base`, and nothing is in it.
+fn assert_the_made_directory_is_empty(base: &Path, said: &str) {
+    let dirs = made(base);
+    assert_eq!(dirs.len(), 1, "the mktemp ran: {said}");
+    assert!(
+        std::fs::read_dir(&dirs[0]).unwrap().next().is_none(),
+        "{said}"
+    );
+}
+
 fn made(base: &Path) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = std::fs::read_dir(base)
         .unwrap()
@@ -80,9 +118,7 @@ fn a_confirmed_run_uses_the_output_of_an_earlier_change() {
             .contains("where it says (known after apply): what change 1 (on local: mktemp -d -- "),
         "{screen}"
     );
-    let dirs = made(&base);
-    assert_eq!(dirs.len(), 1, "{screen}");
-    assert!(dirs[0].join("file").exists(), "{screen}");
+    assert_the_file_is_in_the_made_directory(&base, &screen);
 }
 
 /// The dry-run preview shows it too, and no placeholder leaks into what people read.
@@ -114,13 +150,7 @@ fn a_plan_with_a_value_known_after_apply_applies() {
     let env = Env::new();
     let base = setup(&env);
     let rb = runbook(&env, "local", "");
-    let out = Run::cmd(&env, ["plan"])
-        .arg(&rb)
-        .set("base", &base)
-        .arg("-o")
-        .arg(plan_file(&env))
-        .expect_exit(0)
-        .run();
+    let out = make_plan(&env, &rb, &base, &[]);
     assert!(
         out.stdout_text().contains("(known after apply)/file"),
         "{}",
@@ -148,14 +178,8 @@ fn a_plan_with_a_value_known_after_apply_applies() {
         "{}",
         md.describe()
     );
-    let out = Run::cmd(&env, ["apply"])
-        .arg(plan_file(&env))
-        .arg("--yes")
-        .expect_exit(0)
-        .run();
-    let dirs = made(&base);
-    assert_eq!(dirs.len(), 1, "{}", out.describe());
-    assert!(dirs[0].join("file").exists(), "{}", out.describe());
+    let out = apply(&env, 0);
+    assert_the_file_is_in_the_made_directory(&base, &out.describe());
 }
 
 /// The second change differs from the plan elsewhere too (the name a read gives changed
@@ -165,19 +189,9 @@ fn a_change_that_differs_elsewhere_too_is_refused() {
     let env = Env::new();
     let base = setup(&env);
     let rb = runbook(&env, "local", "");
-    Run::cmd(&env, ["plan"])
-        .arg(&rb)
-        .set("base", &base)
-        .arg("-o")
-        .arg(plan_file(&env))
-        .expect_exit(0)
-        .run();
+    make_plan(&env, &rb, &base, &[]);
     std::fs::write(base.join("name"), "other\n").unwrap();
-    let out = Run::cmd(&env, ["apply"])
-        .arg(plan_file(&env))
-        .arg("--yes")
-        .expect_exit(1)
-        .run();
+    let out = apply(&env, 1);
     let said = out.stderr_text();
     assert!(
         said.contains("this change is not one that was confirmed for this step")
@@ -186,13 +200,7 @@ fn a_change_that_differs_elsewhere_too_is_refused() {
         "{}",
         out.describe()
     );
-    let dirs = made(&base);
-    assert_eq!(dirs.len(), 1, "the mktemp ran: {}", out.describe());
-    assert!(
-        std::fs::read_dir(&dirs[0]).unwrap().next().is_none(),
-        "{}",
-        out.describe()
-    );
+    assert_the_made_directory_is_empty(&base, &out.describe());
 }
 
 /// The same through a confirmed `run` on a terminal: the name comes from a read that
@@ -220,12 +228,7 @@ end)
             && screen.contains("confirmed: touch (known after apply)/"),
         "{screen}"
     );
-    let dirs = made(&base);
-    assert_eq!(dirs.len(), 1, "{screen}");
-    assert!(
-        std::fs::read_dir(&dirs[0]).unwrap().next().is_none(),
-        "{screen}"
-    );
+    assert_the_made_directory_is_empty(&base, &screen);
 }
 
 /// A hole holds only the output of the change it names: another value in its place (here
@@ -251,13 +254,7 @@ end)
     );
     // Run until the swap happens (the names are random; each try leaves two directories).
     for _ in 0..20 {
-        Run::cmd(&env, ["plan"])
-            .arg(env.tmp.path().join("swap.lua"))
-            .set("base", &base)
-            .arg("-o")
-            .arg(plan_file(&env))
-            .expect_exit(0)
-            .run();
+        make_plan(&env, &env.tmp.path().join("swap.lua"), &base, &[]);
         let before = made(&base);
         let out = Run::cmd(&env, ["apply"])
             .arg(plan_file(&env))
@@ -305,18 +302,8 @@ fn a_placeholder_taken_apart_is_a_difference() {
         "local",
         r#"here:exec({ "touch", dir:sub(1, 12) .. "-cut" })"#,
     );
-    Run::cmd(&env, ["plan"])
-        .arg(&rb)
-        .set("base", &base)
-        .arg("-o")
-        .arg(plan_file(&env))
-        .expect_exit(0)
-        .run();
-    let out = Run::cmd(&env, ["apply"])
-        .arg(plan_file(&env))
-        .arg("--yes")
-        .expect_exit(1)
-        .run();
+    make_plan(&env, &rb, &base, &[]);
+    let out = apply(&env, 1);
     assert!(
         out.stderr_text()
             .contains("this change is not one that was confirmed"),
@@ -355,25 +342,18 @@ fn over_ssh_a_plan_with_a_value_known_after_apply_applies() {
     let env = Env::new();
     let base = setup(&env);
     let rb = runbook(&env, &fleet.nodes[0].alias, "");
-    let out = Run::cmd(&env, ["plan"])
-        .arg(&rb)
-        .set("base", &base)
-        .ssh(&fleet)
-        .arg("-o")
-        .arg(plan_file(&env))
-        .expect_exit(0)
-        .run();
+    let config = fleet.ssh_config();
+    let out = make_plan(
+        &env,
+        &rb,
+        &base,
+        &["--ssh-config".as_ref(), config.as_os_str()],
+    );
     assert!(
         out.stdout_text().contains("(known after apply)/file"),
         "{}",
         out.describe()
     );
-    let out = Run::cmd(&env, ["apply"])
-        .arg(plan_file(&env))
-        .arg("--yes")
-        .expect_exit(0)
-        .run();
-    let dirs = made(&base);
-    assert_eq!(dirs.len(), 1, "{}", out.describe());
-    assert!(dirs[0].join("file").exists(), "{}", out.describe());
+    let out = apply(&env, 0);
+    assert_the_file_is_in_the_made_directory(&base, &out.describe());
 }
