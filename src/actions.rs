@@ -47,8 +47,9 @@ pub fn shown(target: &Target, req: &ExecRequest, script: Option<&Script>) -> Str
 }
 
 pub enum Performed {
-    /// Not run: a dry-run planned it.
-    Planned,
+    /// Not run: a dry-run planned it. For a change, what stands for its output in the
+    /// runbook until it runs (`known_after.rs`).
+    Planned { known_after: Option<String> },
     /// It ran; `shown` is the command as its events showed it (see [`shown`]).
     Ran { out: ExecOutcome, shown: String },
 }
@@ -185,6 +186,27 @@ pub fn own_change<T>(
     made.map(Some).map_err(ActionError::Failed)
 }
 
+/// `req` read back as templates for the holes of the planned changes (`fills`: which
+/// change's output may stand in one, and in what forms), rendered on `target` as the plan
+/// rendered its commands, each hole as the marker of its change.
+fn templated(
+    ctx: &Ctx,
+    target: &Target,
+    req: &ExecRequest,
+    fills: &[(usize, Vec<Vec<u8>>)],
+) -> Vec<crate::plan::Templated> {
+    let known = &ctx.known_after;
+    known
+        .templates(req, fills)
+        .into_iter()
+        .filter(|r| known.in_request(r))
+        .map(|r| crate::plan::Templated {
+            command: known.marked(target.render(&r).as_bytes()).0,
+            stdin: r.stdin.as_deref().map(|s| known.marked(s).0),
+        })
+        .collect()
+}
+
 pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionError> {
     crate::quote::validate_argv(&action.req.argv)?;
     let step = ctx.step.get().map(|s| s.index).unwrap_or(0);
@@ -215,9 +237,11 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
             ),
         });
     }
+    // A read whose command holds a change's output that is known only after apply
+    // cannot run before it: it is planned, as offline.
     let plan_only = match ctx.mode {
         Mode::Real => false,
-        Mode::DryRun => action.effect == Effect::Change,
+        Mode::DryRun => action.effect == Effect::Change || ctx.known_after.in_request(&action.req),
         Mode::Offline | Mode::Inspect => true,
     };
     // A plan pass records every action; a run held to a plan checks each change before
@@ -246,21 +270,34 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
         summary: &summary,
         destructive: action.destructive,
     };
+    // The planned change this one is (held to a plan): what it prints is kept for the
+    // holes that name it.
+    let mut planned_as = None;
+    // A change's number in the plan, or its action's outside one: its placeholder's.
+    let mut numbered = id as usize;
     if let Some(rec) = ctx.recording.borrow_mut().as_mut() {
         rec.target(action.target, &destination);
         match action.effect {
-            Effect::Change if plan_only => rec.change(&seen()),
+            Effect::Change if plan_only => numbered = rec.change(&seen()),
             Effect::Read if plan_only => rec.read(&seen(), None),
             _ => {}
         }
     } else if let Some(enforcer) = ctx.enforcer.borrow_mut().as_mut() {
         if action.effect == Effect::Change && !plan_only {
-            enforcer.allow(&seen(), &|t| ctx.bus.mask(t))?;
+            let fills = enforcer.fills();
+            let templated = match fills.is_empty() {
+                true => Vec::new(),
+                false => templated(ctx, action.target, &action.req, &fills),
+            };
+            planned_as = Some(enforcer.allow_templated(&seen(), &templated, &|t| ctx.bus.mask(t))?);
         }
     }
     if plan_only {
+        let mut known_after = None;
         if action.effect == Effect::Change {
             ctx.mark_changed();
+            known_after = Some(ctx.known_after.token(numbered));
+            ctx.bus.show_known_after(&ctx.known_after);
         }
         let script = action.script.map(|s| ctx.bus.script(s));
         ctx.bus.emit(Event::ActionPlanned {
@@ -273,7 +310,7 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
             destructive: action.destructive,
             script,
         });
-        return Ok(Performed::Planned);
+        return Ok(Performed::Planned { known_after });
     }
     // Nothing new starts once the step is over: work that was still queued (a wide
     // `parallel`) fails at once after a timeout or Ctrl-C, as `file:line: timed out` /
@@ -391,6 +428,11 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
     if let (true, Ok(out)) = (keeping, &result) {
         if let Some(kept) = ctx.kept_reads.borrow_mut().as_mut() {
             kept.keep(&key, pieces.take(), out);
+        }
+    }
+    if let (Some(index), Ok(out)) = (planned_as, &result) {
+        if let Some(enforcer) = ctx.enforcer.borrow_mut().as_mut() {
+            enforcer.output(index, &out.stdout);
         }
     }
     if let Some(message) = result.as_ref().ok().and_then(|o| o.notice.clone()) {

@@ -118,6 +118,11 @@ pub struct Ctx {
     /// What `log`/`print` said while the file's top level ran: no sink is attached yet
     /// then, so a run shows them once its record has started (`engine::run`).
     pub early_logs: RefCell<Vec<(crate::events::Level, String)>>,
+    /// The placeholders this VM gives as the output of a change it only plans
+    /// (`known_after.rs`).
+    pub known_after: crate::known_after::KnownAfter,
+    /// The Lua modules this VM loaded, and (held to a plan) the only ones it may load.
+    pub modules: RefCell<crate::plan::Modules>,
 }
 
 impl Ctx {
@@ -161,6 +166,8 @@ impl Ctx {
             last_location: RefCell::new(String::new()),
             kept_reads: RefCell::new(None),
             early_logs: RefCell::new(Vec::new()),
+            known_after: crate::known_after::KnownAfter::random(),
+            modules: RefCell::new(Default::default()),
         }
     }
 

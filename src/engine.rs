@@ -342,6 +342,7 @@ pub async fn run(req: RunRequest) -> Result<()> {
             // be held to half a plan and stop where it ends): say why, change nothing.
             // (A failed plan with no change in it yet needs no confirmation: the real run
             // is held to "no changes" and stops before any.)
+            hold_to_modules(&loaded, &pass.plan, &req.source.label)?;
             if let (Some(why), false) = (&pass.failed, pass.plan.changes.is_empty()) {
                 return Err(Error::PlanFailed(format!(
                     "{}: the plan to confirm could not be made (its dry-run failed): {why}\n\
@@ -382,9 +383,11 @@ pub async fn run(req: RunRequest) -> Result<()> {
             },
             _,
         ) => {
-            // What can be checked without reaching any target first, then the plan is
-            // shown (the ssh_config it names with it), and only then are its targets
-            // resolved: `ssh -G` with that config runs what a `Match exec` in it says.
+            // What can be checked without reaching any target first (the modules the
+            // plan loaded among it), then the plan is shown (the ssh_config it names with
+            // it), and only then are its targets resolved: `ssh -G` with that config runs
+            // what a `Match exec` in it says.
+            hold_to_modules(&loaded, plan, path)?;
             check_saved(plan, &loaded, path)?;
             if !yes {
                 let hint = format!("review it, then re-run with runbook apply {path} --yes");
@@ -674,8 +677,10 @@ async fn plan_pass(p: PlanPass<'_>) -> Result<Planned> {
     )?;
     let collected = Collected::default();
     *plan.ctx.state_dir.borrow_mut() = Some(p.state_dir);
-    *plan.ctx.recording.borrow_mut() =
-        Some(crate::plan::Recording::new(crate::plan::Salt::random()));
+    *plan.ctx.recording.borrow_mut() = Some(
+        crate::plan::Recording::new(crate::plan::Salt::random())
+            .with_known_after(plan.ctx.known_after.clone()),
+    );
     // A confirmation's pass keeps its reads' answers for the real run after it. Not when
     // replies are saved: the real run's commands are what a replies file holds, each one.
     if shared && p.mode == Mode::DryRun && plan.ctx.targets.replies().is_none() {
@@ -691,7 +696,8 @@ async fn plan_pass(p: PlanPass<'_>) -> Result<Planned> {
     if let Some(signal) = p.cancel.interrupted() {
         return Err(Error::Interrupted(signal));
     }
-    let recording = plan.ctx.recording.borrow_mut().take().expect("set above");
+    let mut recording = plan.ctx.recording.borrow_mut().take().expect("set above");
+    recording.modules = plan.ctx.modules.borrow().loaded().to_vec();
     let kept = plan.ctx.kept_reads.borrow_mut().take();
     let events = collected.0.borrow();
     let failed = (tally.failed > 0).then(|| {
@@ -757,6 +763,18 @@ pub async fn plan(
         resume: &ResumePlan::default(),
     })
     .await
+}
+
+/// From now on the run's VM loads only the plan's Lua modules, byte for byte (`require`
+/// asks `plan::Modules`); the ones its top level loaded already must be the plan's too.
+fn hold_to_modules(loaded: &Loaded, plan: &Plan, label: &str) -> Result<()> {
+    let held = loaded.ctx.modules.borrow_mut().hold_to(&plan.modules);
+    held.map_err(|problems| {
+        Error::PlanRefused(format!(
+            "{label}: refused, nothing was changed: the Lua modules loaded are not the ones the plan was made with:\n  - {}\nmake a new plan and review it",
+            problems.join("\n  - ")
+        ))
+    })
 }
 
 /// `apply`: the saved plan must be of what would run now: the same params (a secret's

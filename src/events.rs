@@ -233,6 +233,9 @@ pub struct Bus {
     masker: RefCell<Masker>,
     /// The sha256 of each script a `script` event carried already.
     scripts_sent: RefCell<std::collections::HashSet<String>>,
+    /// Once a dry-run gave out a placeholder for a change's output: every event shows
+    /// them as `(known after apply)`.
+    known_after: RefCell<Option<crate::known_after::KnownAfter>>,
 }
 
 /// Names a sink so that a short-lived one (a primitive watching its own command's
@@ -301,8 +304,20 @@ impl Bus {
         }
     }
 
+    /// From now on, events show `known`'s placeholders as `(known after apply)`.
+    pub fn show_known_after(&self, known: &crate::known_after::KnownAfter) {
+        let mut slot = self.known_after.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(known.clone());
+        }
+    }
+
     pub fn emit(&self, event: Event) {
         let event = self.masker.borrow().mask_event(event);
+        let event = match self.known_after.borrow().as_ref() {
+            Some(known) => known.shown_event(event),
+            None => event,
+        };
         let stamped = Stamped {
             ts: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
             event,

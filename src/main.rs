@@ -14,6 +14,7 @@ mod events;
 mod fsx;
 mod inventory;
 mod kept_reads;
+mod known_after;
 mod lint;
 mod locks;
 mod lua_api;

@@ -21,6 +21,7 @@
 //! plan (summaries, commands) has every secret masked; the digests are of the real text.
 
 use crate::events::Event;
+use crate::known_after::KnownAfter;
 use crate::params::Header;
 use crate::targets::{Hop, Target};
 use serde::{Deserialize, Serialize};
@@ -98,6 +99,12 @@ pub struct Change {
     pub stdin_sha256: Option<String>,
     /// Deletes, rebuilds or restores something.
     pub destructive: bool,
+    /// The holes in the command, in order: each stands for the output of the change of
+    /// that index (0-based), known only after apply (`known_after.rs`). The command reads
+    /// `(known after apply)` there, and its digests are over the command with a marker
+    /// naming that change in each hole.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub known_after: Vec<usize>,
 }
 
 impl Change {
@@ -119,16 +126,61 @@ impl Change {
         self.command.contains(crate::secrets::MASK)
     }
 
+    /// The command text as its digest is over: for a template, each `(known after
+    /// apply)` as the marker of the change `known_after` names for it, in order (the
+    /// recording put them there in that order). A count that does not match is a text
+    /// that is not the template's, and so is not its digest's either.
+    fn digested_command(&self) -> Vec<u8> {
+        if self.known_after.is_empty() {
+            return self.command.as_bytes().to_vec();
+        }
+        let parts: Vec<&str> = self.command.split(crate::known_after::SHOWN).collect();
+        if parts.len() != self.known_after.len() + 1 {
+            return self.command.as_bytes().to_vec();
+        }
+        let mut out = Vec::new();
+        for (k, part) in parts.iter().enumerate() {
+            out.extend_from_slice(part.as_bytes());
+            if let Some(&n) = self.known_after.get(k) {
+                out.extend(crate::known_after::marker(n));
+            }
+        }
+        out
+    }
+
     /// The first field of this planned change that a person reads and that is not what
     /// the real change `seen` is: (field, as planned, as it is). Texts are compared as
     /// the plan holds them, masked.
-    fn misread(&self, seen: &Seen, mask: &dyn Fn(&str) -> String) -> Option<Misread> {
+    ///
+    /// A template (`known_after`) reads `(known after apply)` where the real change has
+    /// the output of an earlier change: `holes` are those outputs (in every form a hole
+    /// may hold, longest first), read back as `(known after apply)` in the real texts
+    /// before they are compared. An output that also stands where no hole is reads as
+    /// one too, and the texts then differ: the safe side.
+    fn misread(
+        &self,
+        seen: &Seen,
+        mask: &dyn Fn(&str) -> String,
+        holes: &[Vec<u8>],
+    ) -> Option<Misread> {
+        let as_planned = |text: &str| {
+            let mut text = mask(text);
+            if !self.known_after.is_empty() {
+                for hole in holes {
+                    let hole = String::from_utf8_lossy(hole);
+                    if !hole.is_empty() {
+                        text = text.replace(&*hole, crate::known_after::SHOWN);
+                    }
+                }
+            }
+            text
+        };
         let texts = [
             ("target", &self.target, seen.target.to_string()),
             ("step_name", &self.step_name, mask(seen.step_name)),
-            ("command", &self.command, mask(seen.command)),
-            ("shown", &self.shown, mask(seen.shown)),
-            ("summary", &self.summary, mask(seen.summary)),
+            ("command", &self.command, as_planned(seen.command)),
+            ("shown", &self.shown, as_planned(seen.shown)),
+            ("summary", &self.summary, as_planned(seen.summary)),
         ];
         for (field, planned, now) in texts {
             if *planned != now {
@@ -196,7 +248,93 @@ impl Seen<'_> {
             command_sha256: salt.digest(self.command.as_bytes()),
             stdin_sha256: self.stdin.map(|s| salt.digest(s)),
             destructive: self.destructive,
+            known_after: Vec::new(),
         }
+    }
+}
+
+/// A Lua module a runbook loaded while its plan was made: `name` as required, `path`
+/// relative to the runbook's folder (or `shipped`, for the stdlib inside runbook), and the
+/// sha256 of its bytes. `apply` checks each before anything runs, and the apply's VM loads
+/// only these, byte for byte.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedModule {
+    pub name: String,
+    pub path: String,
+    pub sha256: String,
+}
+
+/// What `path` says for a stdlib module.
+pub const SHIPPED_MODULE: &str = "shipped";
+
+/// How `now` differs from the module the plan names the same, if it does.
+fn module_difference(planned: &[PlannedModule], now: &PlannedModule) -> Option<String> {
+    let short = |s: &str| s[..12.min(s.len())].to_string();
+    let Some(then) = planned.iter().find(|m| m.name == now.name) else {
+        return Some(format!(
+            "module '{}' ({}) is not in the plan: only the modules the plan loaded may be loaded",
+            now.name, now.path
+        ));
+    };
+    if then.path != now.path {
+        return Some(format!(
+            "module '{}': planned at {}, now at {}",
+            now.name, then.path, now.path
+        ));
+    }
+    (then.sha256 != now.sha256).then(|| {
+        format!(
+            "module '{}' ({}): planned sha256 {}…, now {}…",
+            now.name,
+            now.path,
+            short(&then.sha256),
+            short(&now.sha256)
+        )
+    })
+}
+
+/// The Lua modules one VM loaded, and, once it is held to a plan, the only ones it may
+/// load: `require` asks here before it runs a module.
+#[derive(Debug, Default)]
+pub struct Modules {
+    loaded: Vec<PlannedModule>,
+    planned: Option<Vec<PlannedModule>>,
+}
+
+impl Modules {
+    /// A module is about to run; refused (why) when held to a plan that does not have it
+    /// byte for byte.
+    pub fn load(&mut self, module: PlannedModule) -> Result<(), String> {
+        if let Some(why) = self
+            .planned
+            .as_deref()
+            .and_then(|p| module_difference(p, &module))
+        {
+            return Err(why);
+        }
+        if !self.loaded.iter().any(|m| m.name == module.name) {
+            self.loaded.push(module);
+        }
+        Ok(())
+    }
+
+    /// From now on only `planned` may load; what loaded already must be in it.
+    pub fn hold_to(&mut self, planned: &[PlannedModule]) -> Result<(), Vec<String>> {
+        let problems: Vec<String> = self
+            .loaded
+            .iter()
+            .filter_map(|m| module_difference(planned, m))
+            .collect();
+        self.planned = Some(planned.to_vec());
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems)
+        }
+    }
+
+    pub fn loaded(&self) -> &[PlannedModule] {
+        &self.loaded
     }
 }
 
@@ -244,12 +382,17 @@ impl PlannedTarget {
     }
 }
 
-/// What the plan pass records in its context: changes, reads, targets.
+/// What the plan pass records in its context: changes, reads, targets, modules.
 pub struct Recording {
     pub salt: Salt,
     pub changes: Vec<Change>,
     pub reads: Vec<Read>,
     pub targets: Vec<PlannedTarget>,
+    /// The Lua modules the pass loaded (set when it ends).
+    pub modules: Vec<PlannedModule>,
+    /// The placeholders the pass's planned changes gave as their output: where one
+    /// stands in a later change, that change is a template (see `known_after.rs`).
+    known_after: Option<KnownAfter>,
 }
 
 impl Recording {
@@ -259,7 +402,15 @@ impl Recording {
             changes: Vec::new(),
             reads: Vec::new(),
             targets: Vec::new(),
+            modules: Vec::new(),
+            known_after: None,
         }
+    }
+
+    /// Records the commands that hold `known`'s placeholders as templates.
+    pub fn with_known_after(mut self, known: KnownAfter) -> Self {
+        self.known_after = Some(known);
+        self
     }
 
     pub fn target(&mut self, target: &Target, destination: &str) {
@@ -269,17 +420,38 @@ impl Recording {
         }
     }
 
-    pub fn change(&mut self, seen: &Seen) {
-        self.changes.push(seen.change(&self.salt));
+    /// A planned change; its index in the plan. A placeholder in it (the output of an
+    /// earlier planned change) makes it a template: shown `(known after apply)` there,
+    /// digested with the marker of that change there (`known_after.rs`).
+    pub fn change(&mut self, seen: &Seen) -> usize {
+        let mut change = seen.change(&self.salt);
+        if let Some(known) = &self.known_after {
+            let (command, sources) = known.marked(seen.command.as_bytes());
+            let stdin = seen.stdin.map(|s| known.marked(s));
+            if !sources.is_empty() || stdin.as_ref().is_some_and(|(_, s)| !s.is_empty()) {
+                change.command_sha256 = self.salt.digest(&command);
+                change.stdin_sha256 = stdin.map(|(s, _)| self.salt.digest(&s));
+                change.known_after = sources;
+            }
+            change.command = known.shown(&change.command);
+            change.shown = known.shown(&change.shown);
+            change.summary = known.shown(&change.summary);
+        }
+        self.changes.push(change);
+        self.changes.len() - 1
     }
 
     /// A read; `result` is (exit code, stdout) when it ran and its output is not secret.
     pub fn read(&mut self, seen: &Seen, result: Option<(Option<i32>, &[u8])>) {
+        let shown = |text: &str| match &self.known_after {
+            Some(known) => known.shown(text),
+            None => text.to_string(),
+        };
         self.reads.push(Read {
             step: seen.step,
             target: seen.target.into(),
-            summary: seen.summary.into(),
-            shown: seen.shown.into(),
+            summary: shown(seen.summary),
+            shown: shown(seen.shown),
             command_sha256: self.salt.digest(seen.command.as_bytes()),
             result_sha256: result.map(|(code, out)| self.salt.result(code, out)),
             exit_code: result.and_then(|(code, _)| code),
@@ -350,6 +522,9 @@ pub struct Plan {
     /// "dry-run" (reads ran) or "dry-run-offline" (nothing was contacted).
     pub mode: String,
     pub runbook: PlannedRunbook,
+    /// Every Lua module the runbook loaded while the plan was made.
+    #[serde(default)]
+    pub modules: Vec<PlannedModule>,
     pub salt: Salt,
     pub params: BTreeMap<String, PlannedParam>,
     /// The inventory and ssh_config the targets were resolved with (absolute paths):
@@ -508,6 +683,7 @@ impl Plan {
                 shipped,
                 sha256: pass.sha256,
             },
+            modules: rec.modules,
             salt,
             params,
             reached_with: ReachedWith::default(),
@@ -704,6 +880,20 @@ pub async fn target_differences(
     out
 }
 
+/// `change 1` or `changes 1 and 3`: the changes holes name, numbered from 1 as the
+/// plan's text and Markdown number them.
+fn changes_named(sources: &[usize]) -> String {
+    let mut n: Vec<usize> = sources.iter().map(|s| s + 1).collect();
+    n.sort();
+    n.dedup();
+    let list: Vec<String> = n.iter().map(|i| i.to_string()).collect();
+    match list.as_slice() {
+        [one] => format!("change {one}"),
+        [rest @ .., last] => format!("changes {} and {last}", rest.join(", ")),
+        [] => "no change".into(),
+    }
+}
+
 fn route_text(route: &[Hop]) -> String {
     if route.is_empty() {
         return "this machine".into();
@@ -732,6 +922,16 @@ pub struct Enforcer {
     /// Why the run was stopped before its first change because the plan does not read
     /// as the change it holds (an edited plan file): `apply` then refuses, exit 2.
     refused: Option<String>,
+    /// What each planned change a hole names printed when it ran in this run, by its
+    /// index: the only value that hole may hold.
+    outputs: BTreeMap<usize, Vec<u8>>,
+}
+
+/// A real command read back as a template (`known_after.rs`): the command line and its
+/// standard input, each hole holding the marker of its change.
+pub struct Templated {
+    pub command: Vec<u8>,
+    pub stdin: Option<Vec<u8>>,
 }
 
 impl Enforcer {
@@ -747,6 +947,7 @@ impl Enforcer {
             broken: None,
             made_any: false,
             refused: None,
+            outputs: BTreeMap::new(),
         }
     }
 
@@ -778,13 +979,50 @@ impl Enforcer {
     /// order within the step: `parallel()` items finish in any order) and the plan reads
     /// as it is: the same target name, step name, command text, command as shown,
     /// summary and destructive flag, each as the plan holds it (masked by `mask`, the
-    /// run's masker). Otherwise says why not, showing both versions.
+    /// run's masker). Otherwise says why not, showing both versions. Gives the planned
+    /// change's index.
     ///
     /// The digests alone would let a plan file whose texts were edited (the command a
     /// reviewer reads, its summary, "destructive") hold the run to a change it does not
     /// show: the digests and the salt are in the file, so nothing in it proves its texts;
     /// the real change does.
-    pub fn allow(&mut self, seen: &Seen, mask: &dyn Fn(&str) -> String) -> Result<(), String> {
+    pub fn allow(&mut self, seen: &Seen, mask: &dyn Fn(&str) -> String) -> Result<usize, String> {
+        self.allow_templated(seen, &[], mask)
+    }
+
+    /// What may stand in the holes of the step's planned changes not run yet: for each
+    /// change a hole names that ran in this run, the forms of what it printed. Empty when
+    /// the step's changes have no hole.
+    pub fn fills(&self) -> Vec<(usize, Vec<Vec<u8>>)> {
+        let mut sources: Vec<usize> = (0..self.planned.len())
+            .filter(|&i| !self.used[i] && Some(self.planned[i].step) == self.step)
+            .flat_map(|i| self.planned[i].known_after.iter().copied())
+            .collect();
+        sources.sort();
+        sources.dedup();
+        sources
+            .into_iter()
+            .filter_map(|n| Some((n, crate::known_after::forms(self.outputs.get(&n)?))))
+            .collect()
+    }
+
+    /// The planned change `index` ran and printed `stdout`: kept when a hole names it.
+    pub fn output(&mut self, index: usize, stdout: &[u8]) {
+        if self.planned.iter().any(|c| c.known_after.contains(&index)) {
+            self.outputs.insert(index, stdout.to_vec());
+        }
+    }
+
+    /// `allow`, where a planned change with holes matches one of `templated` (the real
+    /// command read back with the outputs of [`Self::fills`] as holes) exactly: the
+    /// command differs from the plan only where a hole is, and there only by the output
+    /// of the change the hole names.
+    pub fn allow_templated(
+        &mut self,
+        seen: &Seen,
+        templated: &[Templated],
+        mask: &dyn Fn(&str) -> String,
+    ) -> Result<usize, String> {
         let now = seen.change(&self.salt);
         if let Some(why) = &self.broken {
             return Err(format!(
@@ -794,19 +1032,33 @@ impl Enforcer {
         let open: Vec<usize> = (0..self.planned.len())
             .filter(|&i| !self.used[i] && self.planned[i].step == now.step)
             .collect();
+        let fits = |want: &Change| {
+            if want.known_after.is_empty() {
+                return want.same(&now);
+            }
+            want.step == now.step
+                && want.target == now.target
+                && want.destination == now.destination
+                && templated.iter().any(|t| {
+                    self.salt.digest(&t.command) == want.command_sha256
+                        && t.stdin.as_ref().map(|s| self.salt.digest(s)) == want.stdin_sha256
+                })
+        };
         let exact: Vec<usize> = open
             .iter()
             .copied()
-            .filter(|&i| self.planned[i].same(&now))
+            .filter(|&i| fits(&self.planned[i]))
             .collect();
+        let mut holes: Vec<Vec<u8>> = self.fills().into_iter().flat_map(|(_, f)| f).collect();
+        holes.sort_by_key(|h| std::cmp::Reverse(h.len()));
         if let Some(&i) = exact
             .iter()
-            .find(|&&i| self.planned[i].misread(seen, mask).is_none())
+            .find(|&&i| self.planned[i].misread(seen, mask, &holes).is_none())
         {
             self.used[i] = true;
             self.made_any = true;
             self.changed.insert(now.target);
-            return Ok(());
+            return Ok(i);
         }
         // The change the plan holds by its digests (or all but the target's name), shown
         // otherwise than it is.
@@ -818,7 +1070,8 @@ impl Enforcer {
                     && c.stdin_sha256 == now.stdin_sha256
             })
         });
-        if let Some((i, m)) = misread.and_then(|i| Some((i, self.planned[i].misread(seen, mask)?)))
+        if let Some((i, m)) =
+            misread.and_then(|i| Some((i, self.planned[i].misread(seen, mask, &holes)?)))
         {
             let why = format!(
                 "change {}: field \"{}\" is not what the change is (step \"{}\", on {}): the plan says {}, the change is {}; {}",
@@ -872,6 +1125,13 @@ impl Enforcer {
                         "  (shown the same; the exact command lines differ, e.g. in a script's text or a secret)"
                             .into(),
                     );
+                }
+                if !want.known_after.is_empty() {
+                    lines.push(format!(
+                        "  (where it says {}, only what {} printed in this run may stand; the command differs elsewhere, or that change has not run)",
+                        crate::known_after::SHOWN,
+                        changes_named(&want.known_after)
+                    ));
                 }
             }
             None => {
@@ -964,7 +1224,7 @@ impl Plan {
         let mut out = Vec::new();
         for (i, c) in self.changes.iter().enumerate() {
             let n = i + 1;
-            if !c.masked() && self.salt.digest(c.command.as_bytes()) != c.command_sha256 {
+            if !c.masked() && self.salt.digest(&c.digested_command()) != c.command_sha256 {
                 out.push(format!(
                     "change {n}: field \"command\" does not match its command_sha256 (the text a reviewer reads is not the command the plan holds)"
                 ));
@@ -1361,8 +1621,91 @@ impl Plan {
                 Style::Text => out.push_str(&text.text("    - ", 8, whole)),
                 Style::Markdown => out.push_str(&text.markdown(i + 1)),
             }
+            if !c.known_after.is_empty() {
+                out.push_str(&self.holes_note(c, style));
+            }
         }
         out
+    }
+
+    /// What stands where a change says `(known after apply)`: the output of which
+    /// earlier change.
+    fn holes_note(&self, c: &Change, style: Style) -> String {
+        let mut sources = c.known_after.clone();
+        sources.sort();
+        sources.dedup();
+        let named: Vec<String> = sources
+            .iter()
+            .map(|&n| {
+                let head = self
+                    .changes
+                    .get(n)
+                    .map(|s| format!("on {}: {}", s.target, s.summary))
+                    .unwrap_or_else(|| "a change this plan does not have".into());
+                match style {
+                    Style::Text => format!("change {} ({head})", n + 1),
+                    Style::Markdown => format!("change {} ({})", n + 1, md(&head)),
+                }
+            })
+            .collect();
+        let what = format!(
+            "where it says {}: what {} printed, once it has run",
+            crate::known_after::SHOWN,
+            named.join(" and ")
+        );
+        match style {
+            Style::Text => format!("        {what}\n"),
+            Style::Markdown => format!("   - {what}\n"),
+        }
+    }
+
+    /// The Lua modules the plan loaded, as text lines or Markdown rows.
+    fn module_lines(&self, style: Style) -> String {
+        let mut out = String::new();
+        if self.modules.is_empty() {
+            return out;
+        }
+        match style {
+            Style::Text => out.push_str("modules:\n"),
+            Style::Markdown => {
+                out.push_str("\n## Lua modules\n\n| module | file | digest |\n|---|---|---|\n")
+            }
+        }
+        for m in &self.modules {
+            let short = &m.sha256[..12.min(m.sha256.len())];
+            match style {
+                Style::Text => {
+                    out.push_str(&format!("  {} ({}, sha256 {short}…)\n", m.name, m.path))
+                }
+                Style::Markdown => out.push_str(&format!(
+                    "| {} | {} | sha256 {} |\n",
+                    cell(&code_span(&m.name)),
+                    cell(&code_span(&m.path)),
+                    code_span(short)
+                )),
+            }
+        }
+        out
+    }
+
+    /// How the modules a runbook would load now differ from the plan's: `now(name)` is
+    /// the module as `require` would load it now (or why it cannot be).
+    pub fn module_differences(
+        &self,
+        now: impl Fn(&str) -> Result<PlannedModule, String>,
+    ) -> Vec<String> {
+        self.modules
+            .iter()
+            .filter_map(|m| match now(&m.name) {
+                Ok(found) => module_difference(&self.modules, &found),
+                Err(e) => Some(format!(
+                    "module '{}' ({}): planned sha256 {}…, now: {e}",
+                    m.name,
+                    m.path,
+                    &m.sha256[..12.min(m.sha256.len())]
+                )),
+            })
+            .collect()
     }
 
     /// The whole plan: header, params, targets, changes, skipped steps and notes; `saved`
@@ -1474,6 +1817,7 @@ impl Plan {
         if let Some(reached) = self.reached_with_text(|p| p.to_string()) {
             out.push_str(&format!("reached with: {reached}\n"));
         }
+        out.push_str(&self.module_lines(Style::Text));
         out.push_str(&format!("{}:\n", self.summary_line()));
         out.push_str(&self.render_changes(Style::Text, whole));
         for s in &self.steps {
@@ -1559,6 +1903,7 @@ impl Plan {
                 ));
             }
         }
+        out.push_str(&self.module_lines(Style::Markdown));
         out.push_str("\n## Changes\n");
         if self.changes.is_empty() {
             out.push_str("\nNone: this runbook only reads.\n");
@@ -1661,6 +2006,7 @@ mod tests {
                 shipped: None,
                 sha256: "ab".repeat(32),
             },
+            modules: Vec::new(),
             salt: rec.salt,
             params: BTreeMap::new(),
             reached_with: ReachedWith::default(),
@@ -1867,6 +2213,110 @@ mod tests {
         .contains(
             "target local: field \"host\" is not what its destination root@10.0.0.5:22 says"
         ));
+    }
+
+    /// A change that uses an earlier one's output is a template: `(known after apply)`
+    /// where the output stands, and in a real run only that change's real output may
+    /// stand there; the command may differ nowhere else.
+    #[test]
+    fn a_hole_holds_only_what_its_change_printed() {
+        use crate::known_after::{forms, KnownAfter};
+        use crate::targets::ExecRequest;
+        let planning = KnownAfter::random();
+        let mut rec = Recording::new(salt()).with_known_after(planning.clone());
+        assert_eq!(rec.change(&seen(0, "mktemp -d")), 0);
+        assert_eq!(rec.change(&seen(0, "mktemp -d")), 1);
+        let cmd = format!("touch {}/file", planning.token(0));
+        rec.change(&seen(1, &cmd));
+        assert_eq!(rec.changes[2].known_after, [0]);
+        assert_eq!(rec.changes[2].command, "touch (known after apply)/file");
+        assert_eq!(rec.changes[2].summary, "touch (known after apply)/file");
+        let mut p = plan(&[]);
+        p.changes = rec.changes;
+        // The real run: its own placeholders read the real command back.
+        let real = KnownAfter::random();
+        let read_back = |e: &Enforcer, argv: &[&str]| -> Vec<Templated> {
+            let req = ExecRequest {
+                argv: argv.iter().map(Into::into).collect(),
+                ..ExecRequest::default()
+            };
+            real.templates(&req, &e.fills())
+                .into_iter()
+                .map(|r| Templated {
+                    command: real.marked(Target::Local.render(&r).as_bytes()).0,
+                    stdin: None,
+                })
+                .collect()
+        };
+        let ran = |outputs: bool| {
+            let mut e = Enforcer::new(&p);
+            e.step_attempt(0);
+            let a = e.allow(&seen(0, "mktemp -d"), &plain).unwrap();
+            let b = e.allow(&seen(0, "mktemp -d"), &plain).unwrap();
+            if outputs {
+                e.output(a, b"/tmp/d.1\n");
+                e.output(b, b"/tmp/d.2\n");
+            }
+            e.step_attempt(1);
+            e
+        };
+        let mut e = ran(true);
+        assert_eq!(e.fills(), vec![(0, forms(b"/tmp/d.1\n"))]);
+        let t = read_back(&e, &["touch", "/tmp/d.1/file"]);
+        assert!(e
+            .allow_templated(&seen(1, "touch /tmp/d.1/file"), &t, &plain)
+            .is_ok());
+        // Another change's output in the hole, a difference beside it, or the exact
+        // command without reading it back: refused.
+        for argv in [["touch", "/tmp/d.2/file"], ["touch", "/tmp/d.1/file2"]] {
+            let mut e = ran(true);
+            let t = read_back(&e, &argv);
+            let err = e
+                .allow_templated(&seen(1, &argv.join(" ")), &t, &plain)
+                .unwrap_err();
+            assert!(
+                err.contains("confirmed: touch (known after apply)/file"),
+                "{err}"
+            );
+            assert!(err.contains("only what change 1 printed"), "{err}");
+        }
+        assert!(ran(true)
+            .allow(&seen(1, "touch /tmp/d.1/file"), &plain)
+            .is_err());
+        // The change a hole names has not run (no output kept): nothing fits it.
+        let mut e = ran(false);
+        assert!(e.fills().is_empty());
+        assert!(e
+            .allow_templated(&seen(1, "touch /tmp/d.1/file"), &[], &plain)
+            .is_err());
+    }
+
+    #[test]
+    fn modules_are_held_to_the_plan() {
+        let m = |name: &str, sha: &str| PlannedModule {
+            name: name.into(),
+            path: format!("{name}.lua"),
+            sha256: sha.repeat(32),
+        };
+        let mut held = Modules::default();
+        held.load(m("top", "aa")).unwrap();
+        let err = held.hold_to(&[m("top", "bb")]).unwrap_err();
+        assert_eq!(
+            err,
+            ["module 'top' (top.lua): planned sha256 bbbbbbbbbbbb…, now aaaaaaaaaaaa…"]
+        );
+        let mut held = Modules::default();
+        held.hold_to(&[m("a", "aa")]).unwrap();
+        held.load(m("a", "aa")).unwrap();
+        assert!(held
+            .load(m("a", "cc"))
+            .unwrap_err()
+            .contains("planned sha256 aaaa"));
+        assert!(held
+            .load(m("b", "aa"))
+            .unwrap_err()
+            .contains("is not in the plan"));
+        assert_eq!(held.loaded(), [m("a", "aa")]);
     }
 
     #[test]

@@ -124,6 +124,81 @@ fn valid_module_name(name: &str) -> bool {
         })
 }
 
+/// A module as `require` finds it: its bytes, the name errors give its file, and what a
+/// plan records of it.
+pub struct Found {
+    pub source: Vec<u8>,
+    pub label: String,
+    pub module: crate::plan::PlannedModule,
+}
+
+/// Finds module `name` for a runbook in `dir` (`None`: shipped in
+/// the binary) that messages call `label`: a stdlib module (`runbook.NAME`), or a Lua file
+/// in the runbook's folder (never a link out of it). The error is what follows
+/// `require("NAME"): `.
+pub fn find_module(dir: Option<&Path>, label: &str, name: &str) -> Result<Found, String> {
+    if !valid_module_name(name) {
+        return Err("module names are dotted words (e.g. \"runbook.text\" or \"helpers\"); paths, '..' and '/' are not allowed".into());
+    }
+    let sha256 = |bytes: &[u8]| crate::plan::file_sha256(bytes);
+    if let Some(rest) = name.strip_prefix("runbook.") {
+        return match embedded::stdlib(rest) {
+            Some(src) => Ok(Found {
+                source: src.as_bytes().to_vec(),
+                label: format!("<stdlib>/runbook/{rest}.lua"),
+                module: crate::plan::PlannedModule {
+                    name: name.into(),
+                    path: crate::plan::SHIPPED_MODULE.into(),
+                    sha256: sha256(src.as_bytes()),
+                },
+            }),
+            None => {
+                let names: Vec<&str> = embedded::STDLIB.iter().map(|(n, _)| *n).collect();
+                Err(format!(
+                    "no such stdlib module{}; available: {}",
+                    suggest::hint(rest, names.iter().copied()),
+                    names
+                        .iter()
+                        .map(|n| format!("runbook.{n}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            }
+        };
+    }
+    let Some(dir) = dir else {
+        return Err("this runbook is embedded in the binary, so only the stdlib (runbook.*) can be required".into());
+    };
+    let rel: std::path::PathBuf = name.split('.').collect::<Vec<_>>().join("/").into();
+    let rel = rel.with_extension("lua");
+    let path = dir.join(&rel);
+    let inside = std::fs::canonicalize(&path)
+        .ok()
+        .zip(std::fs::canonicalize(dir).ok())
+        .is_some_and(|(p, d)| p.starts_with(&d));
+    if !inside || rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+        let shown = Path::new(label).parent().map(|p| p.join(&rel));
+        return Err(format!(
+            "no module '{}' beside the runbook (modules must be Lua files in the runbook's folder, not links out of it)",
+            shown.unwrap_or(rel).display()
+        ));
+    }
+    let source = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let shown = Path::new(label)
+        .parent()
+        .map(|p| p.join(&rel).display().to_string())
+        .unwrap_or_else(|| path.display().to_string());
+    Ok(Found {
+        module: crate::plan::PlannedModule {
+            name: name.into(),
+            path: rel.display().to_string(),
+            sha256: sha256(&source),
+        },
+        source,
+        label: shown,
+    })
+}
+
 /// Where the sandbox's own `require` is kept in the registry.
 pub const REQUIRE_KEY: &str = "runbook.require";
 
@@ -143,51 +218,16 @@ fn install_require(lua: &Lua) -> mlua::Result<()> {
                 "{loc}: require(\"{name}\"): circular require ({chain} → {name})"
             )));
         }
-        if !valid_module_name(&name) {
-            return Err(mlua::Error::runtime(format!(
-                "{loc}: require(\"{name}\"): module names are dotted words (e.g. \"runbook.text\" or \"helpers\"); paths, '..' and '/' are not allowed"
-            )));
-        }
-        let (source, label) = if let Some(rest) = name.strip_prefix("runbook.") {
-            match embedded::stdlib(rest) {
-                Some(src) => (src.as_bytes().to_vec(), format!("<stdlib>/runbook/{rest}.lua")),
-                None => {
-                    let names: Vec<&str> = embedded::STDLIB.iter().map(|(n, _)| *n).collect();
-                    return Err(mlua::Error::runtime(format!(
-                        "{loc}: require(\"{name}\"): no such stdlib module{}; available: {}",
-                        suggest::hint(rest, names.iter().copied()),
-                        names.iter().map(|n| format!("runbook.{n}")).collect::<Vec<_>>().join(", ")
-                    )));
-                }
-            }
-        } else {
-            let ctx = lua_api::ctx(lua);
-            let Some(dir) = ctx.dir.clone() else {
-                return Err(mlua::Error::runtime(format!(
-                    "{loc}: require(\"{name}\"): this runbook is embedded in the binary, so only the stdlib (runbook.*) can be required"
-                )));
-            };
-            let rel: std::path::PathBuf = name.split('.').collect::<Vec<_>>().join("/").into();
-            let path = dir.join(&rel).with_extension("lua");
-            let inside = std::fs::canonicalize(&path)
-                .ok()
-                .zip(std::fs::canonicalize(&dir).ok())
-                .is_some_and(|(p, d)| p.starts_with(&d));
-            if !inside || rel.components().any(|c| !matches!(c, Component::Normal(_))) {
-                let shown = Path::new(&ctx.label).parent().map(|p| p.join(&rel).with_extension("lua"));
-                return Err(mlua::Error::runtime(format!(
-                    "{loc}: require(\"{name}\"): no module '{}' beside the runbook (modules must be Lua files in the runbook's folder, not links out of it)",
-                    shown.unwrap_or(rel).display()
-                )));
-            }
-            let src = std::fs::read(&path)
-                .map_err(|e| mlua::Error::runtime(format!("{loc}: require(\"{name}\"): {}: {e}", path.display())))?;
-            let label = Path::new(&ctx.label)
-                .parent()
-                .map(|p| p.join(&rel).with_extension("lua").display().to_string())
-                .unwrap_or_else(|| path.display().to_string());
-            (src, label)
-        };
+        let ctx = lua_api::ctx(lua);
+        let found = find_module(ctx.dir.as_deref(), &ctx.label, &name)
+            .map_err(|e| mlua::Error::runtime(format!("{loc}: require(\"{name}\"): {e}")))?;
+        // Held to a plan, only the modules it loaded run, byte for byte: checked here, as
+        // the bytes that will run are read, so a file swapped after apply's own check
+        // (by an earlier step's command) is refused too.
+        ctx.modules.borrow_mut().load(found.module).map_err(|why| {
+            mlua::Error::runtime(format!("{loc}: require(\"{name}\"): refused: {why}"))
+        })?;
+        let (source, label) = (found.source, found.label);
         let chunk = compile(lua, &source, &label)?;
         loading.borrow_mut().push(name.clone());
         let value = chunk.call::<Value>(name.clone());
@@ -198,9 +238,16 @@ fn install_require(lua: &Lua) -> mlua::Result<()> {
             if crate::abort::Abort::of(&e).is_some() {
                 return e;
             }
-            mlua::Error::runtime(format!("{loc}: require(\"{name}\") failed: {}", lua_api::error_message(&e)))
+            mlua::Error::runtime(format!(
+                "{loc}: require(\"{name}\") failed: {}",
+                lua_api::error_message(&e)
+            ))
         })?;
-        let value = if value.is_nil() { Value::Boolean(true) } else { value };
+        let value = if value.is_nil() {
+            Value::Boolean(true)
+        } else {
+            value
+        };
         loaded.raw_set(name.as_str(), value.clone())?;
         Ok(value)
     })?;

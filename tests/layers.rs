@@ -22,7 +22,15 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("primitives", &["primitives"]),
     (
         "actions",
-        &["actions", "ctx", "events", "kept_reads", "locks", "plan"],
+        &[
+            "actions",
+            "ctx",
+            "events",
+            "kept_reads",
+            "known_after",
+            "locks",
+            "plan",
+        ],
     ),
     ("targets", &["targets"]),
     (

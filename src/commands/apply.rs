@@ -71,6 +71,17 @@ pub async fn apply(args: ApplyArgs, verbose: bool, quiet: bool) -> Result<()> {
             &now[..12]
         )));
     }
+    // Every Lua module the plan loaded, as `require` would find it now: checked before
+    // anything runs (and again by `require` itself, as each is loaded).
+    let modules = plan.module_differences(|name| {
+        crate::sandbox::find_module(source.dir.as_deref(), &source.label, name).map(|f| f.module)
+    });
+    if !modules.is_empty() {
+        return Err(refuse(format!(
+            "a Lua module changed since the plan was made:\n  - {}",
+            modules.join("\n  - ")
+        )));
+    }
     // The plan's params, then what the command line adds (a secret's value); a param
     // that then differs from the plan's is refused once the runbook is loaded.
     let mut sets = plan.sets();

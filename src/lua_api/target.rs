@@ -530,7 +530,11 @@ fn argv_from(lua: &Lua, v: Value) -> mlua::Result<Vec<OsString>> {
 /// machine can read an argv.
 ///
 /// During `--dry-run` a command that is not read-only does not run: the result has
-/// `planned = true`, `ok = true` and empty output.
+/// `planned = true`, `ok = true`, an empty `stderr`, and as `stdout` a placeholder for what
+/// it will print (one word, kept whole by trimming). A later change that uses it (`mktemp
+/// -d`, then `touch DIR/file`) is shown and planned with `(known after apply)` there, and
+/// the real run lets only what that change printed stand in that place. A read whose
+/// command holds a placeholder does not run in the dry-run (it is planned).
 ///
 /// ```lua
 /// here:exec({ "mkdir", "-p", params.dir })
@@ -663,10 +667,12 @@ async fn run(
     let result = lua.create_table()?;
     // As the preview showed it (the env/cwd wrappers of a remote hop not spelt out).
     let (out, command) = match ran {
-        Ran::Planned => {
+        Ran::Planned { known_after } => {
             result.raw_set("ok", true)?;
             result.raw_set("code", 0)?;
-            result.raw_set("stdout", "")?;
+            // A change's output is not known before it runs: a placeholder stands for it,
+            // and a later change that uses it is planned with `(known after apply)` there.
+            result.raw_set("stdout", known_after.unwrap_or_default())?;
             result.raw_set("stderr", "")?;
             result.raw_set("duration", 0.0)?;
             result.raw_set("planned", true)?;

@@ -154,31 +154,30 @@ pub struct Step<'a> {
 
 /// What a command gave back, or that it only was planned.
 pub enum Ran {
-    Planned,
+    /// Only planned (a dry-run); for a change, what stands for its output until it runs
+    /// (`known_after.rs`).
+    Planned { known_after: Option<String> },
     /// `shown` is the command as people saw it (previews, events): rendered once, by
     /// `actions::perform`.
-    Done {
-        out: ExecOutcome,
-        shown: String,
-    },
+    Done { out: ExecOutcome, shown: String },
 }
 
 impl Ran {
     pub fn planned(&self) -> bool {
-        matches!(self, Ran::Planned)
+        matches!(self, Ran::Planned { .. })
     }
 
     /// The outcome, for a command that must have run (reads outside `--offline`).
     pub fn outcome(&self) -> Option<&ExecOutcome> {
         match self {
             Ran::Done { out, .. } => Some(out),
-            Ran::Planned => None,
+            Ran::Planned { .. } => None,
         }
     }
 
     pub fn ok(&self) -> bool {
         match self {
-            Ran::Planned => true,
+            Ran::Planned { .. } => true,
             Ran::Done { out, .. } => out.code == Some(0) && !out.timed_out,
         }
     }
@@ -215,7 +214,7 @@ impl Ran {
     ) -> String {
         match self {
             Ran::Done { out, .. } => out.failed(what, target, timeout),
-            Ran::Planned => format!("{what} was only planned"),
+            Ran::Planned { .. } => format!("{what} was only planned"),
         }
     }
 
@@ -341,7 +340,7 @@ impl Step<'_> {
                 ActionError::Failed(msg) => self.fail(msg),
             })?;
         match performed {
-            Performed::Planned => Ok(Ran::Planned),
+            Performed::Planned { known_after } => Ok(Ran::Planned { known_after }),
             Performed::Ran { out, shown } => {
                 if out.interrupted {
                     return Err(self.stop(Why::Interrupted));

@@ -115,7 +115,7 @@ pub async fn run(step: &Step<'_>, spec: &Spec) -> Result<Outcome> {
         _ => step.change(cmd, summary, false).await?,
     };
     let out = match &ran {
-        Ran::Planned => {
+        Ran::Planned { .. } => {
             return Ok(Outcome {
                 ok: true,
                 duration: 0.0,
