@@ -98,6 +98,9 @@ pub struct Change {
     pub stdin_sha256: Option<String>,
     /// Deletes, rebuilds or restores something.
     pub destructive: bool,
+    /// May delete: runbook cannot tell from its words (`classify.rs`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub may_delete: bool,
 }
 
 impl Change {
@@ -141,6 +144,7 @@ pub struct Seen<'a> {
     pub stdin: Option<&'a [u8]>,
     pub summary: &'a str,
     pub destructive: bool,
+    pub may_delete: bool,
 }
 
 impl Seen<'_> {
@@ -156,6 +160,7 @@ impl Seen<'_> {
             command_sha256: salt.digest(self.command.as_bytes()),
             stdin_sha256: self.stdin.map(|s| salt.digest(s)),
             destructive: self.destructive,
+            may_delete: self.may_delete,
         }
     }
 }
@@ -859,6 +864,8 @@ pub struct ChangeText<'a> {
     /// The command as it runs on its target (named scripts by name): `actions::shown`.
     pub shown: &'a str,
     pub destructive: bool,
+    /// Runbook cannot tell whether it deletes (`classify.rs`): marked as such.
+    pub may_delete: bool,
     /// The exact command line, and whether it has standard input, where known (a plan;
     /// the preview's events carry only `shown`): the Markdown shows it when it differs.
     pub exact: Option<(&'a str, bool)>,
@@ -905,10 +912,10 @@ impl ChangeText<'_> {
     /// The change as item `n` of a Markdown list: the head, the command shown, and the
     /// exact command in a `<details>` when it differs (every command whole).
     pub fn markdown(&self, n: usize) -> String {
-        let mark = if self.destructive {
-            "**destructive** · "
-        } else {
-            ""
+        let mark = match (self.destructive, self.may_delete) {
+            (true, _) => "**destructive** · ",
+            (false, true) => "**may delete** · ",
+            (false, false) => "",
         };
         let mut out = format!(
             "{n}. {mark}on {}: {}\n",
@@ -937,9 +944,14 @@ impl ChangeText<'_> {
     /// would save.
     const FOLD_AT: usize = 4;
 
-    /// `on TARGET: SUMMARY`, marked when it deletes, rebuilds or restores something.
+    /// `on TARGET: SUMMARY`, marked when it deletes, rebuilds or restores something, or
+    /// may.
     pub fn head(&self) -> String {
-        let mark = if self.destructive { "  [deletes]" } else { "" };
+        let mark = match (self.destructive, self.may_delete) {
+            (true, _) => "  [deletes]",
+            (false, true) => "  [may delete]",
+            (false, false) => "",
+        };
         format!("on {}: {}{mark}", self.target, self.summary)
     }
 
@@ -1091,6 +1103,7 @@ impl Plan {
                 summary: &c.summary,
                 shown: &c.shown,
                 destructive: c.destructive,
+                may_delete: c.may_delete,
                 exact: Some((&c.command, c.stdin_sha256.is_some())),
             };
             match style {
@@ -1154,6 +1167,12 @@ impl Plan {
         if destructive > 0 {
             s.push_str(&format!(
                 ", {destructive} of them destructive (delete, rebuild or restore something)"
+            ));
+        }
+        let may = self.changes.iter().filter(|c| c.may_delete).count();
+        if may > 0 {
+            s.push_str(&format!(
+                ", {may} that may delete (runbook cannot tell from the command)"
             ));
         }
         s
@@ -1352,6 +1371,7 @@ mod tests {
             stdin: None,
             summary: command,
             destructive: false,
+            may_delete: false,
         }
     }
 
@@ -1581,6 +1601,7 @@ mod tests {
             summary: "sh -c: …",
             shown: script.trim_end(),
             destructive: true,
+            may_delete: false,
             exact: None,
         };
         assert_eq!(text.head(), "on local: sh -c: …  [deletes]");
@@ -1600,9 +1621,18 @@ mod tests {
             summary: "true",
             shown: "true",
             destructive: false,
+            may_delete: false,
             exact: None,
         };
         assert_eq!(plain.head(), "on local: true");
+        let unsure = ChangeText {
+            may_delete: true,
+            ..plain
+        };
+        assert_eq!(unsure.head(), "on local: true  [may delete]");
+        assert!(unsure
+            .markdown(1)
+            .starts_with("1. **may delete** · on `local`"));
         assert!(plain.command(false).is_empty());
         assert_eq!(plain.text("- ", 4, false), "- on local: true\n");
     }
