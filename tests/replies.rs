@@ -523,7 +523,7 @@ end)
         ("record", &env.all_records()),
     ] {
         assert!(
-            !seen.contains(made) && !seen.contains("tok-abc"),
+            !seen.contains(made) && !seen.contains("gen-42"),
             "{what}: {seen}"
         );
     }
