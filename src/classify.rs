@@ -1345,6 +1345,16 @@ mod tests {
             ("echo \"a\\\"b\" ; rm x", Deletes),
             ("echo '$(rm x)'", Safe),
             ("echo \"${x:-'$(rm y)'}\"", Deletes),
+            ("[ -f x ] && rm x", Deletes),
+            ("[ \"$x\" = y ] || exit 3", Safe),
+            (
+                "sleep 5 & holder=$!\nn=0\nfor f in /proc/[0-9]*/cmdline; do\n  c=$(tr '\\000' ' ' < \"$f\" 2>/dev/null) || continue\n  case $c in *\"$TOKEN\"*) echo \"LEAK $f: $c\"; n=$((n+1));; esac\ndone\nkill \"$holder\"\n[ \"${TOKEN%%-*}:${#TOKEN}\" = \"s3cr3t:19\" ] || { echo \"wrong value\"; exit 3; }\necho \"checked, $n leaks\"",
+                Safe,
+            ),
+            ("echo x >> \"$3\"; echo \"$PPID\" >> \"$1\"; exec sleep 30 >/dev/null 2>&1", Safe),
+            ("if [ -e \"$1/seen\" ]; then echo yes; else touch \"$1/seen\"; echo no; fi", Safe),
+            ("tr \"\\000\" \" \" < /proc/$PPID/cmdline", Safe),
+            ("read x </dev/tty", Safe),
         ];
         let wrong: Vec<_> = table
             .iter()
