@@ -30,6 +30,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         &[
             "abort",
             "cancel",
+            "classify",
             "duration",
             "embedded",
             "error",
