@@ -139,6 +139,32 @@ fn command(words: &[Word], depth: usize) -> Class {
             true => Class::MayDelete,
             false => script_in(&join(rest), depth),
         },
+        // An alias is a script that runs wherever its name later stands (dash expands
+        // aliases in scripts).
+        "alias" => rest
+            .iter()
+            .filter_map(|w| w.text.split_once('=').map(|(_, v)| (w, v)))
+            .map(|(w, v)| match w.dynamic {
+                true => Class::MayDelete,
+                false => script_in(v, depth),
+            })
+            .max()
+            .unwrap_or(Class::Safe),
+        // `su [USER] -c COMMAND`: COMMAND is a script for the user's shell.
+        "su" => match rest
+            .iter()
+            .position(|w| w.text == "-c" || w.text == "--command")
+        {
+            Some(i) => match rest.get(i + 1) {
+                Some(w) if !w.dynamic => script_in(&w.text, depth),
+                _ => Class::MayDelete,
+            },
+            None => match rest.iter().find_map(|w| w.text.strip_prefix("--command=")) {
+                Some(script) => script_in(script, depth),
+                // A login shell on standard input, or on a terminal.
+                None => Class::MayDelete,
+            },
+        },
         "trap" => match rest.first() {
             Some(w) if !w.dynamic => script_in(&w.text, depth),
             Some(_) => Class::MayDelete,
@@ -1258,6 +1284,9 @@ mod tests {
             (&["eval", "rm x"], Deletes),
             (&["eval", "ls"], Safe),
             (&[".", "/etc/os-release"], MayDelete),
+            (&["su", "-", "app", "-c", "rm -rf x"], Deletes),
+            (&["su", "app", "-c", "ls"], Safe),
+            (&["su", "app"], MayDelete),
         ];
         let wrong: Vec<_> = table
             .iter()
@@ -1355,6 +1384,8 @@ mod tests {
             ("if [ -e \"$1/seen\" ]; then echo yes; else touch \"$1/seen\"; echo no; fi", Safe),
             ("tr \"\\000\" \" \" < /proc/$PPID/cmdline", Safe),
             ("read x </dev/tty", Safe),
+            ("alias ls='rm -rf x'\nls", Deletes),
+            ("alias ll='ls -l'", Safe),
         ];
         let wrong: Vec<_> = table
             .iter()
@@ -1362,6 +1393,29 @@ mod tests {
             .map(|(text, want)| format!("{text:?}: {:?}, not {want:?}", shell_script(text, 0)))
             .collect();
         assert!(wrong.is_empty(), "{wrong:#?}");
+    }
+
+    /// Every script made of up to three of these pieces is read to an answer: no panic,
+    /// no endless loop, whatever half a construct it holds.
+    #[test]
+    fn any_piece_of_shell_is_read_to_an_answer() {
+        let pieces = [
+            "rm", " ", "'", "\"", "\\", "$", "$(", "${", "$((", "`", "(", ")", "{", "}", ";", ";;",
+            "&", "|", "\n", "<", "<<", "<<-", ">", ">&", "2>", "#", "case", "in", "esac", "for",
+            "do", "=", "*", "x", "é", "\t",
+        ];
+        for a in pieces {
+            for b in pieces {
+                for c in pieces {
+                    let _ = shell_script(&format!("{a}{b}{c}"), 0);
+                    // `rm` as the first word, whatever follows it, is never safe.
+                    if [" ", ";", "&", "|", "\n", "\t", ">", "<"].contains(&b) {
+                        let text = format!("rm{b}{c}{a}");
+                        assert_ne!(shell_script(&text, 0), Class::Safe, "{text:?}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]
