@@ -2,6 +2,7 @@
 //! function or primitive runs. It also turns each action into events.
 
 use crate::abort::Why;
+use crate::classify::Class;
 use crate::ctx::{Ctx, Mode};
 use crate::events::{Event, Level};
 use crate::script::Script;
@@ -9,7 +10,6 @@ use crate::targets::pump::Stop;
 use crate::targets::{ExecIo, ExecOutcome, ExecRequest, Group, Stream, Target};
 use std::time::Duration;
 
-use crate::classify::Class;
 pub use crate::events::Effect;
 
 pub struct Action<'a> {

@@ -207,7 +207,7 @@ pub struct RunArgs {
 
     /// Skip the one confirmation before the first change: the plan (every change, not
     /// only deletions, and each step with confirm = true) is neither shown nor asked
-    /// about, and the run is not held to a plan; run locks are taken as changes start.
+    /// about, and the run is not held to a plan.
     #[arg(short = 'y', long)]
     pub yes: bool,
 
