@@ -2,6 +2,7 @@
 //! function or primitive runs. It also turns each action into events.
 
 use crate::abort::Why;
+use crate::classify::Class;
 use crate::ctx::{Ctx, Mode};
 use crate::events::{Event, Level};
 use crate::script::Script;
@@ -17,8 +18,9 @@ pub struct Action<'a> {
     pub effect: Effect,
     /// One line for previews: what it does, e.g. `touch /tmp/demo/f1`.
     pub summary: String,
-    /// Deletes, rebuilds or restores something: a real run asks before it starts.
-    pub destructive: bool,
+    /// Whether it deletes, rebuilds or restores something (or may: `classify.rs`), as
+    /// previews and plans mark it.
+    pub class: Class,
     /// The script the argv runs (`sh -c BODY sh ARG…`), shown by its name.
     pub script: Option<&'static Script>,
 }
@@ -130,6 +132,7 @@ pub fn own_change<T>(
         stdin: None,
         summary,
         destructive: false,
+        may_delete: false,
     };
     let plan_only = ctx.mode != Mode::Real;
     if let Some(rec) = ctx.recording.borrow_mut().as_mut() {
@@ -152,6 +155,7 @@ pub fn own_change<T>(
             summary: summary.into(),
             command: shown.into(),
             destructive: false,
+            may_delete: false,
             script: None,
         });
         return Ok(None);
@@ -268,7 +272,8 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
         shown: &shown,
         stdin: action.req.stdin.as_deref(),
         summary: &summary,
-        destructive: action.destructive,
+        destructive: action.class == Class::Deletes,
+        may_delete: action.class == Class::MayDelete,
     };
     // The planned change this one is (held to a plan): what it prints is kept for the
     // holes that name it.
@@ -307,7 +312,8 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
             effect: action.effect,
             summary: action.summary,
             command: shown,
-            destructive: action.destructive,
+            destructive: action.class == Class::Deletes,
+            may_delete: action.class == Class::MayDelete,
             script,
         });
         return Ok(Performed::Planned { known_after });

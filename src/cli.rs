@@ -205,7 +205,9 @@ pub struct RunArgs {
     #[arg(long, requires = "dry_run")]
     pub offline: bool,
 
-    /// Do not ask before deleting, rebuilding or restoring things.
+    /// Skip the one confirmation before the first change: the plan (every change, not
+    /// only deletions, and each step with confirm = true) is neither shown nor asked
+    /// about, and the run is not held to a plan.
     #[arg(short = 'y', long)]
     pub yes: bool,
 

@@ -3,6 +3,7 @@
 mod abort;
 mod actions;
 mod cancel;
+mod classify;
 mod cli;
 mod commands;
 mod ctx;

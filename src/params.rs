@@ -214,6 +214,37 @@ pub enum Missing {
 #[error("{0}")]
 pub struct Rejected(pub String);
 
+/// The text a param was given, and where (`--set NAME`, `RUNBOOK_PARAM_NAME`): the last
+/// `--set` wins, as with most CLIs, then the environment.
+fn given_text(
+    spec: &ParamSpec,
+    sets: &[(String, String)],
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Option<(String, String)> {
+    sets.iter()
+        .rev()
+        .find(|(k, _)| *k == spec.name)
+        .map(|(_, v)| (v.clone(), format!("--set {}", spec.name)))
+        .or_else(|| {
+            let var = format!("RUNBOOK_PARAM_{}", spec.name.to_ascii_uppercase());
+            env(&var).map(|v| (v, var))
+        })
+}
+
+/// Whether `resolve` filled `spec` with its placeholder (`check` and `show`, for a
+/// required param nobody set): a stand-in, not a value the runbook was given.
+pub fn is_placeholder(
+    spec: &ParamSpec,
+    sets: &[(String, String)],
+    env: &dyn Fn(&str) -> Option<String>,
+    missing: Missing,
+) -> bool {
+    missing == Missing::Placeholder
+        && spec.default.is_none()
+        && spec.required
+        && given_text(spec, sets, env).is_none()
+}
+
 /// Resolves every declared param from `--set` pairs and the environment. Collects all
 /// problems into one message so a user fixes them in one go.
 pub fn resolve(
@@ -239,17 +270,7 @@ pub fn resolve(
     }
     let mut out = BTreeMap::new();
     for spec in specs {
-        // The last --set wins, as with most CLIs.
-        let given = sets
-            .iter()
-            .rev()
-            .find(|(k, _)| *k == spec.name)
-            .map(|(_, v)| (v.clone(), format!("--set {}", spec.name)))
-            .or_else(|| {
-                let var = format!("RUNBOOK_PARAM_{}", spec.name.to_ascii_uppercase());
-                env(&var).map(|v| (v, var))
-            });
-        let value = match given {
+        let value = match given_text(spec, sets, env) {
             Some((text, from)) => match convert(spec.ty, &text) {
                 Ok(v) => match spec.check_choice(&v) {
                     Ok(()) => Some(v),

@@ -105,6 +105,9 @@ pub struct Change {
     /// naming that change in each hole.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub known_after: Vec<usize>,
+    /// May delete: runbook cannot tell from its words (`classify.rs`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub may_delete: bool,
 }
 
 impl Change {
@@ -191,11 +194,18 @@ impl Change {
                 });
             }
         }
-        (self.destructive != seen.destructive).then(|| Misread {
-            field: "destructive",
-            planned: self.destructive.to_string(),
-            now: seen.destructive.to_string(),
-        })
+        let flags = [
+            ("destructive", self.destructive, seen.destructive),
+            ("may_delete", self.may_delete, seen.may_delete),
+        ];
+        flags
+            .into_iter()
+            .find(|(_, planned, now)| planned != now)
+            .map(|(field, planned, now)| Misread {
+                field,
+                planned: planned.to_string(),
+                now: now.to_string(),
+            })
     }
 }
 
@@ -233,6 +243,7 @@ pub struct Seen<'a> {
     pub stdin: Option<&'a [u8]>,
     pub summary: &'a str,
     pub destructive: bool,
+    pub may_delete: bool,
 }
 
 impl Seen<'_> {
@@ -249,6 +260,7 @@ impl Seen<'_> {
             stdin_sha256: self.stdin.map(|s| salt.digest(s)),
             destructive: self.destructive,
             known_after: Vec::new(),
+            may_delete: self.may_delete,
         }
     }
 }
@@ -1383,6 +1395,8 @@ pub struct ChangeText<'a> {
     /// The command as it runs on its target (named scripts by name): `actions::shown`.
     pub shown: &'a str,
     pub destructive: bool,
+    /// Runbook cannot tell whether it deletes (`classify.rs`): marked as such.
+    pub may_delete: bool,
     /// The exact command line, and whether it has standard input, where known (a plan;
     /// the preview's events carry only `shown`): the Markdown shows it when it differs.
     pub exact: Option<(&'a str, bool)>,
@@ -1429,10 +1443,10 @@ impl ChangeText<'_> {
     /// The change as item `n` of a Markdown list: the head, the command shown, and the
     /// exact command in a `<details>` when it differs (every command whole).
     pub fn markdown(&self, n: usize) -> String {
-        let mark = if self.destructive {
-            "**destructive** · "
-        } else {
-            ""
+        let mark = match (self.destructive, self.may_delete) {
+            (true, _) => "**destructive** · ",
+            (false, true) => "**may delete** · ",
+            (false, false) => "",
         };
         let mut out = format!(
             "{n}. {mark}on {}: {}\n",
@@ -1461,9 +1475,14 @@ impl ChangeText<'_> {
     /// would save.
     const FOLD_AT: usize = 4;
 
-    /// `on TARGET: SUMMARY`, marked when it deletes, rebuilds or restores something.
+    /// `on TARGET: SUMMARY`, marked when it deletes, rebuilds or restores something, or
+    /// may.
     pub fn head(&self) -> String {
-        let mark = if self.destructive { "  [deletes]" } else { "" };
+        let mark = match (self.destructive, self.may_delete) {
+            (true, _) => "  [deletes]",
+            (false, true) => "  [may delete]",
+            (false, false) => "",
+        };
         format!("on {}: {}{mark}", self.target, self.summary)
     }
 
@@ -1615,6 +1634,7 @@ impl Plan {
                 summary: &c.summary,
                 shown: &c.shown,
                 destructive: c.destructive,
+                may_delete: c.may_delete,
                 exact: Some((&c.command, c.stdin_sha256.is_some())),
             };
             match style {
@@ -1773,6 +1793,12 @@ impl Plan {
         if destructive > 0 {
             s.push_str(&format!(
                 ", {destructive} of them destructive (delete, rebuild or restore something)"
+            ));
+        }
+        let may = self.changes.iter().filter(|c| c.may_delete).count();
+        if may > 0 {
+            s.push_str(&format!(
+                ", {may} that may delete (runbook cannot tell from the command)"
             ));
         }
         s
@@ -1984,6 +2010,7 @@ mod tests {
             stdin: None,
             summary: command,
             destructive: false,
+            may_delete: false,
         }
     }
 
@@ -2134,11 +2161,12 @@ mod tests {
     #[test]
     fn a_change_shown_otherwise_than_it_is_is_refused() {
         type Edit = fn(&mut Change);
-        let edits: [(&str, Edit); 6] = [
+        let edits: [(&str, Edit); 7] = [
             ("summary", |c| c.summary = "delete old-junk".into()),
             ("shown", |c| c.shown = "rm old-junk".into()),
             ("command", |c| c.command = "rm old-junk".into()),
             ("destructive", |c| c.destructive = true),
+            ("may_delete", |c| c.may_delete = true),
             ("step_name", |c| c.step_name = "tidy".into()),
             ("target", |c| c.target = "staging".into()),
         ];
@@ -2411,6 +2439,7 @@ mod tests {
             summary: "sh -c: …",
             shown: script.trim_end(),
             destructive: true,
+            may_delete: false,
             exact: None,
         };
         assert_eq!(text.head(), "on local: sh -c: …  [deletes]");
@@ -2430,9 +2459,18 @@ mod tests {
             summary: "true",
             shown: "true",
             destructive: false,
+            may_delete: false,
             exact: None,
         };
         assert_eq!(plain.head(), "on local: true");
+        let unsure = ChangeText {
+            may_delete: true,
+            ..plain
+        };
+        assert_eq!(unsure.head(), "on local: true  [may delete]");
+        assert!(unsure
+            .markdown(1)
+            .starts_with("1. **may delete** · on `local`"));
         assert!(plain.command(false).is_empty());
         assert_eq!(plain.text("- ", 4, false), "- on local: true\n");
     }

@@ -51,8 +51,9 @@ pub struct Masker {
 }
 
 impl Masker {
-    /// Registers `value` (and, for a value of several lines, each line: output is masked
-    /// line by line). Returns false when it was known already.
+    /// Registers `value` (and, for a value of several lines, each line that is not
+    /// short: output is masked line by line, so a PEM key printed as it is shows as
+    /// one `***` a line). Returns false when it was known already.
     pub fn add(&mut self, value: &str) -> bool {
         let added = self.insert(value);
         if added {
@@ -71,11 +72,13 @@ impl Masker {
         }
         let mut forms = vec![value.to_string()];
         if value.contains('\n') {
+            // A short line (`==`, a blank) is no secret on its own: masked everywhere,
+            // it would hide ordinary text; the lines around it are masked.
             forms.extend(
                 value
                     .lines()
-                    .map(str::trim_end)
-                    .filter(|l| !l.is_empty())
+                    .map(str::trim)
+                    .filter(|l| l.chars().count() >= SHORT_SECRET)
                     .map(str::to_string),
             );
         }
@@ -311,6 +314,8 @@ mod tests {
         let mut m = Masker::default();
         m.add("-----BEGIN KEY-----\nAAAABBBBCCCC\n-----END KEY-----\n");
         assert_eq!(m.mask("got AAAABBBBCCCC here"), "got *** here");
+        m.add("first line of it\nZz==\n  indented line of it\n");
+        assert_eq!(m.mask("Zz== indented line of it"), "Zz== ***");
     }
 
     #[test]

@@ -38,6 +38,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         &[
             "abort",
             "cancel",
+            "classify",
             "duration",
             "embedded",
             "error",

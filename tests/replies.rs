@@ -493,6 +493,48 @@ end)
         .run();
 }
 
+/// `secret_output = true`: the record and the terminal mask every line the command
+/// prints, on both streams; the replies hold no more than the record does.
+#[test]
+fn a_secret_output_commands_stderr_never_reaches_the_replies() {
+    let env = Env::new();
+    let made = "gen-42-tok-abcdef";
+    let rb = env.write(
+        "mint.lua",
+        r#"runbook { name = "mint" }
+local here = target("local")
+step("mint", function()
+  here:exec({ "sh", "-c", 'v="gen-$((6*7))-tok-abcdef"; echo "$v"; echo "minted $v" >&2' }, { secret_output = true })
+end)
+"#,
+    );
+    let file = env.tmp.path().join("R.jsonl");
+    let real = Run::new(&env, &rb)
+        .yes()
+        .json()
+        .arg("--save-replies")
+        .arg(&file)
+        .expect_exit(0)
+        .run();
+    let text = std::fs::read_to_string(&file).unwrap();
+    for (what, seen) in [
+        ("replies", &text),
+        ("events", &real.stdout_text()),
+        ("record", &env.all_records()),
+    ] {
+        assert!(
+            !seen.contains(made) && !seen.contains("gen-42"),
+            "{what}: {seen}"
+        );
+    }
+    assert!(text.contains(r#""stderr":"***""#), "{text}");
+    // It still replays: the runbook gets back what the replies hold.
+    replay(&env, rb.to_str().unwrap(), &file)
+        .arg("--strict")
+        .expect_exit(0)
+        .run();
+}
+
 #[test]
 fn a_bad_replies_file_is_refused_at_its_line() {
     let env = Env::new();

@@ -1623,8 +1623,9 @@ fn a_real_run_stops_before_a_change_that_was_not_confirmed() {
         r#"runbook { name = "drift", params = { dir = { type = "path", required = true } } }
 local here = target("local")
 step("pick and delete", function()
-  -- A read whose answer changes between the confirmation and the run.
-  local r = here:exec({ "sh", "-c", 'n=$(cat "$1/count" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$1/count"; printf dir%s $n', "sh", params.dir }, { read_only = true })
+  -- A read whose answer changes between the confirmation and the run (it appends, a
+  -- read may: overwriting would make it no read).
+  local r = here:exec({ "sh", "-c", 'echo x >> "$1/count"; n=$(wc -l < "$1/count"); printf dir%s $n', "sh", params.dir }, { read_only = true })
   here:exec({ "rm", "-rf", "--", params.dir .. "/" .. r.stdout })
 end)
 step("later", function() here:exec({ "touch", params.dir .. "/later" }) end)
@@ -1643,8 +1644,11 @@ step("later", function() here:exec({ "touch", params.dir .. "/later" }) end)
     );
     assert!(dir.join("dir1/f").exists(), "{screen}");
     assert_eq!(
-        std::fs::read_to_string(dir.join("count")).unwrap().trim(),
-        "2",
+        std::fs::read_to_string(dir.join("count"))
+            .unwrap()
+            .lines()
+            .count(),
+        2,
         "the deleting step's read was not sent again:\n{screen}"
     );
     assert!(

@@ -421,3 +421,75 @@ end)
         }
     }
 }
+
+/// A secret of several lines (a PEM key) printed as it is: output is masked line by
+/// line, so each of its lines is masked, on the terminal, in the record and in the
+/// replies; a short line of it (`-----`, a base64 tail `Zz==`) is not a secret of its
+/// own, so ordinary text that holds it stays readable.
+#[test]
+fn a_multi_line_secret_printed_as_it_is_is_masked_on_every_line() {
+    let env = Env::new();
+    let pem = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\nQyNTUxOQAAACCxRk3YlN0KEYlinesOfAKeyThatMustNotLeak0123456789abcdef==\nZz==\n-----END OPENSSH PRIVATE KEY-----\n";
+    let rb = env.write(
+        "pem.lua",
+        r#"runbook { name = "pem", params = { key = { type = "string", secret = true, required = true } } }
+local here = target("local")
+step("print", function()
+  here:exec({ "sh", "-c", 'printf "%s\n" "$KEY"; printf "%s\n" "$KEY" >&2; echo "Zz== stays"' }, { env = { KEY = params.key } })
+end)
+"#,
+    );
+    let replies = env.tmp.path().join("R.jsonl");
+    let out = Run::new(&env, &rb)
+        .yes()
+        .env("RUNBOOK_PARAM_KEY", pem)
+        .arg("-v")
+        .arg("--save-replies")
+        .arg(&replies)
+        .expect_exit(0)
+        .run();
+    let saved = std::fs::read_to_string(&replies).unwrap();
+    for (what, text) in [
+        ("terminal", out.stderr_text() + &out.stdout_text()),
+        ("record", env.all_records()),
+        ("replies", saved),
+    ] {
+        for piece in [
+            "b3BlbnNzaC1rZXktdjEAAAAABG5v",
+            "QyNTUxOQAAACCxRk3Y",
+            "NotLeak0123",
+        ] {
+            assert!(!text.contains(piece), "{what} shows {piece}:\n{text}");
+        }
+        assert!(text.contains("***"), "{what}: {text}");
+    }
+    let record = env.all_records();
+    assert!(
+        record.contains("Zz== stays"),
+        "a short line is no secret: {record}"
+    );
+}
+
+/// `check` fills an unset secret param with a placeholder (`<token>`): that is not the
+/// secret, so it is no "secret of only 7 characters".
+#[test]
+fn check_does_not_call_an_unset_secret_short() {
+    let env = Env::new();
+    let rb = env.write(
+        "unset.lua",
+        "runbook { name = \"unset\", params = { token = { type = \"string\", secret = true, required = true } } }\nlocal here = target(\"local\")\nstep(\"use\", function() here:exec({ \"true\" }, { env = { TOKEN = params.token } }) end)\n",
+    );
+    let out = Run::cmd(&env, ["check".as_ref(), rb.as_os_str()])
+        .env_remove("RUNBOOK_PARAM_TOKEN")
+        .expect_exit(0)
+        .run();
+    let stderr = out.stderr_text();
+    assert!(!stderr.contains("secret of only"), "{stderr}");
+    // A short secret that is given is still warned about.
+    let given = Run::cmd(&env, ["check".as_ref(), rb.as_os_str()])
+        .env("RUNBOOK_PARAM_TOKEN", "short")
+        .expect_exit(0)
+        .run()
+        .stderr_text();
+    assert!(given.contains("secret of only 5 characters"), "{given}");
+}

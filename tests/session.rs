@@ -132,10 +132,11 @@ runbook {{ name = "killed-session" }}
 local node = target("node1")
 step("warm", function() node:exec({{ "true" }}, {{ read_only = true }}) end)
 step("long", function()
-  node:exec({{ "sh", "-c", 'echo x >> "$3"; echo "$PPID" > "$1.tmp"; mv "$1.tmp" "$1"; echo $$ > "$2.tmp"; mv "$2.tmp" "$2"; exec sleep 30 >/dev/null 2>&1', "sh", {parent}, {sleeper}, {runs} }}, {{ read_only = true }})
+  -- Fresh files, appended to: a read may not overwrite one (runbook refuses it).
+  node:exec({{ "sh", "-c", 'echo x >> "$3"; echo "$PPID" >> "$1"; echo $$ >> "$2"; exec sleep 30 >/dev/null 2>&1', "sh", {parent}, {sleeper}, {runs} }}, {{ read_only = true }})
 end)
 step("next", {{ always = true }}, function()
-  node:exec({{ "sh", "-c", 'echo "$PPID" > "$1"', "sh", {after} }}, {{ read_only = true }})
+  node:exec({{ "sh", "-c", 'echo "$PPID" >> "$1"', "sh", {after} }}, {{ read_only = true }})
 end)
 "#,
             parent = lua_path(&parent),

@@ -249,7 +249,7 @@ fn ctrl_c_cancels_the_step() {
         &format!(
             r#"runbook {{ name = "slurm-ctrl-c" }}
 step("long", function()
-  target("slurm:{n}?job={job}"):exec({{ "sh", "-c", "echo $$ > {pid}; trap '' TERM INT; {sleep} & wait; {sleep}" }}, {{ read_only = true }})
+  target("slurm:{n}?job={job}"):exec({{ "sh", "-c", "echo $$ >> {pid}; trap '' TERM INT; {sleep} & wait; {sleep}" }}, {{ read_only = true }})
 end)
 "#,
             n = c.nodes[1],
@@ -590,7 +590,7 @@ fn a_container_on_a_slurm_node() {
             r#"runbook {{ name = "slurm-pct" }}
 step("in the container", function()
   local box = slurm("{n}", {{ job = {job} }}):pct(200)
-  local r = box:exec({{ "sh", "-c", 'echo "$A" > /tmp/in-ct; cat /tmp/in-ct; exit 5' }}, {{ env = {{ A = "v a l" }}, check = false, read_only = true }})
+  local r = box:exec({{ "sh", "-c", 'echo "$A" >> /tmp/in-ct; cat /tmp/in-ct; exit 5' }}, {{ env = {{ A = "v a l" }}, check = false, read_only = true }})
   log.info(box.name .. "=" .. r.code .. ":" .. r.stdout)
 end)
 step("missing", function()

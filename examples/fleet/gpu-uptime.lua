@@ -23,6 +23,8 @@ end)
 
 step("training container", function()
   local ct = target(params.container)
-  local r = ct:exec({ "sh", "-c", '. /etc/os-release && echo "$PRETTY_NAME"' }, { read_only = true })
-  log.info(ct.name .. " runs " .. text.trim(r.stdout))
+  -- Read as text, not sourced: a read runs no code runbook cannot see (`. FILE` would).
+  local r = ct:exec({ "cat", "/etc/os-release" }, { read_only = true })
+  local name = r.stdout:match('PRETTY_NAME="?([^"\n]*)') or "an unknown system"
+  log.info(ct.name .. " runs " .. name)
 end)

@@ -144,6 +144,11 @@ fn declare(lua: &Lua, decl: Value) -> mlua::Result<()> {
         mlua::Error::external(params::Rejected(format!("{at}: {e}")))
     })?;
     for spec in specs.iter().filter(|s| s.secret) {
+        // `check`'s stand-in for an unset secret (`<token>`) is no secret: masking it
+        // would only warn that it is short.
+        if params::is_placeholder(spec, &ctx.sets, &env, ctx.missing) {
+            continue;
+        }
         if let Some(Some(v)) = values.get(&spec.name) {
             ctx.bus
                 .add_secret(&v.display(), &format!("param '{}'", spec.name));

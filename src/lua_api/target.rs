@@ -3,6 +3,7 @@
 use super::options::{self, Whole};
 use super::{ctx, err_at, location, require_running, string_value, word_list};
 use crate::actions::Effect;
+use crate::classify::{self, Class};
 use crate::primitives::{Cmd, Ran, Step};
 use crate::targets::registry::{expand_home, Member};
 use crate::targets::ssh::SshSpec;
@@ -35,10 +36,18 @@ pub struct CommandOptions {
     #[serde(default, deserialize_with = "options::bytes")]
     stdin: Option<Vec<u8>>,
     /// `read_only = true`: declares that it only looks, so it also runs during `--dry-run`;
+    /// refused (an error at the call, in every mode) for a command that deletes or may
+    /// delete as runbook reads it (see `destructive`);
     #[serde(default)]
     read_only: bool,
-    /// `destructive`: whether it deletes/overwrites (asks before a real run); guessed from
-    /// the program name (`rm`, `dd`, …) when absent;
+    /// `destructive`: whether it deletes/overwrites, marked `[deletes]` in previews and
+    /// plans. Read from the argv when absent, through the wrappers (`sudo`, `env`,
+    /// `timeout`, `xargs`, `sh -c SCRIPT`, …): `rm`, `find -delete`, `git clean`,
+    /// `rsync --delete`, `dd of=` delete; `mv`, `tee FILE`, a `>` onto a file, and a
+    /// shell script runbook cannot read whole (a variable or `$(…)` as the command,
+    /// `eval`, `. FILE`, `sh` reading a file or standard input) are marked `[may delete]`.
+    /// `true` marks it `[deletes]`; `false` cannot hide what runbook read: a command it
+    /// reads as deleting is shown as `[may delete]`;
     destructive: Option<bool>,
     /// `summary`: a one-line description for previews and records (default: the command);
     summary: Option<String>,
@@ -48,12 +57,6 @@ pub struct CommandOptions {
     #[serde(default)]
     secret_output: bool,
 }
-
-/// Programs whose whole purpose is to delete or overwrite: a real run that plans one asks
-/// first (or needs `--yes`). `destructive = true/false` in the options overrides this.
-const DELETERS: &[&str] = &[
-    "rm", "rmdir", "shred", "unlink", "wipefs", "mkfs", "dd", "truncate",
-];
 
 pub struct TargetHandle(pub Rc<Target>);
 
@@ -565,19 +568,11 @@ async fn exec(
     let loc = location(&lua);
     let argv = argv_from(&lua, argv)?;
     let mut o = parse_options(&lua, opts, "exec")?;
-    let program = std::path::Path::new(&argv[0])
-        .file_name()
-        .map(|f| f.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let destructive = o
-        .destructive
-        .unwrap_or_else(|| DELETERS.contains(&program.as_str()));
+    let line = crate::quote::join(&argv);
+    let class = class_of(&lua, &o, classify::argv(&argv), "exec", &line)?;
     o.req.argv = argv;
-    let summary = o
-        .summary
-        .clone()
-        .unwrap_or_else(|| crate::quote::join(&o.req.argv));
-    run(&lua, &ctx, &target, o, summary, destructive, loc).await
+    let summary = o.summary.clone().unwrap_or(line);
+    run(&lua, &ctx, &target, o, summary, class, loc).await
 }
 
 /// Lua: t:shell(script, [opts]) -> { ok, code, stdout, stderr, duration, timed_out, planned }
@@ -607,22 +602,50 @@ async fn shell(
         ));
     };
     let mut o = parse_options(&lua, opts, "shell")?;
-    let destructive = o.destructive.unwrap_or_else(|| script_deletes(&script));
     o.req.argv = vec!["sh".into(), "-c".into(), script.clone().into()];
+    let class = class_of(&lua, &o, classify::argv(&o.req.argv), "shell", &script)?;
     let first = script.lines().next().unwrap_or_default();
     let summary = match (o.summary.clone(), script.lines().nth(1).is_some()) {
         (Some(s), _) => s,
         (None, true) => format!("sh -c: {first} …"),
         (None, false) => format!("sh -c: {first}"),
     };
-    run(&lua, &ctx, &target, o, summary, destructive, loc).await
+    run(&lua, &ctx, &target, o, summary, class, loc).await
 }
 
-/// Whether a shell script runs one of the deleting programs as a command.
-fn script_deletes(script: &str) -> bool {
-    script
-        .split(|c: char| c.is_whitespace() || ";&|()`$".contains(c))
-        .any(|word| DELETERS.contains(&word.rsplit('/').next().unwrap_or(word)))
+/// The class a command is shown with: runbook's reading of it (`classify.rs`), or
+/// `destructive` where the runbook gave it. `destructive = false` lowers "deletes" to
+/// "may delete", never to safe: what runbook read stays on show. A read of any class but
+/// safe is refused here, at the call, in every mode: a read runs during `--dry-run`, and
+/// a read that deletes would delete in the preview. (`destructive = false` does not make
+/// one a read: runbook's reading is what is refused.)
+fn class_of(
+    lua: &Lua,
+    o: &ExecOptions,
+    read: Class,
+    what: &str,
+    command: &str,
+) -> mlua::Result<Class> {
+    let class = match (o.destructive, read) {
+        (Some(true), _) => Class::Deletes,
+        (Some(false), Class::Safe) => Class::Safe,
+        (Some(false), _) => Class::MayDelete,
+        (None, c) => c,
+    };
+    if o.read_only && (read != Class::Safe || class != Class::Safe) {
+        let why = match read {
+            Class::Deletes => "deletes or overwrites something (as runbook reads its words, through sudo, env, sh -c and other wrappers)",
+            Class::MayDelete => "may delete: runbook cannot read all that it runs (a variable or $(…) as a command, eval, a sourced file, sh on a file or standard input) or it may overwrite a file (mv, tee, >)",
+            Class::Safe => "is declared destructive = true",
+        };
+        return Err(err_at(
+            lua,
+            format!(
+                "{what}: read_only = true on a command that {why}: a read runs during --dry-run too, so it must not delete; drop read_only (a change: previewed, confirmed) or make it only look: `{command}`"
+            ),
+        ));
+    }
+    Ok(class)
 }
 
 async fn run(
@@ -631,7 +654,7 @@ async fn run(
     target: &Target,
     o: ExecOptions,
     summary: String,
-    destructive: bool,
+    class: Class,
     loc: String,
 ) -> mlua::Result<Table> {
     let effect = if o.read_only {
@@ -662,7 +685,7 @@ async fn run(
         target,
         at: loc,
     };
-    let ran = step.run(cmd, summary, effect, destructive).await?;
+    let ran = step.run(cmd, summary, effect, class).await?;
     let ok = ran.ok();
     let result = lua.create_table()?;
     // As the preview showed it (the env/cwd wrappers of a remote hop not spelt out).
@@ -792,16 +815,4 @@ impl<T> mlua::UserDataFields<T> for Registered {
     }
     fn add_meta_field<V>(&mut self, _: impl Into<String>, _: V) {}
     fn add_meta_field_with<F, R>(&mut self, _: impl Into<String>, _: F) {}
-}
-
-#[cfg(test)]
-mod tests {
-    use super::script_deletes;
-
-    #[test]
-    fn spots_deleting_scripts() {
-        assert!(script_deletes("rm -rf /tmp/x && echo done"));
-        assert!(script_deletes("cd /x; /bin/rm f"));
-        assert!(!script_deletes("echo firm; ls"));
-    }
 }

@@ -18,6 +18,7 @@ pub mod warmup;
 
 use crate::abort::{Abort, Why};
 use crate::actions::{self, Action, ActionError, Effect, Performed};
+pub use crate::classify::Class;
 use crate::ctx::{Ctx, Mode};
 pub use crate::script::Script;
 use crate::targets::failure::TAIL_LINES;
@@ -227,7 +228,8 @@ impl Ran {
 impl Step<'_> {
     /// A command that only looks: it runs during `--dry-run` too (planned only offline).
     pub async fn read(&self, cmd: Cmd, summary: impl Into<String>) -> Result<Ran> {
-        self.run(cmd, summary.into(), Effect::Read, false).await
+        self.run(cmd, summary.into(), Effect::Read, Class::Safe)
+            .await
     }
 
     /// A command that changes the target: planned, not run, during `--dry-run`.
@@ -237,8 +239,11 @@ impl Step<'_> {
         summary: impl Into<String>,
         destructive: bool,
     ) -> Result<Ran> {
-        self.run(cmd, summary.into(), Effect::Change, destructive)
-            .await
+        let class = match destructive {
+            true => Class::Deletes,
+            false => Class::Safe,
+        };
+        self.run(cmd, summary.into(), Effect::Change, class).await
     }
 
     /// True when changes are only planned (so a primitive can skip its follow-up reads).
@@ -310,13 +315,13 @@ impl Step<'_> {
 
     /// Any command, read or change: the one way a command of a runbook runs (`t:exec`
     /// and `t:shell` too), so that stopping the step and the errors it gives are the
-    /// same for all of them.
+    /// same for all of them. `class`: whether it deletes, as previews mark it.
     pub async fn run(
         &self,
         cmd: Cmd,
         summary: String,
         effect: Effect,
-        destructive: bool,
+        class: Class,
     ) -> Result<Ran> {
         let action = Action {
             target: self.target,
@@ -330,7 +335,7 @@ impl Step<'_> {
             },
             effect,
             summary,
-            destructive,
+            class,
             script: cmd.script,
         };
         let performed = actions::perform(self.ctx, action)

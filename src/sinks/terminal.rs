@@ -262,6 +262,7 @@ impl Sink for TerminalSink {
                 summary,
                 command,
                 destructive,
+                may_delete,
                 ..
             } => {
                 if quiet {
@@ -282,6 +283,7 @@ impl Sink for TerminalSink {
                     summary,
                     shown: command,
                     destructive: *destructive,
+                    may_delete: *may_delete,
                     exact: None,
                 };
                 let text = change.text(&format!("  {mark} "), 6, self.opts.verbose);

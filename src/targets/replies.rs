@@ -515,12 +515,15 @@ impl Replies {
                 reply.code = o.code;
                 reply.signal = o.signal;
                 reply.timed_out = o.timed_out;
-                // Its stdout becomes a secret only once it returns: masked whole here.
-                reply.stdout = match (req.secret_output, o.stdout.is_empty()) {
+                // As the record has them: the output of a command that prints a secret
+                // is the mask on either stream (its stdout becomes a secret only once it
+                // returns, and its stderr may hold the secret too).
+                let stream = |b: &[u8]| match (req.secret_output, b.is_empty()) {
                     (true, false) => secrets::MASK.to_string(),
-                    _ => text(&o.stdout),
+                    _ => text(b),
                 };
-                reply.stderr = text(&o.stderr);
+                reply.stdout = stream(&o.stdout);
+                reply.stderr = stream(&o.stderr);
                 reply.ms = o.duration.as_millis() as u64;
                 // Killed without a signal number known: say it was a signal all the same,
                 // so the reply reads back.
