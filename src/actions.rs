@@ -246,8 +246,21 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
         summary: &summary,
         destructive: action.destructive,
     };
+    // A plan records which machine each target is: asked where the pass may contact it
+    // (this machine always; others unless --offline).
+    let recording = ctx.recording.borrow().is_some();
+    let identity = match recording
+        && (ctx.mode == Mode::DryRun || (ctx.mode == Mode::Offline && action.target.is_local()))
+    {
+        true => ctx
+            .locks
+            .identity(action.target)
+            .await?
+            .map(|found| found.identity),
+        false => None,
+    };
     if let Some(rec) = ctx.recording.borrow_mut().as_mut() {
-        rec.target(action.target, &destination);
+        rec.target(action.target, &destination, identity);
         match action.effect {
             Effect::Change if plan_only => rec.change(&seen()),
             Effect::Read if plan_only => rec.read(&seen(), None),

@@ -470,11 +470,13 @@ pub async fn run(req: RunRequest) -> Result<()> {
     }
     crate::watchdog::set_record(record_path.clone());
     ctx.locks.set_holder(format!(
-        "run {run_id} by {}@{} (pid {})",
+        "run {run_id} by {}@{} (pid {}), runbook \"{}\"",
         whoami(),
         hostname(),
-        std::process::id()
+        std::process::id(),
+        header.name
     ));
+    ctx.locks.set_scope(&header.name, &header.lock);
     let started = Instant::now();
     let tally = run_steps(&loaded, &resume, req.timeout, false).await;
     ctx.locks.release_all().await;

@@ -22,6 +22,7 @@
 
 use crate::events::Event;
 use crate::params::Header;
+use crate::targets::identity::Identity;
 use crate::targets::{Hop, Target};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -176,10 +177,16 @@ pub struct PlannedTarget {
     pub container: Option<String>,
     /// How it is reached, as given (outermost hop first; empty: this machine).
     pub route: Vec<Hop>,
+    /// Which machine it was (`targets/identity.rs`): the host key the connection
+    /// verified, the machine id, the containers on the way. `apply` asks again and runs
+    /// nothing where the answer differs. None: the plan was made offline, and it names a
+    /// target it did not contact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<Identity>,
 }
 
 impl PlannedTarget {
-    fn of(target: &Target, destination: &str) -> PlannedTarget {
+    fn of(target: &Target, destination: &str, identity: Option<Identity>) -> PlannedTarget {
         let (base, container) = match destination.split_once('/') {
             Some((b, c)) => (b, Some(c.to_string())),
             None => (destination, None),
@@ -200,6 +207,7 @@ impl PlannedTarget {
             port,
             container,
             route: target.route(),
+            identity,
         }
     }
 }
@@ -222,10 +230,11 @@ impl Recording {
         }
     }
 
-    pub fn target(&mut self, target: &Target, destination: &str) {
+    pub fn target(&mut self, target: &Target, destination: &str, identity: Option<Identity>) {
         let name = target.name();
         if !self.targets.iter().any(|t| t.name == name) {
-            self.targets.push(PlannedTarget::of(target, destination));
+            self.targets
+                .push(PlannedTarget::of(target, destination, identity));
         }
     }
 
@@ -618,9 +627,10 @@ impl Plan {
     }
 }
 
-/// Whether a target a plan used still resolves to the same place: reached again the way
-/// the runbook would reach it now (an inventory name through the inventory, anything else
-/// by its route), where does it lead?
+/// Whether a target a plan used still resolves to the same place, and is the same machine:
+/// reached again the way the runbook would reach it now (an inventory name through the
+/// inventory, anything else by its route), where does it lead, and what does the machine
+/// there say it is? Asks each target (one short command), before anything runs.
 pub async fn target_differences(
     plan: &Plan,
     registry: &crate::targets::registry::Registry,
@@ -659,6 +669,31 @@ pub async fn target_differences(
                 "target {}: planned at {}, now resolves to {}",
                 t.name, t.destination, dest
             ));
+            continue;
+        }
+        let Some(planned) = &t.identity else {
+            out.push(format!(
+                "target {}: the plan does not say which machine it is (made with --offline?); make the plan without --offline to apply it there",
+                t.name
+            ));
+            continue;
+        };
+        match now.identity().await {
+            // `runbook test`: nothing is contacted.
+            Ok(None) => {}
+            Ok(Some(found)) => {
+                let diff = Identity::differences(planned, &found.identity);
+                if !diff.is_empty() {
+                    out.push(format!(
+                        "target {}: another machine than the one planned ({}):\n    planned: {}\n    found:   {}",
+                        t.name,
+                        diff.join("; "),
+                        planned.text(),
+                        found.identity.text()
+                    ));
+                }
+            }
+            Err(e) => out.push(format!("target {}: {e}", t.name)),
         }
     }
     out
@@ -1559,14 +1594,14 @@ mod tests {
 
     #[test]
     fn a_destination_is_split_into_its_parts() {
-        let t = PlannedTarget::of(&Target::Local, "root@127.0.0.1:2222/ct200");
+        let t = PlannedTarget::of(&Target::Local, "root@127.0.0.1:2222/ct200", None);
         assert_eq!(t.user.as_deref(), Some("root"));
         assert_eq!(t.host.as_deref(), Some("127.0.0.1"));
         assert_eq!(t.port, Some(2222));
         assert_eq!(t.container.as_deref(), Some("ct200"));
-        let l = PlannedTarget::of(&Target::Local, "local");
+        let l = PlannedTarget::of(&Target::Local, "local", None);
         assert_eq!((l.user, l.host, l.port), (None, None, None));
-        let v6 = PlannedTarget::of(&Target::Local, "u@::1:22");
+        let v6 = PlannedTarget::of(&Target::Local, "u@::1:22", None);
         assert_eq!((v6.host.as_deref(), v6.port), (Some("::1"), Some(22)));
     }
 

@@ -8,6 +8,7 @@
 pub mod container;
 pub mod failure;
 pub mod hold;
+pub mod identity;
 pub mod keep;
 pub mod local;
 pub mod pump;
