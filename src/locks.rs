@@ -203,7 +203,7 @@ impl Locks {
                     by => by,
                 };
                 Err(format!(
-                    "{shown} is locked by {by} ({}); waited {}s. Wait longer with --lock-wait DUR",
+                    "{shown} is locked by {by}: {}; waited {}s. Wait longer with --lock-wait DUR",
                     self.what_is_held(lock),
                     self.wait_secs()
                 ))
@@ -236,13 +236,13 @@ impl Locks {
         let runbook = self.runbook.borrow();
         if lock == "machine" {
             return if self.scope.borrow().iter().any(|w| w == "x:machine") {
-                format!("runbook \"{runbook}\" locks the whole machine (lock = \"machine\"), and another run holds a lock there")
+                format!("runbook \"{runbook}\" locks the whole machine (lock = \"machine\") and another run holds a lock there")
             } else {
-                "it locks the whole machine (lock = \"machine\")".into()
+                "that run locks the whole machine (lock = \"machine\")".into()
             };
         }
         if let Some(name) = lock.strip_prefix("lock-") {
-            return format!("the lock \"{name}\", which runbook \"{runbook}\" takes too");
+            return format!("it holds the lock \"{name}\", which runbook \"{runbook}\" takes too");
         }
         format!("runbook \"{runbook}\" runs there already")
     }

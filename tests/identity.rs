@@ -312,7 +312,7 @@ fn a_run_locks_its_runbook_the_machine_or_a_named_lock() {
     assert!(
         said.starts_with("exit 1")
             && said.contains("runbook \"whole\", since 20")
-            && said.contains("it locks the whole machine (lock = \"machine\")"),
+            && said.contains("that run locks the whole machine (lock = \"machine\")"),
         "{said}"
     );
     let said = busy(&first, &whole);
@@ -327,7 +327,7 @@ fn a_run_locks_its_runbook_the_machine_or_a_named_lock() {
     assert!(
         said.starts_with("exit 1")
             && said.contains("runbook \"gpu-a\", since 20")
-            && said.contains("the lock \"gpu-env\""),
+            && said.contains("it holds the lock \"gpu-env\", which runbook \"gpu-b\" takes too"),
         "{said}"
     );
     // … and leave the rest alone.
