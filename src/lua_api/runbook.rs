@@ -20,7 +20,7 @@ pub struct HeaderOptions {
     /// ---@type table<string, runbook.RunbookParamOptions>
     params: Option<LuaValue>,
     /// `cache_roots`: directories under which `cache.clear` may delete (a path or a list
-    /// of paths, as `cache.clear` takes them; absolute or `~/…`).
+    /// of paths, as `cache.clear` takes them; absolute or `~/…`);
     #[serde(default, deserialize_with = "options::paths")]
     cache_roots: Option<Vec<String>>,
     /// `lock`: what its run locks on each target it changes: `"runbook"` (default: no
