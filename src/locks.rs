@@ -125,11 +125,21 @@ impl Locks {
     /// What the locks on `target` are keyed by: the machine (see `identity.rs`), else
     /// (nothing contacted) the name.
     async fn lock_key(&self, target: &Target) -> Result<String, String> {
-        match self.identity(target).await {
-            Ok(Some(found)) => Ok(found.lock_key),
-            Ok(None) => Ok(target.name()),
-            Err(e) => Err(format!("cannot take the run lock on {}: {e}", target.name())),
-        }
+        let key = match self.identity(target).await {
+            Ok(Some(found)) => found.lock_key,
+            Ok(None) => target.name(),
+            Err(e) => {
+                return Err(format!(
+                    "cannot take the run lock on {}: {e}",
+                    target.name()
+                ))
+            }
+        };
+        // A Slurm node's locks are files of its own (`take`), whatever machine it is.
+        Ok(match target.slurm_node() {
+            Some(n) => format!("{key} slurm-{}", n.spec.node),
+            None => key,
+        })
     }
 
     /// Takes the lock on `target` unless this run holds it already.

@@ -26,7 +26,10 @@ fn snap(name: &str, text: &str) {
         (r"· \d+(\.\d+)?(ms|s) ·", "· [DUR] ·"),
         (r"· \d+m\d{2}s ·", "· [DUR] ·"),
         (r"\(pid \d+\)", "(pid [PID])"),
-        (r"since \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC", "since [TIME]"),
+        (
+            r"since \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC",
+            "since [TIME]",
+        ),
         (r"127\.0\.0\.1(\]?):\d+", "127.0.0.1$1:[PORT]"),
         (r"port \d+", "port [PORT]"),
         (r"by (uid \d+|[\w.-]+)@\S+ \(pid", "by [USER]@[HOST] (pid"),

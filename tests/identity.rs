@@ -15,7 +15,14 @@ const LONG: Duration = Duration::from_secs(60);
 /// A runbook named `name` that changes each of `targets` (Lua expressions) in turn:
 /// touches `started` once the first change ran, then sleeps `params.sleep` seconds on
 /// the last target (a change too), so that another run meets its locks.
-fn holder(env: &Env, file: &str, name: &str, header: &str, targets: &[&str], started: &Path) -> PathBuf {
+fn holder(
+    env: &Env,
+    file: &str,
+    name: &str,
+    header: &str,
+    targets: &[&str],
+    started: &Path,
+) -> PathBuf {
     let mut body = String::new();
     for t in targets {
         body.push_str(&format!("  {t}:exec({{ \"true\" }})\n"));
@@ -99,7 +106,14 @@ fn one_machine_under_two_addresses_holds_one_lock() {
         .set("sleep", "4")
         .spawn();
     first.wait_file(&started, Duration::from_secs(20));
-    let again = holder(&env, "again.lua", "both", "", &[&by_name], &env.scratch().join("s2"));
+    let again = holder(
+        &env,
+        "again.lua",
+        "both",
+        "",
+        &[&by_name],
+        &env.scratch().join("s2"),
+    );
     let stderr = Run::new(&env, &again)
         .ssh(&fleet)
         .yes()
@@ -137,7 +151,10 @@ fn local_and_ssh_to_itself_are_one_machine() {
         .yes()
         .args(["--lock-wait", "0"])
         // The lock file the node's sshd gives its sessions, for this side too.
-        .env("RUNBOOK_LOCK_FILE", format!("/tmp/runbook-node1-{port}.lock"))
+        .env(
+            "RUNBOOK_LOCK_FILE",
+            format!("/tmp/runbook-node1-{port}.lock"),
+        )
         .timeout(LONG)
         .expect_exit(0)
         .run();
@@ -202,10 +219,18 @@ fn a_plan_applied_where_the_proxy_now_leads_elsewhere_is_refused() {
         ),
     );
     let plan = dir.join("plan.json");
-    Run::cmd(&env, ["plan".as_ref(), rb.as_os_str(), "-o".as_ref(), plan.as_os_str()])
-        .ssh(cfg.as_path())
-        .expect_exit(0)
-        .run();
+    Run::cmd(
+        &env,
+        [
+            "plan".as_ref(),
+            rb.as_os_str(),
+            "-o".as_ref(),
+            plan.as_os_str(),
+        ],
+    )
+    .ssh(cfg.as_path())
+    .expect_exit(0)
+    .run();
     let saved: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
     let identity = &saved["targets"][0]["identity"];
@@ -256,9 +281,17 @@ fn a_local_plan_records_this_machine() {
         ),
     );
     let plan = dir.join("plan.json");
-    Run::cmd(&env, ["plan".as_ref(), rb.as_os_str(), "-o".as_ref(), plan.as_os_str()])
-        .expect_exit(0)
-        .run();
+    Run::cmd(
+        &env,
+        [
+            "plan".as_ref(),
+            rb.as_os_str(),
+            "-o".as_ref(),
+            plan.as_os_str(),
+        ],
+    )
+    .expect_exit(0)
+    .run();
     let saved: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
     let here = std::fs::read_to_string("/etc/machine-id").unwrap();
@@ -279,10 +312,38 @@ fn a_run_locks_its_runbook_the_machine_or_a_named_lock() {
     let started = env.scratch().join("started");
     let here = ["target(\"local\")"];
     let first = holder(&env, "first.lua", "first", "", &here, &started);
-    let other = holder(&env, "other.lua", "other", "", &here, &env.scratch().join("s2"));
-    let whole = holder(&env, "whole.lua", "whole", ", lock = \"machine\"", &here, &started);
-    let gpu_a = holder(&env, "gpu_a.lua", "gpu-a", ", locks = { \"gpu-env\" }", &here, &started);
-    let gpu_b = holder(&env, "gpu_b.lua", "gpu-b", ", locks = { \"gpu-env\" }", &here, &env.scratch().join("s3"));
+    let other = holder(
+        &env,
+        "other.lua",
+        "other",
+        "",
+        &here,
+        &env.scratch().join("s2"),
+    );
+    let whole = holder(
+        &env,
+        "whole.lua",
+        "whole",
+        ", lock = \"machine\"",
+        &here,
+        &started,
+    );
+    let gpu_a = holder(
+        &env,
+        "gpu_a.lua",
+        "gpu-a",
+        ", locks = { \"gpu-env\" }",
+        &here,
+        &started,
+    );
+    let gpu_b = holder(
+        &env,
+        "gpu_b.lua",
+        "gpu-b",
+        ", locks = { \"gpu-env\" }",
+        &here,
+        &env.scratch().join("s3"),
+    );
     let busy = |holder_rb: &Path, other_rb: &Path| -> String {
         let _ = std::fs::remove_file(&started);
         let mut held = Run::new(&env, holder_rb).yes().set("sleep", "4").spawn();

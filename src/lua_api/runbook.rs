@@ -51,7 +51,9 @@ fn lock_scope(
         Some(other) => {
             return Err(err_at(
                 lua,
-                format!("runbook{{}}: lock = \"{other}\": lock is \"runbook\" (the default) or \"machine\""),
+                format!(
+                "runbook{{}}: lock = \"{other}\": lock is \"runbook\" (the default) or \"machine\""
+            ),
             ))
         }
     };
@@ -59,8 +61,7 @@ fn lock_scope(
     for n in &named {
         let fine = !n.is_empty()
             && n.len() <= 64
-            && n
-                .chars()
+            && n.chars()
                 .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
             && !n.starts_with('.');
         if !fine {
