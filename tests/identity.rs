@@ -425,3 +425,54 @@ fn bad_lock_fields_name_the_field() {
         );
     }
 }
+
+/// An inventory entry that is this machine (`address = "local"`) is shown and recorded
+/// under its inventory name (before: as `local`), and its plan applies.
+#[test]
+fn a_local_inventory_entry_keeps_its_name() {
+    let env = Env::new();
+    let dir = env.scratch();
+    let inventory = env.write(
+        "inventory.toml",
+        "[hosts.workstation]\naddress = \"local\"\n",
+    );
+    let marker = dir.join("x");
+    let rb = env.write(
+        "here.lua",
+        &format!(
+            "runbook {{ name = \"here\" }}\nstep(\"s\", function() target(\"workstation\"):exec({{ \"touch\", \"{}\" }}) end)\n",
+            marker.display()
+        ),
+    );
+    let plan = dir.join("plan.json");
+    let shown = Run::cmd(
+        &env,
+        [
+            "plan".as_ref(),
+            rb.as_os_str(),
+            "-o".as_ref(),
+            plan.as_os_str(),
+        ],
+    )
+    .arg("--inventory")
+    .arg(&inventory)
+    .expect_exit(0)
+    .run()
+    .stdout_text();
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    assert_eq!(saved["targets"][0]["name"], "workstation", "{saved}");
+    assert_eq!(saved["changes"][0]["target"], "workstation", "{saved}");
+    assert!(
+        saved["targets"][0]["identity"]["machine_id"].is_string(),
+        "{saved}"
+    );
+    assert!(shown.contains("workstation"), "{shown}");
+    Run::cmd(&env, ["apply".as_ref(), plan.as_os_str()])
+        .arg("--inventory")
+        .arg(&inventory)
+        .yes()
+        .expect_exit(0)
+        .run();
+    assert!(marker.exists());
+}

@@ -116,7 +116,9 @@ impl Target {
                 return Ok(None);
             }
             match self {
-                Target::Replies { inner, .. } => return inner.identity().await,
+                Target::Replies { inner, .. } | Target::Named { inner, .. } => {
+                    return inner.identity().await
+                }
                 Target::In { parent, ct, .. } => {
                     return self.container_identity(parent, ct).await.map(Some)
                 }

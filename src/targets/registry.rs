@@ -139,7 +139,10 @@ impl Registry {
             }));
         }
         if h.address.as_deref() == Some("local") {
-            return Ok(self.local());
+            return Ok(Rc::new(Target::Named {
+                inner: self.local(),
+                label: name.to_string(),
+            }));
         }
         let mut spec = match (&h.address, &h.host) {
             (Some(a), _) => SshSpec::parse(a),
