@@ -729,8 +729,13 @@ pub async fn plan(
 async fn check_saved(plan: &Plan, loaded: &Loaded, req: &RunRequest, path: &str) -> Result<()> {
     let mut problems = plan.param_differences(&loaded.header());
     problems.extend(
-        crate::plan::target_differences(plan, &loaded.ctx.targets, req.remote.inventory.as_deref())
-            .await,
+        crate::plan::target_differences(
+            plan,
+            &loaded.ctx.targets,
+            req.remote.inventory.as_deref(),
+            &loaded.ctx.locks,
+        )
+        .await,
     );
     if problems.is_empty() {
         return Ok(());

@@ -635,6 +635,7 @@ pub async fn target_differences(
     plan: &Plan,
     registry: &crate::targets::registry::Registry,
     inventory: Option<&crate::inventory::Inventory>,
+    locks: &crate::locks::Locks,
 ) -> Vec<String> {
     let mut out = Vec::new();
     for t in &plan.targets {
@@ -678,7 +679,9 @@ pub async fn target_differences(
             ));
             continue;
         };
-        match now.identity().await {
+        // Through the run's locks: the identity checked here is the one its locks are
+        // keyed by, asked once on the connection the run goes on using.
+        match locks.identity(&now).await {
             // `runbook test`: nothing is contacted.
             Ok(None) => {}
             Ok(Some(found)) => {
