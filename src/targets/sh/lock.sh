@@ -180,7 +180,8 @@ done
 for l in "$@"; do
   f=$(file_of "$l")
   case $l in
-    s:*) mkdir "$f.s" 2>/dev/null; printf '%s\n%s\n' "$self" "$held_by" >"$f.s/$$" ;;
+    # (Entries of holders long gone are removed on the way: with flock, nobody else does.)
+    s:*) mkdir "$f.s" 2>/dev/null; shared_live "$f.s" >/dev/null; printf '%s\n%s\n' "$self" "$held_by" >"$f.s/$$" ;;
     *) printf '%s\n' "$held_by" >"$f.holder" ;;
   esac
 done
