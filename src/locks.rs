@@ -20,7 +20,7 @@
 
 use crate::params::LockScope;
 use crate::targets::hold::Holder;
-use crate::targets::identity::Found;
+use crate::targets::identity::{Found, Known};
 use crate::targets::Target;
 use std::cell::RefCell;
 use std::ffi::OsString;
@@ -41,7 +41,7 @@ pub struct Locks {
     /// Target name → its resolved destination (`key`).
     keys: RefCell<std::collections::HashMap<String, String>>,
     /// Target name → what it is (`identity`): asked once per target per run.
-    identities: RefCell<std::collections::HashMap<String, Option<Found>>>,
+    identities: Known,
     /// The locks each target's holder takes (`lock.sh`'s LOCK words), in order.
     scope: RefCell<Vec<String>>,
     /// The runbook's name, for messages.
@@ -60,11 +60,18 @@ impl Locks {
             held: RefCell::new(Vec::new()),
             taking: RefCell::new(std::collections::HashMap::new()),
             keys: RefCell::new(std::collections::HashMap::new()),
-            identities: RefCell::new(std::collections::HashMap::new()),
+            identities: Known::default(),
             scope: RefCell::new(vec!["s:machine".into()]),
             runbook: RefCell::new(String::new()),
             failed: RefCell::new(std::collections::HashMap::new()),
         }
+    }
+
+    /// Keeps what targets are in `known`, shared with the other passes of the run (its
+    /// plan pass asks; its real pass takes the answers).
+    pub fn sharing(mut self, known: Known) -> Self {
+        self.identities = known;
+        self
     }
 
     /// What this run locks on each target it changes: the machine (shared, or exclusive

@@ -83,6 +83,9 @@ fn or_none(list: &[String]) -> String {
     }
 }
 
+/// The answers a run got, by target name (`None`: nothing may be contacted).
+pub type Known = std::rc::Rc<std::cell::RefCell<std::collections::HashMap<String, Option<Found>>>>;
+
 /// What the probe found on a target.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Found {
