@@ -103,7 +103,7 @@ fn one_machine_under_two_addresses_holds_one_lock() {
     let mut first = Run::new(&env, &both)
         .ssh(&fleet)
         .yes()
-        .set("sleep", "4")
+        .set("sleep", "8")
         .spawn();
     first.wait_file(&started, Duration::from_secs(20));
     let again = holder(
@@ -175,7 +175,7 @@ fn two_machines_behind_proxies_with_one_address_take_two_locks() {
     let mut first = Run::new(&env, &on_m2)
         .ssh(cfg.as_path())
         .yes()
-        .set("sleep", "5")
+        .set("sleep", "8")
         .spawn();
     first.wait_file(&started, Duration::from_secs(20));
     let both = holder(
@@ -346,7 +346,7 @@ fn a_run_locks_its_runbook_the_machine_or_a_named_lock() {
     );
     let busy = |holder_rb: &Path, other_rb: &Path| -> String {
         let _ = std::fs::remove_file(&started);
-        let mut held = Run::new(&env, holder_rb).yes().set("sleep", "4").spawn();
+        let mut held = Run::new(&env, holder_rb).yes().set("sleep", "6").spawn();
         held.wait_file(&started, Duration::from_secs(20));
         let out = Run::new(&env, other_rb)
             .yes()

@@ -201,7 +201,7 @@ fn where_flock_is_missing_the_run_lock_is_a_directory() {
     let holder = env.write(
         "hold.lua",
         &format!(
-            "runbook {{ name = \"busybox-hold\" }}\nlocal box = {}\nstep(\"hold\", function()\n  box:exec({{ \"touch\", \"{made}\" }})\n  box:exec({{ \"sleep\", \"4\" }})\nend)\n",
+            "runbook {{ name = \"busybox-hold\" }}\nlocal box = {}\nstep(\"hold\", function()\n  box:exec({{ \"touch\", \"{made}\" }})\n  box:exec({{ \"sleep\", \"8\" }})\nend)\n",
             ct.lua()
         ),
     );
