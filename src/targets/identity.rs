@@ -7,15 +7,15 @@
 //! Two uses, two parts. What a plan records and `apply` compares ([`Identity`]) lasts as
 //! long as the installation: host keys and machine ids, the containers on the way. What
 //! run locks are keyed by ([`Found::lock_key`]) is what decides whether two names share
-//! one lock file: the same machine in the same boot, the same user, and for a container
-//! the same container (as its tool names it) on that machine.
+//! one lock file: the same machine in the same boot, the same user and lock directory,
+//! and for a container the same container (as its tool names it) on that machine.
 
 use super::{Container, Target};
 use serde::{Deserialize, Serialize};
 use std::future::Future;
 use std::pin::Pin;
 
-/// Prints `machine-id`, `boot-id` and `uid` lines (see the script).
+/// Prints `machine-id`, `boot-id`, `uid` and `lock-at` lines (see the script).
 const PROBE: &str = include_str!("sh/identity.sh");
 
 /// What a target is, as a plan records it.
@@ -103,9 +103,10 @@ fn parse(out: &str) -> Option<(String, String)> {
     };
     let machine_id = field("machine-id")?;
     let key = format!(
-        "boot {} uid {} machine-id {machine_id}",
+        "boot {} uid {} machine-id {machine_id} lock-at {}",
         field("boot-id")?,
-        field("uid")?
+        field("uid")?,
+        field("lock-at")?
     );
     Some((machine_id, key))
 }
@@ -185,9 +186,13 @@ mod tests {
 
     #[test]
     fn the_probe_reads_back() {
-        let (m, key) = parse("machine-id abc\nboot-id b-1\nuid 0\n").unwrap();
+        let (m, key) =
+            parse("machine-id abc\nboot-id b-1\nuid 0\nlock-at /run/user/0/runbook\n").unwrap();
         assert_eq!(m, "abc");
-        assert_eq!(key, "boot b-1 uid 0 machine-id abc");
+        assert_eq!(
+            key,
+            "boot b-1 uid 0 machine-id abc lock-at /run/user/0/runbook"
+        );
         assert!(parse("machine-id abc\n").is_none());
     }
 
