@@ -280,8 +280,21 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
     let mut planned_as = None;
     // A change's number in the plan, or its action's outside one: its placeholder's.
     let mut numbered = id as usize;
+    // A plan records which machine each target is: asked where the pass may contact it
+    // (this machine always; others unless --offline).
+    let recording = ctx.recording.borrow().is_some();
+    let identity = match recording
+        && (ctx.mode == Mode::DryRun || (ctx.mode == Mode::Offline && action.target.is_local()))
+    {
+        true => ctx
+            .locks
+            .identity(action.target)
+            .await?
+            .map(|found| found.identity),
+        false => None,
+    };
     if let Some(rec) = ctx.recording.borrow_mut().as_mut() {
-        rec.target(action.target, &destination);
+        rec.target(action.target, &destination, identity);
         match action.effect {
             Effect::Change if plan_only => numbered = rec.change(&seen()),
             Effect::Read if plan_only => rec.read(&seen(), None),

@@ -135,6 +135,8 @@ impl Ctx {
         remote: RemoteSettings,
         targets: Option<Rc<Registry>>,
     ) -> Self {
+        let lock_wait = remote.lock_wait;
+        let targets = targets.unwrap_or_else(|| Rc::new(Registry::new(remote)));
         Ctx {
             mode,
             phase: Cell::new(Phase::Declaring),
@@ -157,8 +159,10 @@ impl Ctx {
             dir,
             state_dir: RefCell::new(None),
             record_failed: RefCell::new(None),
-            locks: crate::locks::Locks::new(remote.lock_wait),
-            targets: targets.unwrap_or_else(|| Rc::new(Registry::new(remote))),
+            // What each target is, asked once per run: the registry is the run's, shared
+            // by its plan pass and its real pass.
+            locks: crate::locks::Locks::new(lock_wait).sharing(targets.identities()),
+            targets,
             recording: RefCell::new(None),
             job_logs: RefCell::new(std::collections::HashMap::new()),
             planned_stops: RefCell::new(std::collections::HashSet::new()),

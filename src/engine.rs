@@ -492,11 +492,13 @@ pub async fn run(req: RunRequest) -> Result<()> {
     }
     crate::watchdog::set_record(record_path.clone());
     ctx.locks.set_holder(format!(
-        "run {run_id} by {}@{} (pid {})",
+        "run {run_id} by {}@{} (pid {}), runbook \"{}\"",
         whoami(),
         hostname(),
-        std::process::id()
+        std::process::id(),
+        header.name
     ));
+    ctx.locks.set_scope(&header.name, &header.lock);
     let started = Instant::now();
     let tally = run_steps(&loaded, &resume, req.timeout, false).await;
     ctx.locks.release_all().await;
@@ -800,9 +802,13 @@ async fn check_saved_targets(
     req: &RunRequest,
     path: &str,
 ) -> Result<()> {
-    let problems =
-        crate::plan::target_differences(plan, &loaded.ctx.targets, req.remote.inventory.as_deref())
-            .await;
+    let problems = crate::plan::target_differences(
+        plan,
+        &loaded.ctx.targets,
+        req.remote.inventory.as_deref(),
+        &loaded.ctx.locks,
+    )
+    .await;
     refuse_saved(plan, loaded, path, problems)
 }
 

@@ -49,6 +49,17 @@ pub struct Header {
     /// Extra directories (absolute, or `~/…` on the target) under which `cache.clear` may
     /// delete, beside the built-in cache roots.
     pub cache_roots: Vec<String>,
+    /// What its run locks on each target it changes (`lock`, `locks`): see `locks.rs`.
+    pub lock: LockScope,
+}
+
+/// What a run locks on a target before its first change there.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LockScope {
+    /// `lock = "machine"`: no other run changes the machine while this one does.
+    pub machine: bool,
+    /// `locks = { "gpu-env" }`: named locks several runbooks share (sorted, no repeats).
+    pub named: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -23,6 +23,7 @@
 use crate::events::Event;
 use crate::known_after::KnownAfter;
 use crate::params::Header;
+use crate::targets::identity::Identity;
 use crate::targets::{Hop, Target};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -366,10 +367,16 @@ pub struct PlannedTarget {
     pub container: Option<String>,
     /// How it is reached, as given (outermost hop first; empty: this machine).
     pub route: Vec<Hop>,
+    /// Which machine it was (`targets/identity.rs`): the host key the connection
+    /// verified, the machine id, the containers on the way. `apply` asks again and runs
+    /// nothing where the answer differs. None: the plan was made offline, and it names a
+    /// target it did not contact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<Identity>,
 }
 
 impl PlannedTarget {
-    fn of(target: &Target, destination: &str) -> PlannedTarget {
+    fn of(target: &Target, destination: &str, identity: Option<Identity>) -> PlannedTarget {
         let (base, container) = match destination.split_once('/') {
             Some((b, c)) => (b, Some(c.to_string())),
             None => (destination, None),
@@ -390,6 +397,7 @@ impl PlannedTarget {
             port,
             container,
             route: target.route(),
+            identity,
         }
     }
 }
@@ -425,10 +433,11 @@ impl Recording {
         self
     }
 
-    pub fn target(&mut self, target: &Target, destination: &str) {
+    pub fn target(&mut self, target: &Target, destination: &str, identity: Option<Identity>) {
         let name = target.name();
         if !self.targets.iter().any(|t| t.name == name) {
-            self.targets.push(PlannedTarget::of(target, destination));
+            self.targets
+                .push(PlannedTarget::of(target, destination, identity));
         }
     }
 
@@ -846,13 +855,15 @@ impl Plan {
     }
 }
 
-/// Whether a target a plan used still resolves to the same place: reached again the way
-/// the runbook would reach it now (an inventory name through the inventory, anything else
-/// by its route), where does it lead?
+/// Whether a target a plan used still resolves to the same place, and is the same machine:
+/// reached again the way the runbook would reach it now (an inventory name through the
+/// inventory, anything else by its route), where does it lead, and what does the machine
+/// there say it is? Asks each target (one short command), before anything runs.
 pub async fn target_differences(
     plan: &Plan,
     registry: &crate::targets::registry::Registry,
     inventory: Option<&crate::inventory::Inventory>,
+    locks: &crate::locks::Locks,
 ) -> Vec<String> {
     let mut out = Vec::new();
     for t in &plan.targets {
@@ -887,6 +898,33 @@ pub async fn target_differences(
                 "target {}: planned at {}, now resolves to {}",
                 t.name, t.destination, dest
             ));
+            continue;
+        }
+        let Some(planned) = &t.identity else {
+            out.push(format!(
+                "target {}: the plan does not say which machine it is (made with --offline?); make the plan without --offline to apply it there",
+                t.name
+            ));
+            continue;
+        };
+        // Through the run's locks: the identity checked here is the one its locks are
+        // keyed by, asked once on the connection the run goes on using.
+        match locks.identity(&now).await {
+            // `runbook test`: nothing is contacted.
+            Ok(None) => {}
+            Ok(Some(found)) => {
+                let diff = Identity::differences(planned, &found.identity);
+                if !diff.is_empty() {
+                    out.push(format!(
+                        "target {}: another machine than the one planned ({}):\n    planned: {}\n    found:   {}",
+                        t.name,
+                        diff.join("; "),
+                        planned.text(),
+                        found.identity.text()
+                    ));
+                }
+            }
+            Err(e) => out.push(format!("target {}: {e}", t.name)),
         }
     }
     out
@@ -1271,7 +1309,7 @@ impl Plan {
             }
         }
         for t in &self.targets {
-            let split = PlannedTarget::of(&Target::Local, &t.destination);
+            let split = PlannedTarget::of(&Target::Local, &t.destination, None);
             let fields = [
                 ("user", t.user != split.user),
                 ("host", t.host != split.host),
@@ -1768,6 +1806,10 @@ impl Plan {
         if let Some(c) = &t.container {
             s.push_str(&format!(", container {}", c.trim_start_matches("ct")));
         }
+        // The machine itself, as apply compares it: a name is only a way there.
+        if let Some(id) = &t.identity {
+            s.push_str(&format!(" ({})", id.text()));
+        }
         s
     }
 
@@ -2233,7 +2275,7 @@ mod tests {
         assert!(unbound(|q| q.changes[0].target = "node1".into())
             .contains("change 1: field \"target\" is \"node1\", not one of the plan's targets"));
         assert!(unbound(|q| {
-            let mut t = PlannedTarget::of(&Target::Local, "root@10.0.0.5:22");
+            let mut t = PlannedTarget::of(&Target::Local, "root@10.0.0.5:22", None);
             t.name = "local".into();
             t.host = Some("10.0.0.9".into());
             q.targets.push(t);
@@ -2417,14 +2459,14 @@ mod tests {
 
     #[test]
     fn a_destination_is_split_into_its_parts() {
-        let t = PlannedTarget::of(&Target::Local, "root@127.0.0.1:2222/ct200");
+        let t = PlannedTarget::of(&Target::Local, "root@127.0.0.1:2222/ct200", None);
         assert_eq!(t.user.as_deref(), Some("root"));
         assert_eq!(t.host.as_deref(), Some("127.0.0.1"));
         assert_eq!(t.port, Some(2222));
         assert_eq!(t.container.as_deref(), Some("ct200"));
-        let l = PlannedTarget::of(&Target::Local, "local");
+        let l = PlannedTarget::of(&Target::Local, "local", None);
         assert_eq!((l.user, l.host, l.port), (None, None, None));
-        let v6 = PlannedTarget::of(&Target::Local, "u@::1:22");
+        let v6 = PlannedTarget::of(&Target::Local, "u@::1:22", None);
         assert_eq!((v6.host.as_deref(), v6.port), (Some("::1"), Some(22)));
     }
 

@@ -344,7 +344,8 @@ end)
         doubles
             .on(ct(
                 &second,
-                "ct",
+                // Another run of the same runbook: runs of other runbooks go beside it.
+                "holder",
                 &format!("step(\"change\", function() {target}:exec({{ \"true\" }}) end)\n"),
             ))
             .args(["--lock-wait", "0"])

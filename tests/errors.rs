@@ -26,6 +26,10 @@ fn snap(name: &str, text: &str) {
         (r"· \d+(\.\d+)?(ms|s) ·", "· [DUR] ·"),
         (r"· \d+m\d{2}s ·", "· [DUR] ·"),
         (r"\(pid \d+\)", "(pid [PID])"),
+        (
+            r"since \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC",
+            "since [TIME]",
+        ),
         (r"127\.0\.0\.1(\]?):\d+", "127.0.0.1$1:[PORT]"),
         (r"port \d+", "port [PORT]"),
         (r"by (uid \d+|[\w.-]+)@\S+ \(pid", "by [USER]@[HOST] (pid"),
@@ -500,7 +504,8 @@ fn step_failures() {
     }
 }
 
-/// Another run holds the target's lock: the step fails naming that run.
+/// Another run holds a lock on the target that this one needs (it locks the whole
+/// machine): the step fails naming that run, its runbook and since when.
 #[test]
 fn lock_held() {
     let env = scene();
@@ -515,7 +520,7 @@ fn lock_held() {
     );
     env.write(
         "change.lua",
-        "runbook { name = \"change\" }\nstep(\"change\", function() target(\"local\"):exec({ \"true\" }) end)\n",
+        "runbook { name = \"change\", lock = \"machine\" }\nstep(\"change\", function() target(\"local\"):exec({ \"true\" }) end)\n",
     );
     let mut holder = Run::new(&env, "hold.lua").yes().spawn();
     holder.wait_file(&started, Duration::from_secs(20));

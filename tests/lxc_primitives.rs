@@ -11,23 +11,6 @@ use common::*;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn has_flock(ct: &Ct) -> bool {
-    ct.kind != Kind::Busybox
-}
-
-/// What a change in the busybox-only container fails with, before anything changed.
-fn assert_needs_flock(out: &Output, ct: &Ct) {
-    assert_eq!(out.status.code(), Some(1), "{}", out.describe());
-    assert!(
-        out.step_error(FAILED).contains(&format!(
-            "cannot take the run lock on {}: needs flock for the run lock",
-            ct.target()
-        )),
-        "{}",
-        out.describe()
-    );
-}
-
 fn assert_needs(out: &Output, what: &str, program: &str, ct: &Ct) {
     assert_eq!(out.status.code(), Some(1), "{}", out.describe());
     let want = format!("{what}: needs {program} on {} (", ct.target());
@@ -171,11 +154,6 @@ end)
         EnvMode::Clear,
         &format!(r#"cache.clear(box, {{ "{cache}" }}, {{ keep = true }})"#),
     );
-    if !has_flock(ct) {
-        assert_needs_flock(&out, ct);
-        assert!(dir.host.join("cache/a/k").exists(), "nothing changed");
-        return;
-    }
     out.assert_exit(0);
     assert!(!dir.host.join("cache").exists());
     assert_eq!(kept(&dir).len(), 1, "moved aside");
@@ -222,11 +200,6 @@ end)
         ),
         &[],
     );
-    if !has_flock(ct) {
-        assert_needs_flock(&out, ct);
-        assert!(!dir.host.join("job.log").exists(), "nothing started");
-        return;
-    }
     out.assert_exit(0);
     let running = ct.processes(&format!("sleep {n}"));
     assert_eq!(running.len(), 1, "{running:?}");

@@ -524,7 +524,8 @@ fn clean_reset_in_a_container_behind_ssh_applies_its_plan() {
             &sha256_of(&plan_path(&env))[..12]
         ),
         format!("| apply | `runbook apply {}` (refused if", plan_path(&env).display()),
-        format!("| `node1/ct200` | root@127.0.0.1 port {port}, container 200 |"),
+        // The target, and the machine it is (its host key and machine ids).
+        format!("| `node1/ct200` | root@127.0.0.1 port {port}, container 200 (host key ssh-"),
         "| host | `node1` |".into(),
         "**destructive** · on `node1/ct200`: restore 1 file in ".into(),
         "**destructive** · on `node1/ct200`: move aside /tmp/torchinductor_root (2.9 KiB, 1 file) → /tmp/torchinductor_root.runbook-kept-…".into(),
@@ -1274,6 +1275,11 @@ fn snapshot_markdown_plan() {
     let text = regex::Regex::new(r"sha256 `[0-9a-f]{12}`")
         .unwrap()
         .replace_all(&text, "sha256 `[SHA]`")
+        .into_owned();
+    // The machine a target is (issue 25 item 4) differs from machine to machine.
+    let text = regex::Regex::new(r"machine-id [0-9a-f-]+")
+        .unwrap()
+        .replace_all(&text, "machine-id [MACHINE-ID]")
         .into_owned();
     assert!(!text.contains("the-token-value-1234"));
     insta::assert_snapshot!("markdown_plan", text);

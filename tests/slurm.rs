@@ -422,7 +422,7 @@ end)
     let other = env.write(
         "other.lua",
         &format!(
-            r#"runbook {{ name = "slurm-other" }}
+            r#"runbook {{ name = "slurm-other", lock = "machine" }}
 step("change", function() target("slurm:{n}"):exec({{ "true" }}) end)
 "#,
             n = c.nodes[2]

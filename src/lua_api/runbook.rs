@@ -20,9 +20,69 @@ pub struct HeaderOptions {
     /// ---@type table<string, runbook.RunbookParamOptions>
     params: Option<LuaValue>,
     /// `cache_roots`: directories under which `cache.clear` may delete (a path or a list
-    /// of paths, as `cache.clear` takes them; absolute or `~/…`).
+    /// of paths, as `cache.clear` takes them; absolute or `~/…`);
     #[serde(default, deserialize_with = "options::paths")]
     cache_roots: Option<Vec<String>>,
+    /// `lock`: what its run locks on each target it changes: `"runbook"` (default: no
+    /// other run of this runbook there; other runbooks run beside it) or `"machine"` (no
+    /// other run at all there while it changes it);
+    /// ---@type "runbook"|"machine"
+    lock: Option<String>,
+    /// `locks` (a list of names): named locks it takes too, beside its own, on each
+    /// target it changes: runbooks that name the same lock never change one target at
+    /// the same time (at most 5; letters, digits, `.`, `_`, `-`).
+    /// ---@type string[]
+    locks: Option<Vec<String>>,
+}
+
+/// At most this many `locks`: the lock script holds each on a descriptor of its own,
+/// and a POSIX shell has 3 to 9 (the machine's and the runbook's take two).
+const MAX_NAMED_LOCKS: usize = 5;
+
+/// `lock` and `locks` of the header, checked.
+fn lock_scope(
+    lua: &Lua,
+    lock: Option<String>,
+    locks: Option<Vec<String>>,
+) -> mlua::Result<params::LockScope> {
+    let machine = match lock.as_deref() {
+        None | Some("runbook") => false,
+        Some("machine") => true,
+        Some(other) => {
+            return Err(err_at(
+                lua,
+                format!(
+                "runbook{{}}: lock = \"{other}\": lock is \"runbook\" (the default) or \"machine\""
+            ),
+            ))
+        }
+    };
+    let mut named = locks.unwrap_or_default();
+    for n in &named {
+        let fine = !n.is_empty()
+            && n.len() <= 64
+            && n.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+            && !n.starts_with('.');
+        if !fine {
+            return Err(err_at(
+                lua,
+                format!("runbook{{}}: locks: '{n}' is not a lock name (letters, digits, '.', '_', '-'; at most 64)"),
+            ));
+        }
+    }
+    named.sort();
+    named.dedup();
+    if named.len() > MAX_NAMED_LOCKS {
+        return Err(err_at(
+            lua,
+            format!(
+                "runbook{{}}: locks: {} names; a runbook takes at most {MAX_NAMED_LOCKS}",
+                named.len()
+            ),
+        ));
+    }
+    Ok(params::LockScope { machine, named })
 }
 
 /// A param's fields, in `runbook{}`'s `params`.
@@ -54,7 +114,7 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
         .raw_set("runbook", lua.create_function(declare)?)
 }
 
-/// Lua: runbook { name = "…", description = "…", params = { NAME = { type, default, required, help, secret, choices } }, cache_roots = { … } }
+/// Lua: runbook { name = "…", description = "…", params = { NAME = { type, default, required, help, secret, choices } }, cache_roots = { … }, lock = "runbook"|"machine", locks = { … } }
 ///
 /// Declares the runbook. Must come first, once. Fields ([`HeaderOptions`]):
 ///
@@ -129,6 +189,7 @@ fn declare(lua: &Lua, decl: Value) -> mlua::Result<()> {
     };
 
     let cache_roots = decl.cache_roots.unwrap_or_default();
+    let lock = lock_scope(lua, decl.lock, decl.locks)?;
     for root in &cache_roots {
         if !(root.starts_with('/') || root.starts_with("~/")) || root.split('/').any(|p| p == "..")
         {
@@ -161,6 +222,7 @@ fn declare(lua: &Lua, decl: Value) -> mlua::Result<()> {
         params: specs,
         values,
         cache_roots,
+        lock,
     });
     Ok(())
 }

@@ -24,7 +24,12 @@ const START_LIMIT: Duration = Duration::from_secs(30);
 
 impl SshHost {
     /// The master at the kept socket: found there, or started there now.
-    pub(super) async fn kept_master(&self, keep: Duration) -> Result<Session, String> {
+    /// With it, the host key that master verified, when runbook started it (one found
+    /// at the socket says nothing of its key).
+    pub(super) async fn kept_master(
+        &self,
+        keep: Duration,
+    ) -> Result<(Session, Option<String>), String> {
         let resolved = self.resolved().await;
         let socket = match resolved
             .iter()
@@ -39,7 +44,7 @@ impl SshHost {
             .is_ok_and(|r| r.is_ok())
         {
             tracing::debug!("{}: using the master at {}", self.name(), socket.display());
-            return Ok(found);
+            return Ok((found, None));
         }
         // A socket nobody answers on is left by a master that died: ssh itself unlinks
         // such a one before it listens there (it would not listen otherwise).
@@ -51,7 +56,7 @@ impl SshHost {
         }
         let log = socket.with_extension("log");
         let mut cmd = tokio::process::Command::new("ssh");
-        cmd.args(self.master_args(&socket, keep))
+        cmd.args(self.master_args(&socket, &log, keep))
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
@@ -62,7 +67,7 @@ impl SshHost {
         let _ = std::fs::remove_file(&log);
         match status {
             Ok(Ok(st)) if st.success() => {}
-            Ok(Ok(_)) => return Err(self.connect_message(said.trim())),
+            Ok(Ok(_)) => return Err(self.connect_message(&super::ssh::master_said(&said))),
             Ok(Err(e)) => {
                 return Err(format!(
                     "cannot connect to {}: cannot run ssh: {e}",
@@ -77,15 +82,20 @@ impl SshHost {
                 ))
             }
         }
-        Ok(Session::resume_mux(socket.into_boxed_path(), None))
+        Ok((
+            Session::resume_mux(socket.into_boxed_path(), None),
+            super::ssh::verified_key(&said),
+        ))
     }
 
-    /// `ssh -M -N -f …`: a master at `socket` that lives `keep` after its last client.
-    fn master_args(&self, socket: &Path, keep: Duration) -> Vec<OsString> {
+    /// `ssh -M -N -f …`: a master at `socket`, logging to `log`, that lives `keep` after
+    /// its last client. Every master runbook starts, kept or not, starts so.
+    pub(super) fn master_args(&self, socket: &Path, log: &Path, keep: Duration) -> Vec<OsString> {
         let secs = keep.as_secs() + u64::from(keep.subsec_nanos() > 0);
+        // ssh takes whole seconds: round up, so that "0.5s" does not become
+        // `ConnectTimeout=0`, which ssh reads as no timeout.
         let timeout = self.spec.connect_timeout.as_secs()
             + u64::from(self.spec.connect_timeout.subsec_nanos() > 0);
-        let log = socket.with_extension("log");
         let mut a: Vec<OsString> = vec![
             "-M".into(),
             "-N".into(),
@@ -103,6 +113,11 @@ impl SshHost {
         opt(format!("ConnectTimeout={timeout}"));
         opt("ServerAliveInterval=10".into());
         opt("BatchMode=yes".into());
+        opt(super::ssh::MASTER_LOG_LEVEL.into());
+        // A key given for this host is the only one tried, as with the openssh crate.
+        if self.spec.identity.is_some() {
+            opt("IdentitiesOnly=yes".into());
+        }
         opt(format!(
             "StrictHostKeyChecking={}",
             if self.settings.trust_new_hosts {

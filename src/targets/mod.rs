@@ -8,6 +8,7 @@
 pub mod container;
 pub mod failure;
 pub mod hold;
+pub mod identity;
 pub mod keep;
 pub mod local;
 pub mod pump;
@@ -175,6 +176,12 @@ pub enum Target {
         inner: Rc<Target>,
         replies: Rc<replies::Replies>,
     },
+    /// An inventory entry that is this machine (`address = "local"`): runs as `inner`,
+    /// shown and recorded by its inventory name.
+    Named {
+        inner: Rc<Target>,
+        label: String,
+    },
 }
 
 /// What `Target::in_session` did.
@@ -200,6 +207,7 @@ impl Target {
             Target::In { label: Some(l), .. } => l.clone(),
             Target::In { parent, ct, .. } => format!("{}/{}", parent.name(), ct.label()),
             Target::Replies { inner, .. } => inner.name(),
+            Target::Named { label, .. } => label.clone(),
         }
     }
 
@@ -208,6 +216,7 @@ impl Target {
         match self {
             Target::Replies { replies, .. } => Some(replies),
             Target::In { parent, .. } => parent.replies(),
+            Target::Named { inner, .. } => inner.replies(),
             Target::Local | Target::Ssh(_) | Target::Slurm(_) => None,
         }
     }
@@ -216,7 +225,7 @@ impl Target {
     pub fn is_local(&self) -> bool {
         match self {
             Target::Local => true,
-            Target::Replies { inner, .. } => inner.is_local(),
+            Target::Replies { inner, .. } | Target::Named { inner, .. } => inner.is_local(),
             Target::Ssh(_) | Target::Slurm(_) | Target::In { .. } => false,
         }
     }
@@ -248,7 +257,9 @@ impl Target {
                 }
                 // A test resolves nothing (`ssh -G` included): a target is where it is named.
                 Target::Replies { inner, replies } if replies.replaying() => inner.name(),
-                Target::Replies { inner, .. } => inner.destination().await,
+                Target::Replies { inner, .. } | Target::Named { inner, .. } => {
+                    inner.destination().await
+                }
             }
         })
     }
@@ -275,7 +286,7 @@ impl Target {
                 route.push(Hop::In(ct.clone()));
                 route
             }
-            Target::Replies { inner, .. } => inner.route(),
+            Target::Replies { inner, .. } | Target::Named { inner, .. } => inner.route(),
         }
     }
 
@@ -327,14 +338,14 @@ impl Target {
             // srun runs here: the node is reached through the scheduler.
             Target::Slurm(n) => (Base::Local, n.spec.srun(argv)),
             Target::In { parent, ct, .. } => parent.flatten(ct.wrap(argv)),
-            Target::Replies { inner, .. } => inner.flatten(argv),
+            Target::Replies { inner, .. } | Target::Named { inner, .. } => inner.flatten(argv),
         }
     }
 
     /// The exact, copy-pastable command line that runs `req` on this target (the
     /// outermost hop: for a container behind SSH, `ssh … -- 'pct exec 200 -- …'`).
     pub fn render(&self, req: &ExecRequest) -> String {
-        if let Target::Replies { inner, .. } = self {
+        if let Target::Replies { inner, .. } | Target::Named { inner, .. } = self {
             return inner.render(req);
         }
         if let Target::Local = self {
@@ -362,7 +373,7 @@ impl Target {
 
     /// Runs `req` where this target is, past any replies (see `exec`).
     async fn run_here(&self, req: &ExecRequest, io: &ExecIo<'_>) -> Result<ExecOutcome, String> {
-        if let Target::Replies { inner, .. } = self {
+        if let Target::Replies { inner, .. } | Target::Named { inner, .. } = self {
             return Box::pin(inner.run_here(req, io)).await;
         }
         if let Target::Local = self {
@@ -542,7 +553,7 @@ impl Target {
                 chain.push(ct.clone());
                 (base, chain)
             }
-            Target::Replies { inner, .. } => inner.home(),
+            Target::Replies { inner, .. } | Target::Named { inner, .. } => inner.home(),
             // Never asked for: `in_session` runs no session on a Slurm chain.
             Target::Slurm(_) => (Base::Local, Vec::new()),
         }
@@ -629,7 +640,7 @@ impl Target {
             Target::In { parent, ct, .. } => parent
                 .refused(stderr)
                 .or_else(|| ct.refused(&parent.name(), stderr)),
-            Target::Replies { inner, .. } => inner.refused(stderr),
+            Target::Replies { inner, .. } | Target::Named { inner, .. } => inner.refused(stderr),
             Target::Slurm(_) => slurm::refused(stderr),
             _ => None,
         }

@@ -30,6 +30,8 @@ pub struct Registry {
     replies: Option<Rc<Replies>>,
     /// Shared by every Slurm target of the run, so that their commands can share launches.
     slurm: Rc<super::slurm::Launcher>,
+    /// What each target is, by name (`identity.rs`), asked once per run (`Locks`).
+    identities: super::identity::Known,
 }
 
 impl Registry {
@@ -46,6 +48,7 @@ impl Registry {
             hosts: RefCell::new(HashMap::new()),
             replies: remote.replies,
             slurm: Rc::default(),
+            identities: Default::default(),
         }
     }
 
@@ -64,6 +67,11 @@ impl Registry {
             }),
             None => Rc::new(target),
         }
+    }
+
+    /// The run's answers to "which machine is this target" (`Locks` keeps them).
+    pub fn identities(&self) -> super::identity::Known {
+        self.identities.clone()
     }
 
     /// This machine.
@@ -139,7 +147,10 @@ impl Registry {
             }));
         }
         if h.address.as_deref() == Some("local") {
-            return Ok(self.local());
+            return Ok(Rc::new(Target::Named {
+                inner: self.local(),
+                label: name.to_string(),
+            }));
         }
         let mut spec = match (&h.address, &h.host) {
             (Some(a), _) => SshSpec::parse(a),

@@ -141,7 +141,7 @@ impl Target {
             Target::Local | Target::Slurm(_) => None,
             Target::Ssh(h) => Some(h),
             Target::In { parent, .. } => parent.ssh_base(),
-            Target::Replies { inner, .. } => inner.ssh_base(),
+            Target::Replies { inner, .. } | Target::Named { inner, .. } => inner.ssh_base(),
         }
     }
 }

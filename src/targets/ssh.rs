@@ -9,10 +9,9 @@
 use super::pump::{self, Pump, Stop};
 use super::{ExecIo, ExecOutcome, KillFn};
 use crate::quote;
-use openssh::{ControlPersist, KnownHosts, Session, SessionBuilder, Stdio};
+use openssh::{Session, Stdio};
 use std::cell::RefCell;
 use std::ffi::OsString;
-use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -23,7 +22,7 @@ use tokio::sync::{Mutex, Semaphore};
 /// room for the lock holder and for kill commands.
 const CHANNELS: usize = 8;
 /// A master left behind by a crashed run exits after this much idle time.
-const MASTER_IDLE_SECS: usize = 60;
+const MASTER_IDLE_SECS: u64 = 60;
 
 /// Settings shared by every SSH host of a run.
 #[derive(Debug, Clone)]
@@ -153,6 +152,9 @@ pub struct SshHost {
     /// ends the connection, so it holds for every later command on the same one, and
     /// those need not read it again (`wrap::report_pgid_then_exec`).
     boot_id: RefCell<Option<String>>,
+    /// The host key the current connection verified (`ssh-ed25519 SHA256:…`), as its
+    /// master logged it; none for a kept master runbook found rather than started.
+    host_key: RefCell<Option<String>>,
     connecting: Mutex<()>,
     channels: Semaphore,
     /// The sessions (`session.rs`) on this connection: the host's own and its
@@ -173,6 +175,7 @@ impl SshHost {
             settings,
             session: RefCell::new(None),
             boot_id: RefCell::new(None),
+            host_key: RefCell::new(None),
             connecting: Mutex::new(()),
             channels: Semaphore::new(CHANNELS),
             sessions: super::session::Pool::new(CHANNELS),
@@ -328,71 +331,74 @@ impl SshHost {
             return Ok(s);
         }
         if let Some(keep) = self.settings.keep {
-            let session = tokio::select! {
-                r = self.kept_master(keep) => Rc::new(r?),
+            let (session, key) = tokio::select! {
+                r = self.kept_master(keep) => r?,
                 _ = wait_for_abort(io) => return Err("interrupted while connecting".into()),
             };
+            let session = Rc::new(session);
             self.boot_id.borrow_mut().take();
+            *self.host_key.borrow_mut() = key;
             *self.session.borrow_mut() = Some(session.clone());
             return Ok(session);
         }
-        let mut b = SessionBuilder::default();
-        b.known_hosts_check(if self.settings.trust_new_hosts {
-            KnownHosts::Add
-        } else {
-            KnownHosts::Strict
-        })
-        // ssh takes whole seconds and openssh drops the rest: round up, so that "0.5s"
-        // does not become `ConnectTimeout=0`, which ssh reads as no timeout.
-        .connect_timeout(Duration::from_secs(
-            self.spec.connect_timeout.as_secs()
-                + u64::from(self.spec.connect_timeout.subsec_nanos() > 0),
-        ))
-        .server_alive_interval(Duration::from_secs(10))
-        .control_directory(&self.settings.control_dir)
-        .control_persist(ControlPersist::IdleFor(
-            NonZeroUsize::new(MASTER_IDLE_SECS).expect("non-zero"),
-        ));
-        if let Some(u) = &self.spec.user {
-            b.user(u.clone());
-        }
-        if let Some(p) = self.spec.port {
-            b.port(p);
-        }
-        if let Some(k) = &self.spec.identity {
-            b.keyfile(k);
-        }
-        if let Some(j) = &self.spec.jump {
-            b.jump_hosts([j]);
-        }
-        if let Some(cfg) = &self.settings.config {
-            b.config_file(cfg);
-        }
+        // runbook starts the master itself (as `keep.rs` does) rather than through
+        // openssh's builder: its log must say which host key it verified.
+        let dir = tempfile::Builder::new()
+            .prefix(".ssh-connection")
+            .tempdir_in(&self.settings.control_dir)
+            .map_err(|e| {
+                format!(
+                    "cannot connect to {}: cannot make a directory for its control socket in {}: {e}",
+                    self.name(),
+                    self.settings.control_dir.display()
+                )
+            })?;
+        let socket = dir.path().join("master");
+        let log = dir.path().join("log");
+        let persist = Duration::from_secs(MASTER_IDLE_SECS);
+        let mut cmd = tokio::process::Command::new("ssh");
+        cmd.args(self.master_args(&socket, &log, persist))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true);
         // ConnectTimeout bounds the TCP connect; this bounds the whole handshake too.
         let limit = self.spec.connect_timeout + Duration::from_secs(5);
-        let connect = b.connect_mux(&self.spec.host);
-        let session = tokio::select! {
-            r = tokio::time::timeout(limit, connect) => match r {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => return Err(self.connect_error(&e)),
-                Err(_) => return Err(format!("cannot connect to {}: no answer within {}s", self.name(), limit.as_secs())),
-            },
+        let status = tokio::select! {
+            r = tokio::time::timeout(limit, cmd.status()) => r,
             _ = wait_for_abort(io) => return Err("interrupted while connecting".into()),
         };
-        let session = Rc::new(session);
+        let said = std::fs::read_to_string(&log).unwrap_or_default();
+        match status {
+            Ok(Ok(st)) if st.success() => {}
+            Ok(Ok(_)) => return Err(self.connect_message(&master_said(&said))),
+            Ok(Err(e)) => {
+                return Err(format!(
+                    "cannot connect to {}: cannot run ssh: {e}",
+                    self.name()
+                ))
+            }
+            Err(_) => {
+                return Err(format!(
+                    "cannot connect to {}: no answer within {}s",
+                    self.name(),
+                    limit.as_secs()
+                ))
+            }
+        }
+        // The master goes on logging (at the level that named the key) for as long as it
+        // runs: its log is unlinked now, so none of that stays on disk.
+        let _ = std::fs::remove_file(&log);
+        let session = Rc::new(Session::new_native_mux(dir));
         self.boot_id.borrow_mut().take();
+        *self.host_key.borrow_mut() = verified_key(&said);
         *self.session.borrow_mut() = Some(session.clone());
         Ok(session)
     }
 
-    fn connect_error(&self, e: &openssh::Error) -> String {
-        let mut cause = e.to_string();
-        let mut src = std::error::Error::source(e);
-        while let Some(s) = src {
-            cause = format!("{cause}: {s}");
-            src = s.source();
-        }
-        self.connect_message(&cause)
+    /// The host key the current connection verified, if runbook opened it.
+    pub fn host_key(&self) -> Option<String> {
+        self.host_key.borrow().clone()
     }
 
     /// "cannot connect to HOST: CAUSE", with what to do about a host key.
@@ -428,6 +434,7 @@ impl SshHost {
     fn drop_session(&self) {
         self.session.borrow_mut().take();
         self.boot_id.borrow_mut().take();
+        self.host_key.borrow_mut().take();
         drop(self.sessions.clear());
     }
 
@@ -616,6 +623,28 @@ impl SshHost {
             }
         }
     }
+}
+
+/// The `LogLevel` a master runs at: the lowest that logs `Server host key: TYPE FP`.
+pub(super) const MASTER_LOG_LEVEL: &str = "LogLevel=DEBUG1";
+
+/// What a master that failed said, without its debug lines (`MASTER_LOG_LEVEL`).
+pub(super) fn master_said(log: &str) -> String {
+    log.lines()
+        .filter(|l| !l.starts_with("debug"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The host key a master's log says it verified: `ssh-ed25519 SHA256:…` from
+/// `debug1: Server host key: ssh-ed25519 SHA256:…`. The master connected, so that key
+/// passed the known_hosts check (strict, or accept-new for a host never seen).
+pub(super) fn verified_key(log: &str) -> Option<String> {
+    log.lines()
+        .filter_map(|l| l.split_once("Server host key: ").map(|(_, k)| k.trim()))
+        .next_back()
+        .filter(|k| !k.is_empty())
+        .map(str::to_string)
 }
 
 async fn wait_for_abort(io: &ExecIo<'_>) {

@@ -55,6 +55,11 @@ pub struct Node {
     pub alias: String,
     pub port: u16,
     pub config: PathBuf,
+    /// Its host key (private; `.pub` beside it).
+    pub host_key: PathBuf,
+    /// A machine of its own (`Fleet::start_machines`): the /etc/machine-id it sees, in a
+    /// mount namespace of its own.
+    pub machine_id: Option<PathBuf>,
     child: Option<Child>,
 }
 
@@ -69,6 +74,8 @@ pub struct Fleet {
     /// `pct` on the nodes is `tests/bin/lxc/pct` over this machine's real LXC containers
     /// (`start_with_real_lxc`), not the double.
     real_lxc: bool,
+    /// Each node is a machine of its own (`start_machines`).
+    machines: bool,
 }
 
 fn copy_tree(from: &Path, to: &Path) {
@@ -95,7 +102,17 @@ impl Fleet {
         Fleet::start_as(n, true)
     }
 
+    /// `start`, each node a machine of its own, as far as runbook can tell: its own host
+    /// key, and its own /etc/machine-id (bind-mounted in a mount namespace of its own).
+    pub fn start_machines(n: usize) -> Fleet {
+        Fleet::start_with(n, false, true)
+    }
+
     fn start_as(n: usize, real_lxc: bool) -> Fleet {
+        Fleet::start_with(n, real_lxc, false)
+    }
+
+    fn start_with(n: usize, real_lxc: bool, machines: bool) -> Fleet {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         std::fs::create_dir_all("/run/sshd").ok();
@@ -120,6 +137,7 @@ impl Fleet {
             nodes: Vec::new(),
             doubles,
             real_lxc,
+            machines,
         };
         for i in 1..=n {
             fleet.add_node(&format!("node{i}"));
@@ -139,12 +157,25 @@ impl Fleet {
             bin = format!("{bin}/lxc:{bin}");
         }
         let config = d.join(format!("sshd_{alias}.conf"));
+        let (host_key, machine_id) = if self.machines {
+            let key = d.join(format!("host_{alias}"));
+            keygen(&key);
+            let id = d.join(format!("machine-id-{alias}"));
+            let digest = Command::new("sh")
+                .args(["-c", "head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n'"])
+                .output()
+                .unwrap();
+            std::fs::write(&id, [&digest.stdout[..], b"\n"].concat()).unwrap();
+            (key, Some(id))
+        } else {
+            (d.join("host_ed25519"), None)
+        };
         let text = format!(
             "Port {port}\nListenAddress 127.0.0.1\nHostKey {host}\nAuthorizedKeysFile {auth}\nPidFile {d}/sshd_{alias}.pid\n\
              PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nUseDNS no\nStrictModes no\n\
              PermitRootLogin yes\nMaxSessions 10\nLogLevel ERROR\n\
              SetEnv PATH={bin}:/usr/local/bin:/usr/bin:/bin SHLVL=1 PCT_DOUBLE_ROOT={d}/pct RUNBOOK_LOCK_FILE=/tmp/runbook-{alias}-{port}.lock\n",
-            host = d.join("host_ed25519").display(),
+            host = host_key.display(),
             auth = d.join("authorized_keys").display(),
             d = d.display(),
         );
@@ -153,6 +184,8 @@ impl Fleet {
             alias: alias.to_string(),
             port,
             config,
+            host_key,
+            machine_id,
             child: None,
         });
     }
@@ -160,12 +193,10 @@ impl Fleet {
     /// ssh_config (aliases → ports) and known_hosts for the client side.
     pub fn write_client_files(&self) {
         let d = self.dir.path();
-        let host_pub = std::fs::read_to_string(d.join("host_ed25519.pub")).unwrap();
-        let key: Vec<&str> = host_pub.split_whitespace().take(2).collect();
         let mut known = String::new();
         let mut cfg = String::new();
         for n in &self.nodes {
-            known.push_str(&format!("[127.0.0.1]:{} {} {}\n", n.port, key[0], key[1]));
+            known.push_str(&format!("[127.0.0.1]:{} {}\n", n.port, n.host_key_line()));
             cfg.push_str(&format!(
                 "Host {}\n  HostName 127.0.0.1\n  Port {}\n  User root\n",
                 n.alias, n.port
@@ -213,8 +244,32 @@ impl Fleet {
 }
 
 impl Node {
+    /// `TYPE BASE64` of its host key, as known_hosts holds it.
+    pub fn host_key_line(&self) -> String {
+        let public = std::fs::read_to_string(self.host_key.with_extension("pub")).unwrap();
+        public
+            .split_whitespace()
+            .take(2)
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
     pub fn start(&mut self) {
-        let child = Command::new(SSHD)
+        let mut cmd = match &self.machine_id {
+            None => Command::new(SSHD),
+            Some(id) => {
+                // Its own /etc/machine-id, seen only in its own mount namespace (`exec`s
+                // all the way down: the child is sshd itself, for `kill`).
+                let mut c = Command::new("unshare");
+                c.args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+                    .arg("mount --bind \"$1\" /etc/machine-id && shift && exec \"$@\"")
+                    .arg("sh")
+                    .arg(id)
+                    .arg(SSHD);
+                c
+            }
+        };
+        let child = cmd
             .args(["-D", "-e", "-f"])
             .arg(&self.config)
             .stdin(Stdio::null())
