@@ -246,7 +246,7 @@ step("a change", function() here:docker("nosuch"):exec({ "touch", "/tmp/x" }) en
     assert_eq!(out.status.code(), Some(1), "{}", out.describe());
     let errors = out.step_errors();
     assert!(
-        errors.contains("cannot take the run lock on local/docker:nosuch: Docker container 'nosuch' on local does not exist (docker: Error response from daemon: No such container: nosuch)"),
+        errors.contains("cannot take the run lock on local/docker:nosuch: cannot run a command on local/docker:nosuch: Docker container 'nosuch' on local does not exist (docker: Error response from daemon: No such container: nosuch)"),
         "{errors}"
     );
     assert_eq!(

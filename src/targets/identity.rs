@@ -162,8 +162,7 @@ impl Target {
     async fn probe(&self) -> Result<(String, String), String> {
         let out = self
             .run_plain(vec!["sh".into(), "-c".into(), PROBE.into()])
-            .await
-            .map_err(|e| format!("cannot tell which machine {} is: {e}", self.name()))?;
+            .await?; // the error names the target and why nothing ran there
         let text = String::from_utf8_lossy(&out.stdout);
         match (out.code, parse(&text)) {
             (Some(0), Some(found)) => Ok(found),
