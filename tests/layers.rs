@@ -35,6 +35,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "error",
             "inventory",
             "params",
+            "printable",
             "quote",
             "script",
             "secrets",
