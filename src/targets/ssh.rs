@@ -397,7 +397,8 @@ impl SshHost {
 
     /// "cannot connect to HOST: CAUSE", with what to do about a host key.
     pub(super) fn connect_message(&self, cause: &str) -> String {
-        let cause = cause.trim().replace('\n', " ");
+        // ssh's own lines end in CR LF (it writes for a terminal).
+        let cause = cause.trim().replace("\r\n", " ").replace('\n', " ");
         let mut msg = format!("cannot connect to {}: {cause}", self.name());
         let known = match &self.settings.config {
             Some(cfg) => format!("the known_hosts file set in {}", cfg.display()),
