@@ -372,6 +372,7 @@ impl Target {
                 cwd: req.cwd.as_deref(),
                 stdin: req.stdin.clone(),
                 timeout: req.timeout,
+                group: None,
             };
             return local::run(spawn, io, None).await;
         }
@@ -605,6 +606,8 @@ impl Target {
                     cwd: None,
                     stdin,
                     timeout: req.timeout,
+                    // `killable` reports the group before the command starts.
+                    group: Some(pump::PGID_MARKER.as_bytes().to_vec()),
                 };
                 local::run(spawn, &io, kill).await?
             }
@@ -684,6 +687,7 @@ impl Target {
                     cwd: None,
                     stdin: None,
                     timeout: None,
+                    group: None,
                 };
                 local::run(spawn, &io, None).await
             }

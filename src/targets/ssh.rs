@@ -520,9 +520,13 @@ impl SshHost {
         }
         let mut out = ExecOutcome::default();
         let (own, deadline) = pump::effective_deadline(timeout, started, io);
+        // A command with a kill was wrapped to report its group first
+        // (`wrap::report_pgid_then_exec`, `wrap::killable`): before the command itself
+        // starts, so it cannot print a report of its own ahead of that one.
         let mut pump = Pump::new(
             child.stdout().take().expect("piped"),
             child.stderr().take().expect("piped"),
+            kill.map(|_| super::pump::PGID_MARKER.as_bytes().to_vec()),
         );
         if let Some(stop) = pump.run(own, deadline, io, &mut out).await {
             if let Some(kill) = kill {
