@@ -771,7 +771,7 @@ async fn confirm(
     for name in asks {
         list.push_str(&format!(
             "  step \"{}\" asks for confirmation\n",
-            crate::printable::line(&name)
+            crate::printable::line(name)
         ));
     }
     // The plan's text is masked already.
