@@ -494,10 +494,6 @@ impl Target {
                 }
             }
         };
-        if s.nostdin && req.stdin.is_some() {
-            pool.put(chain, s);
-            return InSession::Fallback(None);
-        }
         let (request, token) = match session::request(req, mode) {
             Ok(r) => r,
             Err(e) => {
