@@ -82,13 +82,13 @@ fi
 # command.
 _rb_pipes() {
   if [ "$_rb_n" -ge "$_rb_m" ]; then
-    [ "$_rb_m" = 0 ] || rm -f -- "$_rb_dir"/o* "$_rb_dir"/e*
+    rm -f -- "$_rb_dir"/o* "$_rb_dir"/e*
     set --
     while [ "$_rb_m" -lt $((_rb_n + 16)) ]; do
       _rb_m=$((_rb_m + 1))
       set -- "$@" "$_rb_dir/o$_rb_m" "$_rb_dir/e$_rb_m"
     done
-    mkfifo -m 600 "$@" || return 1
+    mkfifo -m 600 "$@" || { _rb_m=$_rb_n; return 1; }
   fi
   _rb_n=$((_rb_n + 1))
   _rb_o=$_rb_dir/o$_rb_n _rb_e=$_rb_dir/e$_rb_n
@@ -161,7 +161,8 @@ _rb_run() {
   _rb_pb=
   case $_rb_x in
     *g*)
-      if _rb_pipes && exec 5<>"$_rb_o" 6<>"$_rb_e"; then
+      # (Checked to be FIFOs: `<>` would make a missing one a plain file.)
+      if _rb_pipes && [ -p "$_rb_o" ] && [ -p "$_rb_e" ] && exec 5<>"$_rb_o" 6<>"$_rb_e"; then
         cat <"$_rb_o" 3>&- 4<&- 5>&- 6>&- &
         _rb_fw=$!
         cat <"$_rb_e" >&3 3>&- 4<&- 5>&- 6>&- &
