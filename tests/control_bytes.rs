@@ -133,3 +133,31 @@ fn a_plans_markdown_keeps_a_cr_inside_its_code() {
     assert!(!md.contains('\r') && !md.contains('\x1b'), "{md:?}");
     assert!(md.contains(ESCAPED), "{md}");
 }
+
+/// A runbook from elsewhere names its steps as it likes: `show`, `list` and `check`
+/// print them escaped too.
+#[test]
+fn show_list_and_check_escape_a_runbooks_own_names() {
+    let env = Env::new();
+    let rb = env.write(
+        "named.lua",
+        r#"runbook { name = "na\27[2Kme", description = "de\rsc" }
+step("st\27[2Kep", function() end)
+"#,
+    );
+    for args in [&["show"][..], &["check"][..]] {
+        let out = Run::cmd(&env, args.iter().copied()).arg(&rb).run();
+        out.assert_exit(0);
+        let text = out.stdout_text();
+        assert!(
+            !text.contains('\x1b') && !text.contains('\r'),
+            "{args:?}: {text:?}"
+        );
+        assert!(text.contains("na\\x1b[2Kme"), "{args:?}: {text}");
+    }
+    let out = Run::cmd(&env, ["list"]).arg(rb.parent().unwrap()).run();
+    out.assert_exit(0);
+    let text = out.stdout_text();
+    assert!(!text.contains('\x1b') && !text.contains('\r'), "{text:?}");
+    assert!(text.contains("de\\rsc"), "{text}");
+}
