@@ -157,16 +157,22 @@ _rb_run() {
   # The command's stdout and stderr (fds 5 and 6): its own FIFOs, each copied to the
   # channel by a cat, in MODE g; the channel's in MODE p (runbook's own kills leave
   # nothing behind). The loop opens them read-write, so that no open waits for the
-  # other end and a cat sees their end only once the loop closes them too.
+  # other end and a cat sees their end only once the loop closes them too, and opens
+  # the cats' read ends itself (7, 8), so that the pipes are there whenever a cat gets
+  # to read them.
   _rb_pb=
   case $_rb_x in
     *g*)
-      # (Checked to be FIFOs: `<>` would make a missing one a plain file.)
-      if _rb_pipes && [ -p "$_rb_o" ] && [ -p "$_rb_e" ] && exec 5<>"$_rb_o" 6<>"$_rb_e"; then
-        cat <"$_rb_o" 3>&- 4<&- 5>&- 6>&- &
+      # (Checked to be FIFOs: `<>` would make a missing one a plain file.) Both ends of
+      # each FIFO are opened here on purpose:
+      # shellcheck disable=SC2094
+      if _rb_pipes && [ -p "$_rb_o" ] && [ -p "$_rb_e" ] &&
+        exec 5<>"$_rb_o" 6<>"$_rb_e" 7<"$_rb_o" 8<"$_rb_e"; then
+        cat <&7 3>&- 4<&- 5>&- 6>&- 7<&- 8<&- &
         _rb_fw=$!
-        cat <"$_rb_e" >&3 3>&- 4<&- 5>&- 6>&- &
+        cat <&8 >&3 3>&- 4<&- 5>&- 6>&- 7<&- 8<&- &
         _rb_fw="$_rb_fw $!"
+        exec 7<&- 8<&-
       else
         _rb_pb=1
         exec 5>&1 6>&3
