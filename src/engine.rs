@@ -852,7 +852,10 @@ async fn confirm(
         None => plan.render_changes(crate::plan::Style::Text, shown.whole),
     };
     for name in asks {
-        list.push_str(&format!("  step \"{name}\" asks for confirmation\n"));
+        list.push_str(&format!(
+            "  step \"{}\" asks for confirmation\n",
+            crate::printable::line(name)
+        ));
     }
     // The plan's text is masked already.
     let list = list.trim_end();

@@ -23,6 +23,7 @@ mod orphans;
 mod params;
 mod plan;
 mod primitives;
+mod printable;
 mod quote;
 mod sandbox;
 mod script;
@@ -88,7 +89,7 @@ fn exit(result: error::Result<()>, json_run: bool) -> ExitCode {
             let _ = clap.print();
         }
         e if e.shown() => {}
-        _ => eprintln!("error: {message}"),
+        _ => eprintln!("error: {}", printable::block(&message)),
     }
     if json_run && !e.after_run() {
         let ts = humantime::format_rfc3339_millis(std::time::SystemTime::now());

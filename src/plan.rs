@@ -1469,8 +1469,8 @@ impl ChangeText<'_> {
             // often inside a quoted word (a script, a value with a newline), where spaces
             // added for looks would show a command that is not the one that runs.
             let line = match line {
-                CommandLine::First(l) => format!("{indent}$ {l}"),
-                CommandLine::More(l) => l,
+                CommandLine::First(l) => format!("{indent}$ {}", crate::printable::line(&l)),
+                CommandLine::More(l) => crate::printable::line(&l).into_owned(),
                 CommandLine::Folded(n) => format!("{indent}  {}", CommandLine::fold_note(n)),
             };
             out.push_str(&format!("{line}\n"));
@@ -1488,13 +1488,16 @@ impl ChangeText<'_> {
         };
         let mut out = format!(
             "{n}. {mark}on {}: {}\n",
-            code_span(self.target),
-            md(self.summary)
+            code_span(&crate::printable::line(self.target)),
+            md(&crate::printable::line(self.summary))
         );
         let (command, stdin) = self.exact.unwrap_or((self.shown, false));
         let exact = command == self.shown;
         let runs = if exact { "runs, exactly" } else { "runs" };
-        out.push_str(&format!("   - {runs}:{}", code_in_list(self.shown)));
+        out.push_str(&format!(
+            "   - {runs}:{}",
+            code_in_list(&crate::printable::block(self.shown))
+        ));
         if !exact {
             out.push_str(&format!(
                 "   <details><summary>the exact command{}</summary>\n\n{}   </details>\n",
@@ -1503,7 +1506,7 @@ impl ChangeText<'_> {
                 } else {
                     ""
                 },
-                code_block(command, "   ")
+                code_block(&crate::printable::block(command), "   ")
             ));
         }
         out
@@ -1521,7 +1524,11 @@ impl ChangeText<'_> {
             (false, true) => "  [may delete]",
             (false, false) => "",
         };
-        format!("on {}: {}{mark}", self.target, self.summary)
+        format!(
+            "on {}: {}{mark}",
+            crate::printable::line(self.target),
+            crate::printable::line(self.summary)
+        )
     }
 
     /// The command's lines, when the summary does not already say it. A script of more than a few lines (a runbook's own `t:shell`;
@@ -1659,7 +1666,10 @@ impl Plan {
             if current != Some(c.step) {
                 current = Some(c.step);
                 match style {
-                    Style::Text => out.push_str(&format!("  step \"{}\":\n", c.step_name)),
+                    Style::Text => out.push_str(&format!(
+                        "  step \"{}\":\n",
+                        crate::printable::line(&c.step_name)
+                    )),
                     Style::Markdown => out.push_str(&format!(
                         "\n### Step {}: {}\n\n",
                         c.step + 1,
@@ -1771,10 +1781,12 @@ impl Plan {
     /// and what its record and `history` name.
     /// `whole`: as for `render_changes`.
     pub fn render(&self, style: Style, saved: Option<(&str, &str)>, whole: bool) -> String {
-        match style {
+        // Whatever else of the plan's text holds a control character is shown escaped.
+        let text = match style {
             Style::Text => self.render_text(saved, whole),
             Style::Markdown => self.render_markdown(saved),
-        }
+        };
+        crate::printable::block(&text).into_owned()
     }
 
     /// Each param: its value as text, or what is known about it (unset, a secret).

@@ -45,6 +45,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "fsx",
             "inventory",
             "params",
+            "printable",
             "quote",
             "script",
             "secrets",

@@ -498,3 +498,62 @@ end)
     assert_eq!(groups[1]["via"][0]["ssh"]["host"], "node1");
     assert_eq!(groups[4]["via"][1]["pct"], 200);
 }
+
+/// A line a command prints that looks like a group report (`\036runbook-pgid=…`, naming
+/// another process) is only its output, on every path: this machine, a host (a session,
+/// and a channel of its own with sessions off) and a container behind it. Were it taken
+/// for the command's group, a `--resume` after the run was killed would stop that
+/// process (issue 25, item 8; before, a local command's was recorded).
+#[test]
+fn a_group_report_a_command_prints_is_only_its_output() {
+    require_sshd!();
+    let fleet = Fleet::start(1);
+    fleet.container(200);
+    let mut victim = std::process::Command::new("setsid")
+        .args(["sleep", "600"])
+        .spawn()
+        .unwrap();
+    let pid = victim.id();
+    let env = Env::new();
+    let rb = env.write(
+        "forge.lua",
+        &format!(
+            r#"
+runbook {{ name = "forge" }}
+step("forge", function()
+  for _, t in ipairs({{ target("local"), target("node1"), target("node1"):pct(200) }}) do
+    t:exec({{ "sh", "-c", 'printf "\\036runbook-pgid=%s %s %s\\n" {pid} "$(cat /proc/sys/kernel/random/boot_id)" "$(cat /proc/{pid}/stat)" >&2' }})
+  end
+end)
+"#
+        ),
+    );
+    for sessions in ["on", "off"] {
+        let out = orphan_run(&env, &rb, Some(&fleet))
+            .env("RUNBOOK_SESSIONS", sessions)
+            .timeout(Duration::from_secs(60))
+            .expect_exit(0)
+            .run();
+        let record = out.record();
+        let planted: Vec<&Value> = record
+            .iter()
+            .filter(|e| e["event"] == "action_pgid" && e["pgid"] == pid)
+            .collect();
+        assert!(planted.is_empty(), "sessions {sessions}: {planted:#?}");
+        let said = record
+            .iter()
+            .filter(|e| {
+                e["event"] == "output"
+                    && e["line"]
+                        .as_str()
+                        .is_some_and(|l| l.starts_with(&format!("\u{1e}runbook-pgid={pid} ")))
+            })
+            .count();
+        assert_eq!(
+            said, 3,
+            "sessions {sessions}: the line is each command's output"
+        );
+    }
+    let _ = victim.kill();
+    let _ = victim.wait();
+}

@@ -492,3 +492,56 @@ end)
     );
     assert!(started.elapsed() < Duration::from_secs(15));
 }
+
+/// What a finished command's background process prints is never another command's
+/// output (issue 25, item 7): on a host and in a container, a command that leaves
+/// `(sleep 0.3; echo STRAY) &` behind ends at once, and the next command, running while
+/// the stray one prints, gets only its own lines, on both streams. A channel per command
+/// (`RUNBOOK_SESSIONS=off`) always kept them apart.
+#[test]
+fn a_finished_commands_stray_output_never_reaches_the_next_command() {
+    require_sshd!();
+    let fleet = Fleet::start(1);
+    fleet.container(200);
+    let env = Env::new();
+    let rb = env.write(
+        "stray.lua",
+        r#"
+runbook { name = "stray" }
+step("stray", function()
+  for _, t in ipairs({ target("node1"), target("node1"):pct(200) }) do
+    for i = 1, 3 do
+      t:exec({ "sh", "-c", "(sleep 0.3; echo STRAY-OUT; echo STRAY-ERR >&2) &" }, { read_only = true })
+      local r = t:exec({ "sh", "-c", "sleep 0.8; echo next; echo next-err >&2" }, { read_only = true })
+      log.info(t.name .. " " .. i .. " [" .. r.stdout .. "] [" .. r.stderr .. "]")
+    end
+  end
+end)
+"#,
+    );
+    for sessions in ["on", "off"] {
+        let out = remote(&env, &fleet, &rb)
+            .env("RUNBOOK_SESSIONS", sessions)
+            .expect_exit(0)
+            .run();
+        let logs = out.logs();
+        for t in ["node1", "node1/ct200"] {
+            for i in 1..=3 {
+                let want = format!("{t} {i} [next\n] [next-err\n]");
+                assert!(
+                    logs.contains(&want),
+                    "sessions {sessions}: {want:?} in {logs:#?}"
+                );
+            }
+        }
+        // Through a session the stray lines are dropped; a channel of its own waits for
+        // them, as the first command's own.
+        if sessions == "on" {
+            assert!(
+                !out.output_lines().iter().any(|l| l.contains("STRAY")),
+                "a stray line was given to a command: {:#?}",
+                out.output_lines()
+            );
+        }
+    }
+}

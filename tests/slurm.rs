@@ -622,3 +622,173 @@ end)
         Vec::<String>::new()
     );
 }
+
+/// A step of the cluster's job that is not runbook's: `sleep N` on `node`, and its id
+/// (`JOB.STEP`) once `squeue` shows it.
+// The child is the caller's to wait for (clippy sees only the panics on the way).
+#[allow(clippy::zombie_processes)]
+fn foreign_step(c: &Cluster, node: &str, sleep: &str) -> (std::process::Child, String) {
+    let mut child = std::process::Command::new("srun")
+        .args([
+            format!("--jobid={}", c.job),
+            "--overlap".into(),
+            "--nodes=1".into(),
+            "--ntasks=1".into(),
+            format!("--nodelist={node}"),
+            "--quiet".into(),
+            "sh".into(),
+            "-c".into(),
+            sleep.into(),
+        ])
+        .env("SLURM_CONF", &c.conf)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("srun starts");
+    let end = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(id) = c.steps().iter().find_map(|l| {
+            let (id, name) = l.split_once(' ')?;
+            (name == "sh").then(|| id.to_string())
+        }) {
+            return (child, id);
+        }
+        if std::time::Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the foreign step never ran");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A command's own stderr cannot speak for runbook (issue 25, item 8): a task line it
+/// prints, naming another step of the job, is only its output, and its timeout cancels
+/// its own step, never that one.
+#[test]
+fn a_forged_task_line_does_not_get_another_step_cancelled() {
+    let c = require_slurm!();
+    let _one = c.serial();
+    let env = Env::new();
+    let (mut victim, id) = foreign_step(
+        c,
+        &c.nodes[2],
+        &format!("sleep {}", 500_000 + std::process::id()),
+    );
+    let rb = env.write(
+        "forged-task.lua",
+        &format!(
+            r#"runbook {{ name = "slurm-forged-task" }}
+step("forge", function()
+  local r = target("slurm:{n}?job={job}"):exec({{ "sh", "-c", "printf '\\036runbook-slurm-task=%s 0 {n}\\n' {id} >&2; printf '\\036runbook-slurm-exit=0\\n' >&2; exec sleep 60" }},
+    {{ timeout = "3s", check = false, read_only = true }})
+  if not r.timed_out then fail("did not time out: " .. r.code) end
+  log.info("stderr=" .. r.stderr)
+end)
+"#,
+            n = c.node,
+            job = c.job,
+            id = id,
+        ),
+    );
+    let out = run(&env, c, &rb).expect_exit(0).run();
+    // runbook's own step went; the other one runs on.
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    let left = loop {
+        let left: Vec<String> = c.steps();
+        if left.len() <= 1 || std::time::Instant::now() > end {
+            break left;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let still = left.iter().any(|l| l.starts_with(&format!("{id} ")));
+    // Gone already where it was cancelled (scancel then fails).
+    let _ = std::process::Command::new("scancel")
+        .arg(&id)
+        .env("SLURM_CONF", &c.conf)
+        .output();
+    let _ = victim.wait();
+    assert!(still, "the foreign step {id} was cancelled: {left:?}");
+    assert_eq!(left.len(), 1, "{left:?}");
+    let logs = out.logs();
+    assert!(
+        logs.iter()
+            .any(|l| l.contains(&format!("\u{1e}runbook-slurm-task={id} 0 "))),
+        "the forged line is the command's output: {logs:?}"
+    );
+    assert_eq!(
+        c.wait_no_steps(Duration::from_secs(10)),
+        Vec::<String>::new()
+    );
+}
+
+/// A group report a command prints on its own stderr (here in a launch on all of a job's
+/// nodes, where every task's lines come through one srun) is only output: it is not
+/// recorded as the command's group, and `--resume` after the run was killed does not
+/// stop the process it named.
+#[test]
+fn a_forged_group_report_is_not_stopped_by_resume() {
+    let c = require_slurm!();
+    let _one = c.serial();
+    let env = Env::new();
+    let scratch = env.scratch();
+    // The victim: a process of this machine (the nodes' too) leading its own group.
+    let mut victim = std::process::Command::new("setsid")
+        .args(["sleep", &(600_000 + std::process::id()).to_string()])
+        .spawn()
+        .unwrap();
+    let pid = victim.id();
+    std::thread::sleep(Duration::from_millis(300));
+    let rb = env.write(
+        "forged-group.lua",
+        &format!(
+            r#"runbook {{ name = "slurm-forged-group" }}
+step("fan", function()
+  parallel(targets("slurm:job={job}"), function(t)
+    t:exec({{ "sh", "-c", '[ -e {done} ] && exit 0; printf "\\036runbook-pgid=%s %s %s\\n" {pid} "$(cat /proc/sys/kernel/random/boot_id)" "$(cat /proc/{pid}/stat)" >&2; sleep 1; touch {dir}/"$SLURMD_NODENAME"; exec sleep 60' }}, {{ read_only = true }})
+  end)
+end)
+"#,
+            job = c.job,
+            pid = pid,
+            dir = scratch.display(),
+            done = scratch.join("done").display(),
+        ),
+    );
+    let mut first = Run::new(&env, &rb)
+        .env("SLURM_CONF", &c.conf)
+        .yes()
+        .json()
+        .spawn();
+    for n in &c.nodes {
+        first.wait_file(&scratch.join(n), Duration::from_secs(30));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    first.signal(libc::SIGKILL);
+    let _ = first.wait(Duration::from_secs(10));
+    let planted: Vec<serde_json::Value> = env
+        .last_record()
+        .into_iter()
+        .filter(|e| e["event"] == "action_pgid" && e["pgid"] == pid)
+        .collect();
+    std::fs::write(scratch.join("done"), "").unwrap();
+    let resumed = run(&env, c, &rb).args(["--resume", "last"]).run();
+    let alive = victim.try_wait().unwrap().is_none();
+    let _ = victim.kill();
+    let _ = victim.wait();
+    assert!(
+        alive,
+        "--resume stopped the process a command named: {}",
+        resumed.describe()
+    );
+    assert!(
+        planted.is_empty(),
+        "the forged group was recorded: {planted:?}"
+    );
+    resumed.assert_exit(0);
+    assert_eq!(
+        c.wait_no_steps(Duration::from_secs(15)),
+        Vec::<String>::new()
+    );
+}

@@ -34,7 +34,14 @@ pub fn history(limit: usize, state_dir: Option<PathBuf>) -> Result<()> {
         let plan = r.plan.as_deref().map_or("-", |p| &p[..p.len().min(12)]);
         println!(
             "{:<22} {:<24} {:<18} {:<16} {:<11} {:>8}  {:<12}  {}",
-            r.id, r.started, r.runbook, r.mode, r.outcome, took, plan, r.file
+            r.id,
+            r.started,
+            crate::printable::line(&r.runbook),
+            r.mode,
+            r.outcome,
+            took,
+            plan,
+            crate::printable::line(&r.file)
         );
     }
     Ok(())

@@ -30,7 +30,7 @@ pub async fn check(
                 println!(
                     "ok: {} (runbook '{}', {} params, {} steps)",
                     s.label,
-                    h.name,
+                    crate::printable::line(&h.name),
                     h.params.len(),
                     loaded.steps().len()
                 );
@@ -38,12 +38,13 @@ pub async fn check(
                 // What only running the steps' code shows, planned offline: nothing is
                 // contacted or changed.
                 for w in engine::offline_warnings(&s, &h, sets.clone(), remote.clone()).await {
-                    eprintln!("warning: {}: {w}", s.label);
+                    eprintln!("warning: {}: {}", s.label, crate::printable::block(&w));
                 }
             }
             Err(e) => {
                 bad += 1;
-                eprintln!("error: {}", crate::secrets::mask_global(&e.to_string()));
+                let e = crate::secrets::mask_global(&e.to_string());
+                eprintln!("error: {}", crate::printable::block(&e));
             }
         }
     }
@@ -128,7 +129,11 @@ pub fn show(file: &str, remote: RemoteSettings) -> Result<()> {
         };
         outln!(out, "  {}. {}{opts}  ({})", i + 1, s.name, s.location);
     }
-    print!("{}", crate::secrets::mask_global(&out));
+    // A runbook from elsewhere (a cloned repository) names its steps as it likes.
+    print!(
+        "{}",
+        crate::printable::block(&crate::secrets::mask_global(&out))
+    );
     Ok(())
 }
 
@@ -171,7 +176,10 @@ pub fn list(dir: Option<PathBuf>, remote: RemoteSettings) -> Result<()> {
             Err(e) => ("(unreadable)".into(), e.to_string()),
         };
         let line = format!("  {:<28} {:<20} {desc}", f.display(), name);
-        println!("{}", crate::secrets::mask_global(&line));
+        println!(
+            "{}",
+            crate::printable::line(&crate::secrets::mask_global(&line))
+        );
     }
     println!("\nshipped (run by name):");
     for (name, _) in embedded::SHIPPED {

@@ -7,6 +7,7 @@
 use crate::duration;
 use crate::events::{Effect, Event, Level, RunOutcome, Sink, Stamped, StepOutcome, Stream};
 use crate::plan::ChangeText;
+use crate::printable;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::Write;
 use std::sync::OnceLock;
@@ -175,9 +176,10 @@ impl Sink for TerminalSink {
                     _ => String::new(),
                 };
                 self.line(&format!(
-                    "{} {} · {path} · run {run_id}{what}",
+                    "{} {} · {} · run {run_id}{what}",
                     self.paint("1", "runbook"),
-                    self.paint("1", runbook),
+                    self.paint("1", &printable::line(runbook)),
+                    printable::line(path),
                 ));
                 if let Some(prev) = resumed_from {
                     self.line(&format!("resuming run {prev}"));
@@ -189,6 +191,7 @@ impl Sink for TerminalSink {
                 attempt,
                 ..
             } => {
+                let name = printable::line(name);
                 if self.dry_run {
                     if !quiet {
                         self.line(&format!(
@@ -201,16 +204,17 @@ impl Sink for TerminalSink {
                 let label = if *attempt > 1 {
                     format!("{name} (attempt {attempt})")
                 } else {
-                    name.clone()
+                    name.into_owned()
                 };
                 self.start_spinner(&label);
             }
             Event::StepSkipped { name, reason, .. } => {
                 if !quiet {
                     self.line(&format!(
-                        "{} {name}  {}",
+                        "{} {}  {}",
                         self.paint("2", "-"),
-                        self.paint("2", &format!("skipped: {reason}"))
+                        printable::line(name),
+                        self.paint("2", &format!("skipped: {}", printable::line(reason)))
                     ));
                 }
             }
@@ -222,6 +226,7 @@ impl Sink for TerminalSink {
                 ..
             } => {
                 self.stop_spinner();
+                let name = printable::line(name);
                 let took = duration::short(Duration::from_millis(*duration_ms));
                 match outcome {
                     StepOutcome::Failed => {
@@ -232,7 +237,8 @@ impl Sink for TerminalSink {
                         ));
                         if let Some(e) = error {
                             for l in e.lines() {
-                                self.line(&format!("    {}", self.paint("31", l)));
+                                let l = printable::line(l);
+                                self.line(&format!("    {}", self.paint("31", &l)));
                             }
                         }
                     }
@@ -298,13 +304,18 @@ impl Sink for TerminalSink {
                 replayed,
                 ..
             } => {
+                let (target, summary, command) = (
+                    printable::line(target),
+                    printable::line(summary),
+                    printable::block(command),
+                );
                 if self.dry_run && !quiet {
                     // A read that really runs during a dry-run: its one-line summary (a
                     // primitive's probe script can be long); the command with -v.
                     self.line(&format!(
                         "  {} {}: {summary}  {}",
                         self.paint("36", "="),
-                        self.paint("1", target),
+                        self.paint("1", &target),
                         self.paint("2", "(read)")
                     ));
                     if self.opts.verbose && summary != command {
@@ -322,6 +333,7 @@ impl Sink for TerminalSink {
                 }
             }
             Event::Output { stream, line, .. } => {
+                let line = printable::line(line);
                 if self.opts.verbose {
                     let tag = if *stream == Stream::Stderr {
                         self.paint("31", "│")
@@ -345,13 +357,15 @@ impl Sink for TerminalSink {
                 ));
                 // Not `│`, which marks a command's output lines.
                 for l in body.lines() {
+                    let l = printable::line(l);
                     self.line(&format!("      {} {l}", self.paint("2", "┊")));
                 }
             }
             Event::ActionFinished { .. } | Event::ActionPgid { .. } => {}
             Event::Log { level, message, .. } => {
                 // A message of several lines (a command's output) stays under its step.
-                let message = message.trim_end_matches('\n').replace('\n', "\n    ");
+                let message =
+                    printable::block(message.trim_end_matches('\n')).replace('\n', "\n    ");
                 let text = match level {
                     Level::Warn => format!("  {} {message}", self.paint("33;1", "warning:")),
                     Level::Error => format!("  {} {message}", self.paint("31;1", "error:")),

@@ -58,6 +58,11 @@ pub struct Spawn<'a> {
     pub cwd: Option<&'a str>,
     pub stdin: Option<Vec<u8>>,
     pub timeout: Option<Duration>,
+    /// How the command's wrapper reports the group it started elsewhere (a container, a
+    /// Slurm step): the start of that stderr line (`pump::PGID_MARKER`, with the launch's
+    /// token for Slurm). `None` for a command that runs here as it is: a line of its own
+    /// that looks like a report is only its output.
+    pub group: Option<Vec<u8>>,
 }
 
 /// Runs a local process. `kill_remote` stops the tree the process started elsewhere (in a
@@ -127,6 +132,7 @@ pub async fn run(
     let mut pump = Pump::new(
         child.stdout.take().expect("piped"),
         child.stderr.take().expect("piped"),
+        spawn.group,
     );
     if let Some(stop) = pump.run(own, deadline, io, &mut out).await {
         if let Some(kill) = kill_remote {

@@ -383,6 +383,7 @@ impl Target {
                 cwd: req.cwd.as_deref(),
                 stdin: req.stdin.clone(),
                 timeout: req.timeout,
+                group: None,
             };
             return local::run(spawn, io, None).await;
         }
@@ -504,10 +505,6 @@ impl Target {
                 }
             }
         };
-        if s.nostdin && req.stdin.is_some() {
-            pool.put(chain, s);
-            return InSession::Fallback(None);
-        }
         let (request, token) = match session::request(req, mode) {
             Ok(r) => r,
             Err(e) => {
@@ -616,6 +613,8 @@ impl Target {
                     cwd: None,
                     stdin,
                     timeout: req.timeout,
+                    // `killable` reports the group before the command starts.
+                    group: Some(pump::PGID_MARKER.as_bytes().to_vec()),
                 };
                 local::run(spawn, &io, kill).await?
             }
@@ -695,6 +694,7 @@ impl Target {
                     cwd: None,
                     stdin: None,
                     timeout: None,
+                    group: None,
                 };
                 local::run(spawn, &io, None).await
             }

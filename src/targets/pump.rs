@@ -50,10 +50,15 @@ pub struct Pump<O, E> {
     err_done: bool,
     /// The remote process group, when the command was wrapped to report it.
     pub pgid: Option<u32>,
+    /// The start of the line that reports it (`PGID_MARKER`, with a token where the
+    /// command could print before the report does); `None`: the command reports no
+    /// group, and a line that looks like a report is only output.
+    group: Option<Vec<u8>>,
 }
 
 impl<O: AsyncRead + Unpin, E: AsyncRead + Unpin> Pump<O, E> {
-    pub fn new(stdout: O, stderr: E) -> Self {
+    /// `group`: see the field.
+    pub fn new(stdout: O, stderr: E, group: Option<Vec<u8>>) -> Self {
         Pump {
             stdout: BufReader::new(stdout),
             stderr: BufReader::new(stderr),
@@ -62,6 +67,7 @@ impl<O: AsyncRead + Unpin, E: AsyncRead + Unpin> Pump<O, E> {
             out_done: false,
             err_done: false,
             pgid: None,
+            group,
         }
     }
 
@@ -141,8 +147,12 @@ impl<O: AsyncRead + Unpin, E: AsyncRead + Unpin> Pump<O, E> {
                     self.err_done = true;
                 }
                 if !self.err_buf.is_empty() && (self.err_done || line_ready(&self.err_buf)) {
-                    if self.pgid.is_none() && self.err_buf.starts_with(PGID_MARKER.as_bytes()) {
-                        let text = String::from_utf8_lossy(&self.err_buf[PGID_MARKER.len()..]);
+                    let marker = self
+                        .group
+                        .as_deref()
+                        .filter(|m| self.pgid.is_none() && self.err_buf.starts_with(m));
+                    if let Some(marker) = marker {
+                        let text = String::from_utf8_lossy(&self.err_buf[marker.len()..]);
                         if let Some(group) = Group::parse(&text) {
                             self.pgid = Some(group.pgid);
                             if let Some(report) = io.on_group {

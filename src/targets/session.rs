@@ -12,13 +12,17 @@
 //! its exit status, and a process group of its own, reported before it starts, that a
 //! timeout or Ctrl-C kills (`kill_tree`), and nothing else. Its output is framed by lines
 //! carrying a token drawn afresh for each command, which the command never sees, so it
-//! cannot end its frame early or fake its group.
+//! cannot end its frame early or fake its group. Its streams are its own: FIFOs never
+//! used before, copied to the channel by a `cat` each that the loop ends before the next
+//! command begins, so what a process it left running prints later reaches no other
+//! command (it writes into a pipe nobody reads).
 //!
 //! Sessions are pooled per connection (`Pool`): a command takes an idle session for its
 //! target or starts one, and gives it back when it ends cleanly. A session that dies
 //! takes its command with it ("connection lost"); it is never run again by itself, and
 //! the next command starts a new session. Where the target cannot host the loop (no
-//! POSIX sh, neither bash nor setsid, a login shell that cannot run `sh -c`), commands
+//! POSIX sh, neither bash nor setsid, no mktemp or mkfifo, a login shell that cannot run
+//! `sh -c`), commands
 //! there use a channel (or container entry) each, as before, and the run is told once.
 
 use super::pump::{take_line, Stop, LINE_LIMIT, REPORT_WAIT};
@@ -119,8 +123,6 @@ pub struct Session {
     stdin: Box<dyn AsyncWrite + Unpin>,
     out: Reader,
     err: Reader,
-    /// No `mktemp` there: commands with stdin take another way.
-    pub nostdin: bool,
     /// Set when a command on it saw it die, or left it in a state it cannot go on from.
     broken: bool,
     _open: Open,
@@ -205,7 +207,6 @@ impl Session {
                 pending: Vec::new(),
                 eof: false,
             },
-            nostdin: false,
             broken: false,
             _open: open,
         };
@@ -249,10 +250,8 @@ impl Session {
             },
             _ = aborted(io) => return Err(StartError::Cannot("interrupted".into())),
         };
-        let mut words = line.split_whitespace();
-        match words.next() {
+        match line.split_whitespace().next() {
             Some("ready") => {
-                s.nostdin = words.any(|w| w == "nostdin");
                 // What the loop said on stderr before it was ready is no command's.
                 s.err.pending.clear();
                 Ok(s)
@@ -919,6 +918,65 @@ mod tests {
         (out.stdout, out.stderr)
     }
 
+    /// Runs the loop under `shell` on `requests` as runbook sends them: each once the
+    /// frame before it ended on both streams (the loop then ends the last command's
+    /// copiers, `_rb_unfwd`).
+    fn run_loop_each(
+        (shell, path): &(String, String),
+        requests: &[(Vec<u8>, String)],
+    ) -> (Vec<u8>, Vec<u8>) {
+        use std::io::{Read, Write};
+        use std::sync::{Arc, Mutex};
+        let argv: Vec<OsString> = if shell == STARTED {
+            let mut argv = loop_argv();
+            argv[0] = "dash".into();
+            argv
+        } else {
+            vec![shell.into(), "-c".into(), LOOP.as_str().into(), "sh".into()]
+        };
+        let mut child = std::process::Command::new(&argv[0])
+            .env("PATH", path)
+            .args(&argv[1..])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let reader = |mut r: Box<dyn Read + Send>, into: Arc<Mutex<Vec<u8>>>| {
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = r.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    into.lock().unwrap().extend_from_slice(&buf[..n]);
+                }
+            })
+        };
+        let (out, err) = (Arc::default(), Arc::default());
+        let ro = reader(Box::new(child.stdout.take().unwrap()), Arc::clone(&out));
+        let re = reader(Box::new(child.stderr.take().unwrap()), Arc::clone(&err));
+        let mut stdin = child.stdin.take().unwrap();
+        for (req, token) in requests {
+            stdin.write_all(req).unwrap();
+            let end = format!("\x1e{token} end").into_bytes();
+            let until = Instant::now() + Duration::from_secs(20);
+            while [&out, &err]
+                .iter()
+                .any(|b| find(&b.lock().unwrap(), &end).is_none())
+            {
+                assert!(Instant::now() < until, "{shell}: no end of frame");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        drop(stdin);
+        child.wait().unwrap();
+        ro.join().unwrap();
+        re.join().unwrap();
+        let take = |b: Arc<Mutex<Vec<u8>>>| std::mem::take(&mut *b.lock().unwrap());
+        (take(out), take(err))
+    }
+
     fn collect(
         token: &str,
         out: &[u8],
@@ -991,10 +1049,10 @@ mod tests {
             Mode::Group,
         )
         .unwrap();
-        let input = [r1, r2].concat();
+        let input = [(r1, t1.clone()), (r2, t2.clone())];
         let applets = crate::testing::busybox_applets();
         for shell in loop_shells(&applets) {
-            let (out, err) = run_loop(&shell, &input);
+            let (out, err) = run_loop_each(&shell, &input);
             let (o, lines, pgid) = collect(&t1, &out, &err);
             assert_eq!(o.code, Some(7), "{shell:?}: {lines:?}");
             let want_out = format!(

@@ -241,10 +241,44 @@ pub(super) fn on_slurm(target: &Target) -> bool {
     }
 }
 
-fn task(argv: Vec<OsString>) -> Vec<OsString> {
-    let mut out: Vec<OsString> = vec!["sh".into(), "-c".into(), TASK.as_str().into(), "sh".into()];
-    out.extend(argv);
-    out
+/// The task around the killable command (`sh/slurm_task.sh`), and its standard input:
+/// the launch's token twice (the task's lines, then the group report), then the
+/// command's own input. The token is drawn afresh for each launch, and the command never
+/// sees it (in no argv, no environment, and read off its input before it starts), so a
+/// line it prints cannot pass for one of runbook's: a task, a group or an exit.
+fn task(inner: Vec<OsString>, stdin: Option<Vec<u8>>) -> (Vec<OsString>, Vec<u8>, Marks) {
+    let marks = Marks::new(super::session::token());
+    let mut argv: Vec<OsString> = vec!["sh".into(), "-c".into(), TASK.as_str().into(), "sh".into()];
+    argv.extend(super::wrap::killable_with_token(inner));
+    let mut input = format!("{0}\n{0}\n", marks.token).into_bytes();
+    input.extend(stdin.unwrap_or_default());
+    (argv, input, marks)
+}
+
+/// The starts of the lines a launch's tasks print for runbook, with its token.
+struct Marks {
+    token: String,
+    task: String,
+    exit: String,
+    group: String,
+}
+
+impl Marks {
+    fn new(token: String) -> Marks {
+        Marks {
+            task: format!("{TASK_MARKER}{token} "),
+            exit: format!("{EXIT_MARKER}{token} "),
+            group: format!("{PGID_MARKER}{token} "),
+            token,
+        }
+    }
+
+    /// Whether `line` is one of runbook's own (not the command's).
+    fn ours(&self, line: &[u8]) -> bool {
+        [&self.task, &self.exit, &self.group]
+            .iter()
+            .any(|m| line.starts_with(m.as_bytes()))
+    }
 }
 
 /// `JOB.STEP RANK NODE` from a task marker.
@@ -283,13 +317,12 @@ async fn cancel_step(step: &str) {
     }
 }
 
-/// Removes runbook's own marker lines from a captured stream.
-fn strip_markers(bytes: &mut Vec<u8>) {
+/// Removes runbook's own marker lines from a captured stream (a line that only looks
+/// like one, without the token, is the command's and stays).
+fn strip_markers(bytes: &mut Vec<u8>, marks: &Marks) {
     let kept: Vec<u8> = bytes
         .split_inclusive(|&b| b == b'\n')
-        .filter(|l| {
-            !l.starts_with(TASK_MARKER.as_bytes()) && !l.starts_with(EXIT_MARKER.as_bytes())
-        })
+        .filter(|l| !marks.ours(l))
         .flatten()
         .copied()
         .collect();
@@ -320,21 +353,24 @@ async fn single(
     timeout: Option<Duration>,
     io: &ExecIo<'_>,
 ) -> Result<ExecOutcome, String> {
-    let (node, argv) =
-        below(target, task(super::wrap::killable(inner))).expect("called for a Slurm chain");
+    let (task, stdin, marks) = task(inner, stdin);
+    let (node, argv) = below(target, task).expect("called for a Slurm chain");
     let argv = node.spec.srun(argv);
     let step: RefCell<Option<String>> = RefCell::new(None);
     let exit: Cell<Option<i32>> = Cell::new(None);
     let started = Cell::new(false);
     let on_line = |stream: Stream, line: &str, continues: bool| {
         if stream == Stream::Stderr {
-            if let Some(rest) = line.strip_prefix(TASK_MARKER) {
-                if let Some((s, _, _)) = parse_task(rest) {
-                    *step.borrow_mut() = Some(s);
+            if let Some(rest) = line.strip_prefix(&marks.task) {
+                // The task says it once, before the command starts.
+                if step.borrow().is_none() {
+                    if let Some((s, _, _)) = parse_task(rest) {
+                        *step.borrow_mut() = Some(s);
+                    }
                 }
                 return;
             }
-            if let Some(rest) = line.strip_prefix(EXIT_MARKER) {
+            if let Some(rest) = line.strip_prefix(&marks.exit) {
                 exit.set(rest.trim().parse().ok());
                 return;
             }
@@ -367,11 +403,12 @@ async fn single(
         argv: &argv,
         env: &[],
         cwd: None,
-        stdin,
+        stdin: Some(stdin),
         timeout,
+        group: Some(marks.group.as_bytes().to_vec()),
     };
     let mut out = local::run(spawn, &wrapped, Some(&kill)).await?;
-    strip_markers(&mut out.stderr);
+    strip_markers(&mut out.stderr, &marks);
     let stopped = out.timed_out || out.deadline_hit || out.interrupted;
     if stopped {
         // The tree may have outlived srun (a task that ignores TERM): the step goes.
@@ -535,7 +572,8 @@ async fn many(
 ) -> Result<ExecOutcome, String> {
     let mut nodes = vec![spec.node.clone()];
     nodes.extend(others.iter().map(|m| m.node.clone()));
-    let argv = spec.srun_many(&nodes, task(super::wrap::killable(inner)));
+    let (task, stdin, marks) = task(inner, stdin);
+    let argv = spec.srun_many(&nodes, task);
     // Task rank → member index (0: the leader), learnt from each task's marker; lines
     // of a task not yet known wait for it.
     let member_of: RefCell<HashMap<u32, usize>> = RefCell::new(HashMap::new());
@@ -567,7 +605,10 @@ async fn many(
             return;
         };
         let text = String::from_utf8_lossy(text).into_owned();
-        if let Some(rest) = text.strip_prefix(TASK_MARKER) {
+        if let Some(rest) = text
+            .strip_prefix(&marks.task)
+            .filter(|_| !member_of.borrow().contains_key(&rank))
+        {
             if let Some((s, _, node)) = parse_task(rest) {
                 *step.borrow_mut() = Some(s);
                 if let Some(i) = nodes.iter().position(|n| *n == node) {
@@ -587,11 +628,15 @@ async fn many(
                 .push((stream, text, continues));
             return;
         };
-        if let Some(rest) = text.strip_prefix(EXIT_MARKER) {
+        if let Some(rest) = text.strip_prefix(&marks.exit) {
             if let Ok(code) = rest.trim().parse() {
                 exits.borrow_mut().insert(i, code);
             }
-        } else if let Some(g) = text.strip_prefix(PGID_MARKER).and_then(Group::parse) {
+        } else if let Some(g) = text
+            .strip_prefix(&marks.group)
+            .filter(|_| !started.borrow()[i])
+            .and_then(Group::parse)
+        {
             started.borrow_mut()[i] = true;
             send(i, Msg::Group(g));
         } else {
@@ -609,8 +654,9 @@ async fn many(
         argv: &argv,
         env: &[],
         cwd: None,
-        stdin,
+        stdin: Some(stdin),
         timeout,
+        group: None,
     };
     let result = local::run(spawn, &wrapped, None).await;
     let out = match result {
@@ -641,10 +687,7 @@ async fn many(
                 },
                 None => ((0..nodes.len()).collect(), line),
             };
-            if text.starts_with(TASK_MARKER.as_bytes())
-                || text.starts_with(EXIT_MARKER.as_bytes())
-                || text.starts_with(PGID_MARKER.as_bytes())
-            {
+            if marks.ours(text) {
                 continue;
             }
             for i in targets {
@@ -777,9 +820,11 @@ mod tests {
             refused("srun: error: vm: task 0: Exited with exit code 3"),
             None
         );
-        let mut b = b"\x1erunbook-slurm-task=1.2 0 vm\nreal\n\x1erunbook-slurm-exit=3\n".to_vec();
-        strip_markers(&mut b);
-        assert_eq!(b, b"real\n");
+        let marks = Marks::new("t0k".into());
+        let mut b = b"\x1erunbook-slurm-task=t0k 1.2 0 vm\nreal\n\x1erunbook-slurm-task=1.3 0 vm\n\x1erunbook-slurm-exit=t0k 3\n\x1erunbook-pgid=t0k 9 - -\n".to_vec();
+        strip_markers(&mut b, &marks);
+        // A line without the token is the command's own.
+        assert_eq!(b, b"real\n\x1erunbook-slurm-task=1.3 0 vm\n");
     }
 }
 

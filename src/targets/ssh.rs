@@ -403,7 +403,8 @@ impl SshHost {
 
     /// "cannot connect to HOST: CAUSE", with what to do about a host key.
     pub(super) fn connect_message(&self, cause: &str) -> String {
-        let cause = cause.trim().replace('\n', " ");
+        // ssh's own lines end in CR LF (it writes for a terminal).
+        let cause = cause.trim().replace("\r\n", " ").replace('\n', " ");
         let mut msg = format!("cannot connect to {}: {cause}", self.name());
         let known = match &self.settings.config {
             Some(cfg) => format!("the known_hosts file set in {}", cfg.display()),
@@ -526,9 +527,13 @@ impl SshHost {
         }
         let mut out = ExecOutcome::default();
         let (own, deadline) = pump::effective_deadline(timeout, started, io);
+        // A command with a kill was wrapped to report its group first
+        // (`wrap::report_pgid_then_exec`, `wrap::killable`): before the command itself
+        // starts, so it cannot print a report of its own ahead of that one.
         let mut pump = Pump::new(
             child.stdout().take().expect("piped"),
             child.stderr().take().expect("piped"),
+            kill.map(|_| super::pump::PGID_MARKER.as_bytes().to_vec()),
         );
         if let Some(stop) = pump.run(own, deadline, io, &mut out).await {
             if let Some(kill) = kill {

@@ -98,15 +98,26 @@ fn escape_for_printf_b(value: &[u8]) -> Vec<u8> {
 /// caller knows it) and the `/proc/$$/stat` line, so a later run can tell this group
 /// from another that got its number (`Group::parse`). Only builtins, so no process is
 /// started; `-` where there is no /proc. The variables are unset again, so the command's
-/// environment is what it was.
-fn report_group(boot_id: bool) -> String {
+/// environment is what it was. `token`: the report carries, after the marker, a token
+/// read from the first line of standard input (see `killable_with_token`).
+fn report_group(boot_id: bool, token: bool) -> String {
     let read_boot = if boot_id {
         "read -r _rb_b 2>/dev/null </proc/sys/kernel/random/boot_id; "
     } else {
         ""
     };
+    let (read_token, format, token_arg, unset) = if token {
+        (
+            "IFS= read -r _rb_k || exit 125; ",
+            "%s %s %s %s",
+            r#""$_rb_k" "#,
+            " _rb_k",
+        )
+    } else {
+        ("", "%s %s %s", "", "")
+    };
     format!(
-        r#"_rb_b=- _rb_s=-; {read_boot}read -r _rb_s 2>/dev/null </proc/$$/stat; printf '{}%s %s %s\n' "$$" "$_rb_b" "$_rb_s" >&2; unset _rb_b _rb_s; "#,
+        r#"_rb_b=- _rb_s=-; {read_token}{read_boot}read -r _rb_s 2>/dev/null </proc/$$/stat; printf '{}{format}\n' {token_arg}"$$" "$_rb_b" "$_rb_s" >&2; unset _rb_b _rb_s{unset}; "#,
         PGID_MARKER.replace('\u{1e}', "\\036")
     )
 }
@@ -119,7 +130,19 @@ fn report_group(boot_id: bool) -> String {
 /// with util-linux's `setsid` and with busybox's, which has no `-w` (an Alpine-like
 /// container has only busybox: `setsid -w` failed every command there).
 pub fn killable(argv: Vec<OsString>) -> Vec<OsString> {
-    let inner = format!(r#"{}exec "$@""#, report_group(true));
+    killable_as(argv, false)
+}
+
+/// `killable` for a command that could print before the report is read (a Slurm task's
+/// lines come through srun, where runbook cannot tell who wrote one): the report is
+/// `PGID_MARKER TOKEN PGID …`, TOKEN the first line of standard input, which the
+/// wrapper reads before the command starts and which is in no argv or environment.
+pub fn killable_with_token(argv: Vec<OsString>) -> Vec<OsString> {
+    killable_as(argv, true)
+}
+
+fn killable_as(argv: Vec<OsString>, token: bool) -> Vec<OsString> {
+    let inner = format!(r#"{}exec "$@""#, report_group(true, token));
     let outer = r#"command -v setsid >/dev/null 2>&1 || { echo "runbook: needs setsid on this target (util-linux or busybox)" >&2; exit 127; }
 inner=$1; shift; ( exec setsid sh -c "$inner" sh "$@" )"#;
     let mut out: Vec<OsString> = vec![
@@ -138,7 +161,7 @@ inner=$1; shift; ( exec setsid sh -c "$inner" sh "$@" )"#;
 /// No extra process, unlike `killable`. The remote login shell reads this line, so it
 /// uses nothing beyond what sh, bash and zsh all read alike. `boot_id`: see `report_group`.
 pub fn report_pgid_then_exec(argv: &[OsString], boot_id: bool) -> OsString {
-    let mut line = format!("{}exec ", report_group(boot_id)).into_bytes();
+    let mut line = format!("{}exec ", report_group(boot_id, false)).into_bytes();
     line.extend_from_slice(crate::quote::join_bytes(argv).as_bytes());
     std::os::unix::ffi::OsStringExt::from_vec(line)
 }
