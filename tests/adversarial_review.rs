@@ -71,3 +71,136 @@ fn review_reads_the_classifier_calls_safe_delete_in_a_dry_run() {
     }
     assert!(wrong.is_empty(), "reads that deleted:\n{}", wrong.join("\n"));
 }
+
+// ---------------------------------------------------------------------------------------
+// Item 1: a saved plan's readable parts, edited.
+
+fn plan_of(env: &Env, rb: &Path) -> serde_json::Value {
+    let out = Run::cmd(&env, ["plan"])
+        .arg(rb)
+        .arg("-o")
+        .arg(env.tmp.path().join("plan.json"))
+        .run();
+    assert_eq!(out.code(), 0, "plan: {}", out.stderr_text());
+    serde_json::from_str(&std::fs::read_to_string(env.tmp.path().join("plan.json")).unwrap())
+        .unwrap()
+}
+
+fn save(env: &Env, plan: &serde_json::Value) {
+    std::fs::write(
+        env.tmp.path().join("plan.json"),
+        serde_json::to_string_pretty(plan).unwrap(),
+    )
+    .unwrap();
+}
+
+fn apply_yes(env: &Env) -> (i32, String) {
+    let out = Run::cmd(&env, ["apply"])
+        .arg(env.tmp.path().join("plan.json"))
+        .arg("--yes")
+        .run();
+    (out.code(), out.stderr_text())
+}
+
+fn plan_text(env: &Env) -> String {
+    let out = Run::cmd(&env, ["plan"])
+        .arg(env.tmp.path().join("plan.json"))
+        .run();
+    out.stdout_text()
+}
+
+/// A log each change appends its name to: the order the changes really ran in.
+fn ran(env: &Env) -> String {
+    std::fs::read_to_string(env.tmp.path().join("log")).unwrap_or_default()
+}
+
+/// The plan's changes put in another order: its text and Markdown ("applying this plan
+/// makes exactly the changes listed below, in this order") show the backup first, and
+/// apply deletes first. Across steps (the plan's order is not checked against the
+/// steps') and within a step (any order is let through, for `parallel()`).
+#[test]
+fn review_reordered_changes_are_shown_in_an_order_that_does_not_run() {
+    let mut wrong = Vec::new();
+    for one_step in [false, true] {
+        let env = Env::new();
+        let log = env.tmp.path().join("log");
+        let body = if one_step {
+            format!(
+                "runbook {{ name = \"order\" }}\nlocal here = target(\"local\")\nstep(\"all\", function()\n  here:shell(\"echo delete >> {l}\", {{ summary = \"delete the data\" }})\n  here:shell(\"echo backup >> {l}\", {{ summary = \"back up the data\" }})\nend)\n",
+                l = log.display()
+            )
+        } else {
+            format!(
+                "runbook {{ name = \"order\" }}\nlocal here = target(\"local\")\nstep(\"delete\", function()\n  here:shell(\"echo delete >> {l}\", {{ summary = \"delete the data\" }})\nend)\nstep(\"backup\", function()\n  here:shell(\"echo backup >> {l}\", {{ summary = \"back up the data\" }})\nend)\n",
+                l = log.display()
+            )
+        };
+        let rb = env.write("order.lua", &body);
+        let mut plan = plan_of(&env, &rb);
+        let changes = plan["changes"].as_array_mut().unwrap();
+        changes.swap(0, 1);
+        save(&env, &plan);
+        let text = plan_text(&env);
+        let shown_backup_first = text.find("back up the data") < text.find("delete the data");
+        let (code, stderr) = apply_yes(&env);
+        if code != 2 && shown_backup_first && ran(&env) == "delete\nbackup\n" {
+            wrong.push(format!(
+                "one step: {one_step}: shown backup first:\n{text}\napply exit {code}, ran {:?}: {stderr}",
+                ran(&env)
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// A `***` typed into a command that holds no secret turns off the check of its text
+/// against its digest (`Change::masked`): the edited plan is shown, apply makes change 1
+/// and only then refuses change 2, instead of refusing the plan before anything runs.
+#[test]
+fn review_a_fake_mask_defers_the_command_check_past_the_first_change() {
+    let env = Env::new();
+    let log = env.tmp.path().join("log");
+    let rb = env.write(
+        "mask.lua",
+        &format!(
+            "runbook {{ name = \"mask\" }}\nlocal here = target(\"local\")\nstep(\"one\", function()\n  here:shell(\"echo one >> {l}\")\nend)\nstep(\"two\", function()\n  here:shell(\"echo two >> {l}\")\nend)\n",
+            l = log.display()
+        ),
+    );
+    let mut plan = plan_of(&env, &rb);
+    plan["changes"][1]["command"] = "echo two >> /dev/null # *** harmless".into();
+    save(&env, &plan);
+    let (code, stderr) = apply_yes(&env);
+    assert!(
+        code == 2 && ran(&env).is_empty(),
+        "apply exit {code}, ran {:?}: {stderr}",
+        ran(&env)
+    );
+}
+
+/// What a plan says it read and what its steps said are shown (text: "step … says";
+/// Markdown: "What the plan read", "What the steps said") and never checked: an edited
+/// plan tells the reviewer the backup was verified, and applies.
+#[test]
+fn review_edited_read_summaries_and_notes_are_shown_and_applied() {
+    let env = Env::new();
+    let log = env.tmp.path().join("log");
+    let rb = env.write(
+        "notes.lua",
+        &format!(
+            "runbook {{ name = \"notes\" }}\nlocal here = target(\"local\")\nstep(\"one\", function()\n  local r = here:exec({{ \"true\" }}, {{ read_only = true, summary = \"look at the backup\" }})\n  log.info(\"backup missing\")\n  here:shell(\"echo one >> {l}\")\nend)\n",
+            l = log.display()
+        ),
+    );
+    let mut plan = plan_of(&env, &rb);
+    plan["reads"][0]["summary"] = "verified the backup of /srv (sha256 matches)".into();
+    plan["steps"][0]["notes"][0]["message"] = "backup verified".into();
+    save(&env, &plan);
+    let text = plan_text(&env);
+    let (code, stderr) = apply_yes(&env);
+    assert!(
+        code == 2 || !text.contains("backup verified"),
+        "shown:\n{text}\napply exit {code}, ran {:?}: {stderr}",
+        ran(&env)
+    );
+}
