@@ -204,3 +204,50 @@ fn review_edited_read_summaries_and_notes_are_shown_and_applied() {
         ran(&env)
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Item 2: the ssh_config and inventory apply reaches the targets with, as its prompt
+// shows them.
+
+/// `apply PLAN --ssh-config OTHER` (no `--yes`): the prompt names the plan's ssh_config,
+/// and OTHER is the one the targets are then reached with (`ssh -G -F OTHER` runs its
+/// `Match exec`). And an `inventory.toml` that came into the directory after the plan was
+/// made is loaded and used, and the prompt names no inventory at all.
+#[test]
+fn review_the_prompt_names_another_ssh_config_and_inventory_than_apply_uses() {
+    let env = Env::new();
+    let dir = env.scratch();
+    let planned = env.tmp.path().join("planned_config");
+    let other = env.tmp.path().join("other_config");
+    for cfg in [&planned, &other] {
+        std::fs::write(cfg, "Host node1\n  HostName 127.0.0.1\n  Port 1\n  User root\n").unwrap();
+    }
+    let rb = repo().join("tests/runbooks/plan/remote.lua");
+    let out = Run::cmd(&env, ["plan"])
+        .arg(&rb)
+        .args(["--offline", "--set", "host=node1", "--set"])
+        .arg(format!("dir={}", dir.display()))
+        .arg("--ssh-config")
+        .arg(&planned)
+        .arg("-o")
+        .arg(env.tmp.path().join("plan.json"))
+        .run();
+    assert_eq!(out.code(), 0, "{}", out.stderr_text());
+    std::fs::write(
+        env.tmp.path().join("inventory.toml"),
+        "[hosts.node1]\naddress = \"127.0.0.1\"\nport = 1\nuser = \"root\"\n",
+    )
+    .unwrap();
+    let out = Run::cmd(&env, ["apply"])
+        .arg(env.tmp.path().join("plan.json"))
+        .arg("--ssh-config")
+        .arg(&other)
+        .run();
+    let said = out.stderr_text();
+    let other_shown = std::fs::canonicalize(&other).unwrap().display().to_string();
+    assert!(
+        said.contains(&other_shown) && said.contains("inventory.toml"),
+        "the prompt must name the ssh_config ({other_shown}) and inventory apply uses: exit {}: {said}",
+        out.code()
+    );
+}
