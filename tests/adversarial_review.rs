@@ -21,11 +21,13 @@ fn intact(dir: &Path) -> bool {
 /// Wrappers it knows but mis-parses (`env -iS`, `flock FILE CMD`, `xargs --replace`),
 /// shell forms it does not read (bash brace expansion, `coproc`), `git -c alias.X=!…`,
 /// overwriting programs beside `mv` (`cp`), a "quiet" file that is not
-/// (`/dev/fd/../..`), and common wrappers it does not know (`taskset`, `script -c`).
+/// (`/dev/fd/../..`), common wrappers it does not know (`taskset`, `script -c`), runners
+/// it knows only with `--` (`runuser`, `unshare`, as `flock`), and `git switch
+/// --discard-changes` (here the file written after the commit is what is lost).
 #[test]
 fn review_reads_the_classifier_calls_safe_delete_in_a_dry_run() {
     let env = Env::new();
-    let cases = [
+    let mut cases = vec![
         r#"{ "env", "-iS", "/bin/rm x" }"#,
         r#"{ "flock", "lk", "rm", "x" }"#,
         r#"{ "flock", "lk", "-c", "rm x" }"#,
@@ -37,6 +39,15 @@ fn review_reads_the_classifier_calls_safe_delete_in_a_dry_run() {
         r#"{ "taskset", "1", "rm", "x" }"#,
         r#"{ "script", "-qc", "rm x", "/dev/null" }"#,
     ];
+    // These two run their command only for root.
+    let root = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout == b"0\n");
+    if root {
+        cases.push(r#"{ "runuser", "-u", "root", "rm", "x" }"#);
+        cases.push(r#"{ "unshare", "rm", "x" }"#);
+    }
     let mut wrong = Vec::new();
     for (n, argv) in cases.iter().enumerate() {
         let dir = victim(&env, &format!("case{n}"));
@@ -55,6 +66,24 @@ fn review_reads_the_classifier_calls_safe_delete_in_a_dry_run() {
                 intact(&dir)
             ));
         }
+    }
+    // `git switch --discard-changes`: the edit made since the commit is lost.
+    let dir = victim(&env, "switch");
+    std::fs::write(dir.join("x"), "old\n").unwrap();
+    git(&dir, &["add", "x"]);
+    git(&dir, &["-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "x"]);
+    std::fs::write(dir.join("x"), "keep me\n").unwrap();
+    let branch = git(&dir, &["branch", "--show-current"]).trim().to_string();
+    let rb = env.write(
+        "switch.lua",
+        &format!(
+            "runbook {{ name = \"switch\" }}\nlocal here = target(\"local\")\nstep(\"look\", function()\n  here:exec({{ \"git\", \"switch\", \"-q\", \"--discard-changes\", {branch:?} }}, {{ read_only = true, cwd = {:?} }})\nend)\n",
+            dir.display().to_string()
+        ),
+    );
+    let out = Run::cmd(&env, ["run", "--dry-run"]).arg(&rb).run();
+    if !intact(&dir) || out.code() == 0 {
+        wrong.push(format!("git switch --discard-changes: exit {}", out.code()));
     }
     // `/dev/fd/../../..` is `/`: `> /dev/fd/../../../DIR/x` truncates DIR/x.
     let dir = victim(&env, "devfd");
