@@ -38,6 +38,8 @@ fn review_reads_the_classifier_calls_safe_delete_in_a_dry_run() {
         r#"{ "cp", "/dev/null", "x" }"#,
         r#"{ "taskset", "1", "rm", "x" }"#,
         r#"{ "script", "-qc", "rm x", "/dev/null" }"#,
+        // bash imports a function from its environment: `true` is `rm x`.
+        r#"{ "env", "BASH_FUNC_true%%=() { rm x; }", "bash", "-c", "true" }"#,
     ];
     // These two run their command only for root.
     let root = std::process::Command::new("id")
@@ -64,6 +66,33 @@ fn review_reads_the_classifier_calls_safe_delete_in_a_dry_run() {
                 "{argv}: exit {}, x intact: {}",
                 out.code(),
                 intact(&dir)
+            ));
+        }
+    }
+    // The command's own env is not read at all: a function bash imports (`true` is
+    // `rm x`), and `BASH_ENV`, a file bash runs first.
+    for (n, env_table) in [
+        r#"{ ["BASH_FUNC_true%%"] = "() { rm x; }" }"#,
+        r#"{ BASH_ENV = "e.sh" }"#,
+    ]
+    .iter()
+    .enumerate()
+    {
+        let dir = victim(&env, &format!("env{n}"));
+        std::fs::write(dir.join("e.sh"), "rm x\n").unwrap();
+        let rb = env.write(
+            &format!("env{n}.lua"),
+            &format!(
+                "runbook {{ name = \"env{n}\" }}\nlocal here = target(\"local\")\nstep(\"look\", function()\n  here:exec({{ \"bash\", \"-c\", \"true\" }}, {{ read_only = true, cwd = {:?}, env = {env_table} }})\nend)\n",
+                dir.display().to_string()
+            ),
+        );
+        let out = Run::cmd(&env, ["run", "--dry-run"]).arg(&rb).run();
+        if !intact(&dir) || out.code() == 0 {
+            wrong.push(format!(
+                "bash -c true with env {env_table}: exit {}: {}",
+                out.code(),
+                out.stderr_text()
             ));
         }
     }
