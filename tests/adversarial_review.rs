@@ -100,7 +100,18 @@ fn review_reads_the_classifier_calls_safe_delete_in_a_dry_run() {
     let dir = victim(&env, "switch");
     std::fs::write(dir.join("x"), "old\n").unwrap();
     git(&dir, &["add", "x"]);
-    git(&dir, &["-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "x"]);
+    git(
+        &dir,
+        &[
+            "-c",
+            "user.email=a@b",
+            "-c",
+            "user.name=a",
+            "commit",
+            "-qm",
+            "x",
+        ],
+    );
     std::fs::write(dir.join("x"), "keep me\n").unwrap();
     let branch = git(&dir, &["branch", "--show-current"]).trim().to_string();
     let rb = env.write(
@@ -127,14 +138,18 @@ fn review_reads_the_classifier_calls_safe_delete_in_a_dry_run() {
     if !intact(&dir) || out.code() == 0 {
         wrong.push(format!("> /dev/fd/../../..DIR/x: exit {}", out.code()));
     }
-    assert!(wrong.is_empty(), "reads that deleted:\n{}", wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "reads that deleted:\n{}",
+        wrong.join("\n")
+    );
 }
 
 // ---------------------------------------------------------------------------------------
 // Item 1: a saved plan's readable parts, edited.
 
 fn plan_of(env: &Env, rb: &Path) -> serde_json::Value {
-    let out = Run::cmd(&env, ["plan"])
+    let out = Run::cmd(env, ["plan"])
         .arg(rb)
         .arg("-o")
         .arg(env.tmp.path().join("plan.json"))
@@ -153,7 +168,7 @@ fn save(env: &Env, plan: &serde_json::Value) {
 }
 
 fn apply_yes(env: &Env) -> (i32, String) {
-    let out = Run::cmd(&env, ["apply"])
+    let out = Run::cmd(env, ["apply"])
         .arg(env.tmp.path().join("plan.json"))
         .arg("--yes")
         .run();
@@ -161,7 +176,7 @@ fn apply_yes(env: &Env) -> (i32, String) {
 }
 
 fn plan_text(env: &Env) -> String {
-    let out = Run::cmd(&env, ["plan"])
+    let out = Run::cmd(env, ["plan"])
         .arg(env.tmp.path().join("plan.json"))
         .run();
     out.stdout_text()
@@ -278,7 +293,11 @@ fn review_the_prompt_names_another_ssh_config_and_inventory_than_apply_uses() {
     let planned = env.tmp.path().join("planned_config");
     let other = env.tmp.path().join("other_config");
     for cfg in [&planned, &other] {
-        std::fs::write(cfg, "Host node1\n  HostName 127.0.0.1\n  Port 1\n  User root\n").unwrap();
+        std::fs::write(
+            cfg,
+            "Host node1\n  HostName 127.0.0.1\n  Port 1\n  User root\n",
+        )
+        .unwrap();
     }
     let rb = repo().join("tests/runbooks/plan/remote.lua");
     let out = Run::cmd(&env, ["plan"])
