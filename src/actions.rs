@@ -21,6 +21,9 @@ pub struct Action<'a> {
     pub destructive: bool,
     /// The script the argv runs (`sh -c BODY sh ARG…`), shown by its name.
     pub script: Option<&'static Script>,
+    /// Its stdout is data (`artifact.capture`'s archive): kept for the primitive, never
+    /// made output events or a tail (bytes, not lines for people or the record).
+    pub binary_output: bool,
 }
 
 /// A command as people see it (previews, `runbook log`, messages, the `command` of
@@ -42,6 +45,21 @@ pub fn shown(target: &Target, req: &ExecRequest, script: Option<&Script>) -> Str
     let wrapped = !target.is_local() && (!req.env.is_empty() || req.cwd.is_some());
     if script.is_none() && !wrapped {
         return target.render(req);
+    }
+    // Input that is no text (artifact.restore's archive) is named by its size and digest:
+    // pasted as a word it is noise, megabytes of it. The plan holds its digest either way.
+    if let Some(input) = req.stdin.as_deref().filter(|s| std::str::from_utf8(s).is_err()) {
+        use sha2::Digest;
+        let digest: String = sha2::Sha256::digest(input)
+            .iter()
+            .take(8)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let line = crate::quote::render_with(argv, &req.env, req.cwd.as_deref(), None);
+        return format!(
+            "{line} < (stdin: {} bytes of binary data, sha256 {digest}…)",
+            input.len()
+        );
     }
     crate::quote::render_with(argv, &req.env, req.cwd.as_deref(), req.stdin.as_deref())
 }
@@ -314,7 +332,11 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
     let secret_output = action.req.secret_output;
     // What a line cut at 64 KiB left that could be the start of a secret, per stream.
     let carry = std::cell::RefCell::new([String::new(), String::new()]);
+    let binary_output = action.binary_output;
     let on_line = |stream: Stream, piece: &str, continues: bool| {
+        if binary_output && stream == Stream::Stdout {
+            return;
+        }
         if keeping {
             pieces
                 .borrow_mut()
@@ -421,7 +443,10 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
             o.duration,
             o.timed_out || o.deadline_hit,
             o.interrupted.then(|| "interrupted".to_string()),
-            tail(ctx, &o.stdout, secret_output),
+            match binary_output {
+                true => String::new(),
+                false => tail(ctx, &o.stdout, secret_output),
+            },
             tail(ctx, &o.stderr, secret_output),
         ),
         Err(e) => (
