@@ -224,6 +224,11 @@ pub struct RunArgs {
     #[arg(long = "set", short = 'e', value_name = "KEY=VALUE", value_parser = parse_set)]
     pub sets: Vec<(String, String)>,
 
+    /// Params from a TOML file of `KEY = VALUE` lines; --set and RUNBOOK_PARAM_* win over
+    /// it. A secret param is refused from it unless the file is private (chmod 600).
+    #[arg(long = "params", value_name = "FILE")]
+    pub params: Option<PathBuf>,
+
     /// Preview: reads run for real, changes are shown, not made.
     #[arg(long)]
     pub dry_run: bool,
