@@ -148,6 +148,58 @@ fn capture_wipe_restore_is_byte_exact_and_keeps_the_old_cache_aside() {
     assert!(staging_beside(&cache).is_empty());
 }
 
+/// An archive larger than a command's output may be (8 MiB) comes back in pieces.
+#[test]
+fn a_cache_larger_than_a_commands_output_comes_back_whole() {
+    let env = Env::new();
+    let d = cache_dir();
+    let cache = d.path().join("big");
+    fill(&cache);
+    // Incompressible: the archive is as big as the data.
+    let mut x: u64 = 0x9e3779b97f4a7c15;
+    let noise: Vec<u8> = (0..14 * 1024 * 1024)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    std::fs::write(cache.join("kernels.so"), &noise).unwrap();
+    let before = tree(&cache);
+    let out = run(&env, &[("op", "capture"), ("paths", s(&cache))]).run();
+    out.assert_exit(0);
+    let c = &results(&out)[0];
+    assert!(c["archive_bytes"].parse::<u64>().unwrap() > 14 * 1024 * 1024, "{c:?}");
+    let reads = out
+        .of_kind("action_started")
+        .iter()
+        .filter(|a| a["summary"].as_str().unwrap().contains("part "))
+        .count();
+    assert_eq!(reads, 3, "6 MiB a read");
+    let left: Vec<_> = std::fs::read_dir(d.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains("runbook-pack"))
+        .collect();
+    assert!(left.is_empty(), "the packed file is deleted: {left:?}");
+    let pieces: Vec<u64> = out
+        .of_kind("action_started")
+        .iter()
+        .filter(|a| a["summary"].as_str().unwrap().contains("part "))
+        .map(|a| a["action"].as_u64().unwrap())
+        .collect();
+    let shown = out
+        .of_kind("output")
+        .iter()
+        .filter(|o| pieces.contains(&o["action"].as_u64().unwrap()) && o["stream"] == "stdout")
+        .count();
+    assert_eq!(shown, 0, "the archive's bytes are no output events");
+    std::fs::remove_dir_all(&cache).unwrap();
+    run(&env, &[("op", "restore"), ("paths", s(&cache))]).run().assert_exit(0);
+    assert_eq!(tree(&cache), before);
+}
+
 #[test]
 fn dry_run_plans_capture_and_restore_and_changes_nothing() {
     let env = Env::new();
@@ -307,8 +359,13 @@ fn two_captures_at_once_are_two_whole_artifacts() {
     let cache = d.path().join("c");
     fill(&cache);
     let (a, b) = std::thread::scope(|sc| {
-        // Two runs on one target: the target's run lock takes them in turn (waited for).
-        let one = || run(&env, &[("op", "capture"), ("paths", s(&cache))]).args(["--lock-wait", "60s"]).run();
+        // Two runs on one target: the target's run lock takes them in turn (waited for);
+        // each may see the other's tar reading the cache (a process using it): force.
+        let one = || {
+            run(&env, &[("op", "capture"), ("paths", s(&cache)), ("force", "true")])
+                .args(["--lock-wait", "60s"])
+                .run()
+        };
         let a = sc.spawn(one);
         let b = sc.spawn(one);
         (a.join().unwrap(), b.join().unwrap())

@@ -138,9 +138,10 @@ fn request(
 /// `cache.clear`'s rules (inside a cache root, not in use unless `force`), and each must
 /// be a directory. Each directory packed is one change, planned during `--dry-run`
 /// (`pack /tmp/torchinductor_root (336.6 MiB, 12,345 files) into artifact 'NAME' in DIR`:
-/// nothing is packed or stored then, and `id` is nil). An archive must fit in a command's
-/// output (8 MiB for now): a larger one fails the step and nothing is stored.
-/// Options ([`CaptureOptions`]):
+/// nothing is packed or stored then, and `id` is nil). The archive is written beside the
+/// cache first (a new private file, deleted once read) and read back in 6 MiB reads
+/// (`read the archive of PATH (…), part 1 of 59`), as a command's output is bounded; its
+/// bytes are never output events. Options ([`CaptureOptions`]):
 ///
 /// ```lua
 /// step("keep the compile cache that worked", function()

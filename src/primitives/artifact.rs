@@ -17,9 +17,11 @@
 //! the cache, checks again, keeps the old cache aside (`PATH.runbook-kept-…`, as
 //! `cache.clear { keep = true }` names it) and renames.
 //!
-//! The archive travels as the command's stdout (capture) and stdin (restore), so it is
-//! bounded by what a command's output may hold (`targets::CAPTURE_LIMIT`, 8 MiB): a larger
-//! one fails the capture with that said, rather than storing a cut archive.
+//! A command's output is bounded (`targets::CAPTURE_LIMIT`, 8 MiB), so `pack.sh` writes
+//! the archive to a new file beside the cache (mktemp: unpredictable, 0600) and it comes
+//! back in 6 MiB reads (`chunk.sh`, which deletes it after the last); each read's bytes
+//! are counted, and the whole is named by its sha256 here. A restore sends the archive as
+//! the command's stdin.
 
 use super::cache::{self, Located};
 use super::fingerprint::{self, Fingerprint, Scope};
@@ -31,12 +33,22 @@ use std::io::Read;
 
 const PACK: &str = concat!(include_str!("sh/pack.sh"), include_str!("sh/lib.sh"));
 const UNPACK: &str = concat!(include_str!("sh/unpack.sh"), include_str!("sh/lib.sh"));
+const CHUNK: &str = include_str!("sh/chunk.sh");
 pub(crate) static PACK_SCRIPT: Script = Script::new(
     "artifact-pack.sh",
     "artifact.capture",
     "src/primitives/sh/pack.sh",
     PACK,
 );
+pub(crate) static CHUNK_SCRIPT: Script = Script::new(
+    "artifact-chunk.sh",
+    "artifact.capture",
+    "src/primitives/sh/chunk.sh",
+    CHUNK,
+);
+/// What one read of the packed archive brings back: under what a command's output may
+/// hold (`targets::CAPTURE_LIMIT`, 8 MiB).
+const CHUNK_MIB: u64 = 6;
 pub(crate) static UNPACK_SCRIPT: Script = Script::new(
     "artifact-unpack.sh",
     "artifact.restore",
@@ -237,33 +249,26 @@ pub async fn capture(step: &Step<'_>, req: &Request) -> Result<Captured> {
             f.size(),
             req.name
         );
-        let mut cmd = Cmd::script(&PACK_SCRIPT, [f.root.as_str(), f.resolved.as_str()]);
-        cmd.binary_output = true;
+        let cmd = Cmd::script(&PACK_SCRIPT, [f.root.as_str(), f.resolved.as_str()]);
         let ran = step.change(cmd, summary, false).await?;
-        let Some(out) = ran.outcome() else {
+        if ran.planned() {
             planned = true;
             continue;
-        };
-        check(step, &ran, &format!("packing {given}"))?;
-        if out.stdout_truncated {
-            return Err(step.fail(format!(
-                "{what}: the archive of {given} is larger than a command's output may be ({}); artifacts this large are not supported yet, nothing was stored",
-                human_bytes(crate::targets::CAPTURE_LIMIT as u64)
-            )));
         }
+        check(step, &ran, &format!("packing {given}"))?;
+        let archive = fetch(step, &ran.stdout(), given).await?;
         let sha = req
             .store
-            .put_object(&out.stdout)
+            .put_object(&archive)
             .map_err(|e| step.fail(format!("{what}: {e}")))?;
         parts.push(Part {
             path: tidy.clone(),
             resolved: f.resolved.clone(),
             sha256: sha,
-            archive_bytes: out.stdout.len() as u64,
+            archive_bytes: archive.len() as u64,
             bytes: f.bytes,
             files: f.files,
         });
-        let _ = given;
     }
     let (bytes, files) = found
         .iter()
@@ -323,6 +328,49 @@ pub async fn capture(step: &Step<'_>, req: &Request) -> Result<Captured> {
         changed: true,
         planned: false,
     })
+}
+
+/// The archive `pack.sh` left in `FILE` (its answer: `SIZE FILE`), read back in pieces;
+/// the last read deletes the file.
+async fn fetch(step: &Step<'_>, answer: &str, given: &str) -> Result<Vec<u8>> {
+    let what = "artifact.capture";
+    let (size, file) = answer
+        .trim_end_matches('\n')
+        .split_once(' ')
+        .and_then(|(n, f)| Some((n.parse::<u64>().ok()?, f.to_string())))
+        .ok_or_else(|| step.fail(format!("{what}: unexpected answer from pack.sh: {answer:?}")))?;
+    let mib = 1024 * 1024;
+    let pieces = size.div_ceil(CHUNK_MIB * mib).max(1);
+    let mut archive = Vec::with_capacity(size as usize);
+    for i in 0..pieces {
+        let last = if i + 1 == pieces { "1" } else { "0" };
+        let args = [
+            file.clone(),
+            (i * CHUNK_MIB).to_string(),
+            CHUNK_MIB.to_string(),
+            last.to_string(),
+        ];
+        let mut cmd = Cmd::script(&CHUNK_SCRIPT, args);
+        cmd.binary_output = true;
+        let summary = format!(
+            "read the archive of {given} ({}), part {} of {pieces}",
+            human_bytes(size),
+            i + 1
+        );
+        let ran = step.read(cmd, summary).await?;
+        check(step, &ran, &format!("reading the archive of {given} ({file})"))?;
+        let out = ran.outcome().expect("a real run's read ran");
+        archive.extend_from_slice(&out.stdout);
+        let want = (size.min((i + 1) * CHUNK_MIB * mib)) as usize;
+        if out.stdout_truncated || archive.len() != want {
+            return Err(step.fail(format!(
+                "{what}: the archive of {given} came back as {} of {} bytes; nothing was stored",
+                archive.len(),
+                size
+            )));
+        }
+    }
+    Ok(archive)
 }
 
 /// `artifact.restore`: the newest artifact of `name` for these paths whose key equals
@@ -700,9 +748,21 @@ mod tests {
                 c.wait_with_output().unwrap()
             };
             let rs = r.to_str().unwrap();
-            let packed = run(PACK, &[rs, src.to_str().unwrap()], b"");
+            let answer = run(PACK, &[rs, src.to_str().unwrap()], b"");
+            assert!(answer.status.success(), "{shell}: {answer:?}");
+            let answer = String::from_utf8(answer.stdout).unwrap();
+            let (size, file) = answer.trim().split_once(' ').unwrap();
+            assert!(file.starts_with(&format!("{rs}/.src.runbook-pack.")), "{shell}: {file}");
+            let mode = std::fs::metadata(file).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600, "{shell}: the archive is private");
+            let packed = run(CHUNK, &[file, "0", "6", "1"], b"");
             assert!(packed.status.success(), "{shell}: {packed:?}");
+            assert_eq!(packed.stdout.len().to_string(), size, "{shell}");
+            assert!(!Path::new(file).exists(), "{shell}: the last piece deletes it");
             assert!(check_archive(&packed.stdout).is_ok(), "{shell}");
+            let refused = run(CHUNK, &[src.join("a").to_str().unwrap(), "0", "6", "1"], b"");
+            assert!(!refused.status.success(), "{shell}: only pack.sh's files");
+            assert!(src.join("a").exists());
             let dst = r.join("dst");
             std::fs::create_dir_all(&dst).unwrap();
             std::fs::write(dst.join("old"), b"old").unwrap();

@@ -60,6 +60,7 @@ pub struct Cmd {
 /// Every script a primitive runs, for `runbook script`.
 pub static SCRIPTS: &[&Script] = &[
     &artifact::PACK_SCRIPT,
+    &artifact::CHUNK_SCRIPT,
     &artifact::UNPACK_SCRIPT,
     &cache::PROBE_SCRIPT,
     &cache::DELETE_SCRIPT,

@@ -19,8 +19,8 @@ main() {
   stage=$(umask 077 && mktemp -d "./.$name.runbook-staging.XXXXXXXXXX") ||
     fail "cannot make a staging directory in $here; nothing was restored"
   stage=${stage#./}
-  # shellcheck disable=SC2064 # the name is fixed now, and the directory is $here
-  trap "rm -rf -- './$stage'" EXIT
+  # The working directory stays $here: ./$stage is the staging directory until the end.
+  trap 'rm -rf -- "./$stage"' EXIT
   (cd -P -- "./$stage" && umask 022 && tar -xzof - --no-same-permissions) ||
     fail "extracting into $here/$stage failed (a full disk?); $here/$name was left as it was"
   bad=$(find "./$stage" \( -perm -4000 -o -perm -2000 -o -type b -o -type c -o -type p -o -type s \

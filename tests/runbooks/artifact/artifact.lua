@@ -11,6 +11,7 @@ runbook {
     require = { type = "boolean", default = false },
     store = { default = "" },
     target = { default = "local" },
+    force = { type = "boolean", default = false },
   },
 }
 local text = require("runbook.text")
@@ -41,6 +42,7 @@ step(params.op, function()
     paths = text.split(params.paths, "|"),
     key = { torch = params.torch },
     store = store,
+    force = params.force,
   }
   if params.op == "capture" then
     show(artifact.capture(t, opts))
