@@ -48,7 +48,11 @@ pub fn shown(target: &Target, req: &ExecRequest, script: Option<&Script>) -> Str
     }
     // Input that is no text (artifact.restore's archive) is named by its size and digest:
     // pasted as a word it is noise, megabytes of it. The plan holds its digest either way.
-    if let Some(input) = req.stdin.as_deref().filter(|s| std::str::from_utf8(s).is_err()) {
+    if let Some(input) = req
+        .stdin
+        .as_deref()
+        .filter(|s| std::str::from_utf8(s).is_err())
+    {
         use sha2::Digest;
         let digest: String = sha2::Sha256::digest(input)
             .iter()

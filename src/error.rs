@@ -194,9 +194,7 @@ impl Error {
             Error::RunFailed
             | Error::PlanIncomplete(_)
             | Error::Unformatted { .. }
-            | Error::ArtifactsDamaged(_) => {
-                Exit::RunFailed
-            }
+            | Error::ArtifactsDamaged(_) => Exit::RunFailed,
             Error::Interrupted(s) | Error::RunInterrupted(s) => Exit::Signal(*s),
             Error::TestDiverged(_) => Exit::Diverged,
             // Problems with runbook's own state dir are found before a run starts

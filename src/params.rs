@@ -92,7 +92,11 @@ pub fn read_file(path: &std::path::Path) -> Result<ParamsFile, String> {
             toml::Value::Boolean(b) => b.to_string(),
             other => {
                 let kind = other.type_str();
-                let a = if kind.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
+                let a = if kind.starts_with(['a', 'e', 'i', 'o', 'u']) {
+                    "an"
+                } else {
+                    "a"
+                };
                 problems.push(format!(
                     "{shown}:{line}: {key}: {a} {kind}; a param is a string, number or boolean (KEY = VALUE at the top level)"
                 ));

@@ -22,9 +22,17 @@ fn cache_dir() -> tempfile::TempDir {
 /// Files as a compile cache has them: nested, binary, a symlink inside, modes.
 fn fill(dir: &Path) {
     std::fs::create_dir_all(dir.join("fxgraph/ab")).unwrap();
-    std::fs::write(dir.join("fxgraph/ab/graph.bin"), (0..=255u8).cycle().take(100_000).collect::<Vec<u8>>()).unwrap();
+    std::fs::write(
+        dir.join("fxgraph/ab/graph.bin"),
+        (0..=255u8).cycle().take(100_000).collect::<Vec<u8>>(),
+    )
+    .unwrap();
     std::fs::write(dir.join("triton.json"), b"{\"torch\": \"2.11.0+cu128\"}\n").unwrap();
-    std::fs::set_permissions(dir.join("triton.json"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::set_permissions(
+        dir.join("triton.json"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
     std::os::unix::fs::symlink("../../triton.json", dir.join("fxgraph/ab/meta")).unwrap();
 }
 
@@ -39,7 +47,10 @@ fn tree(dir: &Path) -> BTreeMap<String, (String, u32, Vec<u8>)> {
             let mode = m.permissions().mode() & 0o7777;
             if m.file_type().is_symlink() {
                 let to = std::fs::read_link(&p).unwrap();
-                out.insert(rel, ("link".into(), 0, to.display().to_string().into_bytes()));
+                out.insert(
+                    rel,
+                    ("link".into(), 0, to.display().to_string().into_bytes()),
+                );
             } else if m.is_dir() {
                 out.insert(rel, ("dir".into(), mode, Vec::new()));
                 walk(base, &p, out);
@@ -122,7 +133,10 @@ fn capture_wipe_restore_is_byte_exact_and_keeps_the_old_cache_aside() {
     let sha = manifest["parts"][0]["sha256"].as_str().unwrap();
     let object = std::fs::read(store(&env).join(format!("objects/{sha}.tar.gz"))).unwrap();
     use sha2::Digest;
-    let got: String = sha2::Sha256::digest(&object).iter().map(|b| format!("{b:02x}")).collect();
+    let got: String = sha2::Sha256::digest(&object)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
     assert_eq!(got, sha, "content-addressed");
     assert_eq!(manifest["source"], "local");
     assert!(manifest["run_id"].is_string());
@@ -133,16 +147,25 @@ fn capture_wipe_restore_is_byte_exact_and_keeps_the_old_cache_aside() {
     let out = run(&env, &[("op", "restore"), ("paths", s(&cache))]).run();
     out.assert_exit(0);
     let r = &results(&out)[0];
-    assert_eq!((r["restored"].as_str(), r["id"].as_str()), ("true", id.as_str()));
+    assert_eq!(
+        (r["restored"].as_str(), r["id"].as_str()),
+        ("true", id.as_str())
+    );
     assert_eq!(tree(&cache), before);
-    assert!(out.logs().iter().any(|l| l.contains(&format!("artifact {id}")) && l.contains("torch = 2.11.0+cu128 ✓")));
+    assert!(out
+        .logs()
+        .iter()
+        .any(|l| l.contains(&format!("artifact {id}")) && l.contains("torch = 2.11.0+cu128 ✓")));
 
     // Over a cache that changed: it is kept aside as cache.clear's keep names it.
     std::fs::write(cache.join("triton.json"), b"other").unwrap();
     let out = run(&env, &[("op", "restore"), ("paths", s(&cache))]).run();
     out.assert_exit(0);
     let kept = PathBuf::from(&results(&out)[0]["kept.1"]);
-    assert!(kept.display().to_string().contains("torchinductor_root.runbook-kept-"));
+    assert!(kept
+        .display()
+        .to_string()
+        .contains("torchinductor_root.runbook-kept-"));
     assert_eq!(std::fs::read(kept.join("triton.json")).unwrap(), b"other");
     assert_eq!(tree(&cache), before);
     assert!(staging_beside(&cache).is_empty());
@@ -170,7 +193,10 @@ fn a_cache_larger_than_a_commands_output_comes_back_whole() {
     let out = run(&env, &[("op", "capture"), ("paths", s(&cache))]).run();
     out.assert_exit(0);
     let c = &results(&out)[0];
-    assert!(c["archive_bytes"].parse::<u64>().unwrap() > 14 * 1024 * 1024, "{c:?}");
+    assert!(
+        c["archive_bytes"].parse::<u64>().unwrap() > 14 * 1024 * 1024,
+        "{c:?}"
+    );
     let reads = out
         .of_kind("action_started")
         .iter()
@@ -196,7 +222,9 @@ fn a_cache_larger_than_a_commands_output_comes_back_whole() {
         .count();
     assert_eq!(shown, 0, "the archive's bytes are no output events");
     std::fs::remove_dir_all(&cache).unwrap();
-    run(&env, &[("op", "restore"), ("paths", s(&cache))]).run().assert_exit(0);
+    run(&env, &[("op", "restore"), ("paths", s(&cache))])
+        .run()
+        .assert_exit(0);
     assert_eq!(tree(&cache), before);
 }
 
@@ -206,11 +234,16 @@ fn dry_run_plans_capture_and_restore_and_changes_nothing() {
     let d = cache_dir();
     let cache = d.path().join("c");
     fill(&cache);
-    let out = run(&env, &[("op", "capture"), ("paths", s(&cache))]).dry_run().run();
+    let out = run(&env, &[("op", "capture"), ("paths", s(&cache))])
+        .dry_run()
+        .run();
     out.assert_exit(0);
     let planned = out.of_kind("action_planned");
     assert!(
-        planned.iter().any(|p| p["summary"].as_str().unwrap().starts_with(&format!("pack {} (", s(&cache)))),
+        planned.iter().any(|p| p["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("pack {} (", s(&cache)))),
         "{planned:?}"
     );
     assert_eq!(results(&out)[0]["planned"], "true");
@@ -219,16 +252,26 @@ fn dry_run_plans_capture_and_restore_and_changes_nothing() {
     capture(&env, &cache);
     std::fs::write(cache.join("triton.json"), b"changed").unwrap();
     let before = tree(&cache);
-    let out = run(&env, &[("op", "restore"), ("paths", s(&cache))]).dry_run().run();
+    let out = run(&env, &[("op", "restore"), ("paths", s(&cache))])
+        .dry_run()
+        .run();
     out.assert_exit(0);
     let planned = out.of_kind("action_planned");
     let restore = planned
         .iter()
-        .find(|p| p["summary"].as_str().unwrap().starts_with(&format!("restore {} from artifact", s(&cache))))
+        .find(|p| {
+            p["summary"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("restore {} from artifact", s(&cache)))
+        })
         .unwrap_or_else(|| panic!("{planned:?}"));
     assert_eq!(restore["destructive"], true);
     let shown = restore["command"].as_str().unwrap();
-    assert!(shown.contains("artifact-unpack.sh") && shown.contains("bytes of binary data, sha256"), "{shown}");
+    assert!(
+        shown.contains("artifact-unpack.sh") && shown.contains("bytes of binary data, sha256"),
+        "{shown}"
+    );
     assert_eq!(tree(&cache), before, "a dry-run changes nothing");
     assert!(staging_beside(&cache).is_empty());
 }
@@ -241,22 +284,56 @@ fn key_mismatch_restores_nothing_and_says_field_by_field() {
     fill(&cache);
     capture(&env, &cache);
     std::fs::write(cache.join("triton.json"), b"mine").unwrap();
-    let out = run(&env, &[("op", "restore"), ("paths", s(&cache)), ("torch", "2.10.0+cu128")]).run();
+    let out = run(
+        &env,
+        &[
+            ("op", "restore"),
+            ("paths", s(&cache)),
+            ("torch", "2.10.0+cu128"),
+        ],
+    )
+    .run();
     out.assert_exit(0);
     let r = &results(&out)[0];
     assert_eq!(r["restored"], "false");
     assert_eq!(r["diff_lines.1"], "torch:2.11.0+cu128>2.10.0+cu128");
-    assert!(r["reason"].contains("torch: 2.11.0+cu128 (artifact) ≠ 2.10.0+cu128 (here)"), "{r:?}");
+    assert!(
+        r["reason"].contains("torch: 2.11.0+cu128 (artifact) ≠ 2.10.0+cu128 (here)"),
+        "{r:?}"
+    );
     assert_eq!(std::fs::read(cache.join("triton.json")).unwrap(), b"mine");
 
     // require = true: the step fails with the same reason.
-    let out = run(&env, &[("op", "restore"), ("paths", s(&cache)), ("torch", "2.10.0+cu128"), ("require", "true")]).run();
+    let out = run(
+        &env,
+        &[
+            ("op", "restore"),
+            ("paths", s(&cache)),
+            ("torch", "2.10.0+cu128"),
+            ("require", "true"),
+        ],
+    )
+    .run();
     out.assert_exit(1);
-    assert!(out.describe().contains("nothing was restored (require = true)"), "{}", out.describe());
+    assert!(
+        out.describe()
+            .contains("nothing was restored (require = true)"),
+        "{}",
+        out.describe()
+    );
     assert!(out.describe().contains("≠ 2.10.0+cu128 (here)"));
     assert_eq!(std::fs::read(cache.join("triton.json")).unwrap(), b"mine");
     // And no artifact of that name at all.
-    let out = run(&env, &[("op", "restore"), ("paths", s(&cache)), ("name", "other"), ("require", "true")]).run();
+    let out = run(
+        &env,
+        &[
+            ("op", "restore"),
+            ("paths", s(&cache)),
+            ("name", "other"),
+            ("require", "true"),
+        ],
+    )
+    .run();
     out.assert_exit(1);
     assert!(out.describe().contains("no artifact 'other'"));
 }
@@ -269,7 +346,12 @@ fn a_flipped_byte_is_refused_before_anything_is_extracted() {
     fill(&cache);
     capture(&env, &cache);
     let objects = store(&env).join("objects");
-    let obj = std::fs::read_dir(&objects).unwrap().next().unwrap().unwrap().path();
+    let obj = std::fs::read_dir(&objects)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
     let mut bytes = std::fs::read(&obj).unwrap();
     let mid = bytes.len() / 2;
     bytes[mid] ^= 1;
@@ -278,11 +360,17 @@ fn a_flipped_byte_is_refused_before_anything_is_extracted() {
     let before = tree(&cache);
     let out = run(&env, &[("op", "restore"), ("paths", s(&cache))]).run();
     out.assert_exit(1);
-    assert!(out.describe().contains("is damaged: its sha256 is"), "{}", out.describe());
+    assert!(
+        out.describe().contains("is damaged: its sha256 is"),
+        "{}",
+        out.describe()
+    );
     assert!(out.describe().contains("nothing was restored"));
     assert_eq!(tree(&cache), before);
     assert!(
-        out.of_kind("action_started").iter().all(|a| !a["summary"].as_str().unwrap().starts_with("restore ")),
+        out.of_kind("action_started")
+            .iter()
+            .all(|a| !a["summary"].as_str().unwrap().starts_with("restore ")),
         "no restore command ran"
     );
     let v = Run::cmd(&env, ["artifacts", "verify"]).run();
@@ -299,7 +387,11 @@ fn hostile(entries: &[(&str, tar::EntryType, u32, &str)]) -> Vec<u8> {
         let mut h = tar::Header::new_gnu();
         h.set_entry_type(*kind);
         h.set_mode(*mode);
-        let body: &[u8] = if *kind == tar::EntryType::Regular { b"x" } else { b"" };
+        let body: &[u8] = if *kind == tar::EntryType::Regular {
+            b"x"
+        } else {
+            b""
+        };
         h.set_size(body.len() as u64);
         h.as_old_mut().name[..name.len()].copy_from_slice(name.as_bytes());
         if !link.is_empty() {
@@ -326,18 +418,61 @@ fn hostile_archives_are_refused_with_nothing_written() {
     let out_name = format!("../{}", outside.file_name().unwrap().to_str().unwrap());
     let abs = format!("{}/abs", s(&outside));
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
-        ("absolute", hostile(&[("./", T::Directory, 0o755, ""), (&abs, T::Regular, 0o644, "")]), "an absolute name"),
-        ("dotdot", hostile(&[("./", T::Directory, 0o755, ""), (&format!("./{out_name}"), T::Regular, 0o644, "")]), "'..'"),
-        ("symlink out", hostile(&[("./", T::Directory, 0o755, ""), ("./l", T::Symlink, 0o777, "/etc"), ("./l/passwd", T::Regular, 0o644, "")]), "absolute target"),
-        ("hardlink", hostile(&[("./", T::Directory, 0o755, ""), ("./h", T::Link, 0o644, "/etc/passwd")]), "a hard link"),
-        ("fifo", hostile(&[("./", T::Directory, 0o755, ""), ("./f", T::Fifo, 0o644, "")]), "a fifo"),
-        ("setuid", hostile(&[("./", T::Directory, 0o755, ""), ("./s", T::Regular, 0o4755, "")]), "setuid/setgid"),
+        (
+            "absolute",
+            hostile(&[
+                ("./", T::Directory, 0o755, ""),
+                (&abs, T::Regular, 0o644, ""),
+            ]),
+            "an absolute name",
+        ),
+        (
+            "dotdot",
+            hostile(&[
+                ("./", T::Directory, 0o755, ""),
+                (&format!("./{out_name}"), T::Regular, 0o644, ""),
+            ]),
+            "'..'",
+        ),
+        (
+            "symlink out",
+            hostile(&[
+                ("./", T::Directory, 0o755, ""),
+                ("./l", T::Symlink, 0o777, "/etc"),
+                ("./l/passwd", T::Regular, 0o644, ""),
+            ]),
+            "absolute target",
+        ),
+        (
+            "hardlink",
+            hostile(&[
+                ("./", T::Directory, 0o755, ""),
+                ("./h", T::Link, 0o644, "/etc/passwd"),
+            ]),
+            "a hard link",
+        ),
+        (
+            "fifo",
+            hostile(&[("./", T::Directory, 0o755, ""), ("./f", T::Fifo, 0o644, "")]),
+            "a fifo",
+        ),
+        (
+            "setuid",
+            hostile(&[
+                ("./", T::Directory, 0o755, ""),
+                ("./s", T::Regular, 0o4755, ""),
+            ]),
+            "setuid/setgid",
+        ),
     ];
     std::fs::write(cache.join("triton.json"), b"mine").unwrap();
     let before = tree(&cache);
     for (what, gz, why) in cases {
         use sha2::Digest;
-        let sha: String = sha2::Sha256::digest(&gz).iter().map(|b| format!("{b:02x}")).collect();
+        let sha: String = sha2::Sha256::digest(&gz)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         std::fs::write(store(&env).join(format!("objects/{sha}.tar.gz")), &gz).unwrap();
         let mut m = manifest.clone();
         m["parts"][0]["sha256"] = sha.clone().into();
@@ -345,7 +480,10 @@ fn hostile_archives_are_refused_with_nothing_written() {
         let out = run(&env, &[("op", "restore"), ("paths", s(&cache))]).run();
         out.assert_exit(1);
         let text = out.describe();
-        assert!(text.contains("refused, nothing was restored") && text.contains(why), "{what}: {text}");
+        assert!(
+            text.contains("refused, nothing was restored") && text.contains(why),
+            "{what}: {text}"
+        );
         assert_eq!(tree(&cache), before, "{what}");
         assert!(!outside.exists(), "{what}");
         assert!(staging_beside(&cache).is_empty(), "{what}");
@@ -362,9 +500,12 @@ fn two_captures_at_once_are_two_whole_artifacts() {
         // Two runs on one target: the target's run lock takes them in turn (waited for);
         // each may see the other's tar reading the cache (a process using it): force.
         let one = || {
-            run(&env, &[("op", "capture"), ("paths", s(&cache)), ("force", "true")])
-                .args(["--lock-wait", "60s"])
-                .run()
+            run(
+                &env,
+                &[("op", "capture"), ("paths", s(&cache)), ("force", "true")],
+            )
+            .args(["--lock-wait", "60s"])
+            .run()
         };
         let a = sc.spawn(one);
         let b = sc.spawn(one);
@@ -378,16 +519,31 @@ fn two_captures_at_once_are_two_whole_artifacts() {
     list.assert_exit(0);
     let listed: Vec<String> = results(&list).iter().map(|r| r["id"].clone()).collect();
     assert_eq!(listed.len(), 2, "{listed:?}");
-    let objects = std::fs::read_dir(store(&env).join("objects")).unwrap().count();
+    let objects = std::fs::read_dir(store(&env).join("objects"))
+        .unwrap()
+        .count();
     assert!(objects <= 2, "no temporary file left behind");
     Run::cmd(&env, ["artifacts", "verify"]).run().assert_exit(0);
     let shown = Run::cmd(&env, ["artifacts", "show", &ids[0][..8]]).run();
     shown.assert_exit(0);
-    assert!(shown.stdout_text().contains(&format!("\"id\": \"{}\"", ids[0])));
+    assert!(shown
+        .stdout_text()
+        .contains(&format!("\"id\": \"{}\"", ids[0])));
     let listed = Run::cmd(&env, ["artifacts", "list"]).run();
-    assert!(listed.stdout_text().contains("test-cache"), "{}", listed.describe());
-    Run::cmd(&env, ["artifacts", "prune", "--keep", "1"]).run().assert_exit(0);
-    assert_eq!(std::fs::read_dir(store(&env).join("manifests")).unwrap().count(), 1);
+    assert!(
+        listed.stdout_text().contains("test-cache"),
+        "{}",
+        listed.describe()
+    );
+    Run::cmd(&env, ["artifacts", "prune", "--keep", "1"])
+        .run()
+        .assert_exit(0);
+    assert_eq!(
+        std::fs::read_dir(store(&env).join("manifests"))
+            .unwrap()
+            .count(),
+        1
+    );
 }
 
 #[test]
@@ -399,7 +555,12 @@ fn capture_and_restore_on_a_remote_target_over_ssh() {
     let cache = d.path().join("c");
     fill(&cache);
     let before = tree(&cache);
-    let out = run(&env, &[("op", "capture"), ("paths", s(&cache)), ("target", "node1")]).ssh(&fleet).run();
+    let out = run(
+        &env,
+        &[("op", "capture"), ("paths", s(&cache)), ("target", "node1")],
+    )
+    .ssh(&fleet)
+    .run();
     out.assert_exit(0);
     let c = &results(&out)[0];
     let manifest: serde_json::Value = serde_json::from_slice(
@@ -408,7 +569,12 @@ fn capture_and_restore_on_a_remote_target_over_ssh() {
     .unwrap();
     assert_eq!(manifest["source"], "node1");
     std::fs::remove_dir_all(&cache).unwrap();
-    let out = run(&env, &[("op", "restore"), ("paths", s(&cache)), ("target", "node1")]).ssh(&fleet).run();
+    let out = run(
+        &env,
+        &[("op", "restore"), ("paths", s(&cache)), ("target", "node1")],
+    )
+    .ssh(&fleet)
+    .run();
     out.assert_exit(0);
     assert_eq!(results(&out)[0]["restored"], "true");
     assert_eq!(tree(&cache), before);

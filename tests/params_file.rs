@@ -29,13 +29,41 @@ fn file(env: &Env, name: &str, body: &str, mode: u32) -> std::path::PathBuf {
 fn values_come_from_the_file_and_set_wins() {
     let env = Env::new();
     let rb = env.write("p.lua", RUNBOOK);
-    let params = file(&env, "p.toml", "# the demo's\ndir = \"/tmp/x\"\nn = 3\nfast = true\n", 0o644);
-    let out = Run::new(&env, &rb).arg("--params").arg(&params).json().yes().run();
+    let params = file(
+        &env,
+        "p.toml",
+        "# the demo's\ndir = \"/tmp/x\"\nn = 3\nfast = true\n",
+        0o644,
+    );
+    let out = Run::new(&env, &rb)
+        .arg("--params")
+        .arg(&params)
+        .json()
+        .yes()
+        .run();
     out.assert_exit(0);
-    assert!(out.logs().iter().any(|l| l == "got dir=/tmp/x n=3 fast=true token="), "{:?}", out.logs());
-    let out = Run::new(&env, &rb).arg("--params").arg(&params).set("n", "7").json().yes().run();
+    assert!(
+        out.logs()
+            .iter()
+            .any(|l| l == "got dir=/tmp/x n=3 fast=true token="),
+        "{:?}",
+        out.logs()
+    );
+    let out = Run::new(&env, &rb)
+        .arg("--params")
+        .arg(&params)
+        .set("n", "7")
+        .json()
+        .yes()
+        .run();
     out.assert_exit(0);
-    assert!(out.logs().iter().any(|l| l == "got dir=/tmp/x n=7 fast=true token="), "{:?}", out.logs());
+    assert!(
+        out.logs()
+            .iter()
+            .any(|l| l == "got dir=/tmp/x n=7 fast=true token="),
+        "{:?}",
+        out.logs()
+    );
 }
 
 #[test]
@@ -43,9 +71,18 @@ fn errors_name_the_file_and_line() {
     let env = Env::new();
     let rb = env.write("p.lua", RUNBOOK);
     let cases = [
-        ("dir = \"/tmp/x\"\n\ndri = \"/y\"\n", ":3: unknown param 'dri'; did you mean 'dir'?"),
-        ("dir = \"/tmp/x\"\nn = \"three\"\n", ":2: param 'n': expected an integer, got 'three'"),
-        ("dir = \"/tmp/x\"\nn = [1, 2]\n", ":2: n: an array; a param is a string, number or boolean"),
+        (
+            "dir = \"/tmp/x\"\n\ndri = \"/y\"\n",
+            ":3: unknown param 'dri'; did you mean 'dir'?",
+        ),
+        (
+            "dir = \"/tmp/x\"\nn = \"three\"\n",
+            ":2: param 'n': expected an integer, got 'three'",
+        ),
+        (
+            "dir = \"/tmp/x\"\nn = [1, 2]\n",
+            ":2: n: an array; a param is a string, number or boolean",
+        ),
         ("dir = \"/tmp/x\"\nn = \n", ":2: not TOML"),
     ];
     for (body, want) in cases {
@@ -53,11 +90,21 @@ fn errors_name_the_file_and_line() {
         let out = Run::new(&env, &rb).arg("--params").arg(&params).yes().run();
         out.assert_exit(2);
         let text = out.stderr_text();
-        assert!(text.contains(&format!("{}{want}", params.display())), "{body}: {text}");
+        assert!(
+            text.contains(&format!("{}{want}", params.display())),
+            "{body}: {text}"
+        );
     }
-    let out = Run::new(&env, &rb).args(["--params", "/no/such.toml"]).yes().run();
+    let out = Run::new(&env, &rb)
+        .args(["--params", "/no/such.toml"])
+        .yes()
+        .run();
     out.assert_exit(2);
-    assert!(out.stderr_text().contains("--params /no/such.toml"), "{}", out.describe());
+    assert!(
+        out.stderr_text().contains("--params /no/such.toml"),
+        "{}",
+        out.describe()
+    );
 }
 
 #[test]
@@ -69,13 +116,30 @@ fn a_secret_is_refused_unless_the_file_is_private() {
     let out = Run::new(&env, &rb).arg("--params").arg(&open).yes().run();
     out.assert_exit(2);
     let text = out.stderr_text();
-    assert!(text.contains(":2: param 'token' is a secret") && text.contains("chmod 600"), "{text}");
-    assert!(!text.contains("hunter2"), "the secret is never shown: {text}");
+    assert!(
+        text.contains(":2: param 'token' is a secret") && text.contains("chmod 600"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("hunter2"),
+        "the secret is never shown: {text}"
+    );
     let private = file(&env, "private.toml", body, 0o600);
-    let out = Run::new(&env, &rb).arg("--params").arg(&private).json().yes().run();
+    let out = Run::new(&env, &rb)
+        .arg("--params")
+        .arg(&private)
+        .json()
+        .yes()
+        .run();
     out.assert_exit(0);
-    assert!(!out.stdout_text().contains("hunter2-secret"), "masked in every event");
-    assert!(out.logs().iter().any(|l| l.starts_with("got dir=/tmp/x") && !l.contains("hunter2")));
+    assert!(
+        !out.stdout_text().contains("hunter2-secret"),
+        "masked in every event"
+    );
+    assert!(out
+        .logs()
+        .iter()
+        .any(|l| l.starts_with("got dir=/tmp/x") && !l.contains("hunter2")));
 }
 
 /// examples/train/params.toml holds the README's `--set` values: the same params result.
@@ -106,7 +170,9 @@ fn the_demo_params_file_is_the_readme_command() {
         .skip(1)
         .map(|s| s.replace('"', "").replace("repo=$PWD", "repo=."))
         .collect();
-    let mut run = Run::new(&env, "clean-reset").args(["--dry-run", "--offline"]).json();
+    let mut run = Run::new(&env, "clean-reset")
+        .args(["--dry-run", "--offline"])
+        .json();
     for s in &sets {
         let (k, v) = s.split_once('=').unwrap();
         run = run.set(k, v);

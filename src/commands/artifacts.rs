@@ -104,7 +104,11 @@ fn verify(store: &Store, id: Option<&str>) -> Result<()> {
         }
     }
     if bad.is_empty() {
-        println!("{} artifact(s) verified in {}", all.len(), store.dir.display());
+        println!(
+            "{} artifact(s) verified in {}",
+            all.len(),
+            store.dir.display()
+        );
         return Ok(());
     }
     Err(Error::ArtifactsDamaged(format!(

@@ -338,7 +338,11 @@ async fn fetch(step: &Step<'_>, answer: &str, given: &str) -> Result<Vec<u8>> {
         .trim_end_matches('\n')
         .split_once(' ')
         .and_then(|(n, f)| Some((n.parse::<u64>().ok()?, f.to_string())))
-        .ok_or_else(|| step.fail(format!("{what}: unexpected answer from pack.sh: {answer:?}")))?;
+        .ok_or_else(|| {
+            step.fail(format!(
+                "{what}: unexpected answer from pack.sh: {answer:?}"
+            ))
+        })?;
     let mib = 1024 * 1024;
     let pieces = size.div_ceil(CHUNK_MIB * mib).max(1);
     let mut archive = Vec::with_capacity(size as usize);
@@ -358,7 +362,11 @@ async fn fetch(step: &Step<'_>, answer: &str, given: &str) -> Result<Vec<u8>> {
             i + 1
         );
         let ran = step.read(cmd, summary).await?;
-        check(step, &ran, &format!("reading the archive of {given} ({file})"))?;
+        check(
+            step,
+            &ran,
+            &format!("reading the archive of {given} ({file})"),
+        )?;
         let out = ran.outcome().expect("a real run's read ran");
         archive.extend_from_slice(&out.stdout);
         let want = (size.min((i + 1) * CHUNK_MIB * mib)) as usize;
@@ -408,7 +416,11 @@ pub async fn restore(step: &Step<'_>, req: &Request) -> Result<Restored> {
             req.name,
             paths.join(", ")
         );
-        log(step, Level::Warn, format!("{what}: {reason}; nothing was restored"));
+        log(
+            step,
+            Level::Warn,
+            format!("{what}: {reason}; nothing was restored"),
+        );
         return Ok(not_restored(reason, None, Vec::new()));
     };
     let Some(m) = candidates.iter().find(|m| m.key == here) else {
@@ -547,11 +559,10 @@ pub fn check_archive(gz: &[u8]) -> Result<Listing, Vec<String>> {
             }
         };
         let joined = parts.join("/");
-        if let Some(l) = links
-            .iter()
-            .find(|l| joined.starts_with(&format!("{l}/")))
-        {
-            refused.push(format!("{name}: lies through the symlink {l} of the archive"));
+        if let Some(l) = links.iter().find(|l| joined.starts_with(&format!("{l}/"))) {
+            refused.push(format!(
+                "{name}: lies through the symlink {l} of the archive"
+            ));
         }
         use tar::EntryType as T;
         match kind {
@@ -569,7 +580,10 @@ pub fn check_archive(gz: &[u8]) -> Result<Listing, Vec<String>> {
             T::Link => refused.push(format!("{name}: a hard link (not kept in an artifact)")),
             T::Char | T::Block => refused.push(format!("{name}: a device")),
             T::Fifo => refused.push(format!("{name}: a fifo")),
-            other => refused.push(format!("{name}: an entry of type {:?}", other.as_byte() as char)),
+            other => refused.push(format!(
+                "{name}: an entry of type {:?}",
+                other.as_byte() as char
+            )),
         }
         if mode & 0o6000 != 0 {
             refused.push(format!("{name}: setuid/setgid (mode {mode:o})"));
@@ -676,8 +690,10 @@ mod tests {
             ("./l", T::Symlink, 0o777, "d"),
             ("./l/x", T::Regular, 0o644, ""),
         ]);
-        assert!(check_archive(&through).unwrap_err()[0].contains("through the symlink ./l")
-            || check_archive(&through).unwrap_err()[0].contains("through the symlink l"));
+        assert!(
+            check_archive(&through).unwrap_err()[0].contains("through the symlink ./l")
+                || check_archive(&through).unwrap_err()[0].contains("through the symlink l")
+        );
         assert!(check_archive(b"not gzip").is_err());
     }
 
@@ -752,15 +768,25 @@ mod tests {
             assert!(answer.status.success(), "{shell}: {answer:?}");
             let answer = String::from_utf8(answer.stdout).unwrap();
             let (size, file) = answer.trim().split_once(' ').unwrap();
-            assert!(file.starts_with(&format!("{rs}/.src.runbook-pack.")), "{shell}: {file}");
+            assert!(
+                file.starts_with(&format!("{rs}/.src.runbook-pack.")),
+                "{shell}: {file}"
+            );
             let mode = std::fs::metadata(file).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o600, "{shell}: the archive is private");
             let packed = run(CHUNK, &[file, "0", "6", "1"], b"");
             assert!(packed.status.success(), "{shell}: {packed:?}");
             assert_eq!(packed.stdout.len().to_string(), size, "{shell}");
-            assert!(!Path::new(file).exists(), "{shell}: the last piece deletes it");
+            assert!(
+                !Path::new(file).exists(),
+                "{shell}: the last piece deletes it"
+            );
             assert!(check_archive(&packed.stdout).is_ok(), "{shell}");
-            let refused = run(CHUNK, &[src.join("a").to_str().unwrap(), "0", "6", "1"], b"");
+            let refused = run(
+                CHUNK,
+                &[src.join("a").to_str().unwrap(), "0", "6", "1"],
+                b"",
+            );
             assert!(!refused.status.success(), "{shell}: only pack.sh's files");
             assert!(src.join("a").exists());
             let dst = r.join("dst");
@@ -777,20 +803,35 @@ mod tests {
                 std::fs::read_link(dst.join("sub/l")).unwrap(),
                 Path::new("../a")
             );
-            let mode = std::fs::metadata(dst.join("a")).unwrap().permissions().mode();
+            let mode = std::fs::metadata(dst.join("a"))
+                .unwrap()
+                .permissions()
+                .mode();
             assert_eq!(mode & 0o777, 0o640, "{shell}");
             use tar::EntryType as T;
             // A fifo is refused after extraction, with the directory there left as it
             // was; a setuid bit either refuses the same way (busybox keeps the mode) or
             // never reaches the disk (GNU tar drops it under --no-same-permissions).
             for (bad, must_fail) in [
-                (archive(&[("./", T::Directory, 0o755, ""), ("./f", T::Fifo, 0o644, "")]), true),
-                (archive(&[("./", T::Directory, 0o755, ""), ("./s", T::Regular, 0o4755, "")]), false),
+                (
+                    archive(&[("./", T::Directory, 0o755, ""), ("./f", T::Fifo, 0o644, "")]),
+                    true,
+                ),
+                (
+                    archive(&[
+                        ("./", T::Directory, 0o755, ""),
+                        ("./s", T::Regular, 0o4755, ""),
+                    ]),
+                    false,
+                ),
             ] {
                 let out = run(UNPACK, &[rs, dst.to_str().unwrap()], &bad);
                 if out.status.success() {
                     assert!(!must_fail, "{shell}: {out:?}");
-                    let mode = std::fs::metadata(dst.join("s")).unwrap().permissions().mode();
+                    let mode = std::fs::metadata(dst.join("s"))
+                        .unwrap()
+                        .permissions()
+                        .mode();
                     assert_eq!(mode & 0o6000, 0, "{shell}: the setuid bit was kept");
                     let kept = String::from_utf8_lossy(&out.stdout).trim().to_string();
                     std::fs::remove_dir_all(&dst).unwrap();

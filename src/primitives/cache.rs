@@ -404,9 +404,7 @@ pub(crate) async fn locate(
     for (given, t) in paths.iter().zip(&tidied) {
         let rule = match t {
             Err(rule) => Some(rule.clone()),
-            Ok(i) => {
-                refusal(&probe, &probe.paths[*i]).or_else(|| in_use(&probe.paths[*i], force))
-            }
+            Ok(i) => refusal(&probe, &probe.paths[*i]).or_else(|| in_use(&probe.paths[*i], force)),
         };
         if let Some(rule) = rule {
             refusals.push(format!("{given}: {rule}"));

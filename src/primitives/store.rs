@@ -123,7 +123,10 @@ impl Store {
                 .map(|d| Store {
                     dir: d.join("artifacts"),
                 })
-                .ok_or_else(|| "the default store is in the state dir, which only a run has; give store = DIR".into()),
+                .ok_or_else(|| {
+                    "the default store is in the state dir, which only a run has; give store = DIR"
+                        .into()
+                }),
         }
     }
 
@@ -316,7 +319,11 @@ mod tests {
             dir: dir.path().join("s"),
         };
         let sha = store.put_object(b"abc").unwrap();
-        assert_eq!(store.put_object(b"abc").unwrap(), sha, "the same bytes, once");
+        assert_eq!(
+            store.put_object(b"abc").unwrap(),
+            sha,
+            "the same bytes, once"
+        );
         for t in [1, 2, 3] {
             store.put_manifest(&manifest("a", t, &sha)).unwrap();
         }
@@ -370,9 +377,14 @@ mod tests {
             let reader = sc.spawn(|| {
                 let mut looks = 0;
                 while !done.load(std::sync::atomic::Ordering::SeqCst) || looks == 0 {
-                    for m in store.list().expect("a listing never meets a partial manifest") {
+                    for m in store
+                        .list()
+                        .expect("a listing never meets a partial manifest")
+                    {
                         for p in &m.parts {
-                            store.read_object(p).expect("a listed artifact's object is whole");
+                            store
+                                .read_object(p)
+                                .expect("a listed artifact's object is whole");
                         }
                     }
                     looks += 1;
@@ -387,7 +399,9 @@ mod tests {
                             let body = vec![(i * 10 + j) as u8; 200_000];
                             let sha = store.put_object(&body).unwrap();
                             store.put_object(&body).unwrap();
-                            store.put_manifest(&manifest("c", i * 100 + j, &sha)).unwrap();
+                            store
+                                .put_manifest(&manifest("c", i * 100 + j, &sha))
+                                .unwrap();
                         }
                     })
                 })
