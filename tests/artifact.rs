@@ -3,6 +3,7 @@
 //! writes), locally and over a real sshd (common/sshd.rs); the store is the state dir's.
 //! Hostile archives are made here with the tar crate, with headers set by hand.
 mod common;
+use common::mount::Mounted;
 use common::sshd::Fleet;
 use common::*;
 use std::collections::BTreeMap;
@@ -578,4 +579,44 @@ fn capture_and_restore_on_a_remote_target_over_ssh() {
     out.assert_exit(0);
     assert_eq!(results(&out)[0]["restored"], "true");
     assert_eq!(tree(&cache), before);
+}
+
+/// A restore onto a filesystem that fills up while extracting: the step fails, the cache
+/// there is as it was, and no staging directory is left.
+#[test]
+fn a_full_disk_mid_restore_leaves_the_old_cache_as_it_was() {
+    let env = Env::new();
+    let d = cache_dir();
+    let fs = d.path().join("small");
+    let Some(mounted) = Mounted::tmpfs(&fs, "size=8m") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI runs as root and mounts"
+        );
+        return;
+    };
+    let cache = fs.join("c");
+    fill(&cache);
+    let mut x: u64 = 0x2545f4914f6cdd1d;
+    let noise: Vec<u8> = (0..3 * 1024 * 1024)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    std::fs::write(cache.join("kernels.so"), &noise).unwrap();
+    capture(&env, &cache);
+    std::fs::remove_file(cache.join("kernels.so")).unwrap();
+    std::fs::write(cache.join("triton.json"), b"mine").unwrap();
+    let before = tree(&cache);
+    mounted.remount("size=2m");
+    let out = run(&env, &[("op", "restore"), ("paths", s(&cache))]).run();
+    out.assert_exit(1);
+    let text = out.describe();
+    assert!(text.contains("left as it was"), "{text}");
+    assert_eq!(tree(&cache), before);
+    assert!(staging_beside(&cache).is_empty());
+    drop(mounted);
 }
