@@ -249,6 +249,23 @@ fn dry_run_plans_capture_and_restore_and_changes_nothing() {
     );
     assert_eq!(results(&out)[0]["planned"], "true");
     assert!(!store(&env).join("manifests").exists(), "nothing stored");
+    // --offline: planned from the paths as written, nothing looked at.
+    let out = run(&env, &[("op", "capture"), ("paths", s(&cache))])
+        .dry_run()
+        .offline()
+        .run();
+    out.assert_exit(0);
+    let planned = out.of_kind("action_planned");
+    assert!(
+        planned.iter().any(|p| p["summary"]
+            == format!(
+                "pack {} (size unknown with --offline) into artifact 'test-cache' in {}",
+                s(&cache),
+                store(&env).display()
+            )),
+        "{planned:?}"
+    );
+    assert!(!store(&env).join("manifests").exists(), "nothing stored");
 
     capture(&env, &cache);
     std::fs::write(cache.join("triton.json"), b"changed").unwrap();

@@ -141,7 +141,8 @@ fn request(
 /// nothing is packed or stored then, and `id` is nil). The archive is written beside the
 /// cache first (a new private file, deleted once read) and read back in 6 MiB reads
 /// (`read the archive of PATH (…), part 1 of 59`), as a command's output is bounded; its
-/// bytes are never output events. Options ([`CaptureOptions`]):
+/// bytes are never output events. With `--offline` each pack is planned from the path as
+/// written (`size unknown with --offline`), and `key` is nil. Options ([`CaptureOptions`]):
 ///
 /// ```lua
 /// step("keep the compile cache that worked", function()

@@ -216,13 +216,10 @@ pub async fn capture(step: &Step<'_>, req: &Request) -> Result<Captured> {
     let paths = tidied(step, what, &req.paths)?;
     let key = key_here(step, req).await?;
     let store = req.store.dir.display().to_string();
-    let found = match cache::locate(step, what, &req.paths, req.force, "nothing was captured").await? {
-        Some(f) => f,
-        None => {
-            return Err(step.fail(format!(
-                "{what}: cannot plan with --offline: which directories there are is only known by looking at the target"
-            )))
-        }
+    let Some(found) =
+        cache::locate(step, what, &req.paths, req.force, "nothing was captured").await?
+    else {
+        return plan_offline(step, req, key, store).await;
     };
     let missing: Vec<String> = req
         .paths
@@ -327,6 +324,36 @@ pub async fn capture(step: &Step<'_>, req: &Request) -> Result<Captured> {
         store,
         changed: true,
         planned: false,
+    })
+}
+
+/// With `--offline` nothing is looked at: each pack is planned from the path as written
+/// (its size unknown), as `cache.clear` plans offline.
+async fn plan_offline(
+    step: &Step<'_>,
+    req: &Request,
+    key: Option<Key>,
+    store: String,
+) -> Result<Captured> {
+    for given in &req.paths {
+        let (root, path) = cache::offline_root(step, given)
+            .map_err(|e| step.fail(format!("artifact.capture: {given}: {e}")))?;
+        let summary = format!(
+            "pack {path} (size unknown with --offline) into artifact '{}' in {store}",
+            req.name
+        );
+        let cmd = Cmd::script(&PACK_SCRIPT, [root.as_str(), path.as_str()]);
+        step.change(cmd, summary, false).await?;
+    }
+    Ok(Captured {
+        id: None,
+        bytes: 0,
+        files: 0,
+        archive_bytes: 0,
+        key,
+        store,
+        changed: true,
+        planned: true,
     })
 }
 

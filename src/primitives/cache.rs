@@ -429,6 +429,21 @@ pub(crate) async fn locate(
     ))
 }
 
+/// With `--offline`, where nothing is resolved: the path as written (tidied) and the
+/// innermost root that holds it as written, as `cache.clear` plans offline (an empty
+/// root, which the scripts refuse, for a path under none), or the rule it breaks.
+pub(crate) fn offline_root(step: &Step<'_>, path: &str) -> Result<(String, String), String> {
+    let path = tidy(path)?;
+    let roots: Vec<String> = roots(step).iter().filter_map(|r| tidy(r).ok()).collect();
+    let root = roots
+        .iter()
+        .filter(|r| r.as_str() != "/" && under(&path, r))
+        .max_by_key(|r| r.len())
+        .cloned()
+        .unwrap_or_default();
+    Ok((root, path))
+}
+
 /// The name `keep = true` gives a copy set aside, before its time: artifact.restore's
 /// `unpack.sh` keeps the cache it replaces under the same name, so `cache.restore` puts
 /// it back.
