@@ -207,13 +207,25 @@ pub fn own_change<T>(
     made.map(Some).map_err(ActionError::Failed)
 }
 
-pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionError> {
+pub async fn perform(ctx: &Ctx, mut action: Action<'_>) -> Result<Performed, ActionError> {
     crate::quote::validate_argv(&action.req.argv)?;
     let step = ctx.step.get().map(|s| s.index).unwrap_or(0);
     let id = ctx.next_action_id();
     let target = action.target.name();
-    // The exact line is what a confirmed plan holds the run to; people see `shown`.
-    let command = action.target.render(&action.req);
+    // The exact line is what a confirmed plan holds the run to; people see `shown`. Input
+    // that is no text (artifact.restore's archive, megabytes) is left out of it: the plan
+    // holds the run to its digest (`stdin_sha256`) all the same.
+    let command = match action.req.stdin.take() {
+        Some(input) if std::str::from_utf8(&input).is_err() => {
+            let line = action.target.render(&action.req);
+            action.req.stdin = Some(input);
+            format!("{line} < (binary stdin)")
+        }
+        input => {
+            action.req.stdin = input;
+            action.target.render(&action.req)
+        }
+    };
     let shown = shown(action.target, &action.req, action.script);
     // An argv is readable by every user of the machine (/proc/PID/cmdline) while the
     // command runs, on every hop: say so when a secret is in one. Env and stdin are not.

@@ -637,3 +637,66 @@ fn a_full_disk_mid_restore_leaves_the_old_cache_as_it_was() {
     assert!(staging_beside(&cache).is_empty());
     drop(mounted);
 }
+
+/// `runbook plan -o` of a restore holds the archive by its digest (not its bytes as
+/// text), `apply` restores it, and a plan made before another capture is refused at the
+/// restore: the artifact it would now send is not the one reviewed.
+#[test]
+fn a_saved_plan_of_a_restore_holds_the_archive_by_its_digest() {
+    let env = Env::new();
+    let d = cache_dir();
+    let cache = d.path().join("c");
+    fill(&cache);
+    let before = tree(&cache);
+    capture(&env, &cache);
+    std::fs::write(cache.join("triton.json"), b"mine").unwrap();
+    let plan = env.tmp.path().join("restore.json");
+    let rb = repo().join("tests/runbooks/artifact/artifact.lua");
+    let sets = ["--set", "op=restore", "--set"];
+    let paths = format!("paths={}", s(&cache));
+    Run::cmd(&env, ["plan"])
+        .arg(&rb)
+        .args(sets)
+        .arg(&paths)
+        .arg("-o")
+        .arg(&plan)
+        .run()
+        .assert_exit(0);
+    let text = std::fs::read_to_string(&plan).unwrap();
+    assert!(
+        text.len() < 64 * 1024,
+        "no archive in the plan: {} bytes",
+        text.len()
+    );
+    assert!(text.contains("< (binary stdin)"));
+    Run::cmd(&env, ["apply"])
+        .arg(&plan)
+        .arg("--yes")
+        .run()
+        .assert_exit(0);
+    assert_eq!(tree(&cache), before);
+
+    // Planned, then another capture (of other contents): apply must not send it.
+    std::fs::write(cache.join("triton.json"), b"mine").unwrap();
+    Run::cmd(&env, ["plan"])
+        .arg(&rb)
+        .args(sets)
+        .arg(&paths)
+        .arg("-o")
+        .arg(&plan)
+        .run()
+        .assert_exit(0);
+    std::fs::write(cache.join("triton.json"), b"newer").unwrap();
+    capture(&env, &cache);
+    std::fs::write(cache.join("triton.json"), b"mine").unwrap();
+    let applied = Run::cmd(&env, ["apply"]).arg(&plan).arg("--yes").run();
+    applied.assert_exit(1);
+    assert!(
+        applied
+            .stderr_text()
+            .contains("this change is not one that was confirmed"),
+        "{}",
+        applied.describe()
+    );
+    assert_eq!(std::fs::read(cache.join("triton.json")).unwrap(), b"mine");
+}
