@@ -372,7 +372,8 @@ async fn fetch(step: &Step<'_>, answer: &str, given: &str) -> Result<Vec<u8>> {
         })?;
     let mib = 1024 * 1024;
     let pieces = size.div_ceil(CHUNK_MIB * mib).max(1);
-    let mut archive = Vec::with_capacity(size as usize);
+    // Not reserved from `size`: the target says it, and may say anything.
+    let mut archive = Vec::new();
     for i in 0..pieces {
         let last = if i + 1 == pieces { "1" } else { "0" };
         let args = [
@@ -507,11 +508,13 @@ pub async fn restore(step: &Step<'_>, req: &Request) -> Result<Restored> {
         })?;
         archives.push(bytes);
     }
-    let found: Vec<Located> =
-        match cache::locate(step, what, &req.paths, req.force, "nothing was restored").await? {
-            Some(f) => f,
-            None => unreachable!("the key was read, so this is no --offline run"),
-        };
+    let Some(found): Option<Vec<Located>> =
+        cache::locate(step, what, &req.paths, req.force, "nothing was restored").await?
+    else {
+        return Err(step.fail(format!(
+            "{what}: cannot plan with --offline: the paths are resolved on the target"
+        )));
+    };
     let mut kept = Vec::new();
     for ((part, f), bytes) in m.parts.iter().zip(&found).zip(archives) {
         let aside = match f.exists {
