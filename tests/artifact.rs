@@ -64,6 +64,19 @@ fn tree(dir: &Path) -> BTreeMap<String, (String, u32, Vec<u8>)> {
     out
 }
 
+/// Incompressible bytes (xorshift), so an archive is as big as its data.
+fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
@@ -180,15 +193,7 @@ fn a_cache_larger_than_a_commands_output_comes_back_whole() {
     let cache = d.path().join("big");
     fill(&cache);
     // Incompressible: the archive is as big as the data.
-    let mut x: u64 = 0x9e3779b97f4a7c15;
-    let noise: Vec<u8> = (0..14 * 1024 * 1024)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect();
+    let noise = noise(14 * 1024 * 1024, 0x9e3779b97f4a7c15);
     std::fs::write(cache.join("kernels.so"), &noise).unwrap();
     let before = tree(&cache);
     let out = run(&env, &[("op", "capture"), ("paths", s(&cache))]).run();
@@ -572,6 +577,9 @@ fn capture_and_restore_on_a_remote_target_over_ssh() {
     let d = cache_dir();
     let cache = d.path().join("c");
     fill(&cache);
+    // 9 MiB: two reads back through the session, and a stdin of its own channel (over
+    // the session's 1 MiB) for the restore.
+    std::fs::write(cache.join("kernels.so"), noise(9 * 1024 * 1024, 7)).unwrap();
     let before = tree(&cache);
     let out = run(
         &env,
@@ -614,15 +622,7 @@ fn a_full_disk_mid_restore_leaves_the_old_cache_as_it_was() {
     };
     let cache = fs.join("c");
     fill(&cache);
-    let mut x: u64 = 0x2545f4914f6cdd1d;
-    let noise: Vec<u8> = (0..3 * 1024 * 1024)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect();
+    let noise = noise(3 * 1024 * 1024, 0x2545f4914f6cdd1d);
     std::fs::write(cache.join("kernels.so"), &noise).unwrap();
     capture(&env, &cache);
     std::fs::remove_file(cache.join("kernels.so")).unwrap();
