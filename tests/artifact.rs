@@ -700,3 +700,28 @@ fn a_saved_plan_of_a_restore_holds_the_archive_by_its_digest() {
     );
     assert_eq!(std::fs::read(cache.join("triton.json")).unwrap(), b"mine");
 }
+
+/// Two cache directories (inductor's and triton's) are one artifact: both put back.
+#[test]
+fn an_artifact_of_two_directories_restores_both() {
+    let env = Env::new();
+    let d = cache_dir();
+    let (inductor, triton) = (d.path().join("inductor"), d.path().join("triton"));
+    fill(&inductor);
+    fill(&triton);
+    std::fs::write(triton.join("only-here"), b"t").unwrap();
+    let (a, b) = (tree(&inductor), tree(&triton));
+    let both = format!("{}|{}", s(&inductor), s(&triton));
+    let c = capture(&env, Path::new(&both));
+    assert_eq!(c["files"], "5", "{c:?}");
+    std::fs::remove_dir_all(&inductor).unwrap();
+    std::fs::remove_dir_all(&triton).unwrap();
+    // Asked for one of them only: no artifact is of exactly those paths.
+    let out = run(&env, &[("op", "restore"), ("paths", s(&inductor))]).run();
+    out.assert_exit(0);
+    assert_eq!(results(&out)[0]["restored"], "false");
+    let out = run(&env, &[("op", "restore"), ("paths", &both)]).run();
+    out.assert_exit(0);
+    assert_eq!(results(&out)[0]["restored"], "true");
+    assert_eq!((tree(&inductor), tree(&triton)), (a, b));
+}
