@@ -23,6 +23,9 @@ pub struct Action<'a> {
     pub class: Class,
     /// The script the argv runs (`sh -c BODY sh ARG…`), shown by its name.
     pub script: Option<&'static Script>,
+    /// Its stdout is data (`artifact.capture`'s archive): kept for the primitive, never
+    /// made output events or a tail (bytes, not lines for people or the record).
+    pub binary_output: bool,
 }
 
 /// A command as people see it (previews, `runbook log`, messages, the `command` of
@@ -44,6 +47,25 @@ pub fn shown(target: &Target, req: &ExecRequest, script: Option<&Script>) -> Str
     let wrapped = !target.is_local() && (!req.env.is_empty() || req.cwd.is_some());
     if script.is_none() && !wrapped {
         return target.render(req);
+    }
+    // Input that is no text (artifact.restore's archive) is named by its size and digest:
+    // pasted as a word it is noise, megabytes of it. The plan holds its digest either way.
+    if let Some(input) = req
+        .stdin
+        .as_deref()
+        .filter(|s| std::str::from_utf8(s).is_err())
+    {
+        use sha2::Digest;
+        let digest: String = sha2::Sha256::digest(input)
+            .iter()
+            .take(8)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let line = crate::quote::render_with(argv, &req.env, req.cwd.as_deref(), None);
+        return format!(
+            "{line} < (stdin: {} bytes of binary data, sha256 {digest}…)",
+            input.len()
+        );
     }
     crate::quote::render_with(argv, &req.env, req.cwd.as_deref(), req.stdin.as_deref())
 }
@@ -211,13 +233,25 @@ fn templated(
         .collect()
 }
 
-pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionError> {
+pub async fn perform(ctx: &Ctx, mut action: Action<'_>) -> Result<Performed, ActionError> {
     crate::quote::validate_argv(&action.req.argv)?;
     let step = ctx.step.get().map(|s| s.index).unwrap_or(0);
     let id = ctx.next_action_id();
     let target = action.target.name();
-    // The exact line is what a confirmed plan holds the run to; people see `shown`.
-    let command = action.target.render(&action.req);
+    // The exact line is what a confirmed plan holds the run to; people see `shown`. Input
+    // that is no text (artifact.restore's archive, megabytes) is left out of it: the plan
+    // holds the run to its digest (`stdin_sha256`) all the same.
+    let command = match action.req.stdin.take() {
+        Some(input) if std::str::from_utf8(&input).is_err() => {
+            let line = action.target.render(&action.req);
+            action.req.stdin = Some(input);
+            format!("{line} < (binary stdin)")
+        }
+        input => {
+            action.req.stdin = input;
+            action.target.render(&action.req)
+        }
+    };
     let shown = shown(action.target, &action.req, action.script);
     // An argv is readable by every user of the machine (/proc/PID/cmdline) while the
     // command runs, on every hop: say so when a secret is in one. Env and stdin are not.
@@ -370,7 +404,11 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
     let secret_output = action.req.secret_output;
     // What a line cut at 64 KiB left that could be the start of a secret, per stream.
     let carry = std::cell::RefCell::new([String::new(), String::new()]);
+    let binary_output = action.binary_output;
     let on_line = |stream: Stream, piece: &str, continues: bool| {
+        if binary_output && stream == Stream::Stdout {
+            return;
+        }
         if keeping {
             pieces
                 .borrow_mut()
@@ -482,7 +520,10 @@ pub async fn perform(ctx: &Ctx, action: Action<'_>) -> Result<Performed, ActionE
             o.duration,
             o.timed_out || o.deadline_hit,
             o.interrupted.then(|| "interrupted".to_string()),
-            tail(ctx, &o.stdout, secret_output),
+            match binary_output {
+                true => String::new(),
+                false => tail(ctx, &o.stdout, secret_output),
+            },
             tail(ctx, &o.stderr, secret_output),
         ),
         Err(e) => (

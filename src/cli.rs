@@ -56,6 +56,23 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// `runbook artifacts …`
+#[derive(Debug, Subcommand)]
+pub enum ArtifactsAction {
+    /// Every artifact, newest first: id, name, size, age, where it was made.
+    List,
+    /// One artifact's manifest (ID or the start of one), as JSON.
+    Show { id: String },
+    /// Check every stored archive (or ID's) against its sha256 and read its entries as
+    /// a restore does: exit 1 naming each one that would be refused.
+    Verify { id: Option<String> },
+    /// Delete all but the newest N artifacts of each name and key.
+    Prune {
+        #[arg(long, value_name = "N")]
+        keep: usize,
+    },
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a runbook (or preview it with --dry-run).
@@ -139,6 +156,16 @@ formatting would change with a diff, and exits 1 if there is any."
     Script { name: Option<String> },
     /// Print a shell completion script.
     Completions { shell: clap_complete::Shell },
+    /// The artifact store: the compile caches `artifact.capture` kept.
+    Artifacts {
+        #[command(subcommand)]
+        action: ArtifactsAction,
+        /// The store's directory (default: `artifacts` in the state dir).
+        #[arg(long, value_name = "DIR", global = true)]
+        store: Option<PathBuf>,
+        #[arg(long, env = "RUNBOOK_STATE_DIR", value_name = "DIR", global = true)]
+        state_dir: Option<PathBuf>,
+    },
     /// Set up editor support in DIR (default: here): `.luarc.json` and runbook's Lua API
     /// types in `.runbook/types/` for lua-language-server and EmmyLua (rewritten each time;
     /// an existing `.luarc.json` is kept, and what it lacks is printed).
@@ -196,6 +223,11 @@ pub struct RunArgs {
     /// Set a param (repeatable).
     #[arg(long = "set", short = 'e', value_name = "KEY=VALUE", value_parser = parse_set)]
     pub sets: Vec<(String, String)>,
+
+    /// Params from a TOML file of `KEY = VALUE` lines; --set and RUNBOOK_PARAM_* win over
+    /// it. A secret param is refused from it unless the file is private (chmod 600).
+    #[arg(long = "params", value_name = "FILE")]
+    pub params: Option<PathBuf>,
 
     /// Preview: reads run for real, changes are shown, not made.
     #[arg(long)]

@@ -106,6 +106,8 @@ pub struct Ctx {
     pub enforcer: RefCell<Option<crate::plan::Enforcer>>,
     /// The state dir of this run (set when a run starts; `fingerprint.save/load` use it).
     pub state_dir: RefCell<Option<PathBuf>>,
+    /// The id of this run's record (set when a real run starts; an artifact names it).
+    pub run_id: RefCell<Option<String>>,
     /// Set when the run record can no longer be written: no change may start after that.
     pub record_failed: RefCell<Option<Rc<Cell<bool>>>>,
     /// Run locks on the targets this run changes.
@@ -158,6 +160,7 @@ impl Ctx {
             label,
             dir,
             state_dir: RefCell::new(None),
+            run_id: RefCell::new(None),
             record_failed: RefCell::new(None),
             // What each target is, asked once per run: the registry is the run's, shared
             // by its plan pass and its real pass.

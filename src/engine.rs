@@ -429,6 +429,7 @@ pub async fn run(req: RunRequest) -> Result<()> {
     let run_id = state::new_run_id();
     let (record_path, record_file) = state::create_record(&req.state_dir, &run_id)?;
     let ctx = loaded.ctx.clone();
+    *ctx.run_id.borrow_mut() = Some(run_id.clone());
     if !req.json {
         ctx.bus.add_sink(Box::new(TerminalSink::new(req.term)));
     } else {

@@ -160,6 +160,14 @@ pub enum Error {
     #[error("interrupted")]
     RunInterrupted(Signal),
 
+    /// `runbook artifacts`: the store cannot be read, or has no such artifact.
+    #[error("{0}")]
+    Store(String),
+
+    /// `runbook artifacts verify`: stored artifacts that a restore would refuse (each named).
+    #[error("{0}")]
+    ArtifactsDamaged(String),
+
     /// `runbook test --replies FILE`: the file cannot be read or a line of it is wrong
     /// (names `FILE:LINE`).
     #[error("{0}")]
@@ -183,9 +191,10 @@ impl Error {
     pub fn exit(&self) -> Exit {
         match self {
             Error::Flags(e) if !e.use_stderr() => Exit::Success,
-            Error::RunFailed | Error::PlanIncomplete(_) | Error::Unformatted { .. } => {
-                Exit::RunFailed
-            }
+            Error::RunFailed
+            | Error::PlanIncomplete(_)
+            | Error::Unformatted { .. }
+            | Error::ArtifactsDamaged(_) => Exit::RunFailed,
             Error::Interrupted(s) | Error::RunInterrupted(s) => Exit::Signal(*s),
             Error::TestDiverged(_) => Exit::Diverged,
             // Problems with runbook's own state dir are found before a run starts
@@ -208,6 +217,7 @@ impl Error {
             | Error::Record(_)
             | Error::Io { .. }
             | Error::Replies(_)
+            | Error::Store(_)
             | Error::FileExists(_)
             | Error::Write(_)
             | Error::Startup(_) => Exit::NothingChanged,

@@ -1,6 +1,6 @@
 //! Runbook parameters: declared in the `runbook{}` header, given with `--set KEY=VALUE`
-//! (or `RUNBOOK_PARAM_<KEY>` in the environment, handy for secrets), converted to their
-//! declared type and validated before anything runs.
+//! (or `RUNBOOK_PARAM_<KEY>` in the environment, handy for secrets, or a `--params FILE`
+//! of TOML), converted to their declared type and validated before anything runs.
 
 use crate::suggest;
 use std::collections::BTreeMap;
@@ -36,6 +36,84 @@ pub fn given(var: &str) -> Option<String> {
         // Not taken (unit tests): the environment is where it is.
         None => std::env::var(var).ok(),
     }
+}
+
+/// `--params FILE`: top-level `KEY = VALUE` lines of TOML, each value a string, number or
+/// boolean. `--set` and `RUNBOOK_PARAM_*` win over it. A secret param may come from it
+/// only when the file is readable by its owner alone (0600, as ssh asks of a key).
+#[derive(Debug, Clone)]
+pub struct ParamsFile {
+    pub path: std::path::PathBuf,
+    /// No group or other permission bits.
+    pub private: bool,
+    /// Key, value as `--set` text, line.
+    pub values: Vec<(String, String, usize)>,
+}
+
+/// The `--params` file of this process (set once by the command, like [`GIVEN`]).
+static FILE: OnceLock<ParamsFile> = OnceLock::new();
+
+/// Makes `file` the one `resolve` reads (the command line's `--params`).
+pub fn use_file(file: ParamsFile) {
+    let _ = FILE.set(file);
+}
+
+pub fn file() -> Option<&'static ParamsFile> {
+    FILE.get()
+}
+
+/// The line of byte `at` in `text`, from 1.
+fn line_of(text: &str, at: usize) -> usize {
+    text[..at.min(text.len())].matches('\n').count() + 1
+}
+
+/// Reads a `--params` file; every error names `FILE:LINE`.
+pub fn read_file(path: &std::path::Path) -> Result<ParamsFile, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let shown = path.display();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("--params {shown}: {e}"))?;
+    let mode = std::fs::metadata(path)
+        .map_err(|e| format!("--params {shown}: {e}"))?
+        .permissions()
+        .mode();
+    let table: BTreeMap<String, toml::Spanned<toml::Value>> =
+        toml::from_str(&text).map_err(|e| {
+            let line = e.span().map_or(1, |s| line_of(&text, s.start));
+            format!("{shown}:{line}: not TOML: {}", e.message())
+        })?;
+    let mut values = Vec::new();
+    let mut problems = Vec::new();
+    for (key, v) in table {
+        let line = line_of(&text, v.span().start);
+        let text = match v.get_ref() {
+            toml::Value::String(s) => s.clone(),
+            toml::Value::Integer(i) => i.to_string(),
+            toml::Value::Float(f) => f.to_string(),
+            toml::Value::Boolean(b) => b.to_string(),
+            other => {
+                let kind = other.type_str();
+                let a = if kind.starts_with(['a', 'e', 'i', 'o', 'u']) {
+                    "an"
+                } else {
+                    "a"
+                };
+                problems.push(format!(
+                    "{shown}:{line}: {key}: {a} {kind}; a param is a string, number or boolean (KEY = VALUE at the top level)"
+                ));
+                continue;
+            }
+        };
+        values.push((key, text, line));
+    }
+    if !problems.is_empty() {
+        return Err(problems.join("\n"));
+    }
+    values.sort_by_key(|(_, _, line)| *line);
+    Ok(ParamsFile {
+        path: path.to_path_buf(),
+        private: mode & 0o077 == 0,
+        values,
+    })
 }
 
 /// What a runbook's `runbook{}` header declares, with the params' values as resolved
@@ -264,8 +342,34 @@ pub fn resolve(
     env: &dyn Fn(&str) -> Option<String>,
     missing: Missing,
 ) -> Result<BTreeMap<String, Option<ParamValue>>, String> {
+    resolve_with(specs, sets, env, file(), missing)
+}
+
+/// `resolve`, with the `--params` file given (tests give their own).
+pub fn resolve_with(
+    specs: &[ParamSpec],
+    sets: &[(String, String)],
+    env: &dyn Fn(&str) -> Option<String>,
+    file: Option<&ParamsFile>,
+    missing: Missing,
+) -> Result<BTreeMap<String, Option<ParamValue>>, String> {
     let mut problems = Vec::new();
     let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    if let Some(f) = file {
+        for (key, _, line) in &f.values {
+            if !names.contains(&key.as_str()) {
+                let declared = match names.is_empty() {
+                    true => "this runbook declares no params".to_string(),
+                    false => format!("declared: {}", names.join(", ")),
+                };
+                problems.push(format!(
+                    "{}:{line}: unknown param '{key}'{} ({declared})",
+                    f.path.display(),
+                    suggest::hint(key, names.iter().copied()),
+                ));
+            }
+        }
+    }
     for (key, _) in sets {
         if !names.contains(&key.as_str()) {
             let declared = if names.is_empty() {
@@ -281,7 +385,29 @@ pub fn resolve(
     }
     let mut out = BTreeMap::new();
     for spec in specs {
-        let value = match given_text(spec, sets, env) {
+        // The last --set wins, as with most CLIs, then RUNBOOK_PARAM_*, then the file.
+        let mut from_file = false;
+        let given = given_text(spec, sets, env).or_else(|| {
+            let f = file?;
+            let (_, v, line) = f.values.iter().find(|(k, _, _)| *k == spec.name)?;
+            from_file = true;
+            Some((v.clone(), format!("{}:{line}", f.path.display())))
+        });
+        // A secret in a file others can read is refused, its value never shown.
+        if let (true, Some(f), Some((_, from)), true) = (spec.secret, file, &given, from_file) {
+            if !f.private {
+                problems.push(format!(
+                    "{from}: param '{}' is a secret, and {} can be read by others: make it readable by you alone (chmod 600 {}), or give the secret with RUNBOOK_PARAM_{}",
+                    spec.name,
+                    f.path.display(),
+                    f.path.display(),
+                    spec.name.to_ascii_uppercase()
+                ));
+                out.insert(spec.name.clone(), None);
+                continue;
+            }
+        }
+        let value = match given {
             Some((text, from)) => match convert(spec.ty, &text) {
                 Ok(v) => match spec.check_choice(&v) {
                     Ok(()) => Some(v),

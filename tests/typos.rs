@@ -44,6 +44,14 @@ const CASES: &[(&str, &str)] = &[
         "typo.lua:7: unknown 'cache.clera': the API table 'cache' has no 'clera'; did you mean 'cache.clear'?",
     ),
     (
+        "artifact.captrue(here, { name = 'x', paths = '/tmp/x' })",
+        "typo.lua:7: unknown 'artifact.captrue': the API table 'artifact' has no 'captrue'; did you mean 'artifact.capture'?",
+    ),
+    (
+        "artifact.restore(here, { name = 'x', paths = '/tmp/x', requier = true })",
+        "typo.lua:7: unknown 'requier': artifact.restore() takes no option 'requier'; did you mean 'require'?",
+    ),
+    (
         "local n = text.linse('a')",
         "typo.lua:7: unknown 'text.linse': module 'runbook.text' has no 'linse'; did you mean 'text.lines'?",
     ),

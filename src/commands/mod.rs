@@ -1,6 +1,7 @@
 //! One module per group of subcommands; `dispatch` picks the one the user asked for.
 
 mod apply;
+mod artifacts;
 mod docs;
 mod fmt;
 mod history;
@@ -48,6 +49,11 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
         Command::Script { name } => script::script(name.as_deref()),
         Command::Init { dir } => init::init(dir.as_deref()),
         Command::New { name, target, dir } => new::new(&name, target, dir.as_deref()),
+        Command::Artifacts {
+            action,
+            store,
+            state_dir,
+        } => artifacts::artifacts(action, store, state_dir),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(

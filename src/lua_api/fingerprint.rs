@@ -37,7 +37,9 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// Lua: fingerprint.take(t, { venv, python, repo, caches }) -> fp
 ///
 /// Describes the environment on `t` (a read, so it runs during `--dry-run` too): python,
-/// torch and CUDA versions, GPU names and driver, every installed package (`packages`,
+/// torch and CUDA versions, GPU names, compute capabilities and driver, the platform,
+/// the compile-relevant environment (`TORCHINDUCTOR_*`, `TRITON_*`,
+/// `TORCH_CUDA_ARCH_LIST`), every installed package (`packages`,
 /// with `packages_hash`), the git HEAD and dirty files of `repo`, and the size of each
 /// path in `caches` that exists. Options ([`TakeOptions`]):
 ///
@@ -57,6 +59,9 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// ---@field cuda? string
 /// ---@field driver? string the GPU driver version
 /// ---@field gpus string[] the GPU names
+/// ---@field compute_caps string[] each GPU's compute capability (`9.0`), where nvidia-smi knows it
+/// ---@field platform? string `uname -s -m`: `Linux x86_64`
+/// ---@field env table<string, string> the compile-relevant environment on `t`: `TORCHINDUCTOR_*`, `TRITON_*`, `TORCH_CUDA_ARCH_LIST`
 /// ---@field packages table<string, string> name → version, every installed package
 /// ---@field packages_hash? string
 /// ---@field git_head? string the HEAD of `repo`

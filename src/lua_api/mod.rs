@@ -5,6 +5,7 @@
 //! with `Lua:` are the API reference: `build.rs` collects them into `docs/lua-api.md` and
 //! `runbook docs`.
 
+pub mod artifact;
 pub mod cache;
 pub mod control;
 mod convert;
@@ -42,6 +43,7 @@ pub fn register_all(lua: &Lua) -> mlua::Result<()> {
     parallel::register(lua)?;
     control::register(lua)?;
     cache::register(lua)?;
+    artifact::register(lua)?;
     venv::register(lua)?;
     gpu::register(lua)?;
     warmup::register(lua)?;

@@ -797,8 +797,8 @@ pub fn yes() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lua_api::{artifact, slurm, venv, warmup};
     use crate::lua_api::{cache, fingerprint, git, gpu, parallel, proc, runbook, step, target};
-    use crate::lua_api::{slurm, venv, warmup};
 
     /// The option names an options struct takes, as serde reads them (renames applied).
     fn fields_of<T: DeserializeOwned>() -> &'static [&'static str] {
@@ -871,6 +871,9 @@ mod tests {
             entry::<parallel::ParallelOptions>(),
             entry::<runbook::HeaderOptions>(),
             entry::<runbook::ParamOptions>(),
+            entry::<artifact::CaptureOptions>(),
+            entry::<artifact::RestoreOptions>(),
+            entry::<artifact::ListOptions>(),
         ]
     }
 

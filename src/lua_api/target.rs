@@ -679,6 +679,7 @@ async fn run(
         timeout,
         script: None,
         secret_output,
+        binary_output: false,
     };
     let step = Step {
         ctx,

@@ -365,6 +365,90 @@ pub async fn size(step: &Step<'_>, paths: &[String]) -> Result<Vec<Size>> {
         .collect())
 }
 
+/// A path resolved and checked as `cache.clear` checks it, for the primitives that act on
+/// cache directories with scripts of their own (`artifact.capture`, `artifact.restore`).
+#[derive(Debug, Clone)]
+pub(crate) struct Located {
+    /// The innermost cache root that holds it (what `descend` in `sh/lib.sh` starts from).
+    pub root: String,
+    pub resolved: String,
+    pub exists: bool,
+    /// A directory (not a file, nor a symlink: the rules refuse those).
+    pub dir: bool,
+    pub bytes: u64,
+    pub files: u64,
+}
+
+impl Located {
+    /// `336.6 MiB, 12,345 files`
+    pub fn size(&self) -> String {
+        human_size(self.bytes, self.files)
+    }
+}
+
+/// Resolves `paths` on the target (one read, as `cache.clear` does: in a dry-run too)
+/// and applies every rule of `cache.clear`, the processes using a path included unless
+/// `force`: one refused path fails the call, naming each, before anything changes.
+/// `None` with `--offline`, where nothing is looked at.
+pub(crate) async fn locate(
+    step: &Step<'_>,
+    what: &str,
+    paths: &[String],
+    force: bool,
+    nothing: &str,
+) -> Result<Option<Vec<Located>>> {
+    let Some((tidied, probe)) = look(step, paths, "clear").await? else {
+        return Ok(None);
+    };
+    let mut refusals = Vec::new();
+    for (given, t) in paths.iter().zip(&tidied) {
+        let rule = match t {
+            Err(rule) => Some(rule.clone()),
+            Ok(i) => refusal(&probe, &probe.paths[*i]).or_else(|| in_use(&probe.paths[*i], force)),
+        };
+        if let Some(rule) = rule {
+            refusals.push(format!("{given}: {rule}"));
+        }
+    }
+    refuse(step, what, &refusals, nothing)?;
+    Ok(Some(
+        tidied
+            .iter()
+            .map(|t| {
+                let f = &probe.paths[*t.as_ref().expect("refused above")];
+                Located {
+                    root: root_of(&probe, f).to_string(),
+                    resolved: f.resolved.clone(),
+                    exists: f.exists(),
+                    dir: f.kind == Kind::Dir,
+                    bytes: f.bytes,
+                    files: f.files,
+                }
+            })
+            .collect(),
+    ))
+}
+
+/// With `--offline`, where nothing is resolved: the path as written (tidied) and the
+/// innermost root that holds it as written, as `cache.clear` plans offline (an empty
+/// root, which the scripts refuse, for a path under none), or the rule it breaks.
+pub(crate) fn offline_root(step: &Step<'_>, path: &str) -> Result<(String, String), String> {
+    let path = tidy(path)?;
+    let roots: Vec<String> = roots(step).iter().filter_map(|r| tidy(r).ok()).collect();
+    let root = roots
+        .iter()
+        .filter(|r| r.as_str() != "/" && under(&path, r))
+        .max_by_key(|r| r.len())
+        .cloned()
+        .unwrap_or_default();
+    Ok((root, path))
+}
+
+/// The name `keep = true` gives a copy set aside, before its time: artifact.restore's
+/// `unpack.sh` keeps the cache it replaces under the same name, so `cache.restore` puts
+/// it back.
+pub(crate) const KEPT_SUFFIX: &str = KEPT;
+
 /// The paths tidied (or why not: the index into `probe.paths` for those sent), and what
 /// the probe saw; `None` with `--offline`, where the probe is only planned.
 type Looked = (Vec<Result<usize, String>>, Probe);
@@ -570,7 +654,7 @@ fn refuse(step: &Step<'_>, what: &str, refusals: &[String], nothing: &str) -> Re
 
 /// Tidies a path as written (`//`, `.`, a trailing `/`) or says why it is never a cache
 /// directory. `~` and `~/…` stay: they are expanded on the target.
-fn tidy(path: &str) -> Result<String, String> {
+pub(crate) fn tidy(path: &str) -> Result<String, String> {
     if path.is_empty() {
         return Err("is empty".into());
     }

@@ -33,6 +33,16 @@ pub struct Fingerprint {
     pub driver: Option<String>,
     #[serde(default)]
     pub gpus: Vec<String>,
+    /// Each GPU's compute capability (`9.0`), where nvidia-smi knows it.
+    #[serde(default)]
+    pub compute_caps: Vec<String>,
+    /// `uname -s -m`: `Linux x86_64`.
+    #[serde(default)]
+    pub platform: Option<String>,
+    /// The compile-relevant environment: `TORCHINDUCTOR_*`, `TRITON_*`,
+    /// `TORCH_CUDA_ARCH_LIST`, name → value.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
     /// name → version, every distribution the python sees.
     #[serde(default)]
     pub packages: BTreeMap<String, String>,
@@ -105,6 +115,13 @@ pub fn parse(text: &str) -> Fingerprint {
                 fp.gpus.push(name.trim().to_string());
                 if fp.driver.is_none() {
                     fp.driver = non_empty(driver);
+                }
+            }
+            "@cc" => fp.compute_caps.push(value.trim().to_string()),
+            "@platform" => fp.platform = non_empty(value),
+            "@env" => {
+                if let Some((n, v)) = value.split_once('=') {
+                    fp.env.insert(n.to_string(), v.to_string());
                 }
             }
             "@head" => fp.git_head = non_empty(value),
@@ -239,7 +256,7 @@ mod tests {
     use super::*;
 
     const SAMPLE: &str = "@python 3.12.3\n@torch 2.11.0+cu128\n@cuda 12.8\n@pkg torch==2.11.0+cu128\n@pkg numpy==2.1.0\n\
-                          @gpu NVIDIA H200, 580.65.06\n@gpu NVIDIA H200, 580.65.06\n@head abc123\n@dirty  M dflash_model.py\n\
+                          @gpu NVIDIA H200, 580.65.06\n@gpu NVIDIA H200, 580.65.06\n@cc 9.0\n@platform Linux x86_64\n@env TORCHINDUCTOR_MAX_AUTOTUNE=1\n@head abc123\n@dirty  M dflash_model.py\n\
                           @cache 344727 12345 /tmp/torchinductor_root\n";
 
     #[test]
@@ -249,6 +266,9 @@ mod tests {
         assert_eq!(fp.torch.as_deref(), Some("2.11.0+cu128"));
         assert_eq!(fp.driver.as_deref(), Some("580.65.06"));
         assert_eq!(fp.gpus.len(), 2);
+        assert_eq!(fp.compute_caps, vec!["9.0"]);
+        assert_eq!(fp.platform.as_deref(), Some("Linux x86_64"));
+        assert_eq!(fp.env["TORCHINDUCTOR_MAX_AUTOTUNE"], "1");
         assert_eq!(fp.packages["numpy"], "2.1.0");
         assert_eq!(fp.git_dirty, vec![" M dflash_model.py"]);
         assert_eq!(

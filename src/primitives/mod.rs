@@ -8,11 +8,13 @@
 //! The Lua side (`lua_api/<table>.rs`) parses arguments and converts results and errors
 //! ([`Error`]); the logic lives here, and knows nothing of Lua.
 
+pub mod artifact;
 pub mod cache;
 pub mod fingerprint;
 pub mod git;
 pub mod gpu;
 pub mod proc;
+pub mod store;
 pub mod venv;
 pub mod warmup;
 
@@ -52,10 +54,15 @@ pub struct Cmd {
     pub script: Option<&'static Script>,
     /// The command prints a secret (see `ExecRequest::secret_output`).
     pub secret_output: bool,
+    /// Its stdout is data (an archive), not lines for people (see `Action::binary_output`).
+    pub binary_output: bool,
 }
 
 /// Every script a primitive runs, for `runbook script`.
 pub static SCRIPTS: &[&Script] = &[
+    &artifact::PACK_SCRIPT,
+    &artifact::CHUNK_SCRIPT,
+    &artifact::UNPACK_SCRIPT,
     &cache::PROBE_SCRIPT,
     &cache::DELETE_SCRIPT,
     &cache::MOVE_ASIDE_SCRIPT,
@@ -337,6 +344,7 @@ impl Step<'_> {
             summary,
             class,
             script: cmd.script,
+            binary_output: cmd.binary_output,
         };
         let performed = actions::perform(self.ctx, action)
             .await

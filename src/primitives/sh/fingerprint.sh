@@ -22,7 +22,12 @@ PY
   if command -v nvidia-smi >/dev/null 2>&1; then
     # Its failures ("No devices were found", no driver) come on stdout: only a success counts.
     out=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null) && printf '%s\n' "$out" | sed 's/^/@gpu /'
+    # A field of its own: older drivers do not know compute_cap, and would fail the query above.
+    out=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null) && printf '%s\n' "$out" | sed 's/^/@cc /'
   fi
+  echo "@platform $(uname -s -m 2>/dev/null)"
+  # What changes what torch.compile makes (artifact keys): inductor's and triton's settings.
+  env | grep -E '^(TORCHINDUCTOR_[A-Za-z0-9_]*|TRITON_[A-Za-z0-9_]*|TORCH_CUDA_ARCH_LIST)=' | sort | sed 's/^/@env /'
   if [ -n "$repo" ]; then
     echo "@head $(git -C "$repo" rev-parse HEAD 2>/dev/null)"
     git -C "$repo" status --porcelain 2>/dev/null | sed 's/^/@dirty /'

@@ -1,0 +1,886 @@
+//! Known-good compile caches: `artifact.capture` packs cache directories on a target into
+//! the store (`store.rs`), `artifact.restore` puts the newest one whose key matches the
+//! target's environment back, `artifact.list` lists them.
+//!
+//! The key is read from the environment (`fingerprint.take`: torch with its build tag,
+//! triton, CUDA, driver, GPU and compute capability, python, platform, git HEAD and the
+//! compile-relevant variables), never typed from memory; the runbook's `key` adds or
+//! overrides fields. A restore whose key does not match restores nothing and says, field
+//! by field, what differs.
+//!
+//! Paths follow `cache.clear`'s rules (`cache::locate`): resolved on the target, strictly
+//! inside a cache root, not in use. Packing and extracting are `sh/pack.sh` and
+//! `sh/unpack.sh` (POSIX sh, tar, gzip: busybox's too), each reaching its path from its
+//! root as the cache scripts do. An archive is checked here before it is sent: its
+//! sha256 against its name, then every entry ([`check_archive`]); one bad entry refuses
+//! the restore with nothing written. `unpack.sh` extracts into a staging directory beside
+//! the cache, checks again, keeps the old cache aside (`PATH.runbook-kept-…`, as
+//! `cache.clear { keep = true }` names it) and renames.
+//!
+//! A command's output is bounded (`targets::CAPTURE_LIMIT`, 8 MiB), so `pack.sh` writes
+//! the archive to a new file beside the cache (mktemp: unpredictable, 0600) and it comes
+//! back in 6 MiB reads (`chunk.sh`, which deletes it after the last); each read's bytes
+//! are counted, and the whole is named by its sha256 here. A restore sends the archive as
+//! the command's stdin.
+
+use super::cache::{self, Located};
+use super::fingerprint::{self, Fingerprint, Scope};
+use super::store::{Key, Manifest, Part, Store};
+use super::{human_bytes, human_size, Cmd, Ran, Result, Script, Step};
+use crate::events::{Event, Level};
+use serde::Serialize;
+use std::io::Read;
+
+const PACK: &str = concat!(include_str!("sh/pack.sh"), include_str!("sh/lib.sh"));
+const UNPACK: &str = concat!(include_str!("sh/unpack.sh"), include_str!("sh/lib.sh"));
+const CHUNK: &str = include_str!("sh/chunk.sh");
+pub(crate) static PACK_SCRIPT: Script = Script::new(
+    "artifact-pack.sh",
+    "artifact.capture",
+    "src/primitives/sh/pack.sh",
+    PACK,
+);
+pub(crate) static CHUNK_SCRIPT: Script = Script::new(
+    "artifact-chunk.sh",
+    "artifact.capture",
+    "src/primitives/sh/chunk.sh",
+    CHUNK,
+);
+/// What one read of the packed archive brings back: under what a command's output may
+/// hold (`targets::CAPTURE_LIMIT`, 8 MiB).
+const CHUNK_MIB: u64 = 6;
+pub(crate) static UNPACK_SCRIPT: Script = Script::new(
+    "artifact-unpack.sh",
+    "artifact.restore",
+    "src/primitives/sh/unpack.sh",
+    UNPACK,
+);
+
+/// What `capture` and `restore` are asked.
+#[derive(Debug)]
+pub struct Request {
+    pub name: String,
+    pub paths: Vec<String>,
+    /// Fields added to or overriding the key read from the environment.
+    pub key: Key,
+    /// Where the key's python, torch and git HEAD are read (`fingerprint.take`'s scope).
+    pub scope: Scope,
+    pub store: Store,
+    /// Act even while processes use the paths.
+    pub force: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Captured {
+    /// nil in a dry-run: the id hashes what is captured.
+    pub id: Option<String>,
+    pub bytes: u64,
+    pub files: u64,
+    pub archive_bytes: u64,
+    pub key: Option<Key>,
+    pub store: String,
+    pub changed: bool,
+    pub planned: bool,
+}
+
+/// One field whose value differs between an artifact and the target.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct KeyDiff {
+    pub field: String,
+    pub artifact: Option<String>,
+    pub here: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Restored {
+    pub restored: bool,
+    /// Why nothing was restored (no artifact, a key mismatch).
+    pub reason: Option<String>,
+    pub id: Option<String>,
+    pub diff: Vec<KeyDiff>,
+    /// Where each cache that was there was kept aside (nil in a dry-run, where the name
+    /// is made at run time).
+    pub kept: Vec<String>,
+    pub changed: bool,
+    pub planned: bool,
+}
+
+/// An artifact name: a plain file-name-like word (it is shown and matched, never a path).
+pub fn check_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 100
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    match ok {
+        true => Ok(()),
+        false => Err(format!(
+            "name {name:?}: use letters, digits, '-', '_' and '.' (not first), at most 100"
+        )),
+    }
+}
+
+/// The key a fingerprint gives, `extra` added over it. Fields absent here (no GPU, no
+/// repo) are absent from the key, so they match only where they are absent too.
+pub fn key_from(fp: &Fingerprint, extra: &Key) -> Key {
+    let mut k = Key::new();
+    let mut put = |f: &str, v: Option<&String>| {
+        if let Some(v) = v.filter(|v| !v.is_empty()) {
+            k.insert(f.to_string(), v.clone());
+        }
+    };
+    put("torch", fp.torch.as_ref());
+    put(
+        "triton",
+        fp.packages
+            .get("triton")
+            .or_else(|| fp.packages.get("pytorch-triton")),
+    );
+    put("cuda", fp.cuda.as_ref());
+    put("driver", fp.driver.as_ref());
+    let gpu = (!fp.gpus.is_empty()).then(|| fp.gpus[0].clone());
+    put("gpu", gpu.as_ref());
+    put("compute_capability", fp.compute_caps.first());
+    put("python", fp.python.as_ref());
+    put("platform", fp.platform.as_ref());
+    put("git_head", fp.git_head.as_ref());
+    for (n, v) in &fp.env {
+        k.insert(format!("env.{n}"), v.clone());
+    }
+    for (n, v) in extra {
+        k.insert(n.clone(), v.clone());
+    }
+    k
+}
+
+/// Every field that differs, in the key's order.
+pub fn key_diff(artifact: &Key, here: &Key) -> Vec<KeyDiff> {
+    let fields: std::collections::BTreeSet<&String> = artifact.keys().chain(here.keys()).collect();
+    fields
+        .into_iter()
+        .filter(|f| artifact.get(*f) != here.get(*f))
+        .map(|f| KeyDiff {
+            field: f.clone(),
+            artifact: artifact.get(f).cloned(),
+            here: here.get(f).cloned(),
+        })
+        .collect()
+}
+
+/// `torch: 2.11.0+cu128 (artifact) ≠ 2.10.0+cu128 (here)`
+pub fn diff_line(d: &KeyDiff) -> String {
+    let v = |x: &Option<String>| x.clone().unwrap_or_else(|| "(none)".into());
+    format!(
+        "{}: {} (artifact) ≠ {} (here)",
+        d.field,
+        v(&d.artifact),
+        v(&d.here)
+    )
+}
+
+/// The target's key now: one read (in a dry-run too); `None` with `--offline`.
+async fn key_here(step: &Step<'_>, req: &Request) -> Result<Option<Key>> {
+    let fp = fingerprint::take(step, &req.scope).await?;
+    Ok((!fp.planned).then(|| key_from(&fp, &req.key)))
+}
+
+fn log(step: &Step<'_>, level: Level, message: String) {
+    step.ctx.bus.emit(Event::Log {
+        step: step.ctx.step.get().map(|s| s.index),
+        level,
+        message,
+    });
+}
+
+fn check(step: &Step<'_>, ran: &Ran, what: &str) -> Result<()> {
+    if ran.ok() {
+        return Ok(());
+    }
+    let target = step.target.name();
+    Err(step.fail(ran.failure(format!("artifact: {what}"), Some(&target), None)))
+}
+
+/// Each path tidied as `cache.clear` reads it, or the call refused.
+fn tidied(step: &Step<'_>, what: &str, paths: &[String]) -> Result<Vec<String>> {
+    paths
+        .iter()
+        .map(|p| cache::tidy(p).map_err(|e| step.fail(format!("{what}: {p}: {e}"))))
+        .collect()
+}
+
+/// `artifact.capture`: packs each path on the target and keeps it in the store.
+pub async fn capture(step: &Step<'_>, req: &Request) -> Result<Captured> {
+    let what = "artifact.capture";
+    check_name(&req.name).map_err(|e| step.fail(format!("{what}: {e}")))?;
+    let paths = tidied(step, what, &req.paths)?;
+    let key = key_here(step, req).await?;
+    let store = req.store.dir.display().to_string();
+    let Some(found) =
+        cache::locate(step, what, &req.paths, req.force, "nothing was captured").await?
+    else {
+        return plan_offline(step, req, key, store).await;
+    };
+    let missing: Vec<String> = req
+        .paths
+        .iter()
+        .zip(&found)
+        .filter(|(_, f)| !f.exists || !f.dir)
+        .map(|(p, f)| match f.exists {
+            false => format!("{p}: does not exist"),
+            true => format!("{p}: is not a directory"),
+        })
+        .collect();
+    if !missing.is_empty() {
+        return Err(step.fail(format!(
+            "{what} refused (nothing was captured):\n  {}",
+            missing.join("\n  ")
+        )));
+    }
+    let mut parts = Vec::new();
+    let mut planned = false;
+    for ((given, tidy), f) in req.paths.iter().zip(&paths).zip(&found) {
+        let summary = format!(
+            "pack {} ({}) into artifact '{}' in {store}",
+            f.resolved,
+            f.size(),
+            req.name
+        );
+        let cmd = Cmd::script(&PACK_SCRIPT, [f.root.as_str(), f.resolved.as_str()]);
+        let ran = step.change(cmd, summary, false).await?;
+        if ran.planned() {
+            planned = true;
+            continue;
+        }
+        check(step, &ran, &format!("packing {given}"))?;
+        let archive = fetch(step, &ran.stdout(), given).await?;
+        let sha = req
+            .store
+            .put_object(&archive)
+            .map_err(|e| step.fail(format!("{what}: {e}")))?;
+        parts.push(Part {
+            path: tidy.clone(),
+            resolved: f.resolved.clone(),
+            sha256: sha,
+            archive_bytes: archive.len() as u64,
+            bytes: f.bytes,
+            files: f.files,
+        });
+    }
+    let (bytes, files) = found
+        .iter()
+        .fold((0, 0), |(b, n), f| (b + f.bytes, n + f.files));
+    if planned {
+        return Ok(Captured {
+            id: None,
+            bytes,
+            files,
+            archive_bytes: 0,
+            key,
+            store,
+            changed: true,
+            planned: true,
+        });
+    }
+    let now = std::time::SystemTime::now();
+    let m = Manifest {
+        id: String::new(),
+        name: req.name.clone(),
+        key: key.clone().unwrap_or_default(),
+        paths,
+        archive_bytes: parts.iter().map(|p| p.archive_bytes).sum(),
+        parts,
+        files,
+        bytes,
+        source: step.target.name(),
+        run_id: step.ctx.run_id.borrow().clone(),
+        created: humantime::format_rfc3339_seconds(now).to_string(),
+        created_unix: now
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        throughput: None,
+    }
+    .seal();
+    req.store
+        .put_manifest(&m)
+        .map_err(|e| step.fail(format!("{what}: {e}")))?;
+    log(
+        step,
+        Level::Info,
+        format!(
+            "captured artifact {} '{}' ({}; {} packed) in {store}",
+            m.id,
+            m.name,
+            human_size(m.bytes, m.files),
+            human_bytes(m.archive_bytes)
+        ),
+    );
+    Ok(Captured {
+        id: Some(m.id),
+        bytes,
+        files,
+        archive_bytes: m.archive_bytes,
+        key,
+        store,
+        changed: true,
+        planned: false,
+    })
+}
+
+/// With `--offline` nothing is looked at: each pack is planned from the path as written
+/// (its size unknown), as `cache.clear` plans offline.
+async fn plan_offline(
+    step: &Step<'_>,
+    req: &Request,
+    key: Option<Key>,
+    store: String,
+) -> Result<Captured> {
+    for given in &req.paths {
+        let (root, path) = cache::offline_root(step, given)
+            .map_err(|e| step.fail(format!("artifact.capture: {given}: {e}")))?;
+        let summary = format!(
+            "pack {path} (size unknown with --offline) into artifact '{}' in {store}",
+            req.name
+        );
+        let cmd = Cmd::script(&PACK_SCRIPT, [root.as_str(), path.as_str()]);
+        step.change(cmd, summary, false).await?;
+    }
+    Ok(Captured {
+        id: None,
+        bytes: 0,
+        files: 0,
+        archive_bytes: 0,
+        key,
+        store,
+        changed: true,
+        planned: true,
+    })
+}
+
+/// The archive `pack.sh` left in `FILE` (its answer: `SIZE FILE`), read back in pieces;
+/// the last read deletes the file.
+async fn fetch(step: &Step<'_>, answer: &str, given: &str) -> Result<Vec<u8>> {
+    let what = "artifact.capture";
+    let (size, file) = answer
+        .trim_end_matches('\n')
+        .split_once(' ')
+        .and_then(|(n, f)| Some((n.parse::<u64>().ok()?, f.to_string())))
+        .ok_or_else(|| {
+            step.fail(format!(
+                "{what}: unexpected answer from pack.sh: {answer:?}"
+            ))
+        })?;
+    let mib = 1024 * 1024;
+    let pieces = size.div_ceil(CHUNK_MIB * mib).max(1);
+    // Not reserved from `size`: the target says it, and may say anything.
+    let mut archive = Vec::new();
+    for i in 0..pieces {
+        let last = if i + 1 == pieces { "1" } else { "0" };
+        let args = [
+            file.clone(),
+            (i * CHUNK_MIB).to_string(),
+            CHUNK_MIB.to_string(),
+            last.to_string(),
+        ];
+        let mut cmd = Cmd::script(&CHUNK_SCRIPT, args);
+        cmd.binary_output = true;
+        let summary = format!(
+            "read the archive of {given} ({}), part {} of {pieces}",
+            human_bytes(size),
+            i + 1
+        );
+        let ran = step.read(cmd, summary).await?;
+        check(
+            step,
+            &ran,
+            &format!("reading the archive of {given} ({file})"),
+        )?;
+        let out = ran.outcome().expect("a real run's read ran");
+        archive.extend_from_slice(&out.stdout);
+        let want = (size.min((i + 1) * CHUNK_MIB * mib)) as usize;
+        if out.stdout_truncated || archive.len() != want {
+            return Err(step.fail(format!(
+                "{what}: the archive of {given} came back as {} of {} bytes; nothing was stored",
+                archive.len(),
+                size
+            )));
+        }
+    }
+    Ok(archive)
+}
+
+/// `artifact.restore`: the newest artifact of `name` for these paths whose key equals
+/// the target's, checked, then put in place of each path.
+pub async fn restore(step: &Step<'_>, req: &Request) -> Result<Restored> {
+    let what = "artifact.restore";
+    check_name(&req.name).map_err(|e| step.fail(format!("{what}: {e}")))?;
+    let paths = tidied(step, what, &req.paths)?;
+    let Some(here) = key_here(step, req).await? else {
+        return Err(step.fail(format!(
+            "{what}: cannot plan with --offline: the key is read from the target"
+        )));
+    };
+    let store = req.store.dir.display().to_string();
+    let all = req
+        .store
+        .list()
+        .map_err(|e| step.fail(format!("{what}: {e}")))?;
+    let candidates: Vec<&Manifest> = all
+        .iter()
+        .filter(|m| m.name == req.name && m.paths == paths)
+        .collect();
+    let not_restored = |reason: String, id: Option<String>, diff: Vec<KeyDiff>| Restored {
+        restored: false,
+        reason: Some(reason),
+        id,
+        diff,
+        kept: Vec::new(),
+        changed: false,
+        planned: step.dry_run(),
+    };
+    let Some(newest) = candidates.first() else {
+        let reason = format!(
+            "no artifact '{}' of {} in {store}",
+            req.name,
+            paths.join(", ")
+        );
+        log(
+            step,
+            Level::Warn,
+            format!("{what}: {reason}; nothing was restored"),
+        );
+        return Ok(not_restored(reason, None, Vec::new()));
+    };
+    let Some(m) = candidates.iter().find(|m| m.key == here) else {
+        let diff = key_diff(&newest.key, &here);
+        let lines: Vec<String> = diff.iter().map(diff_line).collect();
+        let reason = format!(
+            "the key here differs from the newest artifact '{}' ({}, made {} on {}): {}",
+            req.name,
+            newest.id,
+            newest.age(),
+            newest.source,
+            lines.join("; ")
+        );
+        log(
+            step,
+            Level::Warn,
+            format!("{what}: {reason}; nothing was restored"),
+        );
+        return Ok(not_restored(reason, Some(newest.id.clone()), diff));
+    };
+    // The preview names the artifact and shows the key it matched on.
+    let compared: Vec<String> = here.iter().map(|(f, v)| format!("{f} = {v} ✓")).collect();
+    log(
+        step,
+        Level::Info,
+        format!(
+            "{what}: artifact {} '{}' ({}; {} packed), made {} on {}{}, matches the key here:\n  {}",
+            m.id,
+            m.name,
+            human_size(m.bytes, m.files),
+            human_bytes(m.archive_bytes),
+            m.age(),
+            m.source,
+            m.run_id
+                .as_ref()
+                .map(|r| format!(" by run {r}"))
+                .unwrap_or_default(),
+            compared.join("\n  ")
+        ),
+    );
+    // Checked whole before anything changes: every object's sha256, then every entry.
+    let mut archives = Vec::new();
+    for part in &m.parts {
+        let bytes = req.store.read_object(part).map_err(|e| {
+            step.fail(format!(
+                "{what}: artifact {}: {e}; nothing was restored",
+                m.id
+            ))
+        })?;
+        check_archive(&bytes).map_err(|refused| {
+            step.fail(format!(
+                "{what}: artifact {} ({}) refused, nothing was restored:\n  {}",
+                m.id,
+                part.path,
+                refused.join("\n  ")
+            ))
+        })?;
+        archives.push(bytes);
+    }
+    let Some(found): Option<Vec<Located>> =
+        cache::locate(step, what, &req.paths, req.force, "nothing was restored").await?
+    else {
+        return Err(step.fail(format!(
+            "{what}: cannot plan with --offline: the paths are resolved on the target"
+        )));
+    };
+    let mut kept = Vec::new();
+    for ((part, f), bytes) in m.parts.iter().zip(&found).zip(archives) {
+        let aside = match f.exists {
+            true => format!(
+                ", the one there ({}) kept aside as {}{}…",
+                f.size(),
+                f.resolved,
+                cache::KEPT_SUFFIX
+            ),
+            false => String::new(),
+        };
+        let summary = format!(
+            "restore {} from artifact {} ({}){aside}",
+            f.resolved,
+            m.id,
+            human_size(part.bytes, part.files)
+        );
+        let mut cmd = Cmd::script(&UNPACK_SCRIPT, [f.root.as_str(), f.resolved.as_str()]);
+        cmd.stdin = Some(bytes);
+        let ran = step.change(cmd, summary, true).await?;
+        check(step, &ran, &format!("restoring {}", part.path))?;
+        if let Some(k) = ran
+            .outcome()
+            .map(|_| ran.stdout().trim_end_matches('\n').to_string())
+            .filter(|k| !k.is_empty())
+        {
+            kept.push(k);
+        }
+    }
+    Ok(Restored {
+        restored: true,
+        reason: None,
+        id: Some(m.id.clone()),
+        diff: Vec::new(),
+        kept,
+        changed: true,
+        planned: step.dry_run(),
+    })
+}
+
+/// What `check_archive` counted.
+#[derive(Debug, PartialEq)]
+pub struct Listing {
+    pub entries: u64,
+}
+
+/// Reads a gzipped tar through and refuses, entry by entry, what a cache never holds and
+/// what could write outside the directory it is extracted into: absolute names, `..`,
+/// names through a symlink of the archive, symlinks whose target is absolute or climbs
+/// out of the archive, hard links, devices, fifos, and setuid/setgid modes. Every refusal
+/// is listed (at most 10), so one look shows what is wrong.
+pub fn check_archive(gz: &[u8]) -> Result<Listing, Vec<String>> {
+    let mut refused = Vec::new();
+    let mut links: Vec<String> = Vec::new();
+    let mut entries = 0;
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(gz));
+    let iter = archive
+        .entries()
+        .map_err(|e| vec![format!("not a gzipped tar: {e}")])?;
+    for entry in iter {
+        let mut entry = entry.map_err(|e| vec![format!("not a gzipped tar: {e}")])?;
+        entries += 1;
+        let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        let header = entry.header();
+        let kind = header.entry_type();
+        let mode = header.mode().unwrap_or(0);
+        let parts = match components(&name) {
+            Ok(p) => p,
+            Err(why) => {
+                refused.push(format!("{name}: {why}"));
+                continue;
+            }
+        };
+        let joined = parts.join("/");
+        if let Some(l) = links.iter().find(|l| joined.starts_with(&format!("{l}/"))) {
+            refused.push(format!(
+                "{name}: lies through the symlink {l} of the archive"
+            ));
+        }
+        use tar::EntryType as T;
+        match kind {
+            T::Regular | T::Directory | T::Continuous => {}
+            T::Symlink => {
+                let to = entry
+                    .link_name_bytes()
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+                    .unwrap_or_default();
+                if let Some(why) = link_escapes(&parts, &to) {
+                    refused.push(format!("{name}: a symlink to {to}, {why}"));
+                }
+                links.push(joined);
+            }
+            T::Link => refused.push(format!("{name}: a hard link (not kept in an artifact)")),
+            T::Char | T::Block => refused.push(format!("{name}: a device")),
+            T::Fifo => refused.push(format!("{name}: a fifo")),
+            other => refused.push(format!(
+                "{name}: an entry of type {:?}",
+                other.as_byte() as char
+            )),
+        }
+        if mode & 0o6000 != 0 {
+            refused.push(format!("{name}: setuid/setgid (mode {mode:o})"));
+        }
+        // Read through, so a cut or corrupt stream is found here too.
+        if let Err(e) = std::io::copy(&mut entry, &mut std::io::sink()) {
+            return Err(vec![format!("{name}: unreadable: {e}")]);
+        }
+    }
+    let _ = archive.into_inner().read_to_end(&mut Vec::new());
+    if refused.is_empty() {
+        return Ok(Listing { entries });
+    }
+    refused.truncate(10);
+    Err(refused)
+}
+
+/// The names of an entry below the extraction directory (`./a/b` → `a`, `b`).
+fn components(name: &str) -> Result<Vec<&str>, &'static str> {
+    if name.starts_with('/') {
+        return Err("an absolute name");
+    }
+    let parts: Vec<&str> = name
+        .split('/')
+        .filter(|p| !p.is_empty() && *p != ".")
+        .collect();
+    if parts.contains(&"..") {
+        return Err("a name with '..'");
+    }
+    Ok(parts)
+}
+
+/// Why a symlink at `at` (its names) pointing to `to` could lead out of the archive:
+/// only `..` at the start, no deeper than the link itself lies, then plain names.
+fn link_escapes(at: &[&str], to: &str) -> Option<&'static str> {
+    if to.starts_with('/') {
+        return Some("an absolute target");
+    }
+    let mut up = 0;
+    let mut named = false;
+    for p in to.split('/').filter(|p| !p.is_empty() && *p != ".") {
+        match (p, named) {
+            ("..", false) => up += 1,
+            ("..", true) => return Some("'..' after a name"),
+            _ => named = true,
+        }
+    }
+    (up >= at.len()).then_some("which leads out of the directory")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    /// A gzipped tar made by the tar crate's builder, with headers set by hand, so that
+    /// each hostile entry is exactly what is tested.
+    pub(crate) fn archive(entries: &[(&str, tar::EntryType, u32, &str)]) -> Vec<u8> {
+        let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        let mut b = tar::Builder::new(gz);
+        for (name, kind, mode, link) in entries {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(*kind);
+            h.set_mode(*mode);
+            h.set_size(0);
+            // Set the raw name field: `set_path` refuses `..` and absolute names itself.
+            let raw = &mut h.as_old_mut().name;
+            raw[..name.len()].copy_from_slice(name.as_bytes());
+            if !link.is_empty() {
+                h.set_link_name(link).unwrap();
+            }
+            h.set_cksum();
+            b.append(&h, std::io::empty()).unwrap();
+        }
+        b.into_inner().unwrap().finish().unwrap()
+    }
+
+    #[test]
+    fn hostile_entries_are_each_refused() {
+        use tar::EntryType as T;
+        let ok = archive(&[
+            ("./", T::Directory, 0o755, ""),
+            ("./a", T::Regular, 0o644, ""),
+            ("./d/l", T::Symlink, 0o777, "../a"),
+        ]);
+        assert_eq!(check_archive(&ok), Ok(Listing { entries: 3 }));
+        let cases: &[(&str, tar::EntryType, u32, &str, &str)] = &[
+            ("/etc/x", T::Regular, 0o644, "", "absolute"),
+            ("./a/../../x", T::Regular, 0o644, "", "'..'"),
+            ("./l", T::Symlink, 0o777, "/etc", "absolute target"),
+            ("./d/l", T::Symlink, 0o777, "../../etc", "leads out"),
+            ("./l", T::Symlink, 0o777, "a/../../x", "after a name"),
+            ("./h", T::Link, 0o644, "./a", "hard link"),
+            ("./f", T::Fifo, 0o644, "", "fifo"),
+            ("./c", T::Char, 0o644, "", "device"),
+            ("./s", T::Regular, 0o4755, "", "setuid"),
+            ("./g", T::Directory, 0o2755, "", "setuid/setgid"),
+        ];
+        for (name, kind, mode, link, why) in cases {
+            let e = check_archive(&archive(&[(name, *kind, *mode, link)])).unwrap_err();
+            assert!(e[0].contains(why), "{name}: {e:?}");
+        }
+        let through = archive(&[
+            ("./l", T::Symlink, 0o777, "d"),
+            ("./l/x", T::Regular, 0o644, ""),
+        ]);
+        assert!(
+            check_archive(&through).unwrap_err()[0].contains("through the symlink ./l")
+                || check_archive(&through).unwrap_err()[0].contains("through the symlink l")
+        );
+        assert!(check_archive(b"not gzip").is_err());
+    }
+
+    #[test]
+    fn keys_come_from_the_fingerprint_and_diff_by_field() {
+        let fp = fingerprint::parse(
+            "@python 3.12.3\n@torch 2.11.0+cu128\n@cuda 12.8\n@pkg triton==3.5.0\n@gpu NVIDIA H200, 580.65.06\n@cc 9.0\n@platform Linux x86_64\n@env TRITON_CACHE_DIR=/x\n",
+        );
+        let k = key_from(&fp, &Key::from([("model".into(), "dflash".into())]));
+        assert_eq!(k["torch"], "2.11.0+cu128");
+        assert_eq!(k["triton"], "3.5.0");
+        assert_eq!(k["gpu"], "NVIDIA H200");
+        assert_eq!(k["driver"], "580.65.06");
+        assert_eq!(k["compute_capability"], "9.0");
+        assert_eq!(k["env.TRITON_CACHE_DIR"], "/x");
+        assert_eq!(k["model"], "dflash");
+        let mut here = k.clone();
+        here.insert("torch".into(), "2.10.0+cu128".into());
+        here.remove("model");
+        let d = key_diff(&k, &here);
+        assert_eq!(
+            d.iter().map(diff_line).collect::<Vec<_>>(),
+            vec![
+                "model: dflash (artifact) ≠ (none) (here)",
+                "torch: 2.11.0+cu128 (artifact) ≠ 2.10.0+cu128 (here)"
+            ]
+        );
+        assert!(check_name("dflash-known.good_1").is_ok());
+        assert!(check_name("../x").is_err());
+        assert!(check_name(".x").is_err());
+    }
+
+    /// pack.sh and unpack.sh themselves, under dash (GNU tar, gzip) and busybox sh with
+    /// only busybox's applets on PATH (its tar and gzip): a directory packed, put back
+    /// byte for byte in place of another (which is kept aside), and an archive holding a
+    /// setuid file or a fifo (which the Rust check refuses first) refused by the script
+    /// too, with the directory there left as it was and no staging directory behind.
+    #[test]
+    fn pack_and_unpack_under_dash_and_busybox() {
+        use std::os::unix::fs::PermissionsExt;
+        let applets = crate::testing::busybox_applets();
+        for (shell, path) in crate::testing::posix_shells(&applets) {
+            let root = tempfile::tempdir().unwrap();
+            let r = root.path().canonicalize().unwrap();
+            let src = r.join("src");
+            std::fs::create_dir_all(src.join("sub")).unwrap();
+            std::fs::write(src.join("a"), b"one\0two\n").unwrap();
+            std::fs::write(src.join("sub/b"), vec![7u8; 70_000]).unwrap();
+            std::os::unix::fs::symlink("../a", src.join("sub/l")).unwrap();
+            std::fs::set_permissions(src.join("a"), std::fs::Permissions::from_mode(0o640))
+                .unwrap();
+            let run = |body: &str, args: &[&str], stdin: &[u8]| {
+                use std::io::Write;
+                let mut c = std::process::Command::new(&shell)
+                    .arg("-c")
+                    .arg(body)
+                    .arg("sh")
+                    .args(args)
+                    .env_clear()
+                    .env("PATH", &path)
+                    .env("HOME", r.as_os_str())
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                c.stdin.take().unwrap().write_all(stdin).unwrap();
+                c.wait_with_output().unwrap()
+            };
+            let rs = r.to_str().unwrap();
+            let answer = run(PACK, &[rs, src.to_str().unwrap()], b"");
+            assert!(answer.status.success(), "{shell}: {answer:?}");
+            let answer = String::from_utf8(answer.stdout).unwrap();
+            let (size, file) = answer.trim().split_once(' ').unwrap();
+            assert!(
+                file.starts_with(&format!("{rs}/.src.runbook-pack.")),
+                "{shell}: {file}"
+            );
+            let mode = std::fs::metadata(file).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600, "{shell}: the archive is private");
+            let packed = run(CHUNK, &[file, "0", "6", "1"], b"");
+            assert!(packed.status.success(), "{shell}: {packed:?}");
+            assert_eq!(packed.stdout.len().to_string(), size, "{shell}");
+            assert!(
+                !Path::new(file).exists(),
+                "{shell}: the last piece deletes it"
+            );
+            assert!(check_archive(&packed.stdout).is_ok(), "{shell}");
+            let refused = run(
+                CHUNK,
+                &[src.join("a").to_str().unwrap(), "0", "6", "1"],
+                b"",
+            );
+            assert!(!refused.status.success(), "{shell}: only pack.sh's files");
+            assert!(src.join("a").exists());
+            let dst = r.join("dst");
+            std::fs::create_dir_all(&dst).unwrap();
+            std::fs::write(dst.join("old"), b"old").unwrap();
+            let out = run(UNPACK, &[rs, dst.to_str().unwrap()], &packed.stdout);
+            assert!(out.status.success(), "{shell}: {out:?}");
+            let kept = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            assert!(kept.contains("dst.runbook-kept-"), "{shell}: {kept}");
+            assert_eq!(std::fs::read(format!("{kept}/old")).unwrap(), b"old");
+            assert_eq!(std::fs::read(dst.join("a")).unwrap(), b"one\0two\n");
+            assert_eq!(std::fs::read(dst.join("sub/b")).unwrap(), vec![7u8; 70_000]);
+            assert_eq!(
+                std::fs::read_link(dst.join("sub/l")).unwrap(),
+                Path::new("../a")
+            );
+            let mode = std::fs::metadata(dst.join("a"))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o640, "{shell}");
+            use tar::EntryType as T;
+            // A fifo is refused after extraction, with the directory there left as it
+            // was; a setuid bit either refuses the same way (busybox keeps the mode) or
+            // never reaches the disk (GNU tar drops it under --no-same-permissions).
+            for (bad, must_fail) in [
+                (
+                    archive(&[("./", T::Directory, 0o755, ""), ("./f", T::Fifo, 0o644, "")]),
+                    true,
+                ),
+                (
+                    archive(&[
+                        ("./", T::Directory, 0o755, ""),
+                        ("./s", T::Regular, 0o4755, ""),
+                    ]),
+                    false,
+                ),
+            ] {
+                let out = run(UNPACK, &[rs, dst.to_str().unwrap()], &bad);
+                if out.status.success() {
+                    assert!(!must_fail, "{shell}: {out:?}");
+                    let mode = std::fs::metadata(dst.join("s"))
+                        .unwrap()
+                        .permissions()
+                        .mode();
+                    assert_eq!(mode & 0o6000, 0, "{shell}: the setuid bit was kept");
+                    let kept = String::from_utf8_lossy(&out.stdout).trim().to_string();
+                    std::fs::remove_dir_all(&dst).unwrap();
+                    std::fs::rename(&kept, &dst).unwrap();
+                    continue;
+                }
+                let err = String::from_utf8_lossy(&out.stderr);
+                assert!(err.contains("left as it was"), "{shell}: {err}");
+                assert_eq!(std::fs::read(dst.join("a")).unwrap(), b"one\0two\n");
+                let left: Vec<String> = std::fs::read_dir(&r)
+                    .unwrap()
+                    .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.contains("staging"))
+                    .collect();
+                assert!(left.is_empty(), "{shell}: {left:?}");
+            }
+            let err = run(UNPACK, &[rs, dst.to_str().unwrap()], b"not gzip");
+            assert!(!err.status.success(), "{shell}");
+            assert_eq!(std::fs::read(dst.join("a")).unwrap(), b"one\0two\n");
+        }
+    }
+}
