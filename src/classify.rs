@@ -9,8 +9,9 @@
 //!
 //! What a program does is judged by its name and flags only (never by running it or by
 //! reading files): `rm`, `find -delete`, `rsync --delete`, `git clean`, `dd of=`, a `>`
-//! that overwrites a file. Interpreters other than the shell (`python -c`, `perl -e`)
-//! are not read: their class is their name's, safe.
+//! that overwrites a file. Interpreters other than the shell (`python -c`, `perl -e`,
+//! `awk`) are not parsed: their code is searched for names of calls that delete, write
+//! or run a program, and code that builds those names at run time is not caught.
 
 use std::ffi::OsString;
 
@@ -1029,12 +1030,7 @@ fn interpreter(name: &str, rest: &[Word]) -> Class {
             return Class::MayDelete;
         };
         return match code {
-            Some(code)
-                if !CALLS.iter().any(|c| code.contains(c))
-                    && !(name.starts_with("perl") && t.contains('i')) =>
-            {
-                Class::Safe
-            }
+            Some(code) if !CALLS.iter().any(|c| code.contains(c)) => Class::Safe,
             _ => Class::MayDelete,
         };
     }
