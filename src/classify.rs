@@ -9,8 +9,9 @@
 //!
 //! What a program does is judged by its name and flags only (never by running it or by
 //! reading files): `rm`, `find -delete`, `rsync --delete`, `git clean`, `dd of=`, a `>`
-//! that overwrites a file. Interpreters other than the shell (`python -c`, `perl -e`)
-//! are not read: their class is their name's, safe.
+//! that overwrites a file. Interpreters other than the shell (`python -c`, `perl -e`,
+//! `awk`) are not parsed: their code is searched for names of calls that delete, write
+//! or run a program, and code that builds those names at run time is not caught.
 
 use std::ffi::OsString;
 
@@ -96,16 +97,20 @@ fn command(words: &[Word], depth: usize) -> Class {
     match name {
         n if DELETERS.contains(&n) || n.starts_with("mkfs") => Class::Deletes,
         n if SHELLS.contains(&n) => shell(rest, depth),
-        "busybox" | "builtin" | "nohup" => command(rest, depth + 1),
+        "busybox" | "builtin" | "nohup" | "coproc" => match (name, rest.first()) {
+            // `coproc NAME { …; }`: a name before the command.
+            ("coproc", Some(w)) if rest.len() > 1 && is_name(&w.text) => {
+                let body = match rest[1].text.as_str() {
+                    "{" => &rest[2..],
+                    _ => &rest[1..],
+                };
+                command(rest, depth + 1).max(command(body, depth + 1))
+            }
+            _ => command(rest, depth + 1),
+        },
         "sudo" => wrapped(rest, SUDO, depth),
         "doas" => wrapped(rest, Opts::new("uC").shell("s").assigns(), depth),
-        "env" => wrapped(
-            rest,
-            Opts::new("uCS")
-                .long(&["unset", "chdir", "split-string"])
-                .assigns(),
-            depth,
-        ),
+        "env" => env(rest, depth),
         "nice" => wrapped(rest, Opts::new("n").long(&["adjustment"]), depth),
         "ionice" => match rest
             .iter()
@@ -121,6 +126,112 @@ fn command(words: &[Word], depth: usize) -> Class {
             depth,
         ),
         "setsid" | "exec" => wrapped(rest, Opts::new("a"), depth),
+        "flock" => flock(rest, depth),
+        "taskset" => match rest
+            .iter()
+            .any(|w| w.text.starts_with('-') && w.text.contains('p'))
+        {
+            // `taskset -p MASK PID`: sets a running process's affinity, runs nothing.
+            true => Class::Safe,
+            false => after_operands(rest, "", &[], 1, depth),
+        },
+        "chrt" => match rest.iter().any(|w| {
+            w.text.starts_with('-') && !w.text.starts_with("--") && w.text.contains(['p', 'm'])
+                || w.text == "--pid"
+                || w.text == "--max"
+        }) {
+            true => Class::Safe,
+            false => after_operands(
+                rest,
+                "TPD",
+                &["sched-runtime", "sched-period", "sched-deadline"],
+                1,
+                depth,
+            ),
+        },
+        "unshare" => wrapped(
+            rest,
+            Opts::new("SGRw")
+                .long(&[
+                    "setuid",
+                    "setgid",
+                    "root",
+                    "wd",
+                    "propagation",
+                    "setgroups",
+                    "map-user",
+                    "map-group",
+                    "map-users",
+                    "map-groups",
+                    "load-interp",
+                ])
+                .bare_shell(),
+            depth,
+        ),
+        "nsenter" => wrapped(
+            rest,
+            Opts::new("tSG")
+                .long(&["target", "setuid", "setgid"])
+                .bare_shell(),
+            depth,
+        ),
+        "setpriv" => wrapped(
+            rest,
+            Opts::new("").long(&[
+                "reuid",
+                "regid",
+                "ruid",
+                "rgid",
+                "euid",
+                "egid",
+                "groups",
+                "inh-caps",
+                "ambient-caps",
+                "bounding-set",
+                "securebits",
+                "pdeathsig",
+                "selinux-label",
+                "apparmor-profile",
+                "landlock-access",
+                "landlock-rule",
+                "ptracer",
+            ]),
+            depth,
+        ),
+        "strace" | "ltrace" => match rest.iter().any(|w| w.text.starts_with("-o")) {
+            // `-o FILE` writes its trace over FILE.
+            true => Class::MayDelete,
+            false => wrapped(rest, Opts::new("eopsuabIEOSPXn"), depth),
+        },
+        "watch" => watch(rest, depth),
+        "script" => script(rest, depth),
+        "sg" => match rest.get(1..) {
+            // `sg GROUP [-c] COMMAND`: COMMAND is a script for /bin/sh.
+            Some(cmd) if !cmd.is_empty() => {
+                let cmd = match cmd[0].text.as_str() {
+                    "-c" => &cmd[1..],
+                    _ => cmd,
+                };
+                match cmd.iter().any(|w| w.dynamic) {
+                    true => Class::MayDelete,
+                    false => script_in(&join(cmd), depth),
+                }
+            }
+            // A shell on standard input.
+            _ => Class::MayDelete,
+        },
+        "ssh" => ssh(rest, depth),
+        "ip" => match rest.iter().position(|w| w.text == "exec") {
+            // `ip netns exec NAME CMD`, `ip vrf exec NAME CMD`.
+            Some(i) => command(rest.get(i + 2..).unwrap_or_default(), depth + 1).max(
+                match rest.len() > i + 2 {
+                    true => Class::Safe,
+                    false => Class::MayDelete,
+                },
+            ),
+            None => Class::Safe,
+        },
+        "docker" | "podman" => container(rest, depth),
         "time" => wrapped(rest, Opts::new("fo").long(&["format", "output"]), depth),
         "timeout" => after_operands(rest, "sk", &["signal", "kill-after"], 1, depth),
         "chroot" => match after_operands(rest, "", &["userspec", "groups"], 1, depth) {
@@ -150,8 +261,26 @@ fn command(words: &[Word], depth: usize) -> Class {
             })
             .max()
             .unwrap_or(Class::Safe),
+        // `runuser -u USER CMD`: CMD; the `su` form runs a shell.
+        "runuser"
+            if rest
+                .iter()
+                .any(|w| w.text == "-u" || w.text.starts_with("--user")) =>
+        {
+            wrapped(
+                rest,
+                Opts::new("ugGsw").long(&[
+                    "user",
+                    "group",
+                    "supp-group",
+                    "shell",
+                    "whitelist-environment",
+                ]),
+                depth,
+            )
+        }
         // `su [USER] -c COMMAND`: COMMAND is a script for the user's shell.
-        "su" => match rest
+        "su" | "runuser" => match rest
             .iter()
             .position(|w| w.text == "-c" || w.text == "--command")
         {
@@ -171,10 +300,80 @@ fn command(words: &[Word], depth: usize) -> Class {
             None => Class::Safe,
         },
         "dd" => flags(rest, |w| w.starts_with("of=")),
+        "export" | "readonly" | "declare" | "typeset" | "local" => match rest.iter().any(|w| {
+            w.text
+                .split_once('=')
+                .is_some_and(|(n, _)| dangerous_name(n) || n.starts_with('-'))
+        }) {
+            true => Class::MayDelete,
+            false => Class::Safe,
+        },
+        // Programs that write over a file that may be there.
+        "cp" | "install" | "patch" | "rename" | "chattr" => match rest.iter().any(|w| {
+            matches!(
+                w.text.as_str(),
+                "-n" | "--no-clobber" | "--help" | "--version"
+            )
+        }) {
+            true => Class::Safe,
+            false => Class::MayDelete,
+        },
+        "ln" => match rest.iter().any(|w| {
+            w.text == "--force"
+                || w.text.starts_with('-') && !w.text.starts_with("--") && w.text.contains('f')
+        }) {
+            true => Class::MayDelete,
+            false => Class::Safe,
+        },
+        "sed" => match rest.iter().any(|w| {
+            w.text.starts_with("--in-place")
+                || w.text.starts_with('-')
+                    && !w.text.starts_with("--")
+                    && w.text[1..]
+                        .split(['e', 'f', 'l'])
+                        .next()
+                        .is_some_and(|l| l.contains('i'))
+        }) {
+            true => Class::MayDelete,
+            false => flags(rest, |_| false),
+        },
+        "tar" => tar(rest),
+        "curl" => match rest.iter().any(|w| {
+            let t = w.text.as_str();
+            t.starts_with("--output")
+                || t.starts_with("--remote-name")
+                || t.starts_with("--config")
+                || t.starts_with('-') && !t.starts_with("--") && t.contains(['o', 'O', 'K', 'D'])
+        }) {
+            true => Class::MayDelete,
+            false => Class::Safe,
+        },
+        "wget" => match rest.iter().any(|w| {
+            matches!(
+                w.text.as_str(),
+                "--spider" | "-O-" | "-qO-" | "--output-document=-"
+            )
+        }) || rest
+            .windows(2)
+            .any(|p| p[0].text.ends_with('O') && p[1].text == "-")
+        {
+            true => Class::Safe,
+            false => Class::MayDelete,
+        },
+        n if INTERPRETERS.iter().any(|i| {
+            n.strip_prefix(i)
+                .is_some_and(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.'))
+        }) =>
+        {
+            interpreter(n, rest)
+        }
         "find" => find(rest, depth),
-        "rsync" => flags(rest, |w| {
+        "rsync" => match flags(rest, |w| {
             w.starts_with("--delete") || w == "--del" || w == "--remove-source-files"
-        }),
+        }) {
+            Class::Safe if !rest.iter().any(|w| w.text == "--list-only") => Class::MayDelete,
+            c => c,
+        },
         "git" => git(rest),
         "mv" => match rest
             .iter()
@@ -186,16 +385,29 @@ fn command(words: &[Word], depth: usize) -> Class {
         },
         "tee" => tee(rest),
         // Runners of the command after their `--` (runbook's own container hops too).
-        "pct" | "lxc-attach" | "kubectl" | "nsenter" | "unshare" | "runuser" | "flock" => {
-            match rest.iter().position(|w| w.text == "--") {
-                Some(i) => command(&rest[i + 1..], depth + 1),
-                None if name == "kubectl" && rest.iter().any(|w| w.text == "delete") => {
-                    Class::Deletes
-                }
-                None => Class::Safe,
+        "pct" | "lxc-attach" | "kubectl" => match rest.iter().position(|w| w.text == "--") {
+            Some(i) => command(&rest[i + 1..], depth + 1),
+            None if rest.iter().any(|w| {
+                matches!(
+                    w.text.as_str(),
+                    "delete" | "destroy" | "rollback" | "restore" | "delsnapshot"
+                )
+            }) =>
+            {
+                Class::Deletes
             }
-        }
-        _ => Class::Safe,
+            // `lxc-attach -n NAME` runs a shell; `pct enter`, `kubectl exec POD CMD` (the
+            // old form) and `lxc-attach -n NAME CMD` a command runbook did not find.
+            None if name == "lxc-attach"
+                || rest
+                    .iter()
+                    .any(|w| matches!(w.text.as_str(), "exec" | "enter" | "push" | "cp")) =>
+            {
+                Class::MayDelete
+            }
+            None => Class::Safe,
+        },
+        _ => unknown(name, rest),
     }
 }
 
@@ -240,6 +452,8 @@ struct Opts {
     shell: &'static str,
     /// `NAME=VALUE` words may come before the command.
     assigns: bool,
+    /// Without a command it runs a shell (`unshare`, `nsenter`): on standard input.
+    bare_shell: bool,
 }
 
 impl Opts {
@@ -249,7 +463,12 @@ impl Opts {
             long: &[],
             shell: "",
             assigns: false,
+            bare_shell: false,
         }
+    }
+    const fn bare_shell(mut self) -> Opts {
+        self.bare_shell = true;
+        self
     }
     const fn long(mut self, long: &'static [&'static str]) -> Opts {
         self.long = long;
@@ -289,7 +508,6 @@ fn wrapped(rest: &[Word], o: Opts, depth: usize) -> Class {
     let (short, long) = (o.short, o.long);
     let mut i = 0;
     let mut shell_flag = false;
-    let mut split = None;
     while i < rest.len() {
         let w = &rest[i];
         if w.text == "--" && !w.dynamic {
@@ -297,6 +515,9 @@ fn wrapped(rest: &[Word], o: Opts, depth: usize) -> Class {
             break;
         }
         if o.assigns && !w.dynamic && is_assignment(&w.text) {
+            if dangerous_name(w.text.split('=').next().unwrap_or_default()) {
+                return Class::MayDelete;
+            }
             i += 1;
             continue;
         }
@@ -311,25 +532,12 @@ fn wrapped(rest: &[Word], o: Opts, depth: usize) -> Class {
             let letters = t[1..].split(|c| short.contains(c)).next().unwrap_or("");
             shell_flag |= letters.chars().any(|c| o.shell.contains(c));
         }
-        // `env -S 'rm -rf x'`: the string is split into the command's first words.
-        if t == "-S" || t.starts_with("--split-string") {
-            split = match (t.split_once('='), rest.get(i + 1)) {
-                (Some((_, s)), _) => Some(s.to_string()),
-                (None, Some(next)) if !next.dynamic => Some(next.text.clone()),
-                _ => return Class::MayDelete,
-            };
-        } else if let Some(s) = t.strip_prefix("-S").filter(|s| !s.is_empty()) {
-            split = Some(s.to_string());
-        }
         i += width;
     }
-    let mut cmd: Vec<Word> = split
-        .iter()
-        .flat_map(|s| s.split_whitespace().map(|w| Word::literal(w.into())))
-        .collect();
-    cmd.extend(rest.get(i..).unwrap_or_default().iter().cloned());
+    let cmd: Vec<Word> = rest.get(i..).unwrap_or_default().to_vec();
     match (cmd.is_empty(), shell_flag) {
         (true, true) => Class::MayDelete,
+        (true, false) if o.bare_shell => Class::MayDelete,
         (true, false) => Class::Safe,
         // `sudo -s CMD`: CMD runs through the shell.
         (false, true) => match cmd.iter().any(|w| w.dynamic) {
@@ -368,6 +576,558 @@ fn after_operands(rest: &[Word], short: &str, long: &[&str], skip: usize, depth:
         }
     }
     command(rest.get(i + skip..).unwrap_or_default(), depth + 1)
+}
+
+/// A shell variable's name.
+fn is_name(w: &str) -> bool {
+    !w.is_empty()
+        && !w.starts_with(|c: char| c.is_ascii_digit())
+        && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Environment variables that make a program run code of their choosing: bash imports
+/// a function from `BASH_FUNC_NAME%%` (so `true` may be `rm x`), runs `$BASH_ENV` (and
+/// `sh` `$ENV`) first, `PATH` decides which `ls` runs, the loader preloads
+/// `LD_PRELOAD`, interpreters and git read options or code from theirs.
+fn dangerous_name(name: &str) -> bool {
+    const NAMES: &[&str] = &[
+        "BASH_ENV",
+        "ENV",
+        "PATH",
+        "SHELLOPTS",
+        "BASHOPTS",
+        "PS4",
+        "PROMPT_COMMAND",
+        "IFS",
+        "CDPATH",
+        "PYTHONPATH",
+        "PYTHONSTARTUP",
+        "PYTHONHOME",
+        "PYTHONINSPECT",
+        "PERL5OPT",
+        "PERL5LIB",
+        "PERLLIB",
+        "RUBYOPT",
+        "RUBYLIB",
+        "NODE_OPTIONS",
+        "NODE_PATH",
+        "PAGER",
+        "EDITOR",
+        "VISUAL",
+        "LESSOPEN",
+        "LESSCLOSE",
+        "SUDO_ASKPASS",
+        "SSH_ASKPASS",
+        "GCONV_PATH",
+        "HOSTALIASES",
+        "MALLOC_CHECK_",
+        "TMPDIR",
+    ];
+    NAMES.contains(&name)
+        || name.starts_with("BASH_FUNC_")
+        || name.starts_with("LD_")
+        // GIT_CONFIG_COUNT/KEY_n/VALUE_n set any config (an alias), GIT_SSH_COMMAND,
+        // GIT_EXTERNAL_DIFF, GIT_PAGER, GIT_EDITOR, GIT_ASKPASS, GIT_EXEC_PATH run code.
+        || name.starts_with("GIT_")
+            && !matches!(name, "GIT_DIR" | "GIT_WORK_TREE" | "GIT_TERMINAL_PROMPT")
+}
+
+/// The class of a command's own environment (`env = { … }` in `t:exec`): one that
+/// names a variable that makes programs run other code ([`dangerous_name`]) may delete.
+pub fn env_vars<'a>(names: impl IntoIterator<Item = &'a str>) -> Class {
+    match names.into_iter().any(dangerous_name) {
+        true => Class::MayDelete,
+        false => Class::Safe,
+    }
+}
+
+/// `env [OPTIONS] [NAME=VALUE…] [COMMAND…]`. Options come in clusters (`-iS STRING`,
+/// `-iu NAME`); `-S`/`--split-string` splits its string into the command's first
+/// words. Any word with a `=` before the command is an assignment (env takes
+/// `BASH_FUNC_x%%=…` too, which the shell's rule would not).
+fn env(rest: &[Word], depth: usize) -> Class {
+    let mut i = 0;
+    let mut split: Option<String> = None;
+    while i < rest.len() {
+        let w = &rest[i];
+        if w.dynamic {
+            return Class::MayDelete;
+        }
+        let t = w.text.as_str();
+        if t == "--" {
+            i += 1;
+            break;
+        }
+        if let Some(long) = t.strip_prefix("--") {
+            let (name, value) = match long.split_once('=') {
+                Some((n, v)) => (n, Some(v)),
+                None => (long, None),
+            };
+            let takes = ["unset", "chdir", "split-string", "argv0", "block-signal"];
+            // getopt takes any unambiguous prefix of a long option.
+            let full = takes
+                .iter()
+                .find(|f| f.starts_with(name) && !name.is_empty());
+            let arg = match (full, value) {
+                (Some(_), Some(v)) => Some(v.to_string()),
+                (Some(f), None) if *f != "block-signal" => {
+                    i += 1;
+                    match rest.get(i) {
+                        Some(n) if !n.dynamic => Some(n.text.clone()),
+                        _ => return Class::MayDelete,
+                    }
+                }
+                _ => None,
+            };
+            if full == Some(&"split-string") {
+                split = Some(split.unwrap_or_default() + " " + &arg.unwrap_or_default());
+            }
+            i += 1;
+            continue;
+        }
+        if t.len() > 1 && t.starts_with('-') {
+            let letters: Vec<char> = t[1..].chars().collect();
+            for (k, c) in letters.iter().enumerate() {
+                if "uCSaP".contains(*c) {
+                    let arg = match k + 1 < letters.len() {
+                        true => letters[k + 1..].iter().collect::<String>(),
+                        false => {
+                            i += 1;
+                            match rest.get(i) {
+                                Some(n) if !n.dynamic => n.text.clone(),
+                                _ => return Class::MayDelete,
+                            }
+                        }
+                    };
+                    if *c == 'S' {
+                        split = Some(split.unwrap_or_default() + " " + &arg);
+                    }
+                    break;
+                }
+            }
+            i += 1;
+            continue;
+        }
+        if let Some((name, _)) = t.split_once('=') {
+            if dangerous_name(name) || !is_name(name) {
+                return Class::MayDelete;
+            }
+            i += 1;
+            continue;
+        }
+        break;
+    }
+    let mut cmd = Vec::new();
+    if let Some(s) = split {
+        // env's own quoting and `${VAR}` are not read: plain words only.
+        if s.contains(['\\', '$', '\'', '"', '#']) {
+            return Class::MayDelete;
+        }
+        cmd.extend(s.split_whitespace().map(|w| Word::literal(w.into())));
+    }
+    cmd.extend(rest.get(i..).unwrap_or_default().iter().cloned());
+    command(&cmd, depth + 1)
+}
+
+/// `flock [OPTIONS] FILE|DIR COMMAND…`, `flock [OPTIONS] FILE -c SCRIPT`, `flock FD`.
+fn flock(rest: &[Word], depth: usize) -> Class {
+    let mut i = 0;
+    while i < rest.len() {
+        if rest[i].text == "--" {
+            i += 1;
+            break;
+        }
+        match option_width(&rest[i], "wEo", &["timeout", "wait", "conflict-exit-code"]) {
+            Some(n) => i += n,
+            None => break,
+        }
+    }
+    let after = rest.get(i + 1..).unwrap_or_default();
+    match after.first().map(|w| w.text.as_str()) {
+        Some("-c" | "--command") => match after.get(1) {
+            Some(w) if !w.dynamic => script_in(&w.text, depth),
+            _ => Class::MayDelete,
+        },
+        _ => command(after, depth + 1),
+    }
+}
+
+/// `watch [OPTIONS] COMMAND…`: the words joined run through `sh -c` (with `-x`, as an
+/// argv).
+fn watch(rest: &[Word], depth: usize) -> Class {
+    let mut i = 0;
+    let mut exec = false;
+    while i < rest.len() {
+        let t = rest[i].text.as_str();
+        exec |= t == "--exec" || t.starts_with('-') && !t.starts_with("--") && t.contains('x');
+        match option_width(&rest[i], "nq", &["interval", "equexit"]) {
+            Some(n) => i += n,
+            None => break,
+        }
+    }
+    let cmd = rest.get(i..).unwrap_or_default();
+    match (exec, cmd.iter().any(|w| w.dynamic)) {
+        (true, _) => command(cmd, depth + 1),
+        (false, true) => Class::MayDelete,
+        (false, false) => script_in(&join(cmd), depth),
+    }
+}
+
+/// `script [OPTIONS] [FILE]`: `-c COMMAND` runs through the user's shell, and FILE (the
+/// typescript) is written over; without `-c`, an interactive shell.
+fn script(rest: &[Word], depth: usize) -> Class {
+    let mut i = 0;
+    while i < rest.len() {
+        let t = rest[i].text.as_str();
+        let arg = |i: usize| {
+            rest.get(i + 1)
+                .filter(|w| !w.dynamic)
+                .map(|w| w.text.clone())
+        };
+        let found = if let Some(v) = t.strip_prefix("--command=") {
+            Some(v.to_string())
+        } else if t == "--command" {
+            arg(i)
+        } else if t.starts_with('-') && !t.starts_with("--") {
+            match t[1..].split_once('c') {
+                Some((_, "")) => arg(i),
+                Some((_, v)) => Some(v.to_string()),
+                None => {
+                    i += 1;
+                    continue;
+                }
+            }
+        } else {
+            i += 1;
+            continue;
+        };
+        return match found {
+            // The typescript file is overwritten too, unless it is /dev/null.
+            Some(s) => {
+                script_in(&s, depth).max(match rest.last().is_some_and(|w| quiet_file(&w.text)) {
+                    true => Class::Safe,
+                    false => Class::MayDelete,
+                })
+            }
+            None => Class::MayDelete,
+        };
+    }
+    Class::MayDelete
+}
+
+/// `ssh [OPTIONS] HOST [COMMAND…]`: the words after HOST are joined into one script for
+/// the remote shell; without them, a login shell reads standard input.
+fn ssh(rest: &[Word], depth: usize) -> Class {
+    let mut i = 0;
+    while i < rest.len() {
+        if rest[i].text == "--" {
+            i += 1;
+            break;
+        }
+        if matches!(rest[i].text.as_str(), "-V" | "-G") {
+            return Class::Safe;
+        }
+        match option_width(&rest[i], "BbcDEeFIiJLlmOopQRSWw", &[]) {
+            Some(n) => i += n,
+            None => break,
+        }
+    }
+    let cmd = rest.get(i + 1..).unwrap_or_default();
+    match (cmd.is_empty(), cmd.iter().any(|w| w.dynamic)) {
+        (true, _) | (_, true) => Class::MayDelete,
+        (false, false) => script_in(&join(cmd), depth),
+    }
+}
+
+/// `docker`/`podman`: `exec [OPTIONS] CONTAINER COMMAND…` classes COMMAND; `run` and
+/// `create` run an image's command with host paths it may mount; `rm`, `rmi`, `prune`
+/// delete.
+fn container(rest: &[Word], depth: usize) -> Class {
+    let Some(sub) = rest.iter().position(|w| !w.text.starts_with('-')) else {
+        return Class::Safe;
+    };
+    let args = &rest[sub + 1..];
+    match rest[sub].text.as_str() {
+        "exec" => {
+            let mut i = 0;
+            while i < args.len() {
+                match option_width(
+                    &args[i],
+                    "euw",
+                    &[
+                        "env",
+                        "env-file",
+                        "user",
+                        "workdir",
+                        "detach-keys",
+                        "preserve-fds",
+                    ],
+                ) {
+                    Some(n) => i += n,
+                    None => break,
+                }
+            }
+            let cmd = args.get(i + 1..).unwrap_or_default();
+            match cmd.is_empty() {
+                true => Class::MayDelete,
+                false => command(cmd, depth + 1),
+            }
+        }
+        "rm" | "rmi" | "prune" => Class::Deletes,
+        _ if args
+            .iter()
+            .any(|w| matches!(w.text.as_str(), "rm" | "prune" | "reset")) =>
+        {
+            Class::Deletes
+        }
+        "run" | "create" | "start" | "cp" | "load" | "import" | "compose" | "commit" => {
+            Class::MayDelete
+        }
+        _ => Class::Safe,
+    }
+}
+
+/// `tar`: listing (`-t`, `--list`) writes nothing; extracting writes over files, and
+/// creating writes the archive; options that run a program are not read.
+fn tar(rest: &[Word]) -> Class {
+    let mut list = false;
+    for (k, w) in rest.iter().enumerate() {
+        let t = w.text.as_str();
+        if w.dynamic {
+            return Class::MayDelete;
+        }
+        if t == "--delete" {
+            return Class::Deletes;
+        }
+        if [
+            "--to-command",
+            "--checkpoint-action",
+            "--use-compress-program",
+            "--info-script",
+            "--new-volume-script",
+            "--rsh-command",
+            "--rmt-command",
+            "--extract",
+            "--get",
+            "--create",
+            "--append",
+            "--update",
+            "--concatenate",
+            "--catenate",
+            "--overwrite",
+        ]
+        .iter()
+        .any(|o| t.starts_with(o))
+        {
+            return Class::MayDelete;
+        }
+        list |= t == "--list" || t == "--help" || t == "--version";
+        // Short letters: `-tvf`, or the old style without a dash as the first word.
+        let letters = match (t.strip_prefix('-'), k) {
+            (Some(l), _) if !l.starts_with('-') => l,
+            (None, 0) => t,
+            _ => continue,
+        };
+        let letters = letters.split('f').next().unwrap_or_default();
+        if letters.contains(['x', 'c', 'r', 'u', 'A', 'I', 'F']) {
+            return Class::MayDelete;
+        }
+        list |= letters.contains('t');
+    }
+    match list {
+        true => Class::Safe,
+        false => Class::MayDelete,
+    }
+}
+
+/// Interpreters whose `-c`/`-e` code is looked at for obvious deletion calls.
+const INTERPRETERS: &[&str] = &[
+    "python", "pypy", "perl", "ruby", "node", "nodejs", "deno", "bun", "awk", "gawk", "mawk",
+    "nawk", "php", "lua", "luajit", "tclsh", "Rscript",
+];
+
+/// `python3 -c CODE`, `perl -e CODE`, `awk 'PROGRAM'`, …: runbook does not parse the
+/// language; CODE that names a call that deletes, writes or runs another program
+/// (`os.remove`, `shutil.rmtree`, `unlink`, `system`, `subprocess`, `open(…, "w")`) may
+/// delete; code given in a file, on standard input, or as a module (`-m`) cannot be read
+/// and may too. `--version`, `-V` only print.
+fn interpreter(name: &str, rest: &[Word]) -> Class {
+    const CALLS: &[&str] = &[
+        "remove",
+        "unlink",
+        "rmtree",
+        "rmdir",
+        "system",
+        "subprocess",
+        "popen",
+        "spawn",
+        "exec",
+        "eval",
+        "shutil",
+        "truncate",
+        "rename",
+        "replace",
+        "write",
+        "open(",
+        "getline",
+        "print >",
+        "printf >",
+        "print>",
+        "printf>",
+        "|",
+        "`",
+        "qx",
+        "child_process",
+        "fs.",
+        "require",
+        "import(",
+        "__import__",
+        "importlib",
+        "compile",
+        "ctypes",
+        "os.",
+        "pty",
+        "Deno.",
+        "Bun.",
+        "io.",
+        "file(",
+        "sysopen",
+        "chmod",
+        "kill",
+    ];
+    let awk = name.contains("awk");
+    let mut i = 0;
+    while i < rest.len() {
+        let w = &rest[i];
+        let t = w.text.as_str();
+        if w.dynamic {
+            return Class::MayDelete;
+        }
+        if matches!(t, "--version" | "-V" | "--help" | "-h" | "-v") && !awk {
+            return Class::Safe;
+        }
+        let code = if awk && !t.starts_with('-') {
+            Some(t)
+        } else if matches!(t, "-c" | "-e" | "-E" | "-p" | "--eval" | "--print") {
+            rest.get(i + 1).map(|w| w.text.as_str())
+        } else if awk && matches!(t, "-F" | "-v") {
+            i += 2;
+            continue;
+        } else if t.starts_with('-') && !t.starts_with("--") && t.len() > 1 && !awk {
+            // `-i` (perl: edit in place), `-m MODULE`, and other letters that read code
+            // from elsewhere: not read.
+            if t[1..].contains(['i', 'm', 'x', 'r', 'n', 'p', 'I']) && !t[1..].contains(['c', 'e'])
+            {
+                return Class::MayDelete;
+            }
+            i += 1;
+            continue;
+        } else if t.starts_with('-') {
+            i += 1;
+            continue;
+        } else {
+            // A file of code.
+            return Class::MayDelete;
+        };
+        return match code {
+            Some(code) if !CALLS.iter().any(|c| code.contains(c)) => Class::Safe,
+            _ => Class::MayDelete,
+        };
+    }
+    // No code: read from standard input.
+    Class::MayDelete
+}
+
+/// Programs that take a command to run, which an unknown program's argv may name.
+const RUNNERS: &[&str] = &[
+    "sudo", "doas", "env", "xargs", "nohup", "timeout", "nice", "ionice", "setsid", "flock",
+    "taskset", "chrt", "unshare", "nsenter", "runuser", "su", "setpriv", "strace", "watch",
+    "script", "stdbuf", "chroot", "busybox", "eval", "exec", "command", "ssh",
+];
+
+/// Programs that only look, whatever words follow (`grep rm`, `which sh`, `man sudo`).
+const LOOKERS: &[&str] = &[
+    "echo",
+    "printf",
+    "grep",
+    "egrep",
+    "fgrep",
+    "rg",
+    "pgrep",
+    "which",
+    "type",
+    "whereis",
+    "man",
+    "info",
+    "test",
+    "[",
+    "[[",
+    "ls",
+    "cat",
+    "stat",
+    "file",
+    "readlink",
+    "realpath",
+    "basename",
+    "dirname",
+    "id",
+    "ps",
+    "du",
+    "df",
+    "wc",
+    "head",
+    "tail",
+    "sort",
+    "uniq",
+    "cut",
+    "tr",
+    "true",
+    "false",
+    ":",
+    "sha256sum",
+    "sha1sum",
+    "md5sum",
+    "dpkg",
+    "rpm",
+    "apt-cache",
+    "hash",
+    "getent",
+    "printenv",
+    "uname",
+    "hostname",
+    "date",
+    "sleep",
+    "nvidia-smi",
+    "uptime",
+    "free",
+    "lsblk",
+    "pidof",
+    "apropos",
+    "whatis",
+    "expr",
+    "seq",
+];
+
+/// A program runbook does not know: safe, unless a later word is itself a program that
+/// deletes, a shell given `-c`, or a runner of commands (`foo rm x`, `foo sh -c …`,
+/// `foo sudo …`): then it likely runs that command, and may delete.
+fn unknown(name: &str, rest: &[Word]) -> Class {
+    if LOOKERS.contains(&name) {
+        return Class::Safe;
+    }
+    let runs = rest.iter().enumerate().any(|(k, w)| {
+        let b = base(&w.text);
+        let next = rest.get(k + 1).map(|n| n.text.as_str());
+        !w.text.starts_with('-')
+            && (DELETERS.contains(&b)
+                || RUNNERS.contains(&b) && next.is_some()
+                || SHELLS.contains(&b)
+                    && next.is_some_and(|n| n.starts_with('-') && n.contains('c')))
+    });
+    match runs {
+        true => Class::MayDelete,
+        false => Class::Safe,
+    }
 }
 
 /// `NAME=VALUE`, as `env` and the shell take them before a command.
@@ -447,13 +1207,12 @@ fn shell(rest: &[Word], depth: usize) -> Class {
 /// `xargs [OPTIONS] [COMMAND…]`: the command runs with words read from standard input
 /// (`echo` when none is given).
 fn xargs(rest: &[Word], depth: usize) -> Class {
-    let short = "adEeIiLlnPs";
+    // `-e`, `-i`, `-l` (and `--eof`, `--replace`, `--max-lines`) take their argument
+    // only in the same word (`-i{}`, `--replace=R`): `xargs --replace rm {}` runs rm.
+    let short = "adEILnPs";
     let long = [
         "arg-file",
         "delimiter",
-        "eof",
-        "replace",
-        "max-lines",
         "max-args",
         "max-procs",
         "max-chars",
@@ -462,10 +1221,16 @@ fn xargs(rest: &[Word], depth: usize) -> Class {
     let mut i = 0;
     while i < rest.len() {
         let w = &rest[i];
-        // `-i`, `-e`, `-l` take their argument only in the same word (`-i{}`).
-        let width = match w.text.as_str() {
-            "-i" | "-e" | "-l" => Some(1),
-            _ => option_width(w, short, &long),
+        let t = w.text.as_str();
+        let width = match t.starts_with('-') && !t.starts_with("--") && !w.dynamic {
+            // A cluster ends at the first of `e`, `i`, `l`: the rest is its argument.
+            true => option_width(
+                &Word::literal(t.split(['e', 'i', 'l']).next().unwrap_or("-").to_string()),
+                short,
+                &long,
+            )
+            .or(Some(1)),
+            false => option_width(w, short, &long),
         };
         match width {
             Some(n) => i += n,
@@ -504,13 +1269,25 @@ fn find(rest: &[Word], depth: usize) -> Class {
 }
 
 /// `git`: `clean` (unless `-n`), `rm`, `reset --hard`, `checkout` of paths or with
-/// `-f`, `restore`, `stash drop|clear`, `branch -D`.
+/// `-f`, `restore`, `switch --discard-changes`, `stash drop|clear`, `branch -D`,
+/// `gc --prune`, `prune`, `worktree remove|prune`, …; a `-c` that sets config which runs
+/// a program (`alias.X=!…`, `core.pager`, …) may delete.
 fn git(rest: &[Word]) -> Class {
     let mut i = 0;
     // Global options; `-C DIR` and `-c KEY=VALUE` take the next word.
     while i < rest.len() && rest[i].text.starts_with('-') {
-        i += match rest[i].text.as_str() {
-            "-C" | "-c" | "--git-dir" | "--work-tree" | "--namespace" => 2,
+        let t = rest[i].text.as_str();
+        if t.starts_with("--config-env") || t.starts_with("--exec-path=") {
+            return Class::MayDelete;
+        }
+        if t == "-c" {
+            match rest.get(i + 1) {
+                Some(v) if !v.dynamic && !runs_program(&v.text) => {}
+                _ => return Class::MayDelete,
+            }
+        }
+        i += match t {
+            "-C" | "-c" | "--git-dir" | "--work-tree" | "--namespace" | "--config-env" => 2,
             _ => 1,
         };
     }
@@ -527,11 +1304,79 @@ fn git(rest: &[Word]) -> Class {
         "rm" | "restore" => Class::Deletes,
         "reset" if has("--hard") || has("--merge") || has("--keep") => Class::Deletes,
         "checkout" if has("--") || has("-f") || has("--force") || has(".") => Class::Deletes,
+        "switch" if has("--discard-changes") || has("-f") || has("--force") => Class::Deletes,
         "stash" if has("drop") || has("clear") => Class::Deletes,
         "branch" if has("-D") || has("--delete") || has("-d") => Class::Deletes,
+        "gc" if args.iter().any(|w| w.text.starts_with("--prune")) => Class::Deletes,
+        "prune" | "prune-packed" | "filter-branch" | "filter-repo" => Class::Deletes,
+        "worktree" if has("remove") || has("prune") => Class::Deletes,
+        "reflog" if has("expire") || has("delete") => Class::Deletes,
+        "update-ref" if has("-d") => Class::Deletes,
+        "tag" if has("-d") || has("--delete") => Class::Deletes,
+        "checkout-index" if has("-f") || has("--force") => Class::Deletes,
+        "read-tree" if has("-u") || has("--reset") => Class::Deletes,
+        "submodule" if has("deinit") => Class::Deletes,
+        "push"
+            if has("--delete")
+                || has("-d")
+                || has("--force")
+                || has("-f")
+                || has("--mirror")
+                || has("--prune") =>
+        {
+            Class::Deletes
+        }
+        // They write the work tree over: what was not committed may be lost.
+        "merge" | "pull" | "rebase" | "am" | "apply" | "cherry-pick" | "revert" | "mv"
+        | "sparse-checkout" | "lfs" => Class::MayDelete,
+        "stash" if !(has("list") || has("show")) => Class::MayDelete,
+        // Setting config can add an alias or a pager that runs later.
+        "config"
+            if !(args.len() == 1
+                || args.iter().any(|w| {
+                    w.text.starts_with("--get") || w.text == "-l" || w.text == "--list"
+                })) =>
+        {
+            Class::MayDelete
+        }
         _ if args.iter().any(|w| w.splits) => Class::MayDelete,
         _ => Class::Safe,
     }
+}
+
+/// A `git -c KEY=VALUE` whose value git runs as a program: an alias with `!`, a pager,
+/// editor, ssh command, hook path, filter, diff or merge driver, credential helper.
+fn runs_program(kv: &str) -> bool {
+    let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
+    let key = key.to_ascii_lowercase();
+    value.contains('!')
+        || key.starts_with("alias.")
+        || key.starts_with("pager.")
+        || key.starts_with("filter.")
+        || key.starts_with("diff.")
+        || key.starts_with("merge.")
+        || key.starts_with("credential")
+        || key.starts_with("include")
+        || key.starts_with("gpg.")
+        || key.starts_with("ssh.")
+        || key.ends_with("command")
+        || key.ends_with("program")
+        || key.ends_with("helper")
+        || key.ends_with("hook")
+        || matches!(
+            key.as_str(),
+            "core.pager"
+                | "core.editor"
+                | "core.sshcommand"
+                | "core.fsmonitor"
+                | "core.hookspath"
+                | "core.askpass"
+                | "core.gitproxy"
+                | "core.worktree"
+                | "sequence.editor"
+                | "uploadpack.packobjectshook"
+                | "receive.procreceiverefs"
+        )
 }
 
 /// `tee FILE…` overwrites each FILE (not with `-a`).
@@ -561,10 +1406,13 @@ fn tee(rest: &[Word]) -> Class {
 
 /// Files that writing to loses nothing.
 fn quiet_file(path: &str) -> bool {
+    // Exactly these names: `/dev/fd/../../x` is `/x`.
     matches!(
         path,
         "/dev/null" | "/dev/stdout" | "/dev/stderr" | "/dev/tty"
-    ) || path.starts_with("/dev/fd/")
+    ) || path
+        .strip_prefix("/dev/fd/")
+        .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
 }
 
 /// A script found inside a command (`sh -c`, `eval`, `trap`): one level deeper.
@@ -754,7 +1602,13 @@ impl Parser {
                                 continue;
                             }
                             t if RESERVED.contains(&t) => continue,
-                            t if is_assignment(t) => continue,
+                            t if is_assignment(t) => {
+                                // `BASH_ENV=x sh -c …`, `PATH=… ls`: see `dangerous_name`.
+                                if dangerous_name(t.split('=').next().unwrap_or_default()) {
+                                    self.unreadable();
+                                }
+                                continue;
+                            }
                             _ => {}
                         }
                         // `NAME() …`: a function's definition; its body is read as commands.
@@ -765,6 +1619,9 @@ impl Parser {
                     }
                     if words.is_empty() && w.dynamic && is_assignment(&w.text) {
                         // `x=$(…)`: the substitution was read as it went by.
+                        if dangerous_name(w.text.split('=').next().unwrap_or_default()) {
+                            self.unreadable();
+                        }
                         continue;
                     }
                     words.push(w);
@@ -937,6 +1794,8 @@ impl Parser {
         let mut w = Word::literal(String::new());
         let start = self.i;
         let mut glob = false;
+        // The unquoted characters, for brace expansion (`{rm,x}` is `rm x`, in bash).
+        let mut unquoted = String::new();
         while let Some(c) = self.peek() {
             match c {
                 ' ' | '\t' | '\r' | '\n' | ';' | '&' | '|' | '<' | '>' | ')' => break,
@@ -994,6 +1853,7 @@ impl Parser {
                 }
                 c => {
                     w.text.push(c);
+                    unquoted.push(c);
                     self.i += 1;
                 }
             }
@@ -1001,6 +1861,16 @@ impl Parser {
         // A pattern matches file names, which decide the word; `[` and `[[` are tests.
         if glob && !matches!(w.text.as_str(), "[" | "[[") {
             w.dynamic = true;
+        }
+        if let Some(open) = unquoted.find('{') {
+            let inner = &unquoted[open..];
+            if inner
+                .find('}')
+                .is_some_and(|close| inner[..close].contains(',') || inner[..close].contains(".."))
+            {
+                w.dynamic = true;
+                w.splits = true;
+            }
         }
         if self.i == start {
             // Nothing a word is made of: a `(` where no word starts.
@@ -1248,7 +2118,9 @@ mod tests {
                 &["rsync", "-a", "--remove-source-files", "a/", "b/"],
                 Deletes,
             ),
-            (&["rsync", "-a", "a/", "b/"], Safe),
+            // It writes over what is at the destination.
+            (&["rsync", "-a", "a/", "b/"], MayDelete),
+            (&["rsync", "--list-only", "host:/x/"], Safe),
             (&["mv", "a", "b"], MayDelete),
             (&["mv", "-n", "a", "b"], Safe),
             (&["tee", "f"], MayDelete),
@@ -1287,6 +2159,209 @@ mod tests {
             (&["su", "-", "app", "-c", "rm -rf x"], Deletes),
             (&["su", "app", "-c", "ls"], Safe),
             (&["su", "app"], MayDelete),
+            // Issue 25 item 3, the adversarial review: wrappers parsed wrongly.
+            (&["env", "-iS", "/bin/rm x"], Deletes),
+            (&["env", "-iS/bin/rm x"], Deletes),
+            (&["env", "-vS", "rm", "x"], Deletes),
+            (&["env", "--split-s=rm x"], Deletes),
+            (&["env", "-iu", "HOME", "rm", "x"], Deletes),
+            (&["env", "-S", "rm '$x'"], MayDelete),
+            (
+                &["env", "BASH_FUNC_true%%=() { rm x; }", "bash", "-c", "true"],
+                MayDelete,
+            ),
+            (&["env", "BASH_ENV=e.sh", "bash", "-c", "true"], MayDelete),
+            (&["env", "LD_PRELOAD=/tmp/x.so", "ls"], MayDelete),
+            (&["env", "PATH=/tmp/evil", "ls"], MayDelete),
+            (&["env", "GIT_CONFIG_COUNT=1", "git", "status"], MayDelete),
+            (&["env", "LANG=C", "ls"], Safe),
+            (&["sudo", "LD_PRELOAD=/tmp/x.so", "ls"], MayDelete),
+            (&["xargs", "--replace", "rm", "{}"], Deletes),
+            (&["xargs", "-i", "rm", "{}"], Deletes),
+            (&["xargs", "-0i", "rm", "{}"], Deletes),
+            (&["xargs", "-e", "rm", "x"], Deletes),
+            (&["xargs", "-l", "rm"], Deletes),
+            (&["xargs", "-I", "X", "rm", "X"], Deletes),
+            (&["xargs", "-E", "rm", "ls"], Safe),
+            // Wrappers it did not know, or knew only with `--`.
+            (&["flock", "lk", "rm", "x"], Deletes),
+            (&["flock", "-w", "5", "lk", "rm", "x"], Deletes),
+            (&["flock", "lk", "-c", "rm x"], Deletes),
+            (&["flock", "-n", "lk", "ls"], Safe),
+            (&["runuser", "-u", "root", "rm", "x"], Deletes),
+            (&["runuser", "-u", "root", "--", "rm", "x"], Deletes),
+            (&["runuser", "root", "-c", "rm x"], Deletes),
+            (&["runuser", "root"], MayDelete),
+            (&["unshare", "rm", "x"], Deletes),
+            (&["unshare", "-r", "-R", "/srv", "rm", "x"], Deletes),
+            (&["unshare", "-m"], MayDelete),
+            (&["nsenter", "-t", "1", "-m", "rm", "x"], Deletes),
+            (&["nsenter", "-t", "1", "-m"], MayDelete),
+            (&["taskset", "1", "rm", "x"], Deletes),
+            (&["taskset", "-c", "0-3", "rm", "x"], Deletes),
+            (&["taskset", "-p", "42"], Safe),
+            (&["script", "-qc", "rm x", "/dev/null"], Deletes),
+            (&["script", "-q", "-c", "ls", "/dev/null"], Safe),
+            (&["script", "--command=rm x", "/dev/null"], Deletes),
+            (&["script", "-c", "ls"], MayDelete),
+            (&["script"], MayDelete),
+            (&["chrt", "-f", "10", "rm", "x"], Deletes),
+            (&["chrt", "-p", "42"], Safe),
+            (&["strace", "-f", "rm", "x"], Deletes),
+            (&["strace", "-e", "trace=open", "ls"], Safe),
+            (&["strace", "-o", "out", "ls"], MayDelete),
+            (&["watch", "-n", "1", "rm", "x"], Deletes),
+            (&["watch", "-n1", "ls; rm x"], Deletes),
+            (&["watch", "-x", "rm", "x"], Deletes),
+            (&["watch", "ls"], Safe),
+            (&["sg", "wheel", "-c", "rm x"], Deletes),
+            (&["sg", "wheel", "rm x"], Deletes),
+            (&["sg", "wheel"], MayDelete),
+            (&["setpriv", "--reuid=1000", "rm", "x"], Deletes),
+            (&["setpriv", "--reuid", "1000", "ls"], Safe),
+            (&["ip", "netns", "exec", "blue", "rm", "x"], Deletes),
+            (&["ip", "netns", "exec", "blue", "ls"], Safe),
+            (&["ip", "addr", "show"], Safe),
+            (&["su", "-c", "rm x"], Deletes),
+            (&["docker", "exec", "-u", "root", "web", "rm", "x"], Deletes),
+            (&["podman", "exec", "web", "ls"], Safe),
+            (&["docker", "exec", "-it", "web"], MayDelete),
+            (&["docker", "rm", "-f", "web"], Deletes),
+            (&["podman", "system", "prune"], Deletes),
+            (
+                &["docker", "run", "-v", "/:/h", "alpine", "rm", "/h/x"],
+                Deletes,
+            ),
+            (&["docker", "run", "-v", "/:/h", "alpine", "sh"], MayDelete),
+            (&["podman", "ps"], Safe),
+            (&["kubectl", "exec", "pod", "--", "rm", "x"], Deletes),
+            (&["kubectl", "exec", "pod", "rm", "x"], MayDelete),
+            (&["ssh", "host", "rm", "x"], Deletes),
+            (
+                &["ssh", "-p", "22", "-o", "BatchMode=yes", "host", "rm -rf x"],
+                Deletes,
+            ),
+            (&["ssh", "host", "sh", "-c", "'rm x'"], Deletes),
+            (&["ssh", "host", "ls"], Safe),
+            (&["ssh", "host"], MayDelete),
+            (&["lxc-attach", "-n", "web"], MayDelete),
+            (&["lxc-attach", "-n", "web", "rm", "x"], MayDelete),
+            (&["pct", "exec", "200", "--", "ls"], Safe),
+            (&["pct", "destroy", "200"], Deletes),
+            (&["pct", "enter", "200"], MayDelete),
+            (&["time", "rm", "x"], Deletes),
+            (&["nohup", "sh", "-c", "rm x"], Deletes),
+            (&["stdbuf", "-oL", "ls"], Safe),
+            (&["coproc", "rm", "x"], Deletes),
+            (&["coproc", "NAME", "rm", "x"], Deletes),
+            // An unknown program whose words name a program it may run.
+            (&["mywrap", "rm", "x"], MayDelete),
+            (&["mywrap", "--", "sh", "-c", "ls"], MayDelete),
+            (&["mywrap", "sudo", "ls"], MayDelete),
+            (&["grep", "rm", "notes.txt"], Safe),
+            (&["which", "sudo", "rm"], Safe),
+            (&["mywrap", "--version"], Safe),
+            // git.
+            (&["git", "-c", "alias.zap=!rm x", "zap"], MayDelete),
+            (&["git", "-c", "core.pager=rm x", "log"], MayDelete),
+            (&["git", "-c", "x.y=!z", "status"], MayDelete),
+            (&["git", "-c", "core.sshCommand=rm x", "fetch"], MayDelete),
+            (&["git", "--config-env=alias.x=V", "x"], MayDelete),
+            (&["git", "-c", "color.ui=never", "status"], Safe),
+            (
+                &["git", "switch", "-q", "--discard-changes", "main"],
+                Deletes,
+            ),
+            (&["git", "switch", "-f", "main"], Deletes),
+            (&["git", "switch", "main"], Safe),
+            (&["git", "restore", "x"], Deletes),
+            (&["git", "checkout", "-f", "main"], Deletes),
+            (&["git", "stash", "drop"], Deletes),
+            (&["git", "stash", "clear"], Deletes),
+            (&["git", "stash"], MayDelete),
+            (&["git", "stash", "list"], Safe),
+            (&["git", "branch", "-D", "old"], Deletes),
+            (&["git", "gc", "--prune=now"], Deletes),
+            (&["git", "worktree", "remove", "../w"], Deletes),
+            (&["git", "worktree", "list"], Safe),
+            (&["git", "push", "--force", "origin", "main"], Deletes),
+            (&["git", "pull"], MayDelete),
+            (&["git", "config", "alias.st", "!rm x"], MayDelete),
+            (&["git", "config", "--get", "user.name"], Safe),
+            (&["git", "log", "--oneline", "-3"], Safe),
+            (&["git", "rev-parse", "HEAD"], Safe),
+            (&["git", "diff", "--stat"], Safe),
+            // Programs that write over a file.
+            (&["cp", "/dev/null", "x"], MayDelete),
+            (&["cp", "-n", "a", "b"], Safe),
+            (&["install", "-m", "644", "a", "b"], MayDelete),
+            (&["ln", "-sf", "a", "b"], MayDelete),
+            (&["ln", "-f", "a", "b"], MayDelete),
+            (&["ln", "-s", "a", "b"], Safe),
+            (&["sed", "-i", "s/a/b/", "f"], MayDelete),
+            (&["sed", "-ni.bak", "p", "f"], MayDelete),
+            (&["sed", "--in-place", "s/a/b/", "f"], MayDelete),
+            (&["sed", "-n", "1p", "f"], Safe),
+            (&["sed", "-e", "s/i/j/", "f"], Safe),
+            (&["tar", "-xf", "a.tar"], MayDelete),
+            (&["tar", "xzf", "a.tgz"], MayDelete),
+            (&["tar", "-czf", "out.tgz", "d"], MayDelete),
+            (&["tar", "--delete", "-f", "a.tar", "x"], Deletes),
+            (&["tar", "-tf", "a.tar"], Safe),
+            (&["tar", "tvf", "a.tar"], Safe),
+            (&["tar", "-tf", "a.tar", "--to-command=rm x"], MayDelete),
+            (&["curl", "-o", "x", "https://e"], MayDelete),
+            (&["curl", "-fsSL", "https://e"], Safe),
+            (&["wget", "https://e"], MayDelete),
+            (&["wget", "-qO-", "https://e"], Safe),
+            // Interpreters: code that calls out, deletes or writes may delete.
+            (
+                &["python3", "-c", "import torch; print(torch.__version__)"],
+                Safe,
+            ),
+            (
+                &["python3", "-c", "import sys; print(sys.version.split()[0])"],
+                Safe,
+            ),
+            (&["python3", "-c", "import os; os.remove('x')"], MayDelete),
+            (
+                &["python3", "-c", "import shutil; shutil.rmtree('d')"],
+                MayDelete,
+            ),
+            (
+                &["python3", "-c", "import subprocess; subprocess.run(['ls'])"],
+                MayDelete,
+            ),
+            (&["python3", "-c", "open('x', 'w')"], MayDelete),
+            (
+                &["python3", "-c", "__import__('os').unlink('x')"],
+                MayDelete,
+            ),
+            (&["python3", "script.py"], MayDelete),
+            (&["python3", "-m", "http.server"], MayDelete),
+            (&["python3", "--version"], Safe),
+            (&["python3"], MayDelete),
+            (&["perl", "-e", "unlink 'x'"], MayDelete),
+            (&["perl", "-pi", "-e", "s/a/b/", "f"], MayDelete),
+            (&["perl", "-e", "print 1"], Safe),
+            (&["awk", "BEGIN{system(\"rm x\")}"], MayDelete),
+            (&["awk", "{print > \"x\"}", "f"], MayDelete),
+            (&["awk", "-F:", "{print $1}", "/etc/passwd"], Safe),
+            (&["node", "-e", "require('fs').rmSync('x')"], MayDelete),
+            (&["node", "-e", "console.log(1)"], Safe),
+            // Ordinary reads stay reads.
+            (&["ls", "-la", "/tmp"], Safe),
+            (&["stat", "x"], Safe),
+            (&["du", "-sk", "--", "/var/cache"], Safe),
+            (&["df", "-Pk", "/tmp"], Safe),
+            (&["grep", "-r", "x", "."], Safe),
+            (&["nvidia-smi", "-L"], Safe),
+            (&["ps", "aux"], Safe),
+            (&["pgrep", "-f", "sleep"], Safe),
+            (&["test", "-d", "/x"], Safe),
+            (&["sha256sum", "--", "f"], Safe),
+            (&["uv", "pip", "list"], Safe),
+            (&["uptime"], Safe),
         ];
         let wrong: Vec<_> = table
             .iter()
@@ -1386,6 +2461,23 @@ mod tests {
             ("read x </dev/tty", Safe),
             ("alias ls='rm -rf x'\nls", Deletes),
             ("alias ll='ls -l'", Safe),
+            // Issue 25 item 3, the adversarial review: shell forms.
+            ("{rm,x}", MayDelete),
+            ("{/bin/rm,-f,x}", MayDelete),
+            ("echo {a,b}", Safe),
+            ("echo {}", Safe),
+            ("coproc rm x; wait", Deletes),
+            ("coproc NAME { rm x; }", Deletes),
+            ("echo > /dev/fd/../../../tmp/x", MayDelete),
+            ("echo > /dev/fd/3", Safe),
+            ("echo >/dev/null 2>&1", Safe),
+            ("BASH_ENV=e.sh bash -c true", MayDelete),
+            ("PATH=/tmp/evil:$PATH ls", MayDelete),
+            ("export LD_PRELOAD=/tmp/x.so; ls", MayDelete),
+            ("export LANG=C; ls", Safe),
+            ("ssh host 'rm -rf x'", Deletes),
+            ("flock /tmp/lk rm x", Deletes),
+            ("true() { rm x; }; true", Deletes),
         ];
         let wrong: Vec<_> = table
             .iter()

@@ -569,7 +569,8 @@ async fn exec(
     let argv = argv_from(&lua, argv)?;
     let mut o = parse_options(&lua, opts, "exec")?;
     let line = crate::quote::join(&argv);
-    let class = class_of(&lua, &o, classify::argv(&argv), "exec", &line)?;
+    let read = classify::argv(&argv).max(env_class(&o));
+    let class = class_of(&lua, &o, read, "exec", &line)?;
     o.req.argv = argv;
     let summary = o.summary.clone().unwrap_or(line);
     run(&lua, &ctx, &target, o, summary, class, loc).await
@@ -603,7 +604,8 @@ async fn shell(
     };
     let mut o = parse_options(&lua, opts, "shell")?;
     o.req.argv = vec!["sh".into(), "-c".into(), script.clone().into()];
-    let class = class_of(&lua, &o, classify::argv(&o.req.argv), "shell", &script)?;
+    let read = classify::argv(&o.req.argv).max(env_class(&o));
+    let class = class_of(&lua, &o, read, "shell", &script)?;
     let first = script.lines().next().unwrap_or_default();
     let summary = match (o.summary.clone(), script.lines().nth(1).is_some()) {
         (Some(s), _) => s,
@@ -611,6 +613,12 @@ async fn shell(
         (None, false) => format!("sh -c: {first}"),
     };
     run(&lua, &ctx, &target, o, summary, class, loc).await
+}
+
+/// The class of the command's own `env`: a variable that makes the program run other
+/// code (`BASH_ENV`, `BASH_FUNC_x%%`, `LD_PRELOAD`, `PATH`, …) may delete.
+fn env_class(o: &ExecOptions) -> Class {
+    classify::env_vars(o.req.env.iter().map(|(name, _)| name.as_str()))
 }
 
 /// The class a command is shown with: runbook's reading of it (`classify.rs`), or
@@ -635,7 +643,7 @@ fn class_of(
     if o.read_only && (read != Class::Safe || class != Class::Safe) {
         let why = match read {
             Class::Deletes => "deletes or overwrites something (as runbook reads its words, through sudo, env, sh -c and other wrappers)",
-            Class::MayDelete => "may delete: runbook cannot read all that it runs (a variable or $(…) as a command, eval, a sourced file, sh on a file or standard input) or it may overwrite a file (mv, tee, >)",
+            Class::MayDelete => "may delete: runbook cannot read all that it runs (a variable or $(…) as a command, eval, a sourced file, sh on a file or standard input, interpreter code that calls out, an environment variable such as BASH_ENV, PATH or LD_PRELOAD) or it may overwrite a file (mv, cp, tee, >)",
             Class::Safe => "is declared destructive = true",
         };
         return Err(err_at(
