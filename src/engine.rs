@@ -422,7 +422,13 @@ pub async fn run(req: RunRequest) -> Result<()> {
         }
     };
     if let Some(plan) = &held_to {
-        *loaded.ctx.enforcer.borrow_mut() = Some(crate::plan::Enforcer::new(plan));
+        let enforcer = crate::plan::Enforcer::new(plan);
+        // A saved plan's shown reads and notes are held too: anyone may have edited it.
+        let enforcer = match req.approval {
+            Approval::Saved { .. } => enforcer.hold_texts(),
+            _ => enforcer,
+        };
+        *loaded.ctx.enforcer.borrow_mut() = Some(enforcer);
     }
     let which = req.resume.as_deref().unwrap_or_default();
     let stopped = crate::orphans::settle(&loaded.ctx, which, &resume.orphans).await?;

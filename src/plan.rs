@@ -996,6 +996,12 @@ pub struct Enforcer {
     /// What each planned change a hole names printed when it ran in this run, by its
     /// index: the only value that hole may hold.
     outputs: BTreeMap<usize, Vec<u8>>,
+    /// A saved plan (a file anyone may have edited): what it shows of its reads and of
+    /// what its steps said is held to what the run reads and says (`read`, `note`).
+    texts: bool,
+    /// What each step said in the plan, and how far the run's step has said it.
+    notes: BTreeMap<usize, Vec<Note>>,
+    notes_at: BTreeMap<usize, usize>,
 }
 
 /// A real command read back as a template (`known_after.rs`): the command line and its
@@ -1020,7 +1026,65 @@ impl Enforcer {
             made_any: false,
             refused: None,
             outputs: BTreeMap::new(),
+            texts: false,
+            notes: plan
+                .steps
+                .iter()
+                .map(|s| (s.index, s.notes.clone()))
+                .collect(),
+            notes_at: BTreeMap::new(),
         }
+    }
+
+    /// Holds the run to what a saved plan shows of its reads and notes too (see
+    /// `read` and `note`): an in-memory plan (`run`'s confirmation) is the run's own.
+    pub fn hold_texts(mut self) -> Self {
+        self.texts = true;
+        self
+    }
+
+    /// A text the plan shows (a read's summary, a step's note) is not what the run has:
+    /// before any change ran, the plan is refused (an edited file, or a world that moved
+    /// since: nothing was changed either way); after one, said as a warning, since such
+    /// a text may tell what a read found.
+    fn text_differs(&mut self, why: String) -> Result<Option<String>, String> {
+        if self.made_any {
+            return Ok(Some(format!(
+                "{why}; the changes are still held to the plan"
+            )));
+        }
+        self.broken = Some(why.clone());
+        self.refused = Some(why.clone());
+        Err(format!("{why}; stopped before any change, and nothing is changed"))
+    }
+
+    /// The run's step logged `message` (masked) at `level`, as `log.*` does: it must be
+    /// the next of what the plan shows that step said (other notes, runbook's own, may
+    /// lie between). See `text_differs` for what a difference does.
+    pub fn note(
+        &mut self,
+        step: usize,
+        level: crate::events::Level,
+        message: &str,
+    ) -> Result<Option<String>, String> {
+        if !self.texts || level == crate::events::Level::Debug {
+            return Ok(None);
+        }
+        let planned = self.notes.get(&step).map(Vec::as_slice).unwrap_or(&[]);
+        let at = self.notes_at.get(&step).copied().unwrap_or(0);
+        if let Some(k) = (at..planned.len())
+            .find(|&k| planned[k].level == level && planned[k].message == message)
+        {
+            self.notes_at.insert(step, k + 1);
+            return Ok(None);
+        }
+        let shown = planned
+            .get(at)
+            .map_or("nothing more".into(), |n| format!("({}) {:?}", n.level, n.message));
+        self.text_differs(format!(
+            "step {}: field \"steps[].notes\": the plan shows the step saying {shown}, and it says ({level}) {message:?}",
+            step + 1
+        ))
     }
 
     /// Why the run was stopped before it changed anything, when the plan's text of a
@@ -1045,6 +1109,7 @@ impl Enforcer {
                 *used = false;
             }
         }
+        self.notes_at.remove(&step);
     }
 
     /// Allows `now` when it is its step's next planned change (in the plan's order, which
@@ -1298,21 +1363,55 @@ impl Enforcer {
     }
 
     /// A read ran: when the plan ran the same read in the same step, on a target this run
-    /// has not changed yet, and it returned something else, the warning to show.
+    /// has not changed yet, and it returned something else, the warning to show. Held to
+    /// a saved plan, the read must also be shown as the plan shows it (its summary and
+    /// command, masked by `mask`): see `text_differs`.
     pub fn read(
         &mut self,
         seen: &Seen,
         code: Option<i32>,
         stdout: Option<&[u8]>,
-    ) -> Option<String> {
+        mask: &dyn Fn(&str) -> String,
+    ) -> Result<Option<String>, String> {
         let digest = self.salt.digest(seen.command.as_bytes());
-        let i = (0..self.reads.len()).find(|&i| {
+        let Some(i) = (0..self.reads.len()).find(|&i| {
             !self.reads_used[i]
                 && self.reads[i].step == seen.step
                 && self.reads[i].target == seen.target
                 && self.reads[i].command_sha256 == digest
-        })?;
+        }) else {
+            return Ok(None);
+        };
         self.reads_used[i] = true;
+        if self.texts {
+            let r = &self.reads[i];
+            let texts = [
+                ("summary", r.summary.clone(), mask(seen.summary)),
+                ("shown", r.shown.clone(), mask(seen.shown)),
+            ];
+            // A text with a value known only after apply cannot be compared as it is.
+            if let Some((field, planned, now)) = texts.into_iter().find(|(_, p, n)| {
+                p != n && !p.contains(crate::known_after::SHOWN)
+            }) {
+                return self.text_differs(format!(
+                    "read {}: field \"{field}\" is not what the read is (step \"{}\", on {}): the plan says {planned:?}, the read is {now:?}",
+                    i + 1,
+                    mask(seen.step_name),
+                    seen.target
+                ));
+            }
+        }
+        Ok(self.read_result(i, seen, code, stdout))
+    }
+
+    /// Whether read `i` returned what it returned when the plan was made.
+    fn read_result(
+        &mut self,
+        i: usize,
+        seen: &Seen,
+        code: Option<i32>,
+        stdout: Option<&[u8]>,
+    ) -> Option<String> {
         if self.changed.contains(seen.target) {
             return None;
         }
