@@ -536,15 +536,23 @@ pub async fn perform(ctx: &Ctx, mut action: Action<'_>) -> Result<Performed, Act
             String::new(),
         ),
     };
+    let mut refused_read = None;
     if action.effect == Effect::Read {
         // What the read returned, for the plan (its digest), or against the plan's.
         let out = result.as_ref().ok().filter(|_| !secret_output);
         let returned = out.map(|o| (o.code, o.stdout.as_slice()));
         let mut warning = None;
+        // A read shown otherwise than the plan shows it, before any change: the run
+        // stops here (the read's result is not given to the runbook).
         if let Some(rec) = ctx.recording.borrow_mut().as_mut() {
             rec.read(&seen(), returned);
         } else if let Some(enforcer) = ctx.enforcer.borrow_mut().as_mut() {
-            warning = enforcer.read(&seen(), code, returned.map(|(_, out)| out));
+            match enforcer.read(&seen(), code, returned.map(|(_, out)| out), &|t| {
+                ctx.bus.mask(t)
+            }) {
+                Ok(w) => warning = w,
+                Err(why) => refused_read = Some(why),
+            }
         }
         if let Some(message) = warning {
             ctx.bus.emit(Event::Log {
@@ -565,6 +573,9 @@ pub async fn perform(ctx: &Ctx, mut action: Action<'_>) -> Result<Performed, Act
         stdout_tail,
         stderr_tail,
     });
+    if let Some(why) = refused_read {
+        return Err(ActionError::Failed(why));
+    }
     result
         .map(|out| Performed::Ran { out, shown })
         .map_err(ActionError::Failed)

@@ -389,6 +389,26 @@ pub async fn run(req: RunRequest) -> Result<()> {
             // what a `Match exec` in it says.
             hold_to_modules(&loaded, plan, path)?;
             check_saved(plan, &loaded, path)?;
+            // What this apply reaches the targets with (`--ssh-config`/`--inventory` may
+            // name others than the plan shows): said before the prompt, or before it is
+            // used with --yes, resolved as the files that are read.
+            let used: Vec<String> = [
+                ("ssh_config", req.remote.ssh.config.as_deref()),
+                (
+                    "inventory",
+                    req.remote.inventory.as_deref().map(|i| i.path.as_path()),
+                ),
+            ]
+            .into_iter()
+            .filter_map(|(what, p)| {
+                let p = p?;
+                let p = std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+                Some(format!("{what} {}", p.display()))
+            })
+            .collect();
+            if !used.is_empty() {
+                eprintln!("{path}: its targets are reached with {}", used.join(", "));
+            }
             if !yes {
                 let hint = format!("review it, then re-run with runbook apply {path} --yes");
                 let shown = Shown {
@@ -396,28 +416,19 @@ pub async fn run(req: RunRequest) -> Result<()> {
                     whole: req.term.verbose,
                 };
                 confirm(path, plan, shown, req.json, &cancel, &hint).await?;
-            } else {
-                // Not shown in a prompt: said before it is used.
-                let used: Vec<String> = [
-                    ("ssh_config", req.remote.ssh.config.as_deref()),
-                    (
-                        "inventory",
-                        req.remote.inventory.as_deref().map(|i| i.path.as_path()),
-                    ),
-                ]
-                .into_iter()
-                .filter_map(|(what, p)| Some(format!("{what} {}", p?.display())))
-                .collect();
-                if !used.is_empty() {
-                    eprintln!("{path}: its targets are reached with {}", used.join(", "));
-                }
             }
             check_saved_targets(plan, &loaded, &req, path).await?;
             Some((**plan).clone())
         }
     };
     if let Some(plan) = &held_to {
-        *loaded.ctx.enforcer.borrow_mut() = Some(crate::plan::Enforcer::new(plan));
+        let enforcer = crate::plan::Enforcer::new(plan);
+        // A saved plan's shown reads and notes are held too: anyone may have edited it.
+        let enforcer = match req.approval {
+            Approval::Saved { .. } => enforcer.hold_texts(),
+            _ => enforcer,
+        };
+        *loaded.ctx.enforcer.borrow_mut() = Some(enforcer);
     }
     let which = req.resume.as_deref().unwrap_or_default();
     let stopped = crate::orphans::settle(&loaded.ctx, which, &resume.orphans).await?;

@@ -109,6 +109,15 @@ pub struct Change {
     /// May delete: runbook cannot tell from its words (`classify.rs`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub may_delete: bool,
+    /// Planned inside a `parallel()`: the changes of one run of such changes in a step
+    /// run in any order, and are shown so; every other change of a step runs in the
+    /// plan's order.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub parallel: bool,
+    /// Its command text was masked when the plan was made (a secret in it is `***`): the
+    /// only change whose text cannot be checked against its digest from the file alone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub masked: bool,
 }
 
 impl Change {
@@ -124,10 +133,11 @@ impl Change {
             && self.stdin_sha256 == other.stdin_sha256
     }
 
-    /// Whether its text may be masked (a secret in it is `***`), so that its digest, of
-    /// the real text, cannot be checked against it from the file alone.
+    /// Whether its text was masked (a secret in it is `***`), so that its digest, of the
+    /// real text, cannot be checked against it from the file alone. The recording says
+    /// so; a `***` alone (typed into a command) is checked as any text.
     fn masked(&self) -> bool {
-        self.command.contains(crate::secrets::MASK)
+        self.masked && self.command.contains(crate::secrets::MASK)
     }
 
     /// The command text as its digest is over: for a template, each `(known after
@@ -262,6 +272,8 @@ impl Seen<'_> {
             destructive: self.destructive,
             known_after: Vec::new(),
             may_delete: self.may_delete,
+            parallel: false,
+            masked: false,
         }
     }
 }
@@ -413,6 +425,9 @@ pub struct Recording {
     /// The placeholders the pass's planned changes gave as their output: where one
     /// stands in a later change, that change is a template (see `known_after.rs`).
     known_after: Option<KnownAfter>,
+    /// How many `parallel()`s are running their items now: a change planned meanwhile is
+    /// one of a parallel (`Change::parallel`).
+    pub parallel: usize,
 }
 
 impl Recording {
@@ -424,6 +439,7 @@ impl Recording {
             targets: Vec::new(),
             modules: Vec::new(),
             known_after: None,
+            parallel: 0,
         }
     }
 
@@ -446,6 +462,7 @@ impl Recording {
     /// digested with the marker of that change there (`known_after.rs`).
     pub fn change(&mut self, seen: &Seen) -> usize {
         let mut change = seen.change(&self.salt);
+        change.parallel = self.parallel > 0;
         if let Some(known) = &self.known_after {
             let (command, sources) = known.marked(seen.command.as_bytes());
             let stdin = seen.stdin.map(|s| known.marked(s));
@@ -663,7 +680,9 @@ impl Plan {
             c.step_name = mask(&c.step_name);
             c.summary = mask(&c.summary);
             c.shown = mask(&c.shown);
-            c.command = mask(&c.command);
+            let command = mask(&c.command);
+            c.masked = command != c.command;
+            c.command = command;
         }
         let mut reads = rec.reads;
         for r in &mut reads {
@@ -958,6 +977,8 @@ pub struct Enforcer {
     planned: Vec<Change>,
     /// Which planned changes ran (in this attempt of their step).
     used: Vec<bool>,
+    /// Which ran in any attempt: a retry may pass over one made before (it is done).
+    made: Vec<bool>,
     reads: Vec<Read>,
     reads_used: Vec<bool>,
     /// Targets this run changed: reads there after that are expected to differ.
@@ -975,6 +996,12 @@ pub struct Enforcer {
     /// What each planned change a hole names printed when it ran in this run, by its
     /// index: the only value that hole may hold.
     outputs: BTreeMap<usize, Vec<u8>>,
+    /// A saved plan (a file anyone may have edited): what it shows of its reads and of
+    /// what its steps said is held to what the run reads and says (`read`, `note`).
+    texts: bool,
+    /// What each step said in the plan, and how far the run's step has said it.
+    notes: BTreeMap<usize, Vec<Note>>,
+    notes_at: BTreeMap<usize, usize>,
 }
 
 /// A real command read back as a template (`known_after.rs`): the command line and its
@@ -989,6 +1016,7 @@ impl Enforcer {
         Enforcer {
             salt: plan.salt.clone(),
             used: vec![false; plan.changes.len()],
+            made: vec![false; plan.changes.len()],
             planned: plan.changes.clone(),
             reads_used: vec![false; plan.reads.len()],
             reads: plan.reads.clone(),
@@ -998,7 +1026,65 @@ impl Enforcer {
             made_any: false,
             refused: None,
             outputs: BTreeMap::new(),
+            texts: false,
+            notes: plan
+                .steps
+                .iter()
+                .map(|s| (s.index, s.notes.clone()))
+                .collect(),
+            notes_at: BTreeMap::new(),
         }
+    }
+
+    /// Holds the run to what a saved plan shows of its reads and notes too (see
+    /// `read` and `note`): an in-memory plan (`run`'s confirmation) is the run's own.
+    pub fn hold_texts(mut self) -> Self {
+        self.texts = true;
+        self
+    }
+
+    /// A text the plan shows (a read's summary, a step's note) is not what the run has:
+    /// before any change ran, the plan is refused (an edited file, or a world that moved
+    /// since: nothing was changed either way); after one, said as a warning, since such
+    /// a text may tell what a read found.
+    fn text_differs(&mut self, why: String) -> Result<Option<String>, String> {
+        if self.made_any {
+            return Ok(Some(format!(
+                "{why}; the changes are still held to the plan"
+            )));
+        }
+        self.broken = Some(why.clone());
+        self.refused = Some(why.clone());
+        Err(format!("{why}; stopped before any change, and nothing is changed"))
+    }
+
+    /// The run's step logged `message` (masked) at `level`, as `log.*` does: it must be
+    /// the next of what the plan shows that step said (other notes, runbook's own, may
+    /// lie between). See `text_differs` for what a difference does.
+    pub fn note(
+        &mut self,
+        step: usize,
+        level: crate::events::Level,
+        message: &str,
+    ) -> Result<Option<String>, String> {
+        if !self.texts || level == crate::events::Level::Debug {
+            return Ok(None);
+        }
+        let planned = self.notes.get(&step).map(Vec::as_slice).unwrap_or(&[]);
+        let at = self.notes_at.get(&step).copied().unwrap_or(0);
+        if let Some(k) = (at..planned.len())
+            .find(|&k| planned[k].level == level && planned[k].message == message)
+        {
+            self.notes_at.insert(step, k + 1);
+            return Ok(None);
+        }
+        let shown = planned
+            .get(at)
+            .map_or("nothing more".into(), |n| format!("({}) {:?}", n.level, n.message));
+        self.text_differs(format!(
+            "step {}: field \"steps[].notes\": the plan shows the step saying {shown}, and it says ({level}) {message:?}",
+            step + 1
+        ))
     }
 
     /// Why the run was stopped before it changed anything, when the plan's text of a
@@ -1023,10 +1109,12 @@ impl Enforcer {
                 *used = false;
             }
         }
+        self.notes_at.remove(&step);
     }
 
-    /// Allows `now` when it is one of its step's planned changes not run yet (in any
-    /// order within the step: `parallel()` items finish in any order) and the plan reads
+    /// Allows `now` when it is its step's next planned change (in the plan's order, which
+    /// is the order shown; the changes of one `parallel()`, shown "in any order", in any
+    /// order among themselves: see [`Self::out_of_order`]) and the plan reads
     /// as it is: the same target name, step name, command text, command as shown,
     /// summary and destructive flag, each as the plan holds it (masked by `mask`, the
     /// run's masker). Otherwise says why not, showing both versions. Gives the planned
@@ -1038,6 +1126,50 @@ impl Enforcer {
     /// the real change does.
     pub fn allow(&mut self, seen: &Seen, mask: &dyn Fn(&str) -> String) -> Result<usize, String> {
         self.allow_templated(seen, &[], mask)
+    }
+
+    /// Where change `i` stands in its step's order: the first change of the run of
+    /// parallel changes it belongs to, or itself.
+    fn position(&self, i: usize) -> usize {
+        let c = &self.planned[i];
+        if !c.parallel {
+            return i;
+        }
+        let mut p = i;
+        while p > 0 && self.planned[p - 1].parallel && self.planned[p - 1].step == c.step {
+            p -= 1;
+        }
+        p
+    }
+
+    /// Why planned change `i` may not run now, by the order the plan shows: a change of
+    /// its step shown before it has not run (a retry may pass over one an earlier attempt
+    /// made), or one shown after it ran already. None: it is next.
+    fn out_of_order(&self, i: usize) -> Option<String> {
+        let at = self.position(i);
+        let step = self.planned[i].step;
+        let head = |j: usize| {
+            let c = &self.planned[j];
+            format!("change {} (on {}: {})", j + 1, c.target, c.summary)
+        };
+        for j in (0..self.planned.len()).filter(|&j| j != i && self.planned[j].step == step) {
+            let pj = self.position(j);
+            if pj < at && !self.used[j] && !self.made[j] {
+                return Some(format!(
+                    "it is change {} of the plan, which shows {} before it, and that has not run",
+                    i + 1,
+                    head(j)
+                ));
+            }
+            if pj > at && self.used[j] {
+                return Some(format!(
+                    "it is change {} of the plan, which shows it before {}, and that ran already",
+                    i + 1,
+                    head(j)
+                ));
+            }
+        }
+        None
     }
 
     /// What may stand in the holes of the step's planned changes not run yet: for each
@@ -1101,14 +1233,29 @@ impl Enforcer {
             .collect();
         let mut holes: Vec<Vec<u8>> = self.fills().into_iter().flat_map(|(_, f)| f).collect();
         holes.sort_by_key(|h| std::cmp::Reverse(h.len()));
-        if let Some(&i) = exact
+        let readable: Vec<usize> = exact
             .iter()
-            .find(|&&i| self.planned[i].misread(seen, mask, &holes).is_none())
+            .copied()
+            .filter(|&i| self.planned[i].misread(seen, mask, &holes).is_none())
+            .collect();
+        if let Some(&i) = readable
+            .iter()
+            .find(|&&i| self.out_of_order(i).is_none())
         {
             self.used[i] = true;
+            self.made[i] = true;
             self.made_any = true;
             self.changed.insert(now.target);
             return Ok(i);
+        }
+        // A planned change, but not the next one in the order the plan shows.
+        if let Some(why) = readable.first().and_then(|&i| self.out_of_order(i)) {
+            let step_name = seen.step_name;
+            self.broken = Some(format!("step \"{step_name}\""));
+            return Err(format!(
+                "step \"{step_name}\": this change runs out of the order the plan shows: {why}; a step's changes run in the plan's order (those of one parallel(), shown \"in any order\", in any order among themselves); stopped before it, and nothing further is changed\n  now: {}",
+                now.shown
+            ));
         }
         // The change the plan holds by its digests (or all but the target's name), shown
         // otherwise than it is.
@@ -1216,21 +1363,55 @@ impl Enforcer {
     }
 
     /// A read ran: when the plan ran the same read in the same step, on a target this run
-    /// has not changed yet, and it returned something else, the warning to show.
+    /// has not changed yet, and it returned something else, the warning to show. Held to
+    /// a saved plan, the read must also be shown as the plan shows it (its summary and
+    /// command, masked by `mask`): see `text_differs`.
     pub fn read(
         &mut self,
         seen: &Seen,
         code: Option<i32>,
         stdout: Option<&[u8]>,
-    ) -> Option<String> {
+        mask: &dyn Fn(&str) -> String,
+    ) -> Result<Option<String>, String> {
         let digest = self.salt.digest(seen.command.as_bytes());
-        let i = (0..self.reads.len()).find(|&i| {
+        let Some(i) = (0..self.reads.len()).find(|&i| {
             !self.reads_used[i]
                 && self.reads[i].step == seen.step
                 && self.reads[i].target == seen.target
                 && self.reads[i].command_sha256 == digest
-        })?;
+        }) else {
+            return Ok(None);
+        };
         self.reads_used[i] = true;
+        if self.texts {
+            let r = &self.reads[i];
+            let texts = [
+                ("summary", r.summary.clone(), mask(seen.summary)),
+                ("shown", r.shown.clone(), mask(seen.shown)),
+            ];
+            // A text with a value known only after apply cannot be compared as it is.
+            if let Some((field, planned, now)) = texts.into_iter().find(|(_, p, n)| {
+                p != n && !p.contains(crate::known_after::SHOWN)
+            }) {
+                return self.text_differs(format!(
+                    "read {}: field \"{field}\" is not what the read is (step \"{}\", on {}): the plan says {planned:?}, the read is {now:?}",
+                    i + 1,
+                    mask(seen.step_name),
+                    seen.target
+                ));
+            }
+        }
+        Ok(self.read_result(i, seen, code, stdout))
+    }
+
+    /// Whether read `i` returned what it returned when the plan was made.
+    fn read_result(
+        &mut self,
+        i: usize,
+        seen: &Seen,
+        code: Option<i32>,
+        stdout: Option<&[u8]>,
+    ) -> Option<String> {
         if self.changed.contains(seen.target) {
             return None;
         }
@@ -1274,6 +1455,17 @@ impl Plan {
         let mut out = Vec::new();
         for (i, c) in self.changes.iter().enumerate() {
             let n = i + 1;
+            // Steps run in order, and so are their changes recorded: a plan listing them
+            // otherwise shows an order that cannot run.
+            if let Some(before) = i.checked_sub(1).map(|b| &self.changes[b]) {
+                if before.step > c.step {
+                    out.push(format!(
+                        "change {n}: field \"step\" is {}, after change {i} of step {}: a plan lists its changes in the order they run, step by step",
+                        c.step + 1,
+                        before.step + 1
+                    ));
+                }
+            }
             if !c.masked() && self.salt.digest(&c.digested_command()) != c.command_sha256 {
                 out.push(format!(
                     "change {n}: field \"command\" does not match its command_sha256 (the text a reviewer reads is not the command the plan holds)"
@@ -1675,6 +1867,28 @@ impl Plan {
                         c.step + 1,
                         md(&c.step_name)
                     )),
+                }
+            }
+            // The changes of one parallel() run in any order among themselves (the
+            // enforcer holds every other change of a step to the order shown).
+            let starts_group = c.parallel
+                && (i == 0 || {
+                    let b = &self.changes[i - 1];
+                    !b.parallel || b.step != c.step
+                });
+            if starts_group {
+                let last = (i..self.changes.len())
+                    .take_while(|&j| self.changes[j].parallel && self.changes[j].step == c.step)
+                    .last()
+                    .unwrap_or(i);
+                let what = format!(
+                    "changes {} to {}, in any order (made by one parallel()):",
+                    i + 1,
+                    last + 1
+                );
+                match style {
+                    Style::Text => out.push_str(&format!("    {what}\n")),
+                    Style::Markdown => out.push_str(&format!("\n*{what}*\n\n")),
                 }
             }
             let text = ChangeText {
@@ -2157,15 +2371,53 @@ mod tests {
         assert!(e.allow(&seen(3, "touch x"), &plain).is_err());
     }
 
-    /// `parallel()` items finish in any order: within a step, any confirmed change may
+    /// `parallel()` items finish in any order: among the changes one made, any may
     /// come next, each once.
     #[test]
-    fn within_a_step_the_order_is_free_but_each_change_runs_once() {
-        let mut e = Enforcer::new(&plan(&[(0, "touch a"), (0, "touch b")]));
+    fn a_parallels_changes_run_in_any_order_but_each_once() {
+        let mut p = plan(&[(0, "touch a"), (0, "touch b")]);
+        for c in &mut p.changes {
+            c.parallel = true;
+        }
+        assert!(p.render(Style::Text, None, false).contains("in any order"));
+        let mut e = Enforcer::new(&p);
         e.step_attempt(0);
         assert!(e.allow(&seen(0, "touch b"), &plain).is_ok());
         assert!(e.allow(&seen(0, "touch a"), &plain).is_ok());
         assert!(e.allow(&seen(0, "touch a"), &plain).is_err());
+    }
+
+    /// Every other change of a step runs in the order the plan shows (review: a plan
+    /// whose changes were swapped showed one order and ran another). One the step no
+    /// longer makes may be left out at its end, not passed over: a retry may pass over
+    /// what an earlier attempt made.
+    #[test]
+    fn a_steps_changes_run_in_the_order_shown() {
+        let p = plan(&[(0, "backup"), (0, "delete"), (0, "report")]);
+        let mut e = Enforcer::new(&p);
+        e.step_attempt(0);
+        let err = e.allow(&seen(0, "delete"), &plain).unwrap_err();
+        assert!(err.contains("out of the order") && err.contains("change 1"), "{err}");
+        let mut e = Enforcer::new(&p);
+        e.step_attempt(0);
+        assert!(e.allow(&seen(0, "backup"), &plain).is_ok());
+        e.step_attempt(0);
+        assert!(e.allow(&seen(0, "delete"), &plain).is_ok());
+        assert!(e.allow(&seen(0, "backup"), &plain).is_err());
+        // And a plan listing a later step's change first does not hold together.
+        let mut p = plan(&[(0, "a"), (1, "b")]);
+        p.changes.swap(0, 1);
+        assert!(p.unbound().iter().any(|w| w.contains("field \"step\"")), "{:?}", p.unbound());
+    }
+
+    /// A `***` in a command is checked against its digest unless the recording masked it.
+    #[test]
+    fn only_a_masked_command_goes_unchecked() {
+        let mut p = plan(&[(0, "echo one")]);
+        p.changes[0].command = "echo *** two".into();
+        assert!(p.unbound().iter().any(|w| w.contains("command_sha256")));
+        p.changes[0].masked = true;
+        assert!(p.unbound().iter().all(|w| !w.contains("command_sha256")));
     }
 
     #[test]
@@ -2279,8 +2531,17 @@ mod tests {
         };
         assert!(unbound(|q| q.changes[0].command = "touch b".into())
             .contains("change 1: field \"command\" does not match its command_sha256"));
-        // Masked, the text cannot be checked against its digest: the run checks it.
-        assert_eq!(unbound(|q| q.changes[0].command = "touch ***".into()), "");
+        // Masked, the text cannot be checked against its digest: the run checks it. A
+        // `***` the recording did not put there is checked as any text.
+        assert_eq!(
+            unbound(|q| {
+                q.changes[0].command = "touch ***".into();
+                q.changes[0].masked = true;
+            }),
+            ""
+        );
+        assert!(unbound(|q| q.changes[0].command = "touch ***".into())
+            .contains("change 1: field \"command\" does not match its command_sha256"));
         assert!(unbound(|q| q.changes[0].step_name = "t".into())
             .contains("change 1: field \"step_name\" is \"t\", and step 1 of the plan is \"s\""));
         assert!(unbound(|q| q.changes[0].step = 4).contains("change 1: field \"step\" is 5"));

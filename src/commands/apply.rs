@@ -87,6 +87,27 @@ pub async fn apply(args: ApplyArgs, verbose: bool, quiet: bool) -> Result<()> {
     let mut sets = plan.sets();
     sets.extend(args.sets);
     let mut remote_args = args.remote.clone();
+    // An `inventory.toml` here that the plan was not made with would be loaded by
+    // default and decide where its targets are: used only when named (--inventory).
+    let found = std::path::Path::new("inventory.toml");
+    if remote_args.inventory.is_none() && plan.reached_with.inventory.is_none() && found.is_file()
+    {
+        let config = remote_args
+            .ssh_config
+            .clone()
+            .or_else(|| plan.reached_with.ssh_config.clone().map(Into::into))
+            .map(|c| std::fs::canonicalize(&c).unwrap_or(c));
+        return Err(refuse(format!(
+            "{} is an inventory the plan was not made with (it names none{}): give it with --inventory inventory.toml to reach the targets through it, or apply where it is not",
+            std::fs::canonicalize(found)
+                .unwrap_or_else(|_| found.to_path_buf())
+                .display(),
+            config.map_or(String::new(), |c| format!(
+                "; this apply would reach them with ssh_config {}",
+                c.display()
+            ))
+        )));
+    }
     if remote_args.inventory.is_none() {
         remote_args.inventory = plan.reached_with.inventory.clone().map(Into::into);
     }

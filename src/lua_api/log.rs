@@ -82,11 +82,26 @@ fn emit(lua: &Lua, level: Level, args: Variadic<Value>) -> mlua::Result<()> {
         }
         return Ok(());
     }
+    let step = ctx.step.get().map(|s| s.index);
+    // Held to a saved plan, what a step says is what the plan shows it saying.
+    let held = match (step, ctx.enforcer.borrow_mut().as_mut()) {
+        (Some(step), Some(enforcer)) => enforcer.note(step, level, &ctx.bus.mask(&message)),
+        _ => Ok(None),
+    };
     ctx.bus.emit(Event::Log {
-        step: ctx.step.get().map(|s| s.index),
+        step,
         level,
         message,
     });
+    match held {
+        Ok(Some(warning)) => ctx.bus.emit(Event::Log {
+            step,
+            level: Level::Warn,
+            message: warning,
+        }),
+        Ok(None) => {}
+        Err(why) => return Err(mlua::Error::runtime(why)),
+    }
     Ok(())
 }
 

@@ -72,6 +72,9 @@ async fn parallel(
     // under what tokio's semaphore can count (it panics above `MAX_PERMITS`). How many
     // commands really run at once is bounded further down, per target and per process.
     let slots = Rc::new(Semaphore::new(limit.min(total).max(1)));
+    // A plan records the changes its items make as made in any order (they finish in
+    // any order), and shows them so; the rest of a step is held to the plan's order.
+    let _marked = InParallel::mark(&ctx);
     let mut tasks = Vec::with_capacity(total);
     for (i, item) in items.into_iter().enumerate() {
         let label = label_of(&item, i);
@@ -140,6 +143,27 @@ async fn parallel(
             failures.join("\n")
         ),
     ))
+}
+
+/// While a `parallel()` runs its items, the plan pass's recording marks each change as
+/// one of a parallel (`Recording::parallel`); dropped on every way out.
+struct InParallel(Rc<crate::ctx::Ctx>);
+
+impl InParallel {
+    fn mark(ctx: &Rc<crate::ctx::Ctx>) -> Self {
+        if let Some(rec) = ctx.recording.borrow_mut().as_mut() {
+            rec.parallel += 1;
+        }
+        InParallel(ctx.clone())
+    }
+}
+
+impl Drop for InParallel {
+    fn drop(&mut self) {
+        if let Some(rec) = self.0.recording.borrow_mut().as_mut() {
+            rec.parallel = rec.parallel.saturating_sub(1);
+        }
+    }
 }
 
 /// How an item is named in progress lines: a target's name, a string, or its position.
