@@ -1002,6 +1002,10 @@ pub struct Enforcer {
     /// What each step said in the plan, and how far the run's step has said it.
     notes: BTreeMap<usize, Vec<Note>>,
     notes_at: BTreeMap<usize, usize>,
+    /// A read of this run returned something else than the plan's, or something the plan
+    /// does not know (offline, secret, a read it did not make): a text that tells what
+    /// reads found may then differ without the file being edited.
+    moved: bool,
 }
 
 /// A real command read back as a template (`known_after.rs`): the command line and its
@@ -1033,6 +1037,7 @@ impl Enforcer {
                 .map(|s| (s.index, s.notes.clone()))
                 .collect(),
             notes_at: BTreeMap::new(),
+            moved: false,
         }
     }
 
@@ -1043,19 +1048,22 @@ impl Enforcer {
         self
     }
 
-    /// A text the plan shows (a read's summary, a step's note) is not what the run has:
-    /// before any change ran, the plan is refused (an edited file, or a world that moved
-    /// since: nothing was changed either way); after one, said as a warning, since such
-    /// a text may tell what a read found.
+    /// A text the plan shows (a read's summary, a step's note) is not what the run has.
+    /// While every read so far returned what the plan's did and nothing was changed, the
+    /// same runbook says the same: the plan file was edited, and is refused. Once a read
+    /// returned something else (or something the plan cannot compare) or a change ran,
+    /// such a text may tell what a read found: said as a warning.
     fn text_differs(&mut self, why: String) -> Result<Option<String>, String> {
-        if self.made_any {
+        if self.made_any || self.moved {
             return Ok(Some(format!(
                 "{why}; the changes are still held to the plan"
             )));
         }
         self.broken = Some(why.clone());
         self.refused = Some(why.clone());
-        Err(format!("{why}; stopped before any change, and nothing is changed"))
+        Err(format!(
+            "{why}; stopped before any change, and nothing is changed"
+        ))
     }
 
     /// The run's step logged `message` (masked) at `level`, as `log.*` does: it must be
@@ -1078,9 +1086,9 @@ impl Enforcer {
             self.notes_at.insert(step, k + 1);
             return Ok(None);
         }
-        let shown = planned
-            .get(at)
-            .map_or("nothing more".into(), |n| format!("({}) {:?}", n.level, n.message));
+        let shown = planned.get(at).map_or("nothing more".into(), |n| {
+            format!("({}) {:?}", n.level, n.message)
+        });
         self.text_differs(format!(
             "step {}: field \"steps[].notes\": the plan shows the step saying {shown}, and it says ({level}) {message:?}",
             step + 1
@@ -1238,10 +1246,7 @@ impl Enforcer {
             .copied()
             .filter(|&i| self.planned[i].misread(seen, mask, &holes).is_none())
             .collect();
-        if let Some(&i) = readable
-            .iter()
-            .find(|&&i| self.out_of_order(i).is_none())
-        {
+        if let Some(&i) = readable.iter().find(|&&i| self.out_of_order(i).is_none()) {
             self.used[i] = true;
             self.made[i] = true;
             self.made_any = true;
@@ -1380,6 +1385,7 @@ impl Enforcer {
                 && self.reads[i].target == seen.target
                 && self.reads[i].command_sha256 == digest
         }) else {
+            self.moved = true;
             return Ok(None);
         };
         self.reads_used[i] = true;
@@ -1390,9 +1396,10 @@ impl Enforcer {
                 ("shown", r.shown.clone(), mask(seen.shown)),
             ];
             // A text with a value known only after apply cannot be compared as it is.
-            if let Some((field, planned, now)) = texts.into_iter().find(|(_, p, n)| {
-                p != n && !p.contains(crate::known_after::SHOWN)
-            }) {
+            if let Some((field, planned, now)) = texts
+                .into_iter()
+                .find(|(_, p, n)| p != n && !p.contains(crate::known_after::SHOWN))
+            {
                 return self.text_differs(format!(
                     "read {}: field \"{field}\" is not what the read is (step \"{}\", on {}): the plan says {planned:?}, the read is {now:?}",
                     i + 1,
@@ -1401,7 +1408,11 @@ impl Enforcer {
                 ));
             }
         }
-        Ok(self.read_result(i, seen, code, stdout))
+        let result = self.read_result(i, seen, code, stdout);
+        if result.is_some() || self.reads[i].result_sha256.is_none() || stdout.is_none() {
+            self.moved = true;
+        }
+        Ok(result)
     }
 
     /// Whether read `i` returned what it returned when the plan was made.
@@ -2397,7 +2408,10 @@ mod tests {
         let mut e = Enforcer::new(&p);
         e.step_attempt(0);
         let err = e.allow(&seen(0, "delete"), &plain).unwrap_err();
-        assert!(err.contains("out of the order") && err.contains("change 1"), "{err}");
+        assert!(
+            err.contains("out of the order") && err.contains("change 1"),
+            "{err}"
+        );
         let mut e = Enforcer::new(&p);
         e.step_attempt(0);
         assert!(e.allow(&seen(0, "backup"), &plain).is_ok());
@@ -2407,7 +2421,11 @@ mod tests {
         // And a plan listing a later step's change first does not hold together.
         let mut p = plan(&[(0, "a"), (1, "b")]);
         p.changes.swap(0, 1);
-        assert!(p.unbound().iter().any(|w| w.contains("field \"step\"")), "{:?}", p.unbound());
+        assert!(
+            p.unbound().iter().any(|w| w.contains("field \"step\"")),
+            "{:?}",
+            p.unbound()
+        );
     }
 
     /// A `***` in a command is checked against its digest unless the recording masked it.
@@ -2672,15 +2690,67 @@ mod tests {
         p.reads = rec.reads;
         let mut e = Enforcer::new(&p);
         e.step_attempt(0);
-        assert_eq!(e.read(&seen(0, "cat which"), Some(0), Some(b"A\n")), None);
+        assert_eq!(
+            e.read(&seen(0, "cat which"), Some(0), Some(b"A\n"), &plain),
+            Ok(None)
+        );
         let warned = e
-            .read(&seen(0, "cat which"), Some(1), Some(b"B\n"))
+            .read(&seen(0, "cat which"), Some(1), Some(b"B\n"), &plain)
+            .unwrap()
             .unwrap();
         assert!(warned.contains("exit code 0 then, 1 now"), "{warned}");
         e.allow(&seen(0, "touch x"), &plain).unwrap();
         e.step_attempt(1);
         // After this run changed the target, its reads are expected to differ.
-        assert_eq!(e.read(&seen(1, "cat which"), Some(0), Some(b"B\n")), None);
+        assert_eq!(
+            e.read(&seen(1, "cat which"), Some(0), Some(b"B\n"), &plain),
+            Ok(None)
+        );
+    }
+
+    /// Held to a saved plan, a read and a note are shown as the plan shows them (review:
+    /// an edited summary and note were shown and applied): before any change a
+    /// difference refuses the plan; after one it is a warning.
+    #[test]
+    fn a_saved_plans_reads_and_notes_are_held_to_the_run() {
+        let mut rec = Recording::new(salt());
+        rec.read(&seen(0, "cat which"), Some((Some(0), b"A\n")));
+        let mut p = plan(&[(0, "touch x")]);
+        p.reads = rec.reads;
+        p.reads[0].summary = "verified the backup".into();
+        let mut e = Enforcer::new(&p).hold_texts();
+        e.step_attempt(0);
+        let err = e
+            .read(&seen(0, "cat which"), Some(0), Some(b"A\n"), &plain)
+            .unwrap_err();
+        assert!(err.contains("read 1: field \"summary\""), "{err}");
+        assert!(e.refused().is_some() && e.allow(&seen(0, "touch x"), &plain).is_err());
+        let mut p = plan(&[(0, "touch x")]);
+        p.steps = vec![PlannedStep {
+            index: 0,
+            name: "s".into(),
+            outcome: "planned".into(),
+            reason: None,
+            confirm: false,
+            notes: vec![Note {
+                level: crate::events::Level::Info,
+                message: "backup verified".into(),
+            }],
+        }];
+        let info = crate::events::Level::Info;
+        let mut e = Enforcer::new(&p).hold_texts();
+        e.step_attempt(0);
+        assert_eq!(e.note(0, info, "backup verified"), Ok(None));
+        e.allow(&seen(0, "touch x"), &plain).unwrap();
+        assert!(e.note(0, info, "took 3s").unwrap().is_some());
+        let mut e = Enforcer::new(&p).hold_texts();
+        e.step_attempt(0);
+        let err = e.note(0, info, "backup missing").unwrap_err();
+        assert!(err.contains("field \"steps[].notes\""), "{err}");
+        // An in-memory plan (`run`'s confirmation) is the run's own: not held.
+        let mut e = Enforcer::new(&p);
+        e.step_attempt(0);
+        assert_eq!(e.note(0, info, "backup missing"), Ok(None));
     }
 
     #[test]

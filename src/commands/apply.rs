@@ -90,8 +90,7 @@ pub async fn apply(args: ApplyArgs, verbose: bool, quiet: bool) -> Result<()> {
     // An `inventory.toml` here that the plan was not made with would be loaded by
     // default and decide where its targets are: used only when named (--inventory).
     let found = std::path::Path::new("inventory.toml");
-    if remote_args.inventory.is_none() && plan.reached_with.inventory.is_none() && found.is_file()
-    {
+    if remote_args.inventory.is_none() && plan.reached_with.inventory.is_none() && found.is_file() {
         let config = remote_args
             .ssh_config
             .clone()
