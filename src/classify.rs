@@ -1754,8 +1754,9 @@ impl Parser {
         }
     }
 
-    /// `$(( … ))` or `(( … ))` after its opening: to the matching `))`; an expansion
-    /// of a command inside is not read.
+    /// `$(( … ))` or `(( … ))` after its opening: to the matching `))`. A command
+    /// substitution inside (`$(( start - $(date +%s) ))`) is read as the script it is; a
+    /// backquote inside is not read.
     fn arithmetic(&mut self) {
         let mut depth = 0usize;
         while let Some(c) = self.peek() {
@@ -1767,7 +1768,14 @@ impl Parser {
                     self.i += 1;
                     return;
                 }
-                '$' if self.peek() == Some('(') => self.unreadable(),
+                '$' if self.peek() == Some('(') && self.peek_at(1) == Some('(') => {
+                    self.i += 2;
+                    self.arithmetic();
+                }
+                '$' if self.peek() == Some('(') => {
+                    self.i += 1;
+                    self.nested();
+                }
                 '`' => self.unreadable(),
                 _ => {}
             }
@@ -2420,7 +2428,9 @@ mod tests {
             ("case $x in a) echo a;; *) ls;; esac", Safe),
             ("case \"$1\" in (a|b) echo a ;; esac; ls", Safe),
             ("echo $((1 + 2))", Safe),
-            ("echo $(( $(rm x) ))", MayDelete),
+            ("echo $(( $(rm x) ))", Deletes),
+            ("left=$((start - $(date +%s%N)))", Safe),
+            ("echo $(( 1 + $(( 2 * 3 )) ))", Safe),
             ("echo 'unterminated", MayDelete),
             ("echo $(ls", MayDelete),
             ("ls )", MayDelete),
