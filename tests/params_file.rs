@@ -142,7 +142,8 @@ fn a_secret_is_refused_unless_the_file_is_private() {
         .any(|l| l.starts_with("got dir=/tmp/x") && !l.contains("hunter2")));
 }
 
-/// examples/train/params.toml holds the README's `--set` values: the same params result.
+/// The README's main command takes examples/train/params.toml, and that file holds the
+/// values the README gave with `--set` before (run from the checkout: `repo = "."`).
 #[test]
 fn the_demo_params_file_is_the_readme_command() {
     let env = Env::new();
@@ -153,6 +154,12 @@ fn the_demo_params_file_is_the_readme_command() {
             .map(|e| e["params"].clone())
             .unwrap()
     };
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    assert!(
+        readme.lines().any(|l| l
+            == "cargo run --release -- run clean-reset --params examples/train/params.toml --yes"),
+        "the README's main command"
+    );
     let from_file = Run::new(&env, "clean-reset")
         .arg("--params")
         .arg(repo().join("examples/train/params.toml"))
@@ -160,21 +167,19 @@ fn the_demo_params_file_is_the_readme_command() {
         .json()
         .run();
     from_file.assert_exit(0);
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let line = readme
-        .lines()
-        .find(|l| l.starts_with("cargo run --release -- run clean-reset --yes"))
-        .expect("the README's main command");
-    let sets: Vec<String> = line
-        .split(" --set ")
-        .skip(1)
-        .map(|s| s.replace('"', "").replace("repo=$PWD", "repo=."))
-        .collect();
     let mut run = Run::new(&env, "clean-reset")
         .args(["--dry-run", "--offline"])
         .json();
-    for s in &sets {
-        let (k, v) = s.split_once('=').unwrap();
+    for (k, v) in [
+        ("repo", "."),
+        ("code_paths", "examples/train"),
+        ("warmup", "examples/train/warmup.py"),
+        ("train", "examples/train/train.py 400"),
+        ("venv", "/tmp/runbook-demo/venv"),
+        ("log", "/tmp/runbook-demo/train.log"),
+        ("cache_dirs", "/tmp/runbook-demo/inductor"),
+        ("min_throughput", "1"),
+    ] {
         run = run.set(k, v);
     }
     let from_sets = run.run();
