@@ -98,6 +98,9 @@ pub enum Command {
         /// Values for params, to validate them too.
         #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_set)]
         sets: Vec<(String, String)>,
+        /// A params file (TOML), to validate it and its values too.
+        #[arg(long = "params", value_name = "FILE")]
+        params: Option<PathBuf>,
         #[command(flatten)]
         remote: RemoteArgs,
     },
@@ -272,6 +275,11 @@ pub struct TestArgs {
     #[arg(long = "set", short = 'e', value_name = "KEY=VALUE", value_parser = parse_set)]
     pub sets: Vec<(String, String)>,
 
+    /// Params from a TOML file of `KEY = VALUE` lines; --set and RUNBOOK_PARAM_* win over
+    /// it. A secret param is refused from it unless the file is private (chmod 600).
+    #[arg(long = "params", value_name = "FILE")]
+    pub params: Option<PathBuf>,
+
     /// The replies to answer commands from (saved by `runbook run … --save-replies FILE`).
     #[arg(long, value_name = "R.jsonl")]
     pub replies: PathBuf,
@@ -314,6 +322,11 @@ pub struct PlanArgs {
     #[arg(long = "set", short = 'e', value_name = "KEY=VALUE", value_parser = parse_set)]
     pub sets: Vec<(String, String)>,
 
+    /// Params from a TOML file of `KEY = VALUE` lines; --set and RUNBOOK_PARAM_* win over
+    /// it. A secret param is refused from it unless the file is private (chmod 600).
+    #[arg(long = "params", value_name = "FILE")]
+    pub params: Option<PathBuf>,
+
     /// Write the plan to this file (default format: json, what `runbook apply` reads) instead of printing it.
     #[arg(short = 'o', long = "output", value_name = "PLAN.json")]
     pub output: Option<PathBuf>,
@@ -351,6 +364,11 @@ pub struct ApplyArgs {
     /// param that differs from the plan's is refused.
     #[arg(long = "set", short = 'e', value_name = "KEY=VALUE", value_parser = parse_set)]
     pub sets: Vec<(String, String)>,
+
+    /// A params file (TOML), for the secrets the plan cannot hold (the file must be
+    /// chmod 600 then); any other value in it must be the plan's, or apply is refused.
+    #[arg(long = "params", value_name = "FILE")]
+    pub params: Option<PathBuf>,
 
     /// Refuse a plan older than this (what it read may no longer hold).
     #[arg(long, value_name = "DUR", value_parser = parse_max_age, default_value = "1h")]
