@@ -18,8 +18,11 @@ root=$PWD
 sizes=${1:-"100 350"}
 rounds=${2:-5}
 
-cargo build --release --quiet
-runbook=$root/target/release/runbook
+# RUNBOOK=path/to/runbook measures that build instead of a fresh release one.
+if [ -z "${RUNBOOK:-}" ]; then
+  cargo build --release --quiet
+fi
+runbook=${RUNBOOK:-$root/target/release/runbook}
 # Under /var/tmp: a cache root (cache.clear's and artifact's paths must be inside one).
 work=$(mktemp -d /var/tmp/runbook-bench-artifact.XXXXXX)
 trap 'rm -rf -- "$work"' EXIT
@@ -57,7 +60,7 @@ for mb in $sizes; do
     # capture: a new store each round (an object already there is not written again).
     rm -rf "$work/store" "$work/floor.tar.gz"
     t=$(date +%s%N)
-    "$runbook" run "$work/capture.lua" --yes -q --set "cache=$cache" --set "store=$work/store" >/dev/null
+    "$runbook" run "$work/capture.lua" --yes -q --set "cache=$cache" --set "store=$work/store" >/dev/null 2>>"$work/runs.log"
     printf 'capture\t%s\t%s\trunbook\n' "$mb" "$(ms "$t")" >>"$work/times.tsv"
     t=$(date +%s%N)
     tar -czf "$work/floor.tar.gz" -C "$work/c$mb" inductor
@@ -65,7 +68,7 @@ for mb in $sizes; do
     # restore: onto no cache (what a clean reset leaves), from the store just written.
     mv "$cache" "$work/c$mb/orig"
     t=$(date +%s%N)
-    "$runbook" run "$work/restore.lua" --yes -q --set "cache=$cache" --set "store=$work/store" >/dev/null
+    "$runbook" run "$work/restore.lua" --yes -q --set "cache=$cache" --set "store=$work/store" >/dev/null 2>>"$work/runs.log"
     printf 'restore\t%s\t%s\trunbook\n' "$mb" "$(ms "$t")" >>"$work/times.tsv"
     rm -rf "$cache" "$cache".* "$work/c$mb"/.inductor* 2>/dev/null || true
     t=$(date +%s%N)
