@@ -34,8 +34,11 @@ pub struct CaptureOptions {
     python: Option<String>,
     /// `repo`: see `venv`;
     repo: Option<String>,
-    /// `store`: an absolute directory on this machine (default: `artifacts` in the
-    /// state dir);
+    /// `store`: where the artifact is kept: an absolute directory on this machine
+    /// (default: `artifacts` in the state dir), or `"ssh://HOST/DIR"`, the directory
+    /// `/DIR` on HOST (a team's file server; HOST as `target()` takes it: an inventory
+    /// name, an ssh_config `Host`, `user@host[:port]`), reached over the run's connection
+    /// to HOST;
     store: Option<String>,
     /// `force = true`: go ahead while processes use files under the paths.
     #[serde(default)]
@@ -84,13 +87,15 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
     let t = lua.create_table()?;
     t.raw_set("capture", super::async_function(lua, capture)?)?;
     t.raw_set("restore", super::async_function(lua, restore)?)?;
-    t.raw_set("list", lua.create_function(list)?)?;
+    t.raw_set("list", super::async_function(lua, list)?)?;
     lua.globals().raw_set("artifact", t)
 }
 
 fn store(lua: &Lua, what: &str, given: Option<&str>) -> mlua::Result<Store> {
-    let state = ctx(lua).state_dir.borrow().clone();
-    Store::open(given, state.as_deref()).map_err(|e| err_at(lua, format!("{what}: {e}")))
+    let ctx = ctx(lua);
+    let state = ctx.state_dir.borrow().clone();
+    Store::open(given, state.as_deref(), &ctx.targets)
+        .map_err(|e| err_at(lua, format!("{what}: {e}")))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -264,8 +269,10 @@ async fn restore(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Va
 
 /// Lua: artifact.list([name], [opts]) -> { { id, name, key, paths, files, bytes, archive_bytes, source, run_id, created, throughput }, … }
 ///
-/// The artifacts in the store (of `name`, when given), newest first: a read of this
-/// machine's store, so it runs in every mode. Options ([`ListOptions`]):
+/// The artifacts in the store (of `name`, when given), newest first: a read, so it runs
+/// in a dry-run too. A store on this machine is read in every mode; one over ssh
+/// (`store = "ssh://HOST/DIR"`) only inside a step (it runs a command on HOST), and not
+/// with `--offline`. Options ([`ListOptions`]):
 ///
 /// ```lua
 /// for _, a in ipairs(artifact.list("dflash")) do
@@ -287,13 +294,19 @@ async fn restore(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Va
 /// ---@field run_id? string the run that captured it
 /// ---@field created string when, in UTC (RFC 3339)
 /// ---@field throughput? number the run's gate measurement (nil for now)
-fn list(lua: &Lua, (name, opts): (Value, Option<Table>)) -> mlua::Result<Value> {
-    let name = string_value(lua, name, "artifact.list(): name")?;
-    let o: ListOptions = options::read(lua, "artifact.list()", opts)?;
-    let store = store(lua, "artifact.list()", o.store.as_deref())?;
-    let all = store
-        .list()
-        .map_err(|e| err_at(lua, format!("artifact.list(): {e}")))?;
+async fn list(lua: Lua, (name, opts): (Value, Option<Table>)) -> mlua::Result<Value> {
+    let what = "artifact.list()";
+    let name = string_value(&lua, name, "artifact.list(): name")?;
+    let o: ListOptions = options::read(&lua, what, opts)?;
+    let store = store(&lua, what, o.store.as_deref())?;
+    let ctx = ctx(&lua);
+    let local = ctx.targets.local();
+    if let Store::Remote(_) = store {
+        require_running(&lua, what)?;
+    }
+    let step = step_for(&lua, &ctx, &local);
+    let all = artifact::stored(&step, "artifact.list", store.list(&step).await)?;
+    let lua = &lua;
     let out = lua.create_table()?;
     for m in all
         .iter()

@@ -25,7 +25,7 @@
 
 use super::cache::{self, Located};
 use super::fingerprint::{self, Fingerprint, Scope};
-use super::store::{Key, Manifest, Part, Store};
+use super::store::{Fault, Key, Manifest, Part, Store, Upload};
 use super::{human_bytes, human_size, Cmd, Ran, Result, Script, Step};
 use crate::events::{Event, Level};
 use serde::Serialize;
@@ -215,7 +215,7 @@ pub async fn capture(step: &Step<'_>, req: &Request) -> Result<Captured> {
     check_name(&req.name).map_err(|e| step.fail(format!("{what}: {e}")))?;
     let paths = tidied(step, what, &req.paths)?;
     let key = key_here(step, req).await?;
-    let store = req.store.dir.display().to_string();
+    let store = req.store.label();
     let Some(found) =
         cache::locate(step, what, &req.paths, req.force, "nothing was captured").await?
     else {
@@ -253,16 +253,17 @@ pub async fn capture(step: &Step<'_>, req: &Request) -> Result<Captured> {
             continue;
         }
         check(step, &ran, &format!("packing {given}"))?;
-        let archive = fetch(step, &ran.stdout(), given).await?;
-        let sha = req
-            .store
-            .put_object(&archive)
-            .map_err(|e| step.fail(format!("{what}: {e}")))?;
+        let mut upload = req.store.upload();
+        if let Err(e) = fetch(step, &ran.stdout(), given, &mut upload).await {
+            upload.abort(step).await;
+            return Err(e);
+        }
+        let (sha, archive_bytes) = stored(step, what, upload.finish(step).await)?;
         parts.push(Part {
             path: tidy.clone(),
             resolved: f.resolved.clone(),
             sha256: sha,
-            archive_bytes: archive.len() as u64,
+            archive_bytes,
             bytes: f.bytes,
             files: f.files,
         });
@@ -301,9 +302,7 @@ pub async fn capture(step: &Step<'_>, req: &Request) -> Result<Captured> {
         throughput: None,
     }
     .seal();
-    req.store
-        .put_manifest(&m)
-        .map_err(|e| step.fail(format!("{what}: {e}")))?;
+    stored(step, what, req.store.put_manifest(step, &m).await)?;
     log(
         step,
         Level::Info,
@@ -357,9 +356,17 @@ async fn plan_offline(
     })
 }
 
-/// The archive `pack.sh` left in `FILE` (its answer: `SIZE FILE`), read back in pieces;
-/// the last read deletes the file.
-async fn fetch(step: &Step<'_>, answer: &str, given: &str) -> Result<Vec<u8>> {
+/// What a store operation gave, or the step's error for why not (`what`: the primitive).
+pub(crate) fn stored<T>(step: &Step<'_>, what: &str, r: Result<T, Fault>) -> Result<T> {
+    r.map_err(|f| match f {
+        Fault::Msg(m) => step.fail(format!("{what}: {m}")),
+        Fault::Stop(e) => e,
+    })
+}
+
+/// The archive `pack.sh` left in `FILE` (its answer: `SIZE FILE`), read back in pieces
+/// and passed on to the store piece by piece (`upload`); the last read deletes the file.
+async fn fetch(step: &Step<'_>, answer: &str, given: &str, upload: &mut Upload<'_>) -> Result<()> {
     let what = "artifact.capture";
     let (size, file) = answer
         .trim_end_matches('\n')
@@ -372,8 +379,7 @@ async fn fetch(step: &Step<'_>, answer: &str, given: &str) -> Result<Vec<u8>> {
         })?;
     let mib = 1024 * 1024;
     let pieces = size.div_ceil(CHUNK_MIB * mib).max(1);
-    // Not reserved from `size`: the target says it, and may say anything.
-    let mut archive = Vec::new();
+    let mut got = 0u64;
     for i in 0..pieces {
         let last = if i + 1 == pieces { "1" } else { "0" };
         let args = [
@@ -395,18 +401,20 @@ async fn fetch(step: &Step<'_>, answer: &str, given: &str) -> Result<Vec<u8>> {
             &ran,
             &format!("reading the archive of {given} ({file})"),
         )?;
-        let out = ran.outcome().expect("a real run's read ran");
-        archive.extend_from_slice(&out.stdout);
-        let want = (size.min((i + 1) * CHUNK_MIB * mib)) as usize;
-        if out.stdout_truncated || archive.len() != want {
+        let out = match ran {
+            Ran::Done { out, .. } => out,
+            Ran::Planned { .. } => unreachable!("a real run's read runs"),
+        };
+        got += out.stdout.len() as u64;
+        let want = size.min((i + 1) * CHUNK_MIB * mib);
+        if out.stdout_truncated || got != want {
             return Err(step.fail(format!(
-                "{what}: the archive of {given} came back as {} of {} bytes; nothing was stored",
-                archive.len(),
-                size
+                "{what}: the archive of {given} came back as {got} of {size} bytes; nothing was stored"
             )));
         }
+        stored(step, what, upload.push(step, out.stdout).await)?;
     }
-    Ok(archive)
+    Ok(())
 }
 
 /// `artifact.restore`: the newest artifact of `name` for these paths whose key equals
@@ -420,11 +428,8 @@ pub async fn restore(step: &Step<'_>, req: &Request) -> Result<Restored> {
             "{what}: cannot plan with --offline: the key is read from the target"
         )));
     };
-    let store = req.store.dir.display().to_string();
-    let all = req
-        .store
-        .list()
-        .map_err(|e| step.fail(format!("{what}: {e}")))?;
+    let store = req.store.label();
+    let all = stored(step, what, req.store.list(step).await)?;
     let candidates: Vec<&Manifest> = all
         .iter()
         .filter(|m| m.name == req.name && m.paths == paths)
@@ -492,12 +497,16 @@ pub async fn restore(step: &Step<'_>, req: &Request) -> Result<Restored> {
     // Checked whole before anything changes: every object's sha256, then every entry.
     let mut archives = Vec::new();
     for part in &m.parts {
-        let bytes = req.store.read_object(part).map_err(|e| {
-            step.fail(format!(
-                "{what}: artifact {}: {e}; nothing was restored",
-                m.id
-            ))
-        })?;
+        let bytes = match req.store.read_object(step, part).await {
+            Ok(b) => b,
+            Err(Fault::Msg(e)) => {
+                return Err(step.fail(format!(
+                    "{what}: artifact {}: {e}; nothing was restored",
+                    m.id
+                )))
+            }
+            Err(Fault::Stop(e)) => return Err(e),
+        };
         check_archive(&bytes).map_err(|refused| {
             step.fail(format!(
                 "{what}: artifact {} ({}) refused, nothing was restored:\n  {}",
