@@ -1147,8 +1147,29 @@ fn bad_store_spellings_unknown_hosts_and_unreachable_ones_are_clear_errors() {
     fleet.node("node1").kill();
     let said = try_store("ssh://files/var/tmp/runbook-no-store");
     assert!(
-        said.contains("the store ssh://files/var/tmp/runbook-no-store"),
+        said.contains("the store ssh://files/var/tmp/runbook-no-store: cannot connect to files"),
         "{said}"
+    );
+    // Asked before anything is packed: the target is as it was.
+    let out = run(
+        &env,
+        &[
+            ("op", "capture"),
+            ("paths", s(&cache)),
+            ("store", "ssh://files/var/tmp/runbook-no-store"),
+        ],
+    )
+    .arg("--ssh-config")
+    .arg(&config)
+    .arg("--inventory")
+    .arg(&inventory)
+    .run();
+    out.assert_exit(1);
+    assert!(
+        out.of_kind("action_started")
+            .iter()
+            .all(|a| !a["summary"].as_str().unwrap().starts_with("pack ")),
+        "nothing was packed"
     );
     let cli = artifacts(&env, &fleet, "files", &["list"])
         .arg("--inventory")

@@ -216,6 +216,10 @@ pub async fn capture(step: &Step<'_>, req: &Request) -> Result<Captured> {
     let paths = tidied(step, what, &req.paths)?;
     let key = key_here(step, req).await?;
     let store = req.store.label();
+    // A store that cannot be reached or written stops the capture before it packs.
+    if !step.offline() {
+        stored(step, what, req.store.probe(step).await)?;
+    }
     let Some(found) =
         cache::locate(step, what, &req.paths, req.force, "nothing was captured").await?
     else {
@@ -256,6 +260,7 @@ pub async fn capture(step: &Step<'_>, req: &Request) -> Result<Captured> {
         let mut upload = req.store.upload();
         if let Err(e) = fetch(step, &ran.stdout(), given, &mut upload).await {
             upload.abort(step).await;
+            drop_pack(step, &ran.stdout()).await;
             return Err(e);
         }
         let (sha, archive_bytes) = stored(step, what, upload.finish(step).await)?;
@@ -362,6 +367,20 @@ pub(crate) fn stored<T>(step: &Step<'_>, what: &str, r: Result<T, Fault>) -> Res
         Fault::Msg(m) => step.fail(format!("{what}: {m}")),
         Fault::Stop(e) => e,
     })
+}
+
+/// Deletes the archive `pack.sh` left beside the cache (its answer: `SIZE FILE`) when
+/// the capture stops before its last piece was read (which deletes it): chunk.sh's last
+/// read, of nothing. Best effort: the capture's own error is what is reported.
+async fn drop_pack(step: &Step<'_>, answer: &str) {
+    let Some((_, file)) = answer.trim_end_matches('\n').split_once(' ') else {
+        return;
+    };
+    let mut cmd = Cmd::script(&CHUNK_SCRIPT, [file, "0", "0", "1"]);
+    cmd.binary_output = true;
+    let _ = step
+        .read(cmd, format!("delete the unfinished archive {file}"))
+        .await;
 }
 
 /// The archive `pack.sh` left in `FILE` (its answer: `SIZE FILE`), read back in pieces

@@ -63,6 +63,7 @@ pub static SCRIPTS: &[&Script] = &[
     &artifact::PACK_SCRIPT,
     &artifact::CHUNK_SCRIPT,
     &artifact::UNPACK_SCRIPT,
+    &store::remote::PROBE_SCRIPT,
     &store::remote::LIST_SCRIPT,
     &store::remote::READ_SCRIPT,
     &store::remote::PUT_SCRIPT,

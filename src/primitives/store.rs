@@ -198,6 +198,16 @@ impl Store {
         }
     }
 
+    /// Whether a capture can keep an artifact here, asked before it packs anything (a
+    /// read: in a dry-run too). A store on another machine must answer, and its directory
+    /// be writable there; one here is made by the first capture.
+    pub async fn probe(&self, step: &Step<'_>) -> Result<(), Fault> {
+        match self {
+            Store::Local(_) => Ok(()),
+            Store::Remote(r) => r.probe(step).await,
+        }
+    }
+
     /// Every artifact, newest first. A manifest that cannot be read is an error naming
     /// its file: a store is not silently smaller than it is. A read of the store: it runs
     /// in a dry-run too (over ssh, as a read on the store's host).

@@ -44,6 +44,15 @@ pub(crate) static LIST_SCRIPT: Script = Script::new(
         include_str!("../sh/store_lib.sh")
     ),
 );
+pub(crate) static PROBE_SCRIPT: Script = Script::new(
+    "store-probe.sh",
+    "artifact.capture",
+    "src/primitives/sh/store_probe.sh",
+    concat!(
+        include_str!("../sh/store_probe.sh"),
+        include_str!("../sh/store_lib.sh")
+    ),
+);
 pub(crate) static READ_SCRIPT: Script = Script::new(
     "store-read.sh",
     "artifact.restore, runbook artifacts verify",
@@ -258,6 +267,18 @@ impl Remote {
         cmd
     }
 
+    /// Whether the store can be written, before a capture packs anything: a read.
+    pub(super) async fn probe(&self, step: &Step<'_>) -> Result<(), Fault> {
+        let cmd = Cmd::script(&PROBE_SCRIPT, [self.dir.as_str()]);
+        self.read(
+            step,
+            cmd,
+            format!("can artifacts be kept in {}?", self.label),
+        )
+        .await?;
+        Ok(())
+    }
+
     pub(super) async fn list(&self, step: &Step<'_>) -> Result<Vec<Manifest>, Fault> {
         let mut cmd = Cmd::script(&LIST_SCRIPT, [self.dir.as_str()]);
         // Manifests are data for runbook, not lines for people (nor the record).
@@ -433,5 +454,201 @@ impl Remote {
         );
         self.write(step, cmd, "pruning").await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// The store scripts themselves, under dash (GNU tools) and busybox sh with only
+    /// busybox's applets on PATH: an object sent in two pieces, refused when its sha256
+    /// is not the one sent (nothing left), kept once for the same bytes; a manifest
+    /// renamed whole and listed; an object read back in pieces; old files found and
+    /// pruned, young and named ones not; and every name outside the store refused.
+    #[test]
+    fn store_scripts_under_dash_and_busybox() {
+        let applets = crate::testing::busybox_applets();
+        for (shell, path) in crate::testing::posix_shells(&applets) {
+            let root = tempfile::tempdir().unwrap();
+            let dir = root.path().canonicalize().unwrap().join("store");
+            let d = dir.to_str().unwrap();
+            let run = |script: &Script, args: &[&str], stdin: &[u8]| {
+                use std::io::Write;
+                let mut c = std::process::Command::new(&shell)
+                    .arg("-c")
+                    .arg(script.body)
+                    .arg("sh")
+                    .args(args)
+                    .env_clear()
+                    .env("PATH", &path)
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                c.stdin.take().unwrap().write_all(stdin).unwrap();
+                c.wait_with_output().unwrap()
+            };
+            let text =
+                |o: &std::process::Output| String::from_utf8_lossy(&o.stdout).trim().to_string();
+            let ok = |o: std::process::Output| {
+                assert!(o.status.success(), "{shell}: {o:?}");
+                o
+            };
+            let files = |kind: &str| -> Vec<String> {
+                let mut v: Vec<String> = std::fs::read_dir(dir.join(kind))
+                    .map(|e| {
+                        e.flatten()
+                            .map(|e| e.file_name().to_string_lossy().into_owned())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                v.sort();
+                v
+            };
+            assert_eq!(
+                text(&ok(run(&PROBE_SCRIPT, &[d], b""))),
+                "ok",
+                "{shell}: not there yet"
+            );
+            assert!(
+                ok(run(&LIST_SCRIPT, &[d], b"")).stdout.is_empty(),
+                "{shell}"
+            );
+
+            let body: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+            let sha = crate::primitives::store::sha256(&body);
+            let (a, b) = body.split_at(1_234_567);
+            let send = |sha: &str| {
+                let file = text(&ok(run(&PUT_SCRIPT, &[d, "start", "objects"], a)));
+                assert!(
+                    file.starts_with(&format!("{d}/objects/.upload.")),
+                    "{shell}: {file}"
+                );
+                let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+                assert_eq!(mode & 0o777, 0o600, "{shell}: private until whole");
+                ok(run(&PUT_SCRIPT, &[d, "append", &file], b));
+                run(&PUT_SCRIPT, &[d, "object", &file, sha], b"")
+            };
+            let wrong = send(&"0".repeat(64));
+            assert!(!wrong.status.success(), "{shell}");
+            assert!(
+                String::from_utf8_lossy(&wrong.stderr).contains("nothing was stored"),
+                "{shell}"
+            );
+            assert!(
+                files("objects").is_empty(),
+                "{shell}: nothing left: {:?}",
+                files("objects")
+            );
+            assert_eq!(text(&ok(send(&sha))), "new", "{shell}");
+            let object = dir.join(format!("objects/{sha}.tar.gz"));
+            assert_eq!(std::fs::read(&object).unwrap(), body, "{shell}");
+            assert_eq!(
+                text(&ok(send(&sha))),
+                "kept",
+                "{shell}: the same bytes, once"
+            );
+            assert_eq!(files("objects"), vec![format!("{sha}.tar.gz")], "{shell}");
+
+            let m = text(&ok(run(
+                &PUT_SCRIPT,
+                &[d, "start", "manifests"],
+                b"{\"id\": 1}\n",
+            )));
+            ok(run(
+                &PUT_SCRIPT,
+                &[d, "manifest", &m, "0123456789abcdef"],
+                b"",
+            ));
+            assert_eq!(files("manifests"), vec!["0123456789abcdef.json"], "{shell}");
+            let listed = ok(run(&LIST_SCRIPT, &[d], b"")).stdout;
+            assert_eq!(
+                listed, b"\x1e0123456789abcdef.json\n{\"id\": 1}\n",
+                "{shell}"
+            );
+
+            let mut back = Vec::new();
+            for skip in ["0", "1", "2"] {
+                back.extend(ok(run(&READ_SCRIPT, &[d, &sha, skip, "1"], b"")).stdout);
+            }
+            assert_eq!(back, body, "{shell}: read back in 1 MiB pieces");
+
+            // Old files: an orphan object, a dead upload, a named object; and a young one.
+            let old_orphan = format!("{}.tar.gz", "e".repeat(64));
+            let young = format!("{}.tar.gz", "f".repeat(64));
+            for n in [old_orphan.as_str(), ".upload.AbCdEfGhIj", young.as_str()] {
+                std::fs::write(dir.join("objects").join(n), b"x").unwrap();
+            }
+            let then = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+            for n in [old_orphan.as_str(), ".upload.AbCdEfGhIj"] {
+                std::fs::File::options()
+                    .write(true)
+                    .open(dir.join("objects").join(n))
+                    .unwrap()
+                    .set_modified(then)
+                    .unwrap();
+            }
+            let mut old: Vec<String> = text(&ok(run(&OLD_SCRIPT, &[d], b"")))
+                .lines()
+                .map(str::to_string)
+                .collect();
+            old.sort();
+            assert_eq!(
+                old,
+                vec![
+                    "objects/.upload.AbCdEfGhIj".to_string(),
+                    format!("objects/{old_orphan}")
+                ],
+                "{shell}"
+            );
+            let young_rel = format!("objects/{young}");
+            let old_rel = format!("objects/{old_orphan}");
+            let gone = ok(run(
+                &DELETE_SCRIPT,
+                &[
+                    d,
+                    &old_rel,
+                    "objects/.upload.AbCdEfGhIj",
+                    &young_rel,
+                    "manifests/0123456789abcdef.json",
+                ],
+                b"",
+            ));
+            assert_eq!(
+                text(&gone),
+                format!("{old_rel}\nobjects/.upload.AbCdEfGhIj\nmanifests/0123456789abcdef.json"),
+                "{shell}: the young orphan is kept"
+            );
+            assert!(dir.join(&young_rel).exists() && object.exists(), "{shell}");
+
+            // Names outside the store, or not the store's own, are refused.
+            let outside = root.path().join("outside");
+            std::fs::write(&outside, b"keep").unwrap();
+            let o = outside.to_str().unwrap();
+            let dotdot = format!("{d}/objects/.upload.../../../outside");
+            for (script, args) in [
+                (&PUT_SCRIPT, vec![d, "append", o]),
+                (&PUT_SCRIPT, vec![d, "abort", o]),
+                (&PUT_SCRIPT, vec![d, "abort", dotdot.as_str()]),
+                (&PUT_SCRIPT, vec![d, "start", "../x"]),
+                (&DELETE_SCRIPT, vec![d, "../outside"]),
+                (&DELETE_SCRIPT, vec![d, "objects/../../outside"]),
+                (&DELETE_SCRIPT, vec![d, "manifests/x.json"]),
+                (&READ_SCRIPT, vec![d, "../../outside", "0", "1"]),
+                (&LIST_SCRIPT, vec!["relative/dir"]),
+                (&LIST_SCRIPT, vec!["/srv/../etc"]),
+            ] {
+                let out = run(script, &args, b"");
+                assert!(!out.status.success(), "{shell}: {} {args:?}", script.name);
+                assert!(
+                    String::from_utf8_lossy(&out.stderr).contains("runbook store: "),
+                    "{shell}: {out:?}"
+                );
+            }
+            assert_eq!(std::fs::read(&outside).unwrap(), b"keep", "{shell}");
+        }
     }
 }
