@@ -147,7 +147,16 @@ fn request(
 /// cache first (a new private file, deleted once read) and read back in 6 MiB reads
 /// (`read the archive of PATH (…), part 1 of 59`), as a command's output is bounded; its
 /// bytes are never output events. With `--offline` each pack is planned from the path as
-/// written (`size unknown with --offline`), and `key` is nil. Options ([`CaptureOptions`]):
+/// written (`size unknown with --offline`), and `key` is nil.
+///
+/// With `store = "ssh://HOST/DIR"` (a team's file server) the store is asked first
+/// whether it can be written (a read on HOST, in a dry-run too: an unreachable store
+/// stops the capture before anything is packed), and each 6 MiB piece read from `t`
+/// goes on, as it comes, over the run's connection to HOST into a new private file in
+/// `DIR/objects` there: it passes through runbook's memory, never a file in /tmp on
+/// either side. The object gets its name only once its sha256 there is the one runbook
+/// took of the pieces, and the manifest only after all its objects, so a reader never
+/// sees part of an artifact. Options ([`CaptureOptions`]):
 ///
 /// ```lua
 /// step("keep the compile cache that worked", function()
@@ -165,7 +174,7 @@ fn request(
 /// ---@field files integer how many files
 /// ---@field archive_bytes integer the packed size (0 in a dry-run)
 /// ---@field key? table<string, string> the key (nil with `--offline`)
-/// ---@field store string the store's directory
+/// ---@field store string the store: its directory, or ssh://HOST/DIR
 /// ---@field changed boolean always true: a capture is a change
 /// ---@field planned boolean a dry-run: nothing was packed or stored
 async fn capture(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Value> {
@@ -204,7 +213,9 @@ async fn capture(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Va
 /// `reason` says it in one line (`torch: 2.11.0+cu128 (artifact) ≠ 2.10.0+cu128
 /// (here)`); with `require = true` the step fails with that reason instead.
 ///
-/// Before anything is sent, each stored archive's sha256 is checked against its name and
+/// Before anything is sent, each stored archive's sha256 is checked against its name (an
+/// object in a store over ssh is read back in 6 MiB pieces, reads on the store's host,
+/// and checked here) and
 /// every entry is read: absolute names, `..`, symlinks that lead out, entries through a
 /// symlink, hard links, devices, fifos and setuid/setgid modes refuse the restore with
 /// nothing written. The paths follow `cache.clear`'s rules. Each directory is one
