@@ -1182,3 +1182,47 @@ fn bad_store_spellings_unknown_hosts_and_unreachable_ones_are_clear_errors() {
         cli.describe()
     );
 }
+
+/// A saved plan of a capture into a team store, then of a restore from it: `apply` is
+/// held to each plan and goes through (the store's reads are the plan's reads, its
+/// writes part of the planned pack), and the cache comes back byte for byte.
+#[test]
+fn saved_plans_of_a_capture_into_and_a_restore_from_a_team_store_apply() {
+    require_sshd!();
+    let fleet = Fleet::start(2);
+    let env = Env::new();
+    let server = team_dir();
+    let dir = server.path().join("a");
+    let store = format!("ssh://node2{}", dir.display());
+    let d = cache_dir();
+    let cache = d.path().join("c");
+    fill(&cache);
+    let before = tree(&cache);
+    let rb = repo().join("tests/runbooks/artifact/artifact.lua");
+    let plan = env.tmp.path().join("plan.json");
+    let plan_then_apply = |op: &str| {
+        Run::cmd(&env, ["plan"])
+            .arg(&rb)
+            .set("op", op)
+            .set("paths", s(&cache))
+            .set("target", "node1")
+            .set("store", &store)
+            .arg("-o")
+            .arg(&plan)
+            .ssh(&fleet)
+            .run()
+            .assert_exit(0);
+        let applied = Run::cmd(&env, ["apply"])
+            .arg(&plan)
+            .arg("--yes")
+            .ssh(&fleet)
+            .run();
+        applied.assert_exit(0);
+        applied
+    };
+    plan_then_apply("capture");
+    assert_eq!(store_files(&dir).len(), 2, "{:?}", store_files(&dir));
+    std::fs::remove_dir_all(&cache).unwrap();
+    plan_then_apply("restore");
+    assert_eq!(tree(&cache), before);
+}
