@@ -499,7 +499,7 @@ pub async fn restore(step: &Step<'_>, req: &Request) -> Result<Restored> {
         step,
         Level::Info,
         format!(
-            "{what}: artifact {} '{}' ({}; {} packed), made {} on {}{}, matches the key here:\n  {}",
+            "{what}: artifact {} '{}' in {store} ({}; {} packed), made {} on {}{}, matches the key here:\n  {}",
             m.id,
             m.name,
             human_size(m.bytes, m.files),
