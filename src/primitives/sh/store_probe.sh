@@ -15,7 +15,8 @@ main() {
   done
   [ -d "$up" ] || fail "$up is not a directory"
   for d in "$up" "$dir/objects" "$dir/manifests"; do
-    [ "$d" = "$up" ] || [ -e "$d" ] || continue
+    [ "$d" = "$up" ] || [ -e "$d" ] || [ -L "$d" ] || continue
+    [ "$d" = "$up" ] || [ ! -L "$d" ] || fail "$d is a symbolic link, where the store keeps its own files"
     if [ ! -d "$d" ] || [ ! -w "$d" ] || [ ! -x "$d" ]; then
       fail "$d cannot be written here (as $(id -un 2>/dev/null || echo this user))"
     fi

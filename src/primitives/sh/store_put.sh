@@ -27,6 +27,9 @@ main() {
         *) fail "start: $1 is not objects or manifests" ;;
       esac
       mkdir -p -- "$dir/$1" || fail "cannot make $dir/$1"
+      # Someone who can write the store's directory could have put a link there, to
+      # have the store's files written elsewhere.
+      [ ! -L "$dir/$1" ] || fail "$dir/$1 is a symbolic link; nothing was stored"
       file=$(mktemp "$dir/$1/.upload.XXXXXXXXXX") || fail "cannot make a file in $dir/$1"
       if ! cat >>"$file"; then
         rm -f -- "$file"

@@ -488,7 +488,8 @@ mod tests {
                     .stderr(std::process::Stdio::piped())
                     .spawn()
                     .unwrap();
-                c.stdin.take().unwrap().write_all(stdin).unwrap();
+                // A script that reads no stdin may have ended before it is written.
+                let _ = c.stdin.take().unwrap().write_all(stdin);
                 c.wait_with_output().unwrap()
             };
             let text =
@@ -649,6 +650,26 @@ mod tests {
                 );
             }
             assert_eq!(std::fs::read(&outside).unwrap(), b"keep", "{shell}");
+
+            // A link planted where the store keeps its files: nothing is written there.
+            let planted = root.path().canonicalize().unwrap().join("planted");
+            let elsewhere = root.path().join("elsewhere");
+            std::fs::create_dir_all(&planted).unwrap();
+            std::fs::create_dir_all(&elsewhere).unwrap();
+            std::os::unix::fs::symlink(&elsewhere, planted.join("objects")).unwrap();
+            let p = planted.to_str().unwrap();
+            for (script, args) in [
+                (&PROBE_SCRIPT, vec![p]),
+                (&PUT_SCRIPT, vec![p, "start", "objects"]),
+            ] {
+                let out = run(script, &args, b"x");
+                assert!(!out.status.success(), "{shell}: {}", script.name);
+                assert!(
+                    String::from_utf8_lossy(&out.stderr).contains("symbolic link"),
+                    "{shell}: {out:?}"
+                );
+            }
+            assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0, "{shell}");
         }
     }
 }
