@@ -68,7 +68,7 @@ pub static SCRIPTS: &[&Script] = &[
     &store::remote::READ_SCRIPT,
     &store::remote::PUT_SCRIPT,
     &store::remote::OLD_SCRIPT,
-    &store::remote::DELETE_SCRIPT,
+    &store::remote::PRUNE_SCRIPT,
     &cache::PROBE_SCRIPT,
     &cache::DELETE_SCRIPT,
     &cache::MOVE_ASIDE_SCRIPT,

@@ -1,5 +1,5 @@
 # store_lib.sh: what the scripts of a store on another machine share (store_list.sh,
-# store_read.sh, store_put.sh, store_old.sh, store_delete.sh; see store/remote.rs).
+# store_read.sh, store_put.sh, store_old.sh, store_prune.sh; see store/remote.rs).
 # remote.rs puts it after each script, which defines main; main runs at the end, its $1
 # the store's directory, checked here first as $dir.
 

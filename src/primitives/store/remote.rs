@@ -80,12 +80,12 @@ pub(crate) static OLD_SCRIPT: Script = Script::new(
         include_str!("../sh/store_lib.sh")
     ),
 );
-pub(crate) static DELETE_SCRIPT: Script = Script::new(
-    "store-delete.sh",
+pub(crate) static PRUNE_SCRIPT: Script = Script::new(
+    "store-prune.sh",
     "runbook artifacts prune",
-    "src/primitives/sh/store_delete.sh",
+    "src/primitives/sh/store_prune.sh",
     concat!(
-        include_str!("../sh/store_delete.sh"),
+        include_str!("../sh/store_prune.sh"),
         include_str!("../sh/store_lib.sh")
     ),
 );
@@ -417,7 +417,7 @@ impl Remote {
         Ok(())
     }
 
-    /// See [`super::Store::prune`]. The deletions are `store_delete.sh`'s, which takes
+    /// See [`super::Store::prune`]. The deletions are `store_prune.sh`'s, which takes
     /// only names of the store's own files, below its directory.
     pub(super) async fn prune(&self, step: &Step<'_>, keep: usize) -> Result<Vec<String>, Fault> {
         let doomed = doomed(&self.list(step).await?, keep);
@@ -449,7 +449,7 @@ impl Remote {
 
     async fn delete(&self, step: &Step<'_>, names: Vec<String>) -> Result<(), Fault> {
         let cmd = Cmd::script(
-            &DELETE_SCRIPT,
+            &PRUNE_SCRIPT,
             std::iter::once(self.dir.clone()).chain(names),
         );
         self.write(step, cmd, "pruning").await?;
@@ -608,7 +608,7 @@ mod tests {
             let young_rel = format!("objects/{young}");
             let old_rel = format!("objects/{old_orphan}");
             let gone = ok(run(
-                &DELETE_SCRIPT,
+                &PRUNE_SCRIPT,
                 &[
                     d,
                     &old_rel,
@@ -635,9 +635,9 @@ mod tests {
                 (&PUT_SCRIPT, vec![d, "abort", o]),
                 (&PUT_SCRIPT, vec![d, "abort", dotdot.as_str()]),
                 (&PUT_SCRIPT, vec![d, "start", "../x"]),
-                (&DELETE_SCRIPT, vec![d, "../outside"]),
-                (&DELETE_SCRIPT, vec![d, "objects/../../outside"]),
-                (&DELETE_SCRIPT, vec![d, "manifests/x.json"]),
+                (&PRUNE_SCRIPT, vec![d, "../outside"]),
+                (&PRUNE_SCRIPT, vec![d, "objects/../../outside"]),
+                (&PRUNE_SCRIPT, vec![d, "manifests/x.json"]),
                 (&READ_SCRIPT, vec![d, "../../outside", "0", "1"]),
                 (&LIST_SCRIPT, vec!["relative/dir"]),
                 (&LIST_SCRIPT, vec!["/srv/../etc"]),

@@ -1,4 +1,4 @@
-# store_delete.sh DIR KIND/NAME…: deletes files of the artifact store DIR (a team's store
+# store_prune.sh DIR KIND/NAME…: deletes files of the artifact store DIR (a team's store
 # reached over ssh; see store/remote.rs) for `runbook artifacts prune`, and prints each
 # one deleted. Only names of the store itself: manifests/ID.json (ID: 16 hex digits),
 # objects/SHA256.tar.gz and KIND/.upload.XXXXXXXXXX; the last two only while still older
