@@ -1,6 +1,7 @@
 //! Known-good compile caches: `artifact.capture` packs cache directories on a target into
-//! the store (`store.rs`), `artifact.restore` puts the newest one whose key matches the
-//! target's environment back, `artifact.list` lists them.
+//! the store (`store.rs`: a directory here, or `ssh://HOST/DIR` on a team's file server),
+//! `artifact.restore` puts the newest one whose key matches the target's environment
+//! back, `artifact.list` lists them.
 //!
 //! The key is read from the environment (`fingerprint.take`: torch with its build tag,
 //! triton, CUDA, driver, GPU and compute capability, python, platform, git HEAD and the
@@ -20,8 +21,10 @@
 //! A command's output is bounded (`targets::CAPTURE_LIMIT`, 8 MiB), so `pack.sh` writes
 //! the archive to a new file beside the cache (mktemp: unpredictable, 0600) and it comes
 //! back in 6 MiB reads (`chunk.sh`, which deletes it after the last); each read's bytes
-//! are counted, and the whole is named by its sha256 here. A restore sends the archive as
-//! the command's stdin.
+//! are counted and passed on to the store as they come (`store::Upload`: kept in memory
+//! for a store here, appended over ssh for one on another machine), and the whole is
+//! named by its sha256, taken here. A restore reads the archive from the store, checks
+//! it, and sends it as the command's stdin.
 
 use super::cache::{self, Located};
 use super::fingerprint::{self, Fingerprint, Scope};

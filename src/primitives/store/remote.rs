@@ -212,8 +212,12 @@ impl Remote {
             )));
         }
         step.check_stopped().map_err(Fault::Stop)?;
-        let quiet = |_: Stream, _: &str, _: bool| {};
+        // As for any change: nothing more is written once the run record cannot say so.
         let ctx = step.ctx;
+        if ctx.record_failed.borrow().as_ref().is_some_and(|f| f.get()) {
+            return Err(Fault::Stop(step.stop(crate::abort::Why::RecordBroken)));
+        }
+        let quiet = |_: Stream, _: &str, _: bool| {};
         let io = ExecIo {
             on_line: &quiet,
             deadline: ctx.deadline.get(),
