@@ -163,11 +163,24 @@ formatting would change with a diff, and exits 1 if there is any."
     Artifacts {
         #[command(subcommand)]
         action: ArtifactsAction,
-        /// The store's directory (default: `artifacts` in the state dir).
-        #[arg(long, value_name = "DIR", global = true)]
-        store: Option<PathBuf>,
+        /// The store: a directory here (default: `artifacts` in the state dir), or
+        /// ssh://HOST/DIR, the directory /DIR on HOST (an inventory name, an ssh_config
+        /// Host, user@host[:port]), as artifact.capture's `store` names it.
+        #[arg(long, value_name = "DIR|ssh://HOST/DIR", global = true)]
+        store: Option<String>,
         #[arg(long, env = "RUNBOOK_STATE_DIR", value_name = "DIR", global = true)]
         state_dir: Option<PathBuf>,
+        /// Inventory of named hosts, for a store's HOST (default: ./inventory.toml when
+        /// present).
+        #[arg(long, value_name = "FILE", env = "RUNBOOK_INVENTORY", global = true)]
+        inventory: Option<PathBuf>,
+        /// Use this ssh_config instead of ~/.ssh/config, for a store's HOST.
+        #[arg(long, value_name = "FILE", global = true)]
+        ssh_config: Option<PathBuf>,
+        /// Accept the host key of a store's HOST never seen before (a changed key still
+        /// fails).
+        #[arg(long, global = true)]
+        trust_new_hosts: bool,
     },
     /// Set up editor support in DIR (default: here): `.luarc.json` and runbook's Lua API
     /// types in `.runbook/types/` for lua-language-server and EmmyLua (rewritten each time;

@@ -57,7 +57,17 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
             action,
             store,
             state_dir,
-        } => artifacts::artifacts(action, store, state_dir),
+            inventory,
+            ssh_config,
+            trust_new_hosts,
+        } => {
+            let remote = RemoteArgs {
+                inventory,
+                ssh_config,
+                trust_new_hosts,
+            };
+            artifacts::artifacts(action, store, state_dir, remote_settings(&remote)?).await
+        }
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(
