@@ -37,9 +37,13 @@ pub struct CaptureOptions {
     /// `store`: an absolute directory on this machine (default: `artifacts` in the
     /// state dir);
     store: Option<String>,
-    /// `force = true`: go ahead while processes use files under the paths.
+    /// `force = true`: go ahead while processes use files under the paths;
     #[serde(default)]
     force: bool,
+    /// `throughput`: what the run's gate measured (the Ktok/s a throughput check read, a
+    /// number ≥ 0), recorded in the manifest.
+    /// ---@type number
+    throughput: Option<f64>,
 }
 
 /// Options of `artifact.restore`.
@@ -122,6 +126,7 @@ fn request(
         scope,
         store: store(lua, what, given_store)?,
         force,
+        throughput: None,
     })
 }
 
@@ -129,8 +134,9 @@ fn request(
 ///
 /// Packs cache directories on `t` (POSIX sh, tar and gzip there: busybox's too) into the
 /// store, content-addressed by sha256, with a manifest: the key, the paths, files and
-/// bytes, the target it was made on, the run id and the time (`throughput` is recorded as
-/// null: no gate's measurement reaches it yet). The key is read from `t` as
+/// bytes, the target it was made on (its name, and which machine it is: host key,
+/// machine id, containers), the run id, the time and `throughput` when given (what the
+/// run's gate measured, e.g. once a throughput check passed). The key is read from `t` as
 /// `fingerprint.take` reads it: `torch` (with its build tag, `2.11.0+cu128`), `triton`,
 /// `cuda`, `driver`, `gpu`, `compute_capability`, `python`, `platform`, `git_head` (with
 /// `repo`) and `env.NAME` for each `TORCHINDUCTOR_*`, `TRITON_*` and
@@ -168,13 +174,19 @@ async fn capture(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Va
     let ctx = require_running(&lua, what)?;
     let target = target_arg(&lua, &t, "artifact.capture")?;
     let o: CaptureOptions = options::read(&lua, what, opts)?;
+    if let Some(n) = o.throughput.filter(|n| !n.is_finite() || *n < 0.0) {
+        return Err(err_at(
+            &lua,
+            format!("{what}: option 'throughput' must be a number ≥ 0 (what the gate measured), got {n}"),
+        ));
+    }
     let scope = Scope {
         venv: o.venv,
         python: o.python,
         repo: o.repo,
         caches: Vec::new(),
     };
-    let req = request(
+    let mut req = request(
         &lua,
         what,
         o.paths,
@@ -184,6 +196,7 @@ async fn capture(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Va
         o.store.as_deref(),
         o.force,
     )?;
+    req.throughput = o.throughput;
     let step = step_for(&lua, &ctx, &target);
     let result = artifact::capture(&step, &req).await?;
     to_lua(&lua, &result)
@@ -262,7 +275,7 @@ async fn restore(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Va
     to_lua(&lua, &result)
 }
 
-/// Lua: artifact.list([name], [opts]) -> { { id, name, key, paths, files, bytes, archive_bytes, source, run_id, created, throughput }, … }
+/// Lua: artifact.list([name], [opts]) -> { { id, name, key, paths, files, bytes, archive_bytes, source, source_identity, run_id, created, throughput }, … }
 ///
 /// The artifacts in the store (of `name`, when given), newest first: a read of this
 /// machine's store, so it runs in every mode. Options ([`ListOptions`]):
@@ -284,9 +297,14 @@ async fn restore(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Va
 /// ---@field bytes integer
 /// ---@field archive_bytes integer
 /// ---@field source string the target it was captured on
+/// ---@field source_identity? runbook.MachineIdentity which machine that was
 /// ---@field run_id? string the run that captured it
 /// ---@field created string when, in UTC (RFC 3339)
-/// ---@field throughput? number the run's gate measurement (nil for now)
+/// ---@field throughput? number what the run's gate measured (`artifact.capture { throughput = N }`)
+/// ---@class runbook.MachineIdentity
+/// ---@field host_key? string the host key the SSH connection verified (`ssh-ed25519 SHA256:…`)
+/// ---@field machine_id string the machine's `/etc/machine-id` (`-`: it has none)
+/// ---@field containers? string[] each container on the way, outermost first
 fn list(lua: &Lua, (name, opts): (Value, Option<Table>)) -> mlua::Result<Value> {
     let name = string_value(lua, name, "artifact.list(): name")?;
     let o: ListOptions = options::read(lua, "artifact.list()", opts)?;

@@ -68,6 +68,8 @@ pub struct Request {
     pub store: Store,
     /// Act even while processes use the paths.
     pub force: bool,
+    /// What the run's gate measured (a capture records it in the manifest).
+    pub throughput: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -282,6 +284,19 @@ pub async fn capture(step: &Step<'_>, req: &Request) -> Result<Captured> {
             planned: true,
         });
     }
+    // Which machine it came from, not only the name it was reached by (as plans record it).
+    let source_identity = step
+        .ctx
+        .locks
+        .identity(step.target)
+        .await
+        .map_err(|e| {
+            step.fail(format!(
+                "{what}: cannot tell which machine {} is: {e}",
+                step.target.name()
+            ))
+        })?
+        .map(|found| found.identity);
     let now = std::time::SystemTime::now();
     let m = Manifest {
         id: String::new(),
@@ -293,12 +308,13 @@ pub async fn capture(step: &Step<'_>, req: &Request) -> Result<Captured> {
         files,
         bytes,
         source: step.target.name(),
+        source_identity,
         run_id: step.ctx.run_id.borrow().clone(),
         created: humantime::format_rfc3339_seconds(now).to_string(),
         created_unix: now
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
-        throughput: None,
+        throughput: req.throughput,
     }
     .seal();
     req.store
