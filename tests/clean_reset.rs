@@ -35,6 +35,18 @@ fn demo_sets(repo: &Path, work: &Path, job: &str) -> Vec<String> {
     .collect()
 }
 
+/// The known-good fingerprints saved (one per machine), as JSON.
+fn known_good(env: &Env) -> Vec<serde_json::Value> {
+    let dir = env.state().join("fingerprints/clean-reset");
+    std::fs::read_dir(&dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| serde_json::from_slice(&std::fs::read(e.path()).unwrap()).unwrap())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// (target, command) of every change, with timestamps made comparable.
 fn changes(events: &[serde_json::Value], kind: &str) -> Vec<(String, String)> {
     let stamp = regex::Regex::new(r"\d{8}T?\d{6}\w*|\d{10,}").unwrap();
@@ -148,10 +160,7 @@ fn clean_reset_on_the_local_machine() {
         std::fs::read_to_string(work.join(&left[1]).join("stale.kernel")).unwrap() == "old",
         "the cache this run set aside is kept"
     );
-    assert!(
-        env.state().join("fingerprints/clean-reset.json").exists(),
-        "known-good saved"
-    );
+    assert_eq!(known_good(&env).len(), 1, "known-good saved");
     let log = std::fs::read_to_string(work.join("train.log")).unwrap();
     assert!(log.contains("Ktok/s"), "{log}");
     // With the job running (the usual case for a recovery), a dry-run plans its stop
@@ -275,21 +284,35 @@ fn a_failed_recovery_says_how_to_restore_the_caches() {
 }
 
 /// The offline preview names no pid it does not know (it said `stopped train (pid nil)`)
-/// and claims no stop: nothing was looked at, nothing was done.
+/// and claims no stop: nothing was looked at, nothing was done. Nor does it report drift
+/// from a known-good for values it never read (it listed every one as gone), nor guess
+/// whether a known-good compile cache matches.
 #[test]
 fn the_offline_preview_claims_nothing() {
     let env = Env::new();
     let work = env.scratch();
+    // A known-good of this target, in the layout before they were kept per machine.
+    let good = env.state().join("fingerprints/clean-reset.json");
+    std::fs::create_dir_all(good.parent().unwrap()).unwrap();
+    std::fs::write(
+        &good,
+        r#"{"target": "local", "taken_at": "2026-01-01T00:00:00Z", "python": "3.12.3", "torch": "2.11.0+cu128", "git_head": "2a0e86e604195d79ba7baf4111250a28baa8d54c"}"#,
+    )
+    .unwrap();
     let stderr = Run::new(&env, "clean-reset")
         .dry_run()
         .offline()
         .args(demo_sets(&work.join("dflash"), &work, "offline"))
         .expect_exit(0)
         .stderr_has("stop job offline-")
+        .stderr_has("--offline: nothing is read, so the drift from the known-good is not known")
+        .stderr_has(
+            "warm = auto: whether a known-good compile cache matches is not known with --offline",
+        )
         .run()
         .stderr_text();
     assert!(
-        !stderr.contains("nil") && !stderr.contains("· stopped"),
+        !stderr.contains("nil") && !stderr.contains("· stopped") && !stderr.contains("drift:"),
         "{stderr}"
     );
 }
@@ -378,4 +401,177 @@ fn the_preview_names_the_wheel_index() {
         );
         assert!(!stderr.contains("hunter2"), "{stderr}");
     }
+}
+
+/// The manifests in the default store, as JSON.
+fn manifests(env: &Env) -> Vec<serde_json::Value> {
+    let dir = env.state().join("artifacts/manifests");
+    std::fs::read_dir(&dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| serde_json::from_slice(&std::fs::read(e.path()).unwrap()).unwrap())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// File name → content of each file in `dir`.
+fn files(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// warm = "auto" (the default), end to end on the demo project. The first recovery finds
+/// no known-good cache, compiles, and once the throughput check passed captures what it
+/// compiled: the manifest holds the throughput the check measured and the machine it
+/// came from, the known-good fingerprint names the artifact. The next recovery, on a
+/// polluted cache, restores that artifact instead of compiling (the warm-up compiles
+/// nothing), captures nothing new, and its preview said so beforehand, with the key it
+/// compared. Once the code's HEAD moves the key differs: warm = "restore" fails naming
+/// the field, warm = "auto" compiles again and captures the new cache.
+#[test]
+fn warm_auto_restores_the_known_good_cache_where_the_key_matches() {
+    require_uv!();
+    let env = Env::new();
+    let work = env.scratch();
+    let repo = demo_repo(&work);
+    let cache = work.join("inductor");
+    let mut sets = demo_sets(&repo, &work, "warm");
+    sets.extend(["--set".into(), format!("cache_dirs={}", cache.display())]);
+    let run = |extra: &[&str]| {
+        Run::new(&env, "clean-reset")
+            .json()
+            .args(&sets)
+            .args(extra)
+            .run()
+    };
+    let said = |out: &Output, start: &str| -> Vec<String> {
+        out.logs()
+            .into_iter()
+            .filter(|l| l.starts_with(start))
+            .collect()
+    };
+
+    let first = run(&["--yes"]);
+    first.assert_exit(0);
+    let why = said(&first, "warm = auto: compiling: ");
+    assert!(
+        why.len() == 1 && why[0].contains("no artifact 'compile-cache'"),
+        "{why:?}"
+    );
+    let all = manifests(&env);
+    assert_eq!(all.len(), 1, "captured once the gate passed");
+    let m = &all[0];
+    let id = m["id"].as_str().unwrap().to_string();
+    let line = said(&first, "throughput ");
+    let logged: f64 = line[0]
+        .strip_prefix("throughput ")
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line:?}"));
+    let recorded = m["throughput"].as_f64().expect("throughput recorded");
+    assert!((recorded - logged).abs() < 0.051, "{recorded} vs {logged}");
+    let machine_id = std::fs::read_to_string("/etc/machine-id").unwrap();
+    assert_eq!(m["source"], "local");
+    assert_eq!(m["source_identity"]["machine_id"], machine_id.trim());
+    let head = git(&repo, &["rev-parse", "HEAD"]);
+    assert_eq!(m["key"]["git_head"], head.trim());
+    assert_eq!(known_good(&env)[0]["artifact"], id.as_str());
+    let compiled = files(&cache);
+    assert_eq!(compiled.len(), 8, "{:?}", compiled.keys());
+
+    // A polluted cache: the next recovery puts the known-good back. (The job is stopped
+    // first, so that the dry-run and the run find it the same way.)
+    stop_job(&env, r#"target("local")"#, "warm", &[]);
+    std::fs::remove_dir_all(&cache).unwrap();
+    std::fs::create_dir_all(&cache).unwrap();
+    std::fs::write(cache.join("attention.kernel"), "stale").unwrap();
+    let dry = run(&["--dry-run"]);
+    dry.assert_exit(0);
+    assert_eq!(
+        said(&dry, "warm = auto: restoring known-good artifact "),
+        vec![format!(
+            "warm = auto: restoring known-good artifact {id}: the warm-up should find it warm"
+        )]
+    );
+    let compared = dry
+        .logs()
+        .into_iter()
+        .find(|l| l.contains("matches the key here"))
+        .unwrap_or_else(|| panic!("no key comparison: {:?}", dry.logs()));
+    assert!(
+        compared.contains(&format!("git_head = {} ✓", head.trim())),
+        "{compared}"
+    );
+    let planned: Vec<String> = dry
+        .of_kind("action_planned")
+        .iter()
+        .filter_map(|e| e["summary"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        planned
+            .iter()
+            .any(|s| s.starts_with(&format!("restore {} from artifact {id}", cache.display()))),
+        "{planned:?}"
+    );
+    assert!(
+        !planned.iter().any(|s| s.starts_with("pack ")),
+        "nothing to capture: {planned:?}"
+    );
+    let real = run(&["--yes"]);
+    real.assert_exit(0);
+    assert_eq!(
+        changes(&dry.events(), "action_planned"),
+        changes(&real.events(), "action_started"),
+        "the dry-run predicted the real run"
+    );
+    let warmup: Vec<String> = real
+        .output_lines()
+        .into_iter()
+        .filter(|l| l.starts_with("cached ") || l.starts_with("compiled "))
+        .collect();
+    assert_eq!(warmup.len(), 8, "{warmup:?}");
+    assert!(
+        warmup.iter().all(|l| l.starts_with("cached ")),
+        "the warm-up compiled nothing: {warmup:?}"
+    );
+    assert_eq!(
+        files(&cache),
+        compiled,
+        "the known-good cache, byte for byte"
+    );
+    assert_eq!(manifests(&env).len(), 1, "no second capture");
+    assert_eq!(known_good(&env)[0]["artifact"], id.as_str());
+
+    // The code moves on: its HEAD is part of the key.
+    std::fs::write(repo.join("NOTES"), "tuned\n").unwrap();
+    git(&repo, &["add", "NOTES"]);
+    git(&repo, &["commit", "-qm", "tuned"]);
+    let moved = git(&repo, &["rev-parse", "HEAD"]);
+    let refused = run(&["--yes", "--set", "warm=restore"]);
+    refused.assert_exit(1);
+    let want = format!(
+        "git_head: {} (artifact) ≠ {} (here)",
+        head.trim(),
+        moved.trim()
+    );
+    let error = refused.step_error("restore or clear the compile caches (kept aside)");
+    assert!(
+        error.contains(&want) && error.contains("require = true"),
+        "{error}"
+    );
+    let again = run(&["--yes"]);
+    again.assert_exit(0);
+    let why = said(&again, "warm = auto: compiling: ");
+    assert!(why.len() == 1 && why[0].contains(&want), "{why:?}");
+    assert_eq!(manifests(&env).len(), 2, "the new cache captured");
+    stop_job(&env, r#"target("local")"#, "warm", &[]);
 }
