@@ -190,7 +190,8 @@ step("restore or clear the compile caches (kept aside)", function()
         ("warm = %s: restoring known-good artifact %s: the warm-up should find it warm"):format(params.warm, r.id)
       )
     else
-      log.info("warm = auto: compiling: " .. r.reason)
+      -- artifact.restore said why (no artifact, or the key fields that differ).
+      log.info("warm = auto: no known-good compile cache to restore: clearing the caches and compiling")
     end
   else
     log.info("warm = compile: clearing the caches and compiling")

@@ -462,10 +462,14 @@ fn warm_auto_restores_the_known_good_cache_where_the_key_matches() {
 
     let first = run(&["--yes"]);
     first.assert_exit(0);
-    let why = said(&first, "warm = auto: compiling: ");
+    let why = said(&first, "artifact.restore: ");
     assert!(
         why.len() == 1 && why[0].contains("no artifact 'compile-cache'"),
         "{why:?}"
+    );
+    assert_eq!(
+        said(&first, "warm = auto: "),
+        vec!["warm = auto: no known-good compile cache to restore: clearing the caches and compiling"]
     );
     let all = manifests(&env);
     assert_eq!(all.len(), 1, "captured once the gate passed");
@@ -570,8 +574,18 @@ fn warm_auto_restores_the_known_good_cache_where_the_key_matches() {
     );
     let again = run(&["--yes"]);
     again.assert_exit(0);
-    let why = said(&again, "warm = auto: compiling: ");
+    let why = said(&again, "artifact.restore: the key here differs");
     assert!(why.len() == 1 && why[0].contains(&want), "{why:?}");
+    assert!(
+        said(
+            &again,
+            "warm = auto: no known-good compile cache to restore"
+        )
+        .len()
+            == 1,
+        "{:?}",
+        again.logs()
+    );
     assert_eq!(manifests(&env).len(), 2, "the new cache captured");
     stop_job(&env, r#"target("local")"#, "warm", &[]);
 }
