@@ -168,11 +168,19 @@ step("restore code to the known-good rev", function()
   log.info(("%d file(s) %s to %s"):format(#r.files, r.planned and "will be restored" or "restored", rev))
 end)
 
-step("restore or clear the compile caches (kept aside)", function()
-  local clear = {} ---@type string[]
-  for _, c in ipairs(caches) do
-    clear[#clear + 1] = c
+-- The cache paths in order, but `skip`.
+---@param skip string?
+---@return string[]
+local function paths_but(skip)
+  local out = {} ---@type string[]
+  for i = 1, #caches do
+    if caches[i] ~= skip then out[#out + 1] = caches[i] end
   end
+  return out
+end
+
+step("restore or clear the compile caches (kept aside)", function()
+  local clear = paths_but(nil)
   if params.warm ~= "compile" and offline then
     -- The key is read from the target, which --offline does not contact.
     log.info(("warm = %s: whether a known-good compile cache matches is not known with --offline"):format(params.warm))
@@ -182,10 +190,7 @@ step("restore or clear the compile caches (kept aside)", function()
     local r = artifact.restore(box, opts)
     if r.restored then
       restored = r.id
-      clear = {}
-      for _, c in ipairs(caches) do
-        if c ~= caches.inductor then clear[#clear + 1] = c end
-      end
+      clear = paths_but(caches.inductor)
       log.info(
         ("warm = %s: restoring known-good artifact %s: the warm-up should find it warm"):format(params.warm, r.id)
       )
