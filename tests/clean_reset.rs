@@ -589,3 +589,61 @@ fn warm_auto_restores_the_known_good_cache_where_the_key_matches() {
     assert_eq!(manifests(&env).len(), 2, "the new cache captured");
     stop_job(&env, r#"target("local")"#, "warm", &[]);
 }
+
+/// warm-cache --set capture=true keeps the cache it warmed as the artifact clean-reset
+/// restores: given the venv and repo clean-reset gets, the key it reads is the one
+/// clean-reset reads after rebuilding the venv, so the next recovery restores that cache
+/// instead of compiling, and captures nothing new.
+#[test]
+fn a_cache_warm_cache_captured_is_what_clean_reset_restores() {
+    require_uv!();
+    let env = Env::new();
+    let work = env.scratch();
+    let repo = demo_repo(&work);
+    let cache = work.join("inductor");
+    let venv = work.join("venv");
+    let made = std::process::Command::new("python3")
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&venv)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    Run::new(&env, "warm-cache")
+        .yes()
+        .set("venv", &venv)
+        .set("script", repo.join("warmup.py"))
+        .set("cache_dirs", &cache)
+        .set("repo", &repo)
+        .set("capture", "true")
+        .expect_exit(0)
+        .stderr_has("captured artifact ")
+        .run();
+    let all = manifests(&env);
+    assert_eq!(all.len(), 1);
+    let id = all[0]["id"].as_str().unwrap().to_string();
+    let warmed = files(&cache);
+    std::fs::remove_dir_all(&cache).unwrap();
+
+    let mut sets = demo_sets(&repo, &work, "captured");
+    sets.extend(["--set".into(), format!("cache_dirs={}", cache.display())]);
+    let out = Run::new(&env, "clean-reset").json().yes().args(&sets).run();
+    out.assert_exit(0);
+    assert!(
+        out.logs().contains(&format!(
+            "warm = auto: restoring known-good artifact {id}: the warm-up should find it warm"
+        )),
+        "{:?}",
+        out.logs()
+    );
+    assert!(
+        !out.output_lines()
+            .iter()
+            .any(|l| l.starts_with("compiled ")),
+        "{:?}",
+        out.output_lines()
+    );
+    assert_eq!(files(&cache), warmed);
+    assert_eq!(manifests(&env).len(), 1, "nothing captured again");
+    assert_eq!(known_good(&env)[0]["artifact"], id.as_str());
+    stop_job(&env, r#"target("local")"#, "captured", &[]);
+}
