@@ -647,3 +647,71 @@ fn a_cache_warm_cache_captured_is_what_clean_reset_restores() {
     assert_eq!(known_good(&env)[0]["artifact"], id.as_str());
     stop_job(&env, r#"target("local")"#, "captured", &[]);
 }
+
+/// Two hosts behind real sshd, each a machine of its own (machine id, host key), node2
+/// with other GPUs: a recovery on node1 saves node1's known-good; node2's preview finds
+/// none for its machine instead of node1's (before, it diffed node1's and warned of a GPU
+/// change node2 never had), while node1's finds its own, unchanged, naming its artifact.
+#[test]
+fn a_second_host_is_not_compared_with_the_first_ones_known_good() {
+    require_sshd!();
+    require_uv!();
+    let mut fleet = Fleet::start_machines(2);
+    fleet
+        .node("node2")
+        .set_env(&[("NVIDIA_SMI_FIXTURE", "a100x4")]);
+    let env = Env::new();
+    // Under /var/tmp, a cache root, and apart from other tests' /tmp caches.
+    let work = tempfile::Builder::new()
+        .prefix("runbook-hosts-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let repo = demo_repo(work.path());
+    let mut sets = demo_sets(&repo, work.path(), "hosts");
+    let cache = work.path().join("inductor");
+    sets.extend(["--set".into(), format!("cache_dirs={}", cache.display())]);
+    Run::new(&env, "clean-reset")
+        .yes()
+        .set("host", "node1")
+        .args(&sets)
+        .ssh(&fleet)
+        .expect_exit(0)
+        .run();
+    stop_job(&env, r#"target("node1")"#, "hosts", &fleet.args());
+    let saved = known_good(&env);
+    assert_eq!(saved.len(), 1);
+    assert_eq!(saved[0]["target"], "node1");
+    assert_eq!(saved[0]["gpus"][0], "NVIDIA H200");
+    let preview = |host: &str| {
+        let out = Run::new(&env, "clean-reset")
+            .dry_run()
+            .json()
+            .set("host", host)
+            .args(&sets)
+            .ssh(&fleet)
+            .run();
+        out.assert_exit(0);
+        out.logs()
+    };
+    let node2 = preview("node2");
+    assert!(
+        node2.contains(
+            &"no known-good fingerprint 'clean-reset' for this machine yet: this run will save one"
+                .to_string()
+        ),
+        "{node2:?}"
+    );
+    assert!(!node2.iter().any(|l| l.starts_with("drift:")), "{node2:?}");
+    let node1 = preview("node1");
+    assert!(
+        node1.contains(&"nothing changed since the known-good environment".to_string()),
+        "{node1:?}"
+    );
+    let artifact = saved[0]["artifact"].as_str().expect("names its artifact");
+    assert!(
+        node1.contains(&format!(
+            "the known-good's compile cache is artifact {artifact}"
+        )),
+        "{node1:?}"
+    );
+}
