@@ -183,7 +183,14 @@ step("restore or clear the compile caches (kept aside)", function()
   local clear = paths_but(nil)
   if params.warm ~= "compile" and offline then
     -- The key is read from the target, which --offline does not contact.
-    log.info(("warm = %s: whether a known-good compile cache matches is not known with --offline"):format(params.warm))
+    if params.warm == "restore" then
+      clear = paths_but(caches.inductor)
+      log.info("warm = restore: --offline reads nothing, so the restore is decided in a run that reads the key")
+    else
+      log.info(
+        "warm = auto: --offline reads nothing, so whether a known-good cache matches is not known: shown as compiling"
+      )
+    end
   elseif params.warm ~= "compile" then
     local opts = artifact_opts()
     opts.require = params.warm == "restore"

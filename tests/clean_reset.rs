@@ -307,12 +307,27 @@ fn the_offline_preview_claims_nothing() {
         .stderr_has("stop job offline-")
         .stderr_has("--offline: nothing is read, so the drift from the known-good is not known")
         .stderr_has(
-            "warm = auto: whether a known-good compile cache matches is not known with --offline",
+            "warm = auto: --offline reads nothing, so whether a known-good cache matches is not known: shown as compiling",
         )
         .run()
         .stderr_text();
     assert!(
         !stderr.contains("nil") && !stderr.contains("· stopped") && !stderr.contains("drift:"),
+        "{stderr}"
+    );
+    // warm = restore never clears the inductor cache: offline it plans only the others.
+    let stderr = Run::new(&env, "clean-reset")
+        .dry_run()
+        .offline()
+        .args(demo_sets(&work.join("dflash"), &work, "offline"))
+        .set("warm", "restore")
+        .expect_exit(0)
+        .stderr_has("warm = restore: --offline reads nothing, so the restore is decided in a run that reads the key")
+        .stderr_has("move aside /root/.triton/cache")
+        .run()
+        .stderr_text();
+    assert!(
+        !stderr.contains("move aside /tmp/torchinductor_root"),
         "{stderr}"
     );
 }
