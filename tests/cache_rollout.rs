@@ -70,6 +70,10 @@ fn capture_on_one_node_restore_on_the_others_where_the_key_matches() {
         .unwrap();
     assert!(made.success());
 
+    let node1_id = std::fs::read_to_string(fleet.node("node1").machine_id.as_ref().unwrap())
+        .unwrap()
+        .trim()
+        .to_string();
     let env = Env::new();
     let out = Run::new(&env, repo().join("examples/fleet/cache-rollout.lua"))
         .yes()
@@ -89,6 +93,15 @@ fn capture_on_one_node_restore_on_the_others_where_the_key_matches() {
                 serde_json::from_slice(&std::fs::read(e.path()).unwrap()).unwrap();
             assert_eq!(m["source"], "node1");
             assert_eq!(m["key"]["gpu"], "NVIDIA H200");
+            // Which machine node1 is: the host key the connection verified, its machine id.
+            let who = &m["source_identity"];
+            assert_eq!(who["machine_id"], node1_id.as_str(), "{who}");
+            assert!(
+                who["host_key"]
+                    .as_str()
+                    .is_some_and(|k| k.starts_with("ssh-ed25519 SHA256:")),
+                "{who}"
+            );
             m["id"].as_str().unwrap().to_string()
         })
         .collect();

@@ -285,18 +285,7 @@ pub async fn capture(step: &Step<'_>, req: &Request) -> Result<Captured> {
         });
     }
     // Which machine it came from, not only the name it was reached by (as plans record it).
-    let source_identity = step
-        .ctx
-        .locks
-        .identity(step.target)
-        .await
-        .map_err(|e| {
-            step.fail(format!(
-                "{what}: cannot tell which machine {} is: {e}",
-                step.target.name()
-            ))
-        })?
-        .map(|found| found.identity);
+    let source_identity = fingerprint::identity(step).await?;
     let now = std::time::SystemTime::now();
     let m = Manifest {
         id: String::new(),
