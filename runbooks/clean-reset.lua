@@ -96,6 +96,11 @@ local function artifact_opts()
 end
 
 step("fingerprint and drift", function()
+  -- Before the job is stopped: a restore that cannot happen must not cost the job. (Whether
+  -- the key matches is known only once the venv is rebuilt.)
+  if params.warm == "restore" and #artifact.list(params.artifact, { store = store }) == 0 then
+    fail("warm = restore: there is no artifact '" .. params.artifact .. "' to restore (warm = auto compiles instead)")
+  end
   if params.cache_dirs ~= "" then
     local dirs = text.split(params.cache_dirs)
     caches = {}

@@ -315,7 +315,42 @@ fn the_offline_preview_claims_nothing() {
         !stderr.contains("nil") && !stderr.contains("· stopped") && !stderr.contains("drift:"),
         "{stderr}"
     );
-    // warm = restore never clears the inductor cache: offline it plans only the others.
+    // warm = restore with nothing to restore stops before any step changes anything.
+    let out = Run::new(&env, "clean-reset")
+        .dry_run()
+        .offline()
+        .json()
+        .args(demo_sets(&work.join("dflash"), &work, "offline"))
+        .set("warm", "restore")
+        .run();
+    out.assert_exit(1);
+    assert!(
+        out.step_error("fingerprint and drift").contains(
+            "warm = restore: there is no artifact 'compile-cache' to restore (warm = auto compiles instead)"
+        ),
+        "{}",
+        out.describe()
+    );
+    assert!(
+        out.of_kind("action_planned").is_empty(),
+        "{}",
+        out.describe()
+    );
+    // With one, warm = restore never clears the inductor cache: offline it plans only the
+    // others.
+    let kept = tempfile::Builder::new()
+        .prefix("runbook-offline-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::write(kept.path().join("k"), "kernel").unwrap();
+    let capture = env.write(
+        "capture.lua",
+        &format!(
+            "runbook {{ name = \"capture\" }}\nstep(\"capture\", function() artifact.capture(target(\"local\"), {{ name = \"compile-cache\", paths = \"{}\" }}) end)\n",
+            kept.path().display()
+        ),
+    );
+    Run::new(&env, &capture).yes().expect_exit(0).run();
     let stderr = Run::new(&env, "clean-reset")
         .dry_run()
         .offline()
