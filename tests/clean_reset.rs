@@ -86,11 +86,20 @@ fn clean_reset_on_the_local_machine() {
         std::fs::create_dir_all(k).unwrap();
         std::fs::write(k.join("old.kernel"), vec![b'k'; 1024 * 1024]).unwrap();
     }
+    // A job that runs for tens of seconds: the dry-run after the run must find it still
+    // running, however busy the machine (400 steps end in about 3 s).
+    let mut sets = demo_sets(&repo, &work, "local");
+    for s in sets
+        .iter_mut()
+        .filter(|s| s.as_str() == "train=train.py 400")
+    {
+        *s = "train=train.py 4000".into();
+    }
     let run = |extra: &[&str]| {
         Run::new(&env, "clean-reset")
             .env("TORCHINDUCTOR_CACHE_DIR", &cache)
             .json()
-            .args(demo_sets(&repo, &work, "local"))
+            .args(&sets)
             .args(extra)
             .run()
     };
@@ -510,8 +519,30 @@ fn warm_auto_restores_the_known_good_cache_where_the_key_matches() {
             .collect()
     };
 
+    // The first preview, with no cache yet: the warm-up makes it, the capture is planned.
+    let preview = run(&["--dry-run"]);
+    preview.assert_exit(0);
+    assert!(
+        preview
+            .of_kind("action_planned")
+            .iter()
+            .any(|e| e["summary"]
+                == format!(
+                    "pack {} into artifact 'compile-cache' in {}",
+                    cache.display(),
+                    env.state().join("artifacts").display()
+                )),
+        "{}",
+        preview.describe()
+    );
+    assert!(!cache.exists());
     let first = run(&["--yes"]);
     first.assert_exit(0);
+    assert_eq!(
+        changes(&preview.events(), "action_planned"),
+        changes(&first.events(), "action_started"),
+        "the first dry-run predicted the first run"
+    );
     let why = said(&first, "artifact.restore: ");
     assert!(
         why.len() == 1 && why[0].contains("no artifact 'compile-cache'"),

@@ -142,9 +142,10 @@ fn request(
 /// `repo`) and `env.NAME` for each `TORCHINDUCTOR_*`, `TRITON_*` and
 /// `TORCH_CUDA_ARCH_LIST` set there; `key` adds or overrides fields. The paths follow
 /// `cache.clear`'s rules (inside a cache root, not in use unless `force`), and each must
-/// be a directory. Each directory packed is one change, planned during `--dry-run`
-/// (`pack /tmp/torchinductor_root (336.6 MiB, 12,345 files) into artifact 'NAME' in DIR`:
-/// nothing is packed or stored then, and `id` is nil). The archive is written beside the
+/// be a directory when it is packed. Each directory packed is one change, planned during
+/// `--dry-run` (`pack /tmp/torchinductor_root into artifact 'NAME' in DIR`, without a
+/// size: earlier steps of the run may fill it; a directory not there yet is planned too,
+/// for a warm-up before it to make: nothing is packed or stored then, and `id` is nil). The archive is written beside the
 /// cache first (a new private file, deleted once read) and read back in 6 MiB reads
 /// (`read the archive of PATH (…), part 1 of 59`), as a command's output is bounded; its
 /// bytes are never output events. With `--offline` each pack is planned from the path as

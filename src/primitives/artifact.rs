@@ -227,7 +227,9 @@ pub async fn capture(step: &Step<'_>, req: &Request) -> Result<Captured> {
         .paths
         .iter()
         .zip(&found)
-        .filter(|(_, f)| !f.exists || !f.dir)
+        // A dry-run plans the pack of a directory that is not there yet: an earlier step
+        // of the same run (a warm-up) may make it, and the run checks it again.
+        .filter(|(_, f)| (f.exists || !step.dry_run()) && (!f.exists || !f.dir))
         .map(|(p, f)| match f.exists {
             false => format!("{p}: does not exist"),
             true => format!("{p}: is not a directory"),
@@ -242,11 +244,12 @@ pub async fn capture(step: &Step<'_>, req: &Request) -> Result<Captured> {
     let mut parts = Vec::new();
     let mut planned = false;
     for ((given, tidy), f) in req.paths.iter().zip(&paths).zip(&found) {
+        // No size: what is packed is the directory as it is when the change runs, which
+        // earlier steps of the run (a warm-up) change after a dry-run looked; a plan holds
+        // the run to this line. The run's log says the size packed.
         let summary = format!(
-            "pack {} ({}) into artifact '{}' in {store}",
-            f.resolved,
-            f.size(),
-            req.name
+            "pack {} into artifact '{}' in {store}",
+            f.resolved, req.name
         );
         let cmd = Cmd::script(&PACK_SCRIPT, [f.root.as_str(), f.resolved.as_str()]);
         let ran = step.change(cmd, summary, false).await?;
