@@ -14,7 +14,7 @@
 -- Preview first:  runbook run clean-reset --dry-run --set host=root@pve1.example --set ct=200 …
 runbook {
   name = "clean-reset",
-  description = "Fresh venv, known-good code, cleared and re-warmed compile caches, relaunch, check throughput",
+  description = "Fresh venv, known-good code, the known-good compile cache restored (else cleared and re-warmed), relaunch, check throughput",
   params = {
     host = { default = "local", help = "where the training runs: local, user@host, or an inventory name" },
     ct = { type = "integer", help = "Proxmox container id on host (omit to work on host itself)" },
