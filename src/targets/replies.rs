@@ -547,10 +547,17 @@ impl Replies {
                     _ => text(b),
                 };
                 match std::str::from_utf8(&o.stdout) {
-                    // Bytes that are not text (an archive) are kept as they are; a secret
-                    // output is the mask whatever it is.
-                    Err(_) if !req.secret_output => reply.stdout_hex = Some(to_hex(&o.stdout)),
-                    _ => reply.stdout = stream(&o.stdout),
+                    // Bytes that are not text (an archive) are kept as they are, unless a
+                    // secret stands in them (its text survives a lossy reading), and a
+                    // secret output is the mask whatever it is.
+                    Err(_)
+                        if !req.secret_output
+                            && text(&o.stdout) == String::from_utf8_lossy(&o.stdout) =>
+                    {
+                        reply.stdout_hex = Some(to_hex(&o.stdout))
+                    }
+                    Err(_) => reply.stdout = secrets::MASK.to_string(),
+                    Ok(_) => reply.stdout = stream(&o.stdout),
                 }
                 reply.stderr = stream(&o.stderr);
                 reply.ms = o.duration.as_millis() as u64;
@@ -672,6 +679,25 @@ mod tests {
     use super::*;
 
     const HEADER: &str = "{\"runbook_replies\":1}\n";
+
+    /// Bytes that are not text come back as they were (an archive read back), and a
+    /// stdout_hex that is not hex is refused rather than read as something else.
+    #[test]
+    fn stdout_that_is_not_text_comes_back_byte_for_byte() {
+        let bytes: Vec<u8> = vec![0x1f, 0x8b, 0x08, 0x00, 0xff, 0xfe, b'\n', 0x00];
+        let line = format!(
+            "{{\"target\":\"local\",\"argv\":[\"cat\"],\"code\":0,\"stdout_hex\":\"{}\"}}",
+            to_hex(&bytes)
+        );
+        let reply: Reply = serde_json::from_str(&line).unwrap();
+        assert_eq!(reply.outcome().unwrap().stdout, bytes);
+        let bad: Reply = serde_json::from_str(
+            "{\"target\":\"local\",\"argv\":[\"cat\"],\"code\":0,\"stdout_hex\":\"1f8\"}",
+        )
+        .unwrap();
+        assert!(bad.outcome().is_err());
+        assert_eq!(from_hex("zz"), None);
+    }
 
     fn book(lines: &str) -> Result<Replies, String> {
         Replies::parse(
