@@ -295,3 +295,22 @@ end)
         "{read:?}"
     );
 }
+
+/// `fingerprint.load(name)` of before, with no fingerprint to say which machine: a clear
+/// error at its line, not another machine's known-good.
+#[test]
+fn load_without_the_fingerprint_taken_now_is_refused_at_its_line() {
+    let env = Env::new();
+    let rb = env.write(
+        "fp.lua",
+        "runbook { name = \"fp\" }\nstep(\"load\", function()\n  fingerprint.load(\"good\")\nend)\n",
+    );
+    let out = Run::new(&env, &rb).yes().json().run();
+    out.assert_exit(1);
+    let error = out.step_error("load");
+    assert!(
+        error.contains("fp.lua:3:")
+            && error.contains("fingerprint.load(): give the fingerprint taken now, fingerprint.load(name, fingerprint.take(t, …)): a known-good is kept per machine"),
+        "{error}"
+    );
+}
