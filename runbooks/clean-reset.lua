@@ -59,7 +59,10 @@ runbook {
       default = "compile-cache",
       help = "artifact name of the known-good compile cache (warm-cache --set capture=true captures the same)",
     },
-    store = { default = "", help = "artifact store directory (empty: the state dir's)" },
+    store = {
+      default = "",
+      help = "artifact store: a directory, or ssh://HOST/DIR on a team file server (empty: the state dir's)",
+    },
     wait = { default = "10m", help = "how long to wait for the throughput line" },
   },
 }

@@ -29,7 +29,10 @@ runbook {
     },
     artifact = { default = "compile-cache", help = "the artifact's name (clean-reset's artifact param)" },
     repo = { default = "", help = "the model code checkout, whose git HEAD is part of the artifact's key" },
-    store = { default = "", help = "artifact store directory (empty: the state dir's)" },
+    store = {
+      default = "",
+      help = "artifact store: a directory, or ssh://HOST/DIR on a team file server (empty: the state dir's)",
+    },
   },
 }
 

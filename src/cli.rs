@@ -98,6 +98,9 @@ pub enum Command {
         /// Values for params, to validate them too.
         #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_set)]
         sets: Vec<(String, String)>,
+        /// A params file (TOML), to validate it and its values too.
+        #[arg(long = "params", value_name = "FILE")]
+        params: Option<PathBuf>,
         #[command(flatten)]
         remote: RemoteArgs,
     },
@@ -160,11 +163,24 @@ formatting would change with a diff, and exits 1 if there is any."
     Artifacts {
         #[command(subcommand)]
         action: ArtifactsAction,
-        /// The store's directory (default: `artifacts` in the state dir).
-        #[arg(long, value_name = "DIR", global = true)]
-        store: Option<PathBuf>,
+        /// The store: a directory here (default: `artifacts` in the state dir), or
+        /// ssh://HOST/DIR, the directory /DIR on HOST (an inventory name, an ssh_config
+        /// Host, user@host[:port]), as artifact.capture's `store` names it.
+        #[arg(long, value_name = "DIR|ssh://HOST/DIR", global = true)]
+        store: Option<String>,
         #[arg(long, env = "RUNBOOK_STATE_DIR", value_name = "DIR", global = true)]
         state_dir: Option<PathBuf>,
+        /// Inventory of named hosts, for a store's HOST (default: ./inventory.toml when
+        /// present).
+        #[arg(long, value_name = "FILE", env = "RUNBOOK_INVENTORY", global = true)]
+        inventory: Option<PathBuf>,
+        /// Use this ssh_config instead of ~/.ssh/config, for a store's HOST.
+        #[arg(long, value_name = "FILE", global = true)]
+        ssh_config: Option<PathBuf>,
+        /// Accept the host key of a store's HOST never seen before (a changed key still
+        /// fails).
+        #[arg(long, global = true)]
+        trust_new_hosts: bool,
     },
     /// Set up editor support in DIR (default: here): `.luarc.json` and runbook's Lua API
     /// types in `.runbook/types/` for lua-language-server and EmmyLua (rewritten each time;
@@ -272,6 +288,11 @@ pub struct TestArgs {
     #[arg(long = "set", short = 'e', value_name = "KEY=VALUE", value_parser = parse_set)]
     pub sets: Vec<(String, String)>,
 
+    /// Params from a TOML file of `KEY = VALUE` lines; --set and RUNBOOK_PARAM_* win over
+    /// it. A secret param is refused from it unless the file is private (chmod 600).
+    #[arg(long = "params", value_name = "FILE")]
+    pub params: Option<PathBuf>,
+
     /// The replies to answer commands from (saved by `runbook run … --save-replies FILE`).
     #[arg(long, value_name = "R.jsonl")]
     pub replies: PathBuf,
@@ -314,6 +335,11 @@ pub struct PlanArgs {
     #[arg(long = "set", short = 'e', value_name = "KEY=VALUE", value_parser = parse_set)]
     pub sets: Vec<(String, String)>,
 
+    /// Params from a TOML file of `KEY = VALUE` lines; --set and RUNBOOK_PARAM_* win over
+    /// it. A secret param is refused from it unless the file is private (chmod 600).
+    #[arg(long = "params", value_name = "FILE")]
+    pub params: Option<PathBuf>,
+
     /// Write the plan to this file (default format: json, what `runbook apply` reads) instead of printing it.
     #[arg(short = 'o', long = "output", value_name = "PLAN.json")]
     pub output: Option<PathBuf>,
@@ -351,6 +377,11 @@ pub struct ApplyArgs {
     /// param that differs from the plan's is refused.
     #[arg(long = "set", short = 'e', value_name = "KEY=VALUE", value_parser = parse_set)]
     pub sets: Vec<(String, String)>,
+
+    /// A params file (TOML), for the secrets the plan cannot hold (the file must be
+    /// chmod 600 then); any other value in it must be the plan's, or apply is refused.
+    #[arg(long = "params", value_name = "FILE")]
+    pub params: Option<PathBuf>,
 
     /// Refuse a plan older than this (what it read may no longer hold).
     #[arg(long, value_name = "DUR", value_parser = parse_max_age, default_value = "1h")]

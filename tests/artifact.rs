@@ -725,3 +725,504 @@ fn an_artifact_of_two_directories_restores_both() {
     assert_eq!(results(&out)[0]["restored"], "true");
     assert_eq!((tree(&inductor), tree(&triton)), (a, b));
 }
+
+// A team's store on another machine (`store = "ssh://HOST/DIR"`): each test's store is a
+// directory that one sshd of the fleet serves, which the test reads and damages
+// directly (every node is this machine, on its own port).
+
+/// A directory for a team store, outside /tmp (which the store never uses).
+fn team_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("runbook-team-store-")
+        .tempdir_in("/var/tmp")
+        .unwrap()
+}
+
+/// The files of a store directory (`objects/…`, `manifests/…`), temporary ones included.
+fn store_files(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for kind in ["objects", "manifests"] {
+        if let Ok(entries) = std::fs::read_dir(dir.join(kind)) {
+            for e in entries.flatten() {
+                out.push(format!("{kind}/{}", e.file_name().to_string_lossy()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `runbook artifacts WORDS… --store STORE`, reaching the fleet.
+fn artifacts<'e>(env: &'e Env, fleet: &Fleet, store: &str, words: &[&str]) -> Run<'e> {
+    Run::cmd(env, ["artifacts"])
+        .args(words)
+        .args(["--store", store])
+        .ssh(fleet)
+}
+
+/// Captured on node1, kept on node2 (named by the inventory as `files`), restored on
+/// node3: byte for byte, the objects and manifest only on the server, nothing in the
+/// local store, no upload left behind. Its dry-run plans the capture naming the store
+/// and writes nothing there; the restore's dry-run reads the store (reads on `files`)
+/// and plans the restore. `runbook artifacts list|verify --store` read it too.
+#[test]
+fn a_team_store_over_ssh_keeps_what_one_host_captured_for_another_to_restore() {
+    require_sshd!();
+    let fleet = Fleet::start(3);
+    let env = Env::new();
+    let server = team_dir();
+    let dir = server.path().join("artifacts");
+    let inventory = env.write("inventory.toml", "[hosts.files]\naddress = \"node2\"\n");
+    let store = format!("ssh://files{}", dir.display());
+    let d = cache_dir();
+    let cache = d.path().join("c");
+    fill(&cache);
+    // Over 6 MiB packed: two pieces on the way in, and two on the way back.
+    std::fs::write(cache.join("kernels.so"), noise(9 * 1024 * 1024, 11)).unwrap();
+    let before = tree(&cache);
+    let on = |op: &str, target: &str| {
+        run(
+            &env,
+            &[
+                ("op", op),
+                ("paths", s(&cache)),
+                ("target", target),
+                ("store", &store),
+            ],
+        )
+        .ssh(&fleet)
+        .arg("--inventory")
+        .arg(&inventory)
+    };
+
+    let plan = on("capture", "node1").dry_run().run();
+    plan.assert_exit(0);
+    let planned: Vec<String> = plan
+        .of_kind("action_planned")
+        .iter()
+        .map(|a| a["summary"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        planned.iter().any(|p| p.starts_with("pack ")
+            && p.ends_with(&format!("into artifact 'test-cache' in {store}"))),
+        "{planned:?}"
+    );
+    assert!(!dir.exists(), "a dry-run writes nothing into the store");
+
+    let out = on("capture", "node1").run();
+    out.assert_exit(0);
+    let c = results(&out).remove(0);
+    assert_eq!(c["store"], store);
+    let files = store_files(&dir);
+    assert_eq!(files.len(), 2, "one object, one manifest: {files:?}");
+    assert!(
+        files.iter().all(|f| !f.contains("/.")),
+        "no upload left: {files:?}"
+    );
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.join(format!("manifests/{}.json", c["id"]))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(manifest["source"], "node1");
+    let sha = manifest["parts"][0]["sha256"].as_str().unwrap();
+    let object = std::fs::read(dir.join(format!("objects/{sha}.tar.gz"))).unwrap();
+    assert!(object.len() > 6 * 1024 * 1024, "{}", object.len());
+    use sha2::Digest;
+    let digest: String = sha2::Sha256::digest(&object)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(digest, sha, "the object is named by its sha256");
+    assert!(
+        !env.state().join("artifacts").exists(),
+        "nothing went to the local store"
+    );
+
+    std::fs::remove_dir_all(&cache).unwrap();
+    let plan = on("restore", "node3").dry_run().run();
+    plan.assert_exit(0);
+    let reads: Vec<String> = plan
+        .of_kind("action_started")
+        .iter()
+        .filter(|a| a["target"] == "files")
+        .map(|a| format!("{} {}", a["effect"], a["summary"]))
+        .collect();
+    assert!(
+        reads
+            .iter()
+            .any(|r| r.contains("read") && r.contains("list the artifacts in")),
+        "{reads:?}"
+    );
+    assert!(
+        reads.iter().all(|r| r.starts_with("\"read\"")),
+        "only reads on the store: {reads:?}"
+    );
+    assert!(plan
+        .of_kind("action_planned")
+        .iter()
+        .any(|a| a["summary"].as_str().unwrap().starts_with("restore ")));
+    assert!(!cache.exists(), "a dry-run restores nothing");
+
+    let out = on("restore", "node3").run();
+    out.assert_exit(0);
+    assert_eq!(results(&out)[0]["restored"], "true", "{}", out.describe());
+    assert_eq!(tree(&cache), before);
+
+    let inv = ["--inventory", s(&inventory)];
+    let listed = artifacts(&env, &fleet, &store, &["list"]).args(inv).run();
+    listed.assert_exit(0);
+    let text = listed.stdout_text();
+    assert!(text.contains(&c["id"]) && text.contains("node1"), "{text}");
+    let verified = artifacts(&env, &fleet, &store, &["verify"]).args(inv).run();
+    verified.assert_exit(0);
+    assert!(
+        verified
+            .stdout_text()
+            .contains("1 artifact(s) verified in ssh://files"),
+        "{}",
+        verified.describe()
+    );
+}
+
+/// One byte flipped in the object on the server: the restore reads it back, finds its
+/// sha256 wrong and refuses before anything is sent to the target; `artifacts verify`
+/// over ssh says which artifact. The store is named by an ssh_config alias here.
+#[test]
+fn a_flipped_byte_in_a_team_store_is_refused_before_anything_is_extracted() {
+    require_sshd!();
+    let fleet = Fleet::start(2);
+    let env = Env::new();
+    let server = team_dir();
+    let dir = server.path().join("a");
+    let store = format!("ssh://node2{}", dir.display());
+    let d = cache_dir();
+    let cache = d.path().join("c");
+    fill(&cache);
+    let go = |op: &str| {
+        run(
+            &env,
+            &[
+                ("op", op),
+                ("paths", s(&cache)),
+                ("target", "node1"),
+                ("store", &store),
+            ],
+        )
+        .ssh(&fleet)
+        .run()
+    };
+    go("capture").assert_exit(0);
+    let object = store_files(&dir)
+        .into_iter()
+        .find(|f| f.starts_with("objects/"))
+        .unwrap();
+    let mut bytes = std::fs::read(dir.join(&object)).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 1;
+    std::fs::write(dir.join(&object), &bytes).unwrap();
+    std::fs::write(cache.join("triton.json"), b"mine").unwrap();
+    let before = tree(&cache);
+    let out = go("restore");
+    out.assert_exit(1);
+    let said = out.describe();
+    assert!(said.contains("is damaged: its sha256 is"), "{said}");
+    assert!(
+        said.contains(&format!("{store}/{object}")),
+        "names the object: {said}"
+    );
+    assert!(said.contains("nothing was restored"), "{said}");
+    assert_eq!(tree(&cache), before);
+    assert!(
+        out.of_kind("action_started")
+            .iter()
+            .all(|a| !a["summary"].as_str().unwrap().starts_with("restore ")),
+        "no restore command ran"
+    );
+    let v = artifacts(&env, &fleet, &store, &["verify"]).run();
+    v.assert_exit(1);
+    assert!(v.stdout_text().contains("refused"), "{}", v.describe());
+}
+
+/// Two captures into one team store at once (from two hosts, so no run lock orders
+/// them), while `artifacts verify --store` reads the store over and over: every reading
+/// finds each listed artifact whole (its objects there, their sha256 right), and both
+/// captures end as whole artifacts with no upload left behind.
+#[test]
+fn captures_at_once_into_a_team_store_are_whole_and_a_reader_never_sees_a_partial_one() {
+    require_sshd!();
+    let fleet = Fleet::start(2);
+    let env = Env::new();
+    let server = team_dir();
+    let dir = server.path().join("a");
+    let store = format!("ssh://node2{}", dir.display());
+    let caches: Vec<tempfile::TempDir> = (0..2).map(|_| cache_dir()).collect();
+    for (i, d) in caches.iter().enumerate() {
+        fill(d.path());
+        std::fs::write(
+            d.path().join("kernels.so"),
+            noise(8 * 1024 * 1024, 20 + i as u64),
+        )
+        .unwrap();
+    }
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (outs, reads) = std::thread::scope(|sc| {
+        let writers: Vec<_> = caches
+            .iter()
+            .zip(["local", "node1"])
+            .map(|(d, target)| {
+                let (env, fleet, store) = (&env, &fleet, &store);
+                sc.spawn(move || {
+                    run(
+                        env,
+                        &[
+                            ("op", "capture"),
+                            ("paths", s(d.path())),
+                            ("target", target),
+                            ("store", store),
+                        ],
+                    )
+                    .ssh(fleet)
+                    .run()
+                })
+            })
+            .collect();
+        let reader = sc.spawn(|| {
+            let mut reads = 0;
+            while !done.load(std::sync::atomic::Ordering::SeqCst) || reads == 0 {
+                let v = artifacts(&env, &fleet, &store, &["verify"]).run();
+                v.assert_exit(0);
+                reads += 1;
+            }
+            reads
+        });
+        let outs: Vec<Output> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        (outs, reader.join().unwrap())
+    });
+    assert!(reads > 0);
+    for o in &outs {
+        o.assert_exit(0);
+    }
+    let ids: Vec<String> = outs.iter().map(|o| results(o)[0]["id"].clone()).collect();
+    assert_ne!(ids[0], ids[1]);
+    let files = store_files(&dir);
+    assert_eq!(files.len(), 4, "two objects, two manifests: {files:?}");
+    let v = artifacts(&env, &fleet, &store, &["verify"]).run();
+    v.assert_exit(0);
+    assert!(
+        v.stdout_text().contains("2 artifact(s) verified"),
+        "{}",
+        v.describe()
+    );
+}
+
+/// `artifacts prune --keep 1` over ssh keeps the newest artifact of each name and key
+/// (three of torch 2.11, one of 2.10: the newest 2.11 and the 2.10 stay), and deletes
+/// what no manifest names once it is an hour old (an orphan object, a dead capture's
+/// upload), never a named object however old, nor a young orphan.
+#[test]
+fn prune_over_ssh_keeps_the_newest_of_each_key() {
+    require_sshd!();
+    let fleet = Fleet::start(1);
+    let env = Env::new();
+    let server = team_dir();
+    let dir = server.path().join("a");
+    let store = format!("ssh://node1{}", dir.display());
+    let d = cache_dir();
+    let cache = d.path().join("c");
+    fill(&cache);
+    let mut ids = Vec::new();
+    for torch in [
+        "2.11.0+cu128",
+        "2.11.0+cu128",
+        "2.11.0+cu128",
+        "2.10.0+cu128",
+    ] {
+        let out = run(
+            &env,
+            &[
+                ("op", "capture"),
+                ("paths", s(&cache)),
+                ("store", &store),
+                ("torch", torch),
+            ],
+        )
+        .ssh(&fleet)
+        .run();
+        out.assert_exit(0);
+        ids.push(results(&out)[0]["id"].clone());
+        // Artifacts are ordered by their second.
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+    }
+    let objects = dir.join("objects");
+    let named: Vec<String> = store_files(&dir)
+        .into_iter()
+        .filter(|f| f.starts_with("objects/"))
+        .collect();
+    let old_orphan = objects.join(format!("{}.tar.gz", "e".repeat(64)));
+    let young_orphan = objects.join(format!("{}.tar.gz", "f".repeat(64)));
+    let dead_upload = objects.join(".upload.AbCdEfGhIj");
+    for f in [&old_orphan, &young_orphan, &dead_upload] {
+        std::fs::write(f, b"x").unwrap();
+    }
+    let two_hours_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
+    for f in named
+        .iter()
+        .map(|n| dir.join(n))
+        .chain([old_orphan.clone(), dead_upload.clone()])
+    {
+        std::fs::File::options()
+            .write(true)
+            .open(&f)
+            .unwrap()
+            .set_modified(two_hours_ago)
+            .unwrap();
+    }
+    let out = artifacts(&env, &fleet, &store, &["prune", "--keep", "1"]).run();
+    out.assert_exit(0);
+    assert!(
+        out.stdout_text().contains("deleted 2 artifact(s)"),
+        "{}",
+        out.describe()
+    );
+    let left: Vec<String> = store_files(&dir)
+        .into_iter()
+        .filter(|f| f.starts_with("manifests/"))
+        .collect();
+    let mut want = vec![
+        format!("manifests/{}.json", ids[2]),
+        format!("manifests/{}.json", ids[3]),
+    ];
+    want.sort();
+    assert_eq!(left, want);
+    assert!(!old_orphan.exists() && !dead_upload.exists());
+    assert!(young_orphan.exists(), "an orphan under an hour old is kept");
+    for n in &named {
+        assert!(dir.join(n).exists(), "{n}: a named object is kept");
+    }
+    artifacts(&env, &fleet, &store, &["verify"])
+        .run()
+        .assert_exit(0);
+}
+
+/// What a store spelled wrong, a host nobody knows and a host that does not answer say:
+/// each names the runbook's line and the store as given, and nothing is captured.
+#[test]
+fn bad_store_spellings_unknown_hosts_and_unreachable_ones_are_clear_errors() {
+    require_sshd!();
+    let mut fleet = Fleet::start(1);
+    let env = Env::new();
+    let d = cache_dir();
+    let cache = d.path().join("c");
+    fill(&cache);
+    let inventory = env.write("inventory.toml", "[hosts.files]\naddress = \"node1\"\n");
+    let config = fleet.ssh_config();
+    let try_store = |store: &str| {
+        let out = run(
+            &env,
+            &[("op", "capture"), ("paths", s(&cache)), ("store", store)],
+        )
+        .arg("--ssh-config")
+        .arg(&config)
+        .arg("--inventory")
+        .arg(&inventory)
+        .run();
+        out.assert_exit(1);
+        let said = out.describe();
+        assert!(said.contains("artifact.lua:"), "names the line: {said}");
+        assert!(
+            said.contains(&format!("{store:?}")) || said.contains(store),
+            "{said}"
+        );
+        said
+    };
+    let said = try_store("files");
+    assert!(said.contains("ssh://files/DIR"), "{said}");
+    let said = try_store("ssh://nosuchhost/srv/artifacts");
+    assert!(said.contains("unknown target 'nosuchhost'"), "{said}");
+    let said = try_store("ssh://files");
+    assert!(said.contains("no directory after the host"), "{said}");
+    let said = try_store("ftp://files/srv");
+    assert!(said.contains("only ssh://"), "{said}");
+    fleet.node("node1").kill();
+    let said = try_store("ssh://files/var/tmp/runbook-no-store");
+    assert!(
+        said.contains("the store ssh://files/var/tmp/runbook-no-store: cannot connect to files"),
+        "{said}"
+    );
+    // Asked before anything is packed: the target is as it was.
+    let out = run(
+        &env,
+        &[
+            ("op", "capture"),
+            ("paths", s(&cache)),
+            ("store", "ssh://files/var/tmp/runbook-no-store"),
+        ],
+    )
+    .arg("--ssh-config")
+    .arg(&config)
+    .arg("--inventory")
+    .arg(&inventory)
+    .run();
+    out.assert_exit(1);
+    assert!(
+        out.of_kind("action_started")
+            .iter()
+            .all(|a| !a["summary"].as_str().unwrap().starts_with("pack ")),
+        "nothing was packed"
+    );
+    let cli = artifacts(&env, &fleet, "files", &["list"])
+        .arg("--inventory")
+        .arg(&inventory)
+        .run();
+    cli.assert_exit(2);
+    assert!(
+        cli.stderr_text().contains("ssh://files/DIR"),
+        "{}",
+        cli.describe()
+    );
+}
+
+/// A saved plan of a capture into a team store, then of a restore from it: `apply` is
+/// held to each plan and goes through (the store's reads are the plan's reads, its
+/// writes part of the planned pack), and the cache comes back byte for byte.
+#[test]
+fn saved_plans_of_a_capture_into_and_a_restore_from_a_team_store_apply() {
+    require_sshd!();
+    let fleet = Fleet::start(2);
+    let env = Env::new();
+    let server = team_dir();
+    let dir = server.path().join("a");
+    let store = format!("ssh://node2{}", dir.display());
+    let d = cache_dir();
+    let cache = d.path().join("c");
+    fill(&cache);
+    let before = tree(&cache);
+    let rb = repo().join("tests/runbooks/artifact/artifact.lua");
+    let plan = env.tmp.path().join("plan.json");
+    let plan_then_apply = |op: &str| {
+        Run::cmd(&env, ["plan"])
+            .arg(&rb)
+            .set("op", op)
+            .set("paths", s(&cache))
+            .set("target", "node1")
+            .set("store", &store)
+            .arg("-o")
+            .arg(&plan)
+            .ssh(&fleet)
+            .run()
+            .assert_exit(0);
+        let applied = Run::cmd(&env, ["apply"])
+            .arg(&plan)
+            .arg("--yes")
+            .ssh(&fleet)
+            .run();
+        applied.assert_exit(0);
+        applied
+    };
+    plan_then_apply("capture");
+    assert_eq!(store_files(&dir).len(), 2, "{:?}", store_files(&dir));
+    std::fs::remove_dir_all(&cache).unwrap();
+    plan_then_apply("restore");
+    assert_eq!(tree(&cache), before);
+}

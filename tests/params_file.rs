@@ -186,3 +186,173 @@ fn the_demo_params_file_is_the_readme_command() {
     from_sets.assert_exit(0);
     assert_eq!(params_of(&from_file), params_of(&from_sets));
 }
+
+/// `plan`, `check` and `test` take `--params` as `run` does: a plan made from the file
+/// holds its values (and `apply` runs with them), `check` validates the file naming
+/// FILE:LINE, and a saved plan, shown as it is, refuses one.
+#[test]
+fn plan_check_and_test_take_the_file_too() {
+    let env = Env::new();
+    let rb = env.write("p.lua", RUNBOOK);
+    let params = file(&env, "p.toml", "dir = \"/tmp/x\"\nn = 3\n", 0o644);
+    let saved = env.tmp.path().join("p.plan.json");
+    Run::cmd(&env, ["plan"])
+        .arg(&rb)
+        .arg("--params")
+        .arg(&params)
+        .set("n", "5")
+        .arg("-o")
+        .arg(&saved)
+        .run()
+        .assert_exit(0);
+    let plan: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).unwrap();
+    assert_eq!(
+        plan["params"]["dir"]["value"], "/tmp/x",
+        "the file's dir: {plan}"
+    );
+    assert_eq!(plan["params"]["n"]["value"], 5, "--set wins: {plan}");
+    let out = Run::cmd(&env, ["apply"]).arg(&saved).json().yes().run();
+    out.assert_exit(0);
+    assert!(
+        out.logs()
+            .iter()
+            .any(|l| l == "got dir=/tmp/x n=5 fast=false token="),
+        "{}",
+        out.describe()
+    );
+    let out = Run::cmd(&env, ["plan"])
+        .arg(&saved)
+        .arg("--params")
+        .arg(&params)
+        .run();
+    out.assert_exit(2);
+    assert!(out.stderr_text().contains("--params"), "{}", out.describe());
+
+    Run::cmd(&env, ["check"])
+        .arg(&rb)
+        .arg("--params")
+        .arg(&params)
+        .run()
+        .assert_exit(0);
+    let bad = file(&env, "bad.toml", "dir = \"/tmp/x\"\nn = \"three\"\n", 0o644);
+    let out = Run::cmd(&env, ["check"])
+        .arg(&rb)
+        .arg("--params")
+        .arg(&bad)
+        .run();
+    out.assert_exit(2);
+    assert!(
+        out.stderr_text()
+            .contains(&format!("{}:2: param 'n'", bad.display())),
+        "{}",
+        out.describe()
+    );
+
+    // `runbook test` answers from the replies a real run saved.
+    let replies = env.tmp.path().join("r.jsonl");
+    Run::new(&env, &rb)
+        .arg("--params")
+        .arg(&params)
+        .arg("--save-replies")
+        .arg(&replies)
+        .yes()
+        .run()
+        .assert_exit(0);
+    let out = Run::cmd(&env, ["test"])
+        .arg(&rb)
+        .arg("--params")
+        .arg(&params)
+        .arg("--replies")
+        .arg(&replies)
+        .json()
+        .run();
+    out.assert_exit(0);
+    assert!(
+        out.logs()
+            .iter()
+            .any(|l| l == "got dir=/tmp/x n=3 fast=false token="),
+        "{}",
+        out.describe()
+    );
+}
+
+/// `apply --params`: a secret the plan holds only as a digest comes from a private file;
+/// any other value in the file must be the plan's (the plan's would win over it unseen),
+/// else apply is refused naming FILE:LINE, before anything runs.
+#[test]
+fn apply_takes_secrets_from_a_private_file_and_refuses_other_values() {
+    let env = Env::new();
+    let rb = env.write("p.lua", RUNBOOK);
+    let made = file(
+        &env,
+        "made.toml",
+        "dir = \"/tmp/x\"\nn = 3\ntoken = \"hunter2-secret\"\n",
+        0o600,
+    );
+    let saved = env.tmp.path().join("p.plan.json");
+    Run::cmd(&env, ["plan"])
+        .arg(&rb)
+        .arg("--params")
+        .arg(&made)
+        .arg("-o")
+        .arg(&saved)
+        .run()
+        .assert_exit(0);
+    assert!(!std::fs::read_to_string(&saved).unwrap().contains("hunter2"));
+    // The same file at apply: the secret matches the plan's digest, the rest is the plan's.
+    let out = Run::cmd(&env, ["apply"])
+        .arg(&saved)
+        .arg("--params")
+        .arg(&made)
+        .json()
+        .yes()
+        .run();
+    out.assert_exit(0);
+    assert!(
+        out.logs()
+            .iter()
+            .any(|l| l.starts_with("got dir=/tmp/x n=3") && !l.contains("hunter2")),
+        "{}",
+        out.describe()
+    );
+    // Another n in the file: refused, naming the line, nothing run.
+    let other = file(
+        &env,
+        "other.toml",
+        "dir = \"/tmp/x\"\nn = 4\ntoken = \"hunter2-secret\"\n",
+        0o600,
+    );
+    let out = Run::cmd(&env, ["apply"])
+        .arg(&saved)
+        .arg("--params")
+        .arg(&other)
+        .yes()
+        .run();
+    out.assert_exit(2);
+    let text = out.stderr_text();
+    assert!(
+        text.contains(&format!("{}:2: n = 4 here, 3 in the plan", other.display()))
+            && !text.contains("hunter2"),
+        "{text}"
+    );
+    // Another secret: refused by the digest check, as a --set one is.
+    let wrong = file(
+        &env,
+        "wrong.toml",
+        "dir = \"/tmp/x\"\ntoken = \"not-the-one\"\n",
+        0o600,
+    );
+    let out = Run::cmd(&env, ["apply"])
+        .arg(&saved)
+        .arg("--params")
+        .arg(&wrong)
+        .yes()
+        .run();
+    out.assert_exit(2);
+    assert!(
+        out.stderr_text().contains("token") && !out.stderr_text().contains("not-the-one"),
+        "{}",
+        out.describe()
+    );
+}

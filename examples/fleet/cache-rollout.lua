@@ -31,7 +31,10 @@ runbook {
       default = true,
       help = "capture on source first (false: roll out the newest artifact already stored)",
     },
-    store = { default = "", help = "artifact store directory on this machine (empty: the state dir's)" },
+    store = {
+      default = "",
+      help = "artifact store: a directory, or ssh://HOST/DIR on a team file server (empty: the state dir's)",
+    },
     limit = { type = "integer", default = 8, help = "how many nodes are restored at a time" },
   },
 }

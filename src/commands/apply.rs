@@ -84,6 +84,18 @@ pub async fn apply(args: ApplyArgs, verbose: bool, quiet: bool) -> Result<()> {
     }
     // The plan's params, then what the command line adds (a secret's value); a param
     // that then differs from the plan's is refused once the runbook is loaded.
+    if let Some(path) = &args.params {
+        let file = crate::params::read_file(path).map_err(Error::Params)?;
+        let differ = file_differences(&plan, &file);
+        if !differ.is_empty() {
+            return Err(refuse(format!(
+                "--params {} gives values the plan was not made with:\n  - {}",
+                path.display(),
+                differ.join("\n  - ")
+            )));
+        }
+        crate::params::use_file(file);
+    }
     let mut sets = plan.sets();
     sets.extend(args.sets);
     let mut remote_args = args.remote.clone();
@@ -134,4 +146,41 @@ pub async fn apply(args: ApplyArgs, verbose: bool, quiet: bool) -> Result<()> {
         remote,
     })
     .await
+}
+
+/// The lines of a `--params` file whose value is not the plan's: at apply, a file gives a
+/// secret the plan holds only as a digest (checked once the runbook is loaded, as a
+/// `--set` one is); any other value in it must be the one the plan was made with, since
+/// the plan's own would silently win over it. Compared as the plan holds the value (a
+/// number as a number: `1` is the plan's `1.0`).
+fn file_differences(plan: &crate::plan::Plan, file: &crate::params::ParamsFile) -> Vec<String> {
+    use serde_json::Value;
+    let shown = file.path.display();
+    let mut out = Vec::new();
+    for (key, text, line) in &file.values {
+        let Some(planned) = plan.params.get(key) else {
+            out.push(format!("{shown}:{line}: {key}: the plan has no such param"));
+            continue;
+        };
+        if planned.secret {
+            continue;
+        }
+        let same = match planned.value.as_ref().unwrap_or(&Value::Null) {
+            Value::String(s) => s == text,
+            Value::Bool(b) => text.parse::<bool>() == Ok(*b),
+            Value::Number(n) => text.parse::<f64>().ok() == n.as_f64(),
+            _ => false,
+        };
+        if !same {
+            let planned = planned
+                .value
+                .as_ref()
+                .map_or("unset".to_string(), |v| v.to_string());
+            out.push(format!(
+                "{shown}:{line}: {key} = {} here, {planned} in the plan",
+                crate::printable::line(text)
+            ));
+        }
+    }
+    out
 }

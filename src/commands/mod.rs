@@ -31,8 +31,12 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
         Command::Check {
             files,
             sets,
+            params,
             remote,
-        } => inspect::check(&files, sets, remote_settings(&remote)?).await,
+        } => {
+            use_params_file(params.as_deref())?;
+            inspect::check(&files, sets, remote_settings(&remote)?).await
+        }
         Command::Fmt { paths, check } => fmt::fmt(&paths, check),
         Command::List { dir } => inspect::list(dir, remote_settings(&RemoteArgs::default())?),
         Command::Show { file, remote } => inspect::show(&file, remote_settings(&remote)?),
@@ -53,7 +57,17 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
             action,
             store,
             state_dir,
-        } => artifacts::artifacts(action, store, state_dir),
+            inventory,
+            ssh_config,
+            trust_new_hosts,
+        } => {
+            let remote = RemoteArgs {
+                inventory,
+                ssh_config,
+                trust_new_hosts,
+            };
+            artifacts::artifacts(action, store, state_dir, remote_settings(&remote)?).await
+        }
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(
@@ -68,6 +82,15 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
 }
 
 /// The inventory (flag, else `./inventory.toml` when it exists) and SSH options.
+/// Reads `--params FILE` (run, plan, test and check take it) and makes it the file that
+/// params resolve from, below `--set` and `RUNBOOK_PARAM_*`.
+pub fn use_params_file(path: Option<&Path>) -> Result<()> {
+    if let Some(path) = path {
+        crate::params::use_file(crate::params::read_file(path).map_err(Error::Params)?);
+    }
+    Ok(())
+}
+
 pub fn remote_settings(args: &RemoteArgs) -> Result<RemoteSettings> {
     let path = match &args.inventory {
         Some(p) => Some(p.clone()),

@@ -12,6 +12,7 @@ pub async fn plan(args: PlanArgs, verbose: bool, quiet: bool) -> Result<()> {
         return show_saved(args, verbose);
     }
     let source = source::locate(&args.file)?;
+    super::use_params_file(args.params.as_deref())?;
     let remote = super::remote_settings(&args.remote)?;
     let reached_with = ReachedWith {
         inventory: remote.inventory.as_ref().map(|i| absolute(&i.path)),
@@ -76,9 +77,9 @@ fn rendered(plan: &Plan, format: PlanFormat, saved: Option<(&str, &str)>, whole:
 /// `runbook plan PLAN.json [--format text|md] [-o FILE]`: a saved plan, shown (nothing is
 /// planned again: the reviewer reads the very plan `apply` will hold the run to).
 fn show_saved(args: PlanArgs, verbose: bool) -> Result<()> {
-    if !args.sets.is_empty() || args.offline {
+    if !args.sets.is_empty() || args.params.is_some() || args.offline {
         return Err(Error::Usage(format!(
-            "{}: a saved plan is shown as it is; --set and --offline are for making one (runbook plan RUNBOOK …)",
+            "{}: a saved plan is shown as it is; --set, --params and --offline are for making one (runbook plan RUNBOOK …)",
             args.file
         )));
     }

@@ -11,9 +11,7 @@ use std::rc::Rc;
 
 pub async fn run(args: RunArgs, verbose: bool, quiet: bool) -> Result<()> {
     let source = source::locate(&args.file)?;
-    if let Some(path) = &args.params {
-        crate::params::use_file(crate::params::read_file(path).map_err(Error::Params)?);
-    }
+    super::use_params_file(args.params.as_deref())?;
     let mode = match (args.dry_run, args.offline) {
         (false, _) => Mode::Real,
         (true, false) => Mode::DryRun,

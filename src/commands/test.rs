@@ -21,6 +21,7 @@ pub fn scripts() -> Vec<(&'static str, &'static str)> {
 
 pub async fn test(args: TestArgs, verbose: bool, quiet: bool) -> Result<()> {
     let source = source::locate(&args.file)?;
+    super::use_params_file(args.params.as_deref())?;
     let shown = args.replies.display().to_string();
     let text = std::fs::read(&args.replies)
         .map_err(|e| Error::Replies(format!("--replies {shown}: {e}")))?;

@@ -34,8 +34,11 @@ pub struct CaptureOptions {
     python: Option<String>,
     /// `repo`: see `venv`;
     repo: Option<String>,
-    /// `store`: an absolute directory on this machine (default: `artifacts` in the
-    /// state dir);
+    /// `store`: where the artifact is kept: an absolute directory on this machine
+    /// (default: `artifacts` in the state dir), or `"ssh://HOST/DIR"`, the directory
+    /// `/DIR` on HOST (a team's file server; HOST as `target()` takes it: an inventory
+    /// name, an ssh_config `Host`, `user@host[:port]`), reached over the run's connection
+    /// to HOST;
     store: Option<String>,
     /// `force = true`: go ahead while processes use files under the paths;
     #[serde(default)]
@@ -88,13 +91,15 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
     let t = lua.create_table()?;
     t.raw_set("capture", super::async_function(lua, capture)?)?;
     t.raw_set("restore", super::async_function(lua, restore)?)?;
-    t.raw_set("list", lua.create_function(list)?)?;
+    t.raw_set("list", super::async_function(lua, list)?)?;
     lua.globals().raw_set("artifact", t)
 }
 
 fn store(lua: &Lua, what: &str, given: Option<&str>) -> mlua::Result<Store> {
-    let state = ctx(lua).state_dir.borrow().clone();
-    Store::open(given, state.as_deref()).map_err(|e| err_at(lua, format!("{what}: {e}")))
+    let ctx = ctx(lua);
+    let state = ctx.state_dir.borrow().clone();
+    Store::open(given, state.as_deref(), &ctx.targets)
+        .map_err(|e| err_at(lua, format!("{what}: {e}")))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -149,7 +154,16 @@ fn request(
 /// cache first (a new private file, deleted once read) and read back in 6 MiB reads
 /// (`read the archive of PATH (…), part 1 of 59`), as a command's output is bounded; its
 /// bytes are never output events. With `--offline` each pack is planned from the path as
-/// written (`size unknown with --offline`), and `key` is nil. Options ([`CaptureOptions`]):
+/// written (`size unknown with --offline`), and `key` is nil.
+///
+/// With `store = "ssh://HOST/DIR"` (a team's file server) the store is asked first
+/// whether it can be written (a read on HOST, in a dry-run too: an unreachable store
+/// stops the capture before anything is packed), and each 6 MiB piece read from `t`
+/// goes on, as it comes, over the run's connection to HOST into a new private file in
+/// `DIR/objects` there: it passes through runbook's memory, never a file in /tmp on
+/// either side. The object gets its name only once its sha256 there is the one runbook
+/// took of the pieces, and the manifest only after all its objects, so a reader never
+/// sees part of an artifact. Options ([`CaptureOptions`]):
 ///
 /// ```lua
 /// step("keep the compile cache that worked", function()
@@ -167,7 +181,7 @@ fn request(
 /// ---@field files integer how many files
 /// ---@field archive_bytes integer the packed size (0 in a dry-run)
 /// ---@field key? table<string, string> the key (nil with `--offline`)
-/// ---@field store string the store's directory
+/// ---@field store string the store: its directory, or ssh://HOST/DIR
 /// ---@field changed boolean always true: a capture is a change
 /// ---@field planned boolean a dry-run: nothing was packed or stored
 async fn capture(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Value> {
@@ -213,7 +227,9 @@ async fn capture(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Va
 /// `reason` says it in one line (`torch: 2.11.0+cu128 (artifact) ≠ 2.10.0+cu128
 /// (here)`); with `require = true` the step fails with that reason instead.
 ///
-/// Before anything is sent, each stored archive's sha256 is checked against its name and
+/// Before anything is sent, each stored archive's sha256 is checked against its name (an
+/// object in a store over ssh is read back in 6 MiB pieces, reads on the store's host,
+/// and checked here) and
 /// every entry is read: absolute names, `..`, symlinks that lead out, entries through a
 /// symlink, hard links, devices, fifos and setuid/setgid modes refuse the restore with
 /// nothing written. The paths follow `cache.clear`'s rules. Each directory is one
@@ -278,8 +294,10 @@ async fn restore(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Va
 
 /// Lua: artifact.list([name], [opts]) -> { { id, name, key, paths, files, bytes, archive_bytes, source, source_identity, run_id, created, throughput }, … }
 ///
-/// The artifacts in the store (of `name`, when given), newest first: a read of this
-/// machine's store, so it runs in every mode. Options ([`ListOptions`]):
+/// The artifacts in the store (of `name`, when given), newest first: a read, so it runs
+/// in a dry-run too. A store on this machine is read in every mode; one over ssh
+/// (`store = "ssh://HOST/DIR"`) only inside a step (it runs a command on HOST), and not
+/// with `--offline`. Options ([`ListOptions`]):
 ///
 /// ```lua
 /// for _, a in ipairs(artifact.list("dflash")) do
@@ -306,13 +324,19 @@ async fn restore(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Va
 /// ---@field host_key? string the host key the SSH connection verified (`ssh-ed25519 SHA256:…`)
 /// ---@field machine_id string the machine's `/etc/machine-id` (`-`: it has none)
 /// ---@field containers? string[] each container on the way, outermost first
-fn list(lua: &Lua, (name, opts): (Value, Option<Table>)) -> mlua::Result<Value> {
-    let name = string_value(lua, name, "artifact.list(): name")?;
-    let o: ListOptions = options::read(lua, "artifact.list()", opts)?;
-    let store = store(lua, "artifact.list()", o.store.as_deref())?;
-    let all = store
-        .list()
-        .map_err(|e| err_at(lua, format!("artifact.list(): {e}")))?;
+async fn list(lua: Lua, (name, opts): (Value, Option<Table>)) -> mlua::Result<Value> {
+    let what = "artifact.list()";
+    let name = string_value(&lua, name, "artifact.list(): name")?;
+    let o: ListOptions = options::read(&lua, what, opts)?;
+    let store = store(&lua, what, o.store.as_deref())?;
+    let ctx = ctx(&lua);
+    let local = ctx.targets.local();
+    if let Store::Remote(_) = store {
+        require_running(&lua, what)?;
+    }
+    let step = step_for(&lua, &ctx, &local);
+    let all = artifact::stored(&step, "artifact.list", store.list(&step).await)?;
+    let lua = &lua;
     let out = lua.create_table()?;
     for m in all
         .iter()

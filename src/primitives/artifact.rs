@@ -1,6 +1,7 @@
 //! Known-good compile caches: `artifact.capture` packs cache directories on a target into
-//! the store (`store.rs`), `artifact.restore` puts the newest one whose key matches the
-//! target's environment back, `artifact.list` lists them.
+//! the store (`store.rs`: a directory here, or `ssh://HOST/DIR` on a team's file server),
+//! `artifact.restore` puts the newest one whose key matches the target's environment
+//! back, `artifact.list` lists them.
 //!
 //! The key is read from the environment (`fingerprint.take`: torch with its build tag,
 //! triton, CUDA, driver, GPU and compute capability, python, platform, git HEAD and the
@@ -20,12 +21,14 @@
 //! A command's output is bounded (`targets::CAPTURE_LIMIT`, 8 MiB), so `pack.sh` writes
 //! the archive to a new file beside the cache (mktemp: unpredictable, 0600) and it comes
 //! back in 6 MiB reads (`chunk.sh`, which deletes it after the last); each read's bytes
-//! are counted, and the whole is named by its sha256 here. A restore sends the archive as
-//! the command's stdin.
+//! are counted and passed on to the store as they come (`store::Upload`: kept in memory
+//! for a store here, appended over ssh for one on another machine), and the whole is
+//! named by its sha256, taken here. A restore reads the archive from the store, checks
+//! it, and sends it as the command's stdin.
 
 use super::cache::{self, Located};
 use super::fingerprint::{self, Fingerprint, Scope};
-use super::store::{Key, Manifest, Part, Store};
+use super::store::{Fault, Key, Manifest, Part, Store, Upload};
 use super::{human_bytes, human_size, Cmd, Ran, Result, Script, Step};
 use crate::events::{Event, Level};
 use serde::Serialize;
@@ -217,7 +220,11 @@ pub async fn capture(step: &Step<'_>, req: &Request) -> Result<Captured> {
     check_name(&req.name).map_err(|e| step.fail(format!("{what}: {e}")))?;
     let paths = tidied(step, what, &req.paths)?;
     let key = key_here(step, req).await?;
-    let store = req.store.dir.display().to_string();
+    let store = req.store.label();
+    // A store that cannot be reached or written stops the capture before it packs.
+    if !step.offline() {
+        stored(step, what, req.store.probe(step).await)?;
+    }
     let Some(found) =
         cache::locate(step, what, &req.paths, req.force, "nothing was captured").await?
     else {
@@ -258,16 +265,18 @@ pub async fn capture(step: &Step<'_>, req: &Request) -> Result<Captured> {
             continue;
         }
         check(step, &ran, &format!("packing {given}"))?;
-        let archive = fetch(step, &ran.stdout(), given).await?;
-        let sha = req
-            .store
-            .put_object(&archive)
-            .map_err(|e| step.fail(format!("{what}: {e}")))?;
+        let mut upload = req.store.upload();
+        if let Err(e) = fetch(step, &ran.stdout(), given, &mut upload).await {
+            upload.abort(step).await;
+            drop_pack(step, &ran.stdout()).await;
+            return Err(e);
+        }
+        let (sha, archive_bytes) = stored(step, what, upload.finish(step).await)?;
         parts.push(Part {
             path: tidy.clone(),
             resolved: f.resolved.clone(),
             sha256: sha,
-            archive_bytes: archive.len() as u64,
+            archive_bytes,
             bytes: f.bytes,
             files: f.files,
         });
@@ -309,9 +318,7 @@ pub async fn capture(step: &Step<'_>, req: &Request) -> Result<Captured> {
         throughput: req.throughput,
     }
     .seal();
-    req.store
-        .put_manifest(&m)
-        .map_err(|e| step.fail(format!("{what}: {e}")))?;
+    stored(step, what, req.store.put_manifest(step, &m).await)?;
     log(
         step,
         Level::Info,
@@ -365,9 +372,31 @@ async fn plan_offline(
     })
 }
 
-/// The archive `pack.sh` left in `FILE` (its answer: `SIZE FILE`), read back in pieces;
-/// the last read deletes the file.
-async fn fetch(step: &Step<'_>, answer: &str, given: &str) -> Result<Vec<u8>> {
+/// What a store operation gave, or the step's error for why not (`what`: the primitive).
+pub(crate) fn stored<T>(step: &Step<'_>, what: &str, r: Result<T, Fault>) -> Result<T> {
+    r.map_err(|f| match f {
+        Fault::Msg(m) => step.fail(format!("{what}: {m}")),
+        Fault::Stop(e) => e,
+    })
+}
+
+/// Deletes the archive `pack.sh` left beside the cache (its answer: `SIZE FILE`) when
+/// the capture stops before its last piece was read (which deletes it): chunk.sh's last
+/// read, of nothing. Best effort: the capture's own error is what is reported.
+async fn drop_pack(step: &Step<'_>, answer: &str) {
+    let Some((_, file)) = answer.trim_end_matches('\n').split_once(' ') else {
+        return;
+    };
+    let mut cmd = Cmd::script(&CHUNK_SCRIPT, [file, "0", "0", "1"]);
+    cmd.binary_output = true;
+    let _ = step
+        .read(cmd, format!("delete the unfinished archive {file}"))
+        .await;
+}
+
+/// The archive `pack.sh` left in `FILE` (its answer: `SIZE FILE`), read back in pieces
+/// and passed on to the store piece by piece (`upload`); the last read deletes the file.
+async fn fetch(step: &Step<'_>, answer: &str, given: &str, upload: &mut Upload<'_>) -> Result<()> {
     let what = "artifact.capture";
     let (size, file) = answer
         .trim_end_matches('\n')
@@ -380,8 +409,7 @@ async fn fetch(step: &Step<'_>, answer: &str, given: &str) -> Result<Vec<u8>> {
         })?;
     let mib = 1024 * 1024;
     let pieces = size.div_ceil(CHUNK_MIB * mib).max(1);
-    // Not reserved from `size`: the target says it, and may say anything.
-    let mut archive = Vec::new();
+    let mut got = 0u64;
     for i in 0..pieces {
         let last = if i + 1 == pieces { "1" } else { "0" };
         let args = [
@@ -403,18 +431,20 @@ async fn fetch(step: &Step<'_>, answer: &str, given: &str) -> Result<Vec<u8>> {
             &ran,
             &format!("reading the archive of {given} ({file})"),
         )?;
-        let out = ran.outcome().expect("a real run's read ran");
-        archive.extend_from_slice(&out.stdout);
-        let want = (size.min((i + 1) * CHUNK_MIB * mib)) as usize;
-        if out.stdout_truncated || archive.len() != want {
+        let out = match ran {
+            Ran::Done { out, .. } => out,
+            Ran::Planned { .. } => unreachable!("a real run's read runs"),
+        };
+        got += out.stdout.len() as u64;
+        let want = size.min((i + 1) * CHUNK_MIB * mib);
+        if out.stdout_truncated || got != want {
             return Err(step.fail(format!(
-                "{what}: the archive of {given} came back as {} of {} bytes; nothing was stored",
-                archive.len(),
-                size
+                "{what}: the archive of {given} came back as {got} of {size} bytes; nothing was stored"
             )));
         }
+        stored(step, what, upload.push(step, out.stdout).await)?;
     }
-    Ok(archive)
+    Ok(())
 }
 
 /// `artifact.restore`: the newest artifact of `name` for these paths whose key equals
@@ -428,11 +458,8 @@ pub async fn restore(step: &Step<'_>, req: &Request) -> Result<Restored> {
             "{what}: cannot plan with --offline: the key is read from the target"
         )));
     };
-    let store = req.store.dir.display().to_string();
-    let all = req
-        .store
-        .list()
-        .map_err(|e| step.fail(format!("{what}: {e}")))?;
+    let store = req.store.label();
+    let all = stored(step, what, req.store.list(step).await)?;
     let candidates: Vec<&Manifest> = all
         .iter()
         .filter(|m| m.name == req.name && m.paths == paths)
@@ -483,7 +510,7 @@ pub async fn restore(step: &Step<'_>, req: &Request) -> Result<Restored> {
         step,
         Level::Info,
         format!(
-            "{what}: artifact {} '{}' ({}; {} packed), made {} on {}{}, matches the key here:\n  {}",
+            "{what}: artifact {} '{}' in {store} ({}; {} packed), made {} on {}{}, matches the key here:\n  {}",
             m.id,
             m.name,
             human_size(m.bytes, m.files),
@@ -500,12 +527,16 @@ pub async fn restore(step: &Step<'_>, req: &Request) -> Result<Restored> {
     // Checked whole before anything changes: every object's sha256, then every entry.
     let mut archives = Vec::new();
     for part in &m.parts {
-        let bytes = req.store.read_object(part).map_err(|e| {
-            step.fail(format!(
-                "{what}: artifact {}: {e}; nothing was restored",
-                m.id
-            ))
-        })?;
+        let bytes = match req.store.read_object(step, part).await {
+            Ok(b) => b,
+            Err(Fault::Msg(e)) => {
+                return Err(step.fail(format!(
+                    "{what}: artifact {}: {e}; nothing was restored",
+                    m.id
+                )))
+            }
+            Err(Fault::Stop(e)) => return Err(e),
+        };
         check_archive(&bytes).map_err(|refused| {
             step.fail(format!(
                 "{what}: artifact {} ({}) refused, nothing was restored:\n  {}",

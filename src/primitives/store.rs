@@ -1,27 +1,42 @@
 //! The artifact store: where `artifact.capture` keeps packed caches and `artifact.restore`
-//! finds them. A directory (by default `<state>/artifacts`, or the `store = DIR` option)
-//! with two kinds of file:
+//! finds them. A directory with two kinds of file:
 //!
 //! - `objects/<sha256>.tar.gz`: one packed directory, named by the sha256 of its bytes
 //!   (content-addressed: the same cache captured twice is one object);
 //! - `manifests/<id>.json`: one artifact ([`Manifest`]): its name, key, paths, sizes,
 //!   where and when it was made, and the objects it is made of.
 //!
-//! Every file is written by `fsx::write`: a new file with an unpredictable name in the
-//! same directory, fsynced, then renamed (an object: linked, never replacing one), so a
-//! reader sees a file whole or not at all. A manifest is written only after all its
-//! objects, so a listed artifact is always complete, and two captures at once write
-//! different manifests (their ids hash their times and runs) and, for the same bytes,
-//! the same object once. `prune` deletes manifests first and objects that no manifest
-//! names only once they are an hour old, so a capture between its objects and its
-//! manifest never loses an object.
+//! The directory is on this machine ([`local`]: by default `<state>/artifacts`, or
+//! `store = "/DIR"`) or on a team's file server ([`remote`]: `store = "ssh://HOST/DIR"`,
+//! HOST as `target()` takes it: an inventory name, an ssh_config `Host`, `user@host`),
+//! reached over runbook's own connection to HOST. Both keep the same promises:
+//!
+//! - a file gets its name only once whole: it is written under a new, unpredictable
+//!   name in the same directory, then renamed; an object is linked, so an object that
+//!   is there is never replaced; a reader sees a file whole or not at all;
+//! - a manifest is written only after all its objects, so a listed artifact is always
+//!   complete; two captures at once write different manifests (their ids hash their
+//!   times and runs) and, for the same bytes, the same object once;
+//! - an object is checked against its sha256 by the side that restores it, before
+//!   anything is extracted ([`checked`]);
+//! - `prune` keeps the newest N artifacts of each name and key, deletes manifests first,
+//!   and objects no manifest names only once they are an hour old (an object a capture
+//!   finds already there gets its time renewed), so a capture between its objects and
+//!   its manifest never loses an object.
 
-use crate::fsx;
+use crate::primitives::{Error as StepError, Step};
+use crate::targets::registry::Registry;
 use serde::{Deserialize, Serialize};
 use sha2::Digest;
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::time::{Duration, SystemTime};
+
+pub mod local;
+pub mod remote;
+
+pub use local::Local;
+pub use remote::Remote;
 
 /// The key: field → value, from the environment (see `artifact::key_from`).
 pub type Key = BTreeMap<String, String>;
@@ -102,193 +117,277 @@ pub fn sha256(bytes: &[u8]) -> String {
     hex(&sha2::Sha256::digest(bytes))
 }
 
-/// A store directory.
-#[derive(Debug, Clone)]
-pub struct Store {
-    pub dir: PathBuf,
-}
-
 /// How old an object no manifest names must be before `prune` deletes it.
 const ORPHAN_AGE: Duration = Duration::from_secs(3600);
 
+/// Why a store operation did not complete: a message for the user (the caller says
+/// which primitive or command it was), or the step being stopped (Ctrl-C, its timeout)
+/// while a command ran on the store's machine.
+#[derive(Debug)]
+pub enum Fault {
+    Msg(String),
+    Stop(StepError),
+}
+
+impl From<String> for Fault {
+    fn from(m: String) -> Self {
+        Fault::Msg(m)
+    }
+}
+
+/// Where artifacts are kept: a directory here, or one on another machine over ssh.
+#[derive(Debug)]
+pub enum Store {
+    Local(Local),
+    Remote(Remote),
+}
+
 impl Store {
-    /// The store `store = …` names, or the default one in the state dir. Only a local
-    /// directory is built: a store over ssh is refused with a clear message.
-    pub fn open(given: Option<&str>, state_dir: Option<&Path>) -> Result<Store, String> {
-        match given {
-            Some(s) if s.starts_with("ssh://") => Err(format!(
-                "store = {s:?}: a store over ssh is not built yet; give a local directory"
-            )),
-            Some(s) if !s.starts_with('/') => Err(format!(
-                "store = {s:?}: give an absolute path to a directory"
-            )),
-            Some(s) => Ok(Store { dir: s.into() }),
-            None => state_dir
-                .map(|d| Store {
-                    dir: d.join("artifacts"),
+    /// The store `store = …` (or `--store`) names, or the default one in the state dir:
+    ///
+    /// - `/DIR`: a directory on this machine;
+    /// - `ssh://HOST/DIR`: the directory `/DIR` on HOST, HOST resolved by `targets` as
+    ///   `target(HOST)` resolves it (an inventory name first, then an ssh_config `Host`
+    ///   alias, or `user@host[:port]`), so it shares the run's connection to HOST.
+    ///
+    /// Anything else (a relative path, a bare host name, another scheme) is refused with
+    /// the spellings above.
+    pub fn open(
+        given: Option<&str>,
+        state_dir: Option<&Path>,
+        targets: &Registry,
+    ) -> Result<Store, String> {
+        let Some(s) = given else {
+            return state_dir
+                .map(|d| {
+                    Store::Local(Local {
+                        dir: d.join("artifacts"),
+                    })
                 })
                 .ok_or_else(|| {
                     "the default store is in the state dir, which only a run has; give store = DIR"
                         .into()
-                }),
+                });
+        };
+        let spellings = "give an absolute directory on this machine (\"/srv/artifacts\") or ssh://HOST/DIR for one on another machine (HOST: an inventory name, an ssh_config Host or user@host[:port]; DIR: absolute there)";
+        if let Some(rest) = s.strip_prefix("ssh://") {
+            return remote::Remote::open(s, rest, targets, spellings).map(Store::Remote);
+        }
+        if s.contains("://") {
+            return Err(format!(
+                "store = {s:?}: only ssh:// reaches a store on another machine; {spellings}"
+            ));
+        }
+        if !s.starts_with('/') {
+            // A bare inventory name or ssh_config alias: a host, not a directory.
+            let host = !s.contains(['@', '.', ':', '/'])
+                && targets.resolve(s).is_ok_and(|t| !t.is_local());
+            let hint = match host {
+                true => format!(" ({s:?} is a host: its store is spelled \"ssh://{s}/DIR\")"),
+                false => String::new(),
+            };
+            return Err(format!(
+                "store = {s:?}: not an absolute path{hint}; {spellings}"
+            ));
+        }
+        Ok(Store::Local(Local { dir: s.into() }))
+    }
+
+    /// How the store is named in previews, results and messages: its directory, or
+    /// `ssh://HOST/DIR` as given.
+    pub fn label(&self) -> String {
+        match self {
+            Store::Local(l) => l.dir.display().to_string(),
+            Store::Remote(r) => r.label.clone(),
         }
     }
 
-    fn object(&self, sha: &str) -> PathBuf {
-        Path::new("objects").join(format!("{sha}.tar.gz"))
-    }
-
-    /// The store's own directory, made where missing (fsx makes the ones below it).
-    fn made(&self) -> Result<(), String> {
-        std::fs::create_dir_all(&self.dir).map_err(|e| format!("{}: {e}", self.dir.display()))
-    }
-
-    /// Keeps `bytes` as an object; returns its sha256.
-    pub fn put_object(&self, bytes: &[u8]) -> Result<String, String> {
-        self.made()?;
-        let sha = sha256(bytes);
-        match fsx::write(
-            &self.dir,
-            &self.object(&sha),
-            bytes,
-            fsx::Mode::Private,
-            fsx::Replace::No,
-            true,
-        ) {
-            Ok(()) => Ok(sha),
-            // The same bytes are there already (content-addressed): checked by `verify`.
-            Err(e) if matches!(e.why, fsx::Why::Exists) => Ok(sha),
-            Err(e) => Err(e.to_string()),
+    /// Whether a capture can keep an artifact here, asked before it packs anything (a
+    /// read: in a dry-run too). A store on another machine must answer, and its directory
+    /// be writable there; one here is made by the first capture.
+    pub async fn probe(&self, step: &Step<'_>) -> Result<(), Fault> {
+        match self {
+            Store::Local(_) => Ok(()),
+            Store::Remote(r) => r.probe(step).await,
         }
-    }
-
-    pub fn put_manifest(&self, m: &Manifest) -> Result<(), String> {
-        self.made()?;
-        let text = serde_json::to_vec_pretty(m).map_err(|e| e.to_string())?;
-        let rel = Path::new("manifests").join(format!("{}.json", m.id));
-        fsx::write(
-            &self.dir,
-            &rel,
-            &text,
-            fsx::Mode::Private,
-            fsx::Replace::Yes,
-            true,
-        )
-        .map_err(|e| e.to_string())
     }
 
     /// Every artifact, newest first. A manifest that cannot be read is an error naming
-    /// its file: a store is not silently smaller than it is.
-    pub fn list(&self) -> Result<Vec<Manifest>, String> {
-        let dir = self.dir.join("manifests");
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(format!("{}: {e}", dir.display())),
-        };
-        let mut out = Vec::new();
-        for e in entries.flatten() {
-            let path = e.path();
-            let name = e.file_name().to_string_lossy().into_owned();
-            // fsx's temporary files start with a dot.
-            if name.starts_with('.') || !name.ends_with(".json") {
-                continue;
-            }
-            let text = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-            let m: Manifest = serde_json::from_slice(&text)
-                .map_err(|e| format!("{}: not an artifact manifest: {e}", path.display()))?;
-            out.push(m);
-        }
-        out.sort_by(|a, b| {
-            (b.created_unix, &b.created, &b.id).cmp(&(a.created_unix, &a.created, &a.id))
-        });
-        Ok(out)
+    /// its file: a store is not silently smaller than it is. A read of the store: it runs
+    /// in a dry-run too (over ssh, as a read on the store's host).
+    pub async fn list(&self, step: &Step<'_>) -> Result<Vec<Manifest>, Fault> {
+        Ok(match self {
+            Store::Local(l) => l.list()?,
+            Store::Remote(r) => r.list(step).await?,
+        })
     }
 
     /// The artifact whose id is or starts with `id`.
-    pub fn get(&self, id: &str) -> Result<Manifest, String> {
-        let all = self.list()?;
-        let found: Vec<&Manifest> = all
-            .iter()
-            .filter(|m| !id.is_empty() && m.id.starts_with(id))
-            .collect();
-        match found.as_slice() {
-            [one] => Ok((*one).clone()),
-            [] => Err(format!(
-                "no artifact {id:?} in {} (`runbook artifacts list` lists them)",
-                self.dir.display()
-            )),
-            many => Err(format!(
-                "{id:?} is the start of {} artifact ids; give more of it",
-                many.len()
-            )),
+    pub async fn get(&self, step: &Step<'_>, id: &str) -> Result<Manifest, Fault> {
+        Ok(find(&self.list(step).await?, id, &self.label())?)
+    }
+
+    /// An object's bytes, checked against its sha256 here, by the side that restores it.
+    pub async fn read_object(&self, step: &Step<'_>, part: &Part) -> Result<Vec<u8>, Fault> {
+        match self {
+            Store::Local(l) => Ok(l.read_object(part)?),
+            Store::Remote(r) => r.read_object(step, part).await,
         }
     }
 
-    /// An object's bytes, checked against its name: a stored archive that changed by one
-    /// byte is refused here, before anything is extracted.
-    pub fn read_object(&self, part: &Part) -> Result<Vec<u8>, String> {
-        let path = self.dir.join(self.object(&part.sha256));
-        let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let got = sha256(&bytes);
-        if got != part.sha256 {
-            return Err(format!(
-                "{} is damaged: its sha256 is {got}, the manifest says {}",
-                path.display(),
-                part.sha256
-            ));
+    /// A new object, sent in pieces ([`Upload::push`]) as they come from the target.
+    pub fn upload(&self) -> Upload<'_> {
+        Upload {
+            store: self,
+            hasher: sha2::Sha256::new(),
+            bytes: Vec::new(),
+            size: 0,
+            file: None,
         }
-        Ok(bytes)
+    }
+
+    /// Keeps `m`, once all its objects are in the store: from now on it is listed.
+    pub async fn put_manifest(&self, step: &Step<'_>, m: &Manifest) -> Result<(), Fault> {
+        match self {
+            Store::Local(l) => Ok(l.put_manifest(m)?),
+            Store::Remote(r) => r.put_manifest(step, m).await,
+        }
     }
 
     /// Deletes all but the newest `keep` artifacts of each name and key; returns the
     /// deleted ids. Objects no manifest names any more go too, once an hour old.
-    pub fn prune(&self, keep: usize) -> Result<Vec<String>, String> {
-        let all = self.list()?;
-        let mut seen: BTreeMap<(String, String), usize> = BTreeMap::new();
-        let mut doomed = Vec::new();
-        for m in &all {
-            let k = (
-                m.name.clone(),
-                serde_json::to_string(&m.key).unwrap_or_default(),
-            );
-            let n = seen.entry(k).or_insert(0);
-            *n += 1;
-            if *n > keep {
-                doomed.push(m.id.clone());
-            }
+    pub async fn prune(&self, step: &Step<'_>, keep: usize) -> Result<Vec<String>, Fault> {
+        match self {
+            Store::Local(l) => Ok(l.prune(keep)?),
+            Store::Remote(r) => r.prune(step, keep).await,
         }
-        for id in &doomed {
-            let p = self.dir.join("manifests").join(format!("{id}.json"));
-            std::fs::remove_file(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-        }
-        let named: std::collections::BTreeSet<String> = self
-            .list()?
-            .iter()
-            .flat_map(|m| m.parts.iter().map(|p| format!("{}.tar.gz", p.sha256)))
-            .collect();
-        let objects = self.dir.join("objects");
-        if let Ok(entries) = std::fs::read_dir(&objects) {
-            for e in entries.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let old = e
-                    .metadata()
-                    .and_then(|m| m.modified())
-                    .ok()
-                    .and_then(|t| t.elapsed().ok())
-                    .is_some_and(|age| age > ORPHAN_AGE);
-                if !named.contains(&name) && old && !name.starts_with('.') {
-                    let _ = std::fs::remove_file(e.path());
-                }
-            }
-        }
-        Ok(doomed)
     }
+}
+
+/// One object on its way into a store: its sha256 is taken piece by piece here, as the
+/// pieces pass through. A local store keeps the pieces in memory and writes the object
+/// once whole (`fsx::write`); a remote one appends each piece to a new file in the
+/// store's `objects` directory there, which becomes the object only once its sha256 on
+/// that machine is the one taken here.
+pub struct Upload<'s> {
+    store: &'s Store,
+    hasher: sha2::Sha256,
+    bytes: Vec<u8>,
+    size: u64,
+    /// The remote store's file this object is written to (after the first piece).
+    file: Option<String>,
+}
+
+impl Upload<'_> {
+    pub async fn push(&mut self, step: &Step<'_>, piece: Vec<u8>) -> Result<(), Fault> {
+        self.hasher.update(&piece);
+        self.size += piece.len() as u64;
+        match self.store {
+            Store::Local(_) => {
+                self.bytes.extend_from_slice(&piece);
+                Ok(())
+            }
+            Store::Remote(r) => r.push(step, &mut self.file, piece).await,
+        }
+    }
+
+    /// The object whole, named by its sha256: returns it and the object's size.
+    pub async fn finish(self, step: &Step<'_>) -> Result<(String, u64), Fault> {
+        let sha = hex(&self.hasher.finalize());
+        match self.store {
+            Store::Local(l) => {
+                let got = l.put_object(&self.bytes)?;
+                debug_assert_eq!(got, sha);
+            }
+            Store::Remote(r) => r.finish(step, self.file, &sha).await?,
+        }
+        Ok((sha, self.size))
+    }
+
+    /// Drops what was sent (the capture failed): nothing of it is left in the store.
+    pub async fn abort(self, step: &Step<'_>) {
+        if let (Store::Remote(r), Some(file)) = (self.store, self.file) {
+            r.abort(step, &file).await;
+        }
+    }
+}
+
+/// The one artifact of `all` whose id is or starts with `id` (`label`: the store).
+fn find(all: &[Manifest], id: &str, label: &str) -> Result<Manifest, String> {
+    let found: Vec<&Manifest> = all
+        .iter()
+        .filter(|m| !id.is_empty() && m.id.starts_with(id))
+        .collect();
+    match found.as_slice() {
+        [one] => Ok((*one).clone()),
+        [] => Err(format!(
+            "no artifact {id:?} in {label} (`runbook artifacts list` lists them)"
+        )),
+        many => Err(format!(
+            "{id:?} is the start of {} artifact ids; give more of it",
+            many.len()
+        )),
+    }
+}
+
+/// Newest first (then by id, so that the order is the same every time).
+fn newest_first(mut all: Vec<Manifest>) -> Vec<Manifest> {
+    all.sort_by(|a, b| {
+        (b.created_unix, &b.created, &b.id).cmp(&(a.created_unix, &a.created, &a.id))
+    });
+    all
+}
+
+/// A manifest's text read back, or an error naming where it is.
+fn parse_manifest(text: &[u8], at: &str) -> Result<Manifest, String> {
+    serde_json::from_slice(text).map_err(|e| format!("{at}: not an artifact manifest: {e}"))
+}
+
+/// `bytes`, if their sha256 is the one `part` names: an archive changed by one byte is
+/// refused here, before anything is extracted. `at`: where the object is, for the message.
+fn checked(bytes: Vec<u8>, part: &Part, at: &str) -> Result<Vec<u8>, String> {
+    let got = sha256(&bytes);
+    if got != part.sha256 {
+        return Err(format!(
+            "{at} is damaged: its sha256 is {got}, the manifest says {}",
+            part.sha256
+        ));
+    }
+    Ok(bytes)
+}
+
+/// The ids `prune` deletes from `all` (newest first): all but the newest `keep` of each
+/// name and key. Per name as well as key: two caches captured under different names (a
+/// model's inductor cache, its triton cache) are different artifacts even where the
+/// environment's key is the same.
+fn doomed(all: &[Manifest], keep: usize) -> Vec<String> {
+    let mut seen: BTreeMap<(String, String), usize> = BTreeMap::new();
+    let mut out = Vec::new();
+    for m in all {
+        let k = (
+            m.name.clone(),
+            serde_json::to_string(&m.key).unwrap_or_default(),
+        );
+        let n = seen.entry(k).or_insert(0);
+        *n += 1;
+        if *n > keep {
+            out.push(m.id.clone());
+        }
+    }
+    out
+}
+
+/// The object file names (`SHA.tar.gz`) the manifests `all` name.
+fn named(all: &[Manifest]) -> BTreeSet<String> {
+    all.iter()
+        .flat_map(|m| m.parts.iter().map(|p| format!("{}.tar.gz", p.sha256)))
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     fn manifest(name: &str, t: u64, sha: &str) -> Manifest {
         Manifest {
@@ -320,7 +419,7 @@ mod tests {
     #[test]
     fn objects_are_checked_and_prune_keeps_the_newest_per_key() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store {
+        let store = Local {
             dir: dir.path().join("s"),
         };
         let sha = store.put_object(b"abc").unwrap();
@@ -350,21 +449,72 @@ mod tests {
         std::fs::write(&obj, b"abd").unwrap();
         let e = store.read_object(&all[0].parts[0]).unwrap_err();
         assert!(e.contains("is damaged"), "{e}");
-        assert!(store.get("").is_err());
-        assert_eq!(store.get(&all[0].id[..6]).unwrap().id, all[0].id);
+        assert!(find(&all, "", "s").is_err());
+        assert_eq!(find(&all, &all[0].id[..6], "s").unwrap().id, all[0].id);
+    }
+
+    /// Each spelling of a store, and each one refused, with what the message says.
+    #[test]
+    fn store_spellings() {
+        let targets = Registry::new(Default::default());
+        let open = |s: Option<&str>| Store::open(s, Some(Path::new("/s")), &targets);
+        match open(None).unwrap() {
+            Store::Local(l) => assert_eq!(l.dir, PathBuf::from("/s/artifacts")),
+            other => panic!("{other:?}"),
+        }
+        match open(Some("/srv/a")).unwrap() {
+            Store::Local(l) => assert_eq!(l.dir, PathBuf::from("/srv/a")),
+            other => panic!("{other:?}"),
+        }
+        match open(Some("ssh://root@files.example:2222/srv/artifacts/")).unwrap() {
+            Store::Remote(r) => {
+                assert_eq!(r.dir, "/srv/artifacts");
+                assert_eq!(r.label, "ssh://root@files.example:2222/srv/artifacts");
+                assert_eq!(r.target.name(), "root@files.example:2222");
+            }
+            other => panic!("{other:?}"),
+        }
+        for (bad, says) in [
+            ("rel/dir", "not an absolute path"),
+            ("s3://bucket/x", "only ssh://"),
+            ("ssh://files.example", "no directory after the host"),
+            ("ssh://files.example/", "no directory after the host"),
+            ("ssh:///srv/a", "no host after ssh://"),
+            ("ssh://files.example/srv/../etc", "not a tidy path"),
+            ("ssh://files.example/srv//a", "not a tidy path"),
+            ("ssh://nosuchname/srv/a", "unknown target 'nosuchname'"),
+            ("ssh://localhost/srv/a", "is this machine"),
+        ] {
+            let e = open(Some(bad)).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+            assert!(e.contains(&format!("{bad:?}")), "names what was given: {e}");
+        }
+        assert!(Store::open(None, None, &targets).is_err());
     }
 
     #[test]
-    fn only_absolute_local_stores() {
-        assert!(Store::open(Some("ssh://h/p"), None)
-            .unwrap_err()
-            .contains("not built yet"));
-        assert!(Store::open(Some("rel"), None)
-            .unwrap_err()
-            .contains("absolute"));
+    fn prune_keeps_the_newest_of_each_name_and_key() {
+        let sha = "a".repeat(64);
+        let mut other_key = manifest("a", 5, &sha);
+        other_key.key.insert("torch".into(), "2.10.0+cu128".into());
+        let other_key = other_key.seal();
+        let all = newest_first(vec![
+            manifest("a", 1, &sha),
+            manifest("a", 3, &sha),
+            manifest("a", 2, &sha),
+            other_key.clone(),
+            manifest("b", 1, &sha),
+        ]);
+        let gone = doomed(&all, 1);
+        let kept: Vec<(String, u64)> = all
+            .iter()
+            .filter(|m| !gone.contains(&m.id))
+            .map(|m| (m.name.clone(), m.created_unix))
+            .collect();
         assert_eq!(
-            Store::open(None, Some(Path::new("/s"))).unwrap().dir,
-            PathBuf::from("/s/artifacts")
+            kept,
+            vec![("a".into(), 5), ("a".into(), 3), ("b".into(), 1)],
+            "the newest of (a, 2.11), of (a, 2.10) and of b"
         );
     }
 
@@ -374,7 +524,7 @@ mod tests {
     #[test]
     fn concurrent_writers_and_a_reader_never_see_a_partial_artifact() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store {
+        let store = Local {
             dir: dir.path().join("s"),
         };
         let done = std::sync::atomic::AtomicBool::new(false);
