@@ -1,13 +1,20 @@
 -- clean-reset: the "clean reset then warm" recovery for a polluted training environment.
 --
 -- fingerprint + drift → GPU preflight → stop the job → fresh venv → code back to the
--- known-good rev → compile caches moved aside → single-threaded warm-up that must fill
--- the cache → relaunch → wait for the throughput line → save the new known-good.
+-- known-good rev → the known-good compile cache put back where its key matches, else the
+-- caches moved aside → single-threaded warm-up that must fill the cache → relaunch →
+-- wait for the throughput line → capture the cache that passed → save the new known-good.
+--
+-- warm = "auto" (default): restore the newest known-good compile cache (artifact.restore)
+-- whose key (torch, triton, CUDA, driver, GPU, python, platform, git HEAD, compile
+-- settings) equals this target's, else compile as before, and once the throughput check
+-- passes, capture the cache it compiled (with the throughput measured). "restore":
+-- restore or fail. "compile": clear and compile, capture nothing.
 --
 -- Preview first:  runbook run clean-reset --dry-run --set host=root@pve1.example --set ct=200 …
 runbook {
   name = "clean-reset",
-  description = "Fresh venv, known-good code, cleared and re-warmed compile caches, relaunch, check throughput",
+  description = "Fresh venv, known-good code, the known-good compile cache restored (else cleared and re-warmed), relaunch, check throughput",
   params = {
     host = { default = "local", help = "where the training runs: local, user@host, or an inventory name" },
     ct = { type = "integer", help = "Proxmox container id on host (omit to work on host itself)" },
@@ -39,7 +46,23 @@ runbook {
     min_throughput = { type = "number", default = 0, help = "fail if the throughput is below this" },
     gpus = { type = "integer", default = 0, help = "GPUs that must be present and idle (0: skip the check)" },
     job = { default = "train", help = "name of the training job (to stop and relaunch it)" },
-    known_good = { default = "clean-reset", help = "fingerprint name of the known-good environment" },
+    known_good = {
+      default = "clean-reset",
+      help = "fingerprint name of the known-good environment (kept per machine)",
+    },
+    warm = {
+      choices = { "auto", "restore", "compile" },
+      default = "auto",
+      help = "auto: restore the known-good compile cache where its key matches, else compile, and capture once the throughput check passes; restore: restore or fail; compile: clear and compile",
+    },
+    artifact = {
+      default = "compile-cache",
+      help = "artifact name of the known-good compile cache (warm-cache --set capture=true captures the same)",
+    },
+    store = {
+      default = "",
+      help = "artifact store: a directory, or ssh://HOST/DIR on a team file server (empty: the state dir's)",
+    },
     wait = { default = "10m", help = "how long to wait for the throughput line" },
   },
 }
@@ -62,8 +85,25 @@ local caches = {} ---@type table<integer|string, string> the compile cache paths
 local job_env = {} ---@type runbook.Env what the warm-up and the training see, so both use those caches
 local cleared = false -- caches were moved aside: say how to restore them if we fail later
 local finished = false
+local offline = false -- --offline: nothing is read, so no key can be compared
+local restored = nil ---@type string? the known-good artifact put back in place of the inductor cache
+local measured = nil ---@type number? what the throughput check read
+local captured = nil ---@type string? the artifact this run captured
+local store = params.store ~= "" and params.store or nil
+
+-- What the artifact's key is read with (torch and python from the venv, the git HEAD of
+-- the code) and what it holds: the inductor cache, where inductor keeps its Triton
+-- kernels too. The other caches are cleared as before.
+local function artifact_opts()
+  return { name = params.artifact, paths = { caches.inductor }, venv = params.venv, repo = params.repo, store = store }
+end
 
 step("fingerprint and drift", function()
+  -- Before the job is stopped: a restore that cannot happen must not cost the job. (Whether
+  -- the key matches is known only once the venv is rebuilt.)
+  if params.warm == "restore" and #artifact.list(params.artifact, { store = store }) == 0 then
+    fail("warm = restore: there is no artifact '" .. params.artifact .. "' to restore (warm = auto compiles instead)")
+  end
   if params.cache_dirs ~= "" then
     local dirs = text.split(params.cache_dirs)
     caches = {}
@@ -76,11 +116,17 @@ step("fingerprint and drift", function()
     caches = torch.caches(box, { user = params.user })
   end
   local now = fingerprint.take(box, { venv = params.venv, repo = params.repo, caches = caches })
-  local good = fingerprint.load(params.known_good)
-  if not good then
-    log.info("no known-good fingerprint '" .. params.known_good .. "' yet: this run will save one")
+  if now.planned then
+    offline = true
+    log.info("--offline: nothing is read, so the drift from the known-good is not known")
     return
   end
+  local good = fingerprint.load(params.known_good, now)
+  if not good then
+    log.info("no known-good fingerprint '" .. params.known_good .. "' for this machine yet: this run will save one")
+    return
+  end
+  if good.artifact then log.info("the known-good's compile cache is artifact " .. good.artifact) end
   local changes = fingerprint.diff(good, now)
   if #changes == 0 then log.info("nothing changed since the known-good environment") end
   for _, c in ipairs(changes) do
@@ -130,8 +176,47 @@ step("restore code to the known-good rev", function()
   log.info(("%d file(s) %s to %s"):format(#r.files, r.planned and "will be restored" or "restored", rev))
 end)
 
-step("clear compile caches (kept aside)", function()
-  cache.clear(box, caches, { keep = true })
+-- The cache paths in order, but `skip`.
+---@param skip string?
+---@return string[]
+local function paths_but(skip)
+  local out = {} ---@type string[]
+  for i = 1, #caches do
+    if caches[i] ~= skip then out[#out + 1] = caches[i] end
+  end
+  return out
+end
+
+step("restore or clear the compile caches (kept aside)", function()
+  local clear = paths_but(nil)
+  if params.warm ~= "compile" and offline then
+    -- The key is read from the target, which --offline does not contact.
+    if params.warm == "restore" then
+      clear = paths_but(caches.inductor)
+      log.info("warm = restore: --offline reads nothing, so the restore is decided in a run that reads the key")
+    else
+      log.info(
+        "warm = auto: --offline reads nothing, so whether a known-good cache matches is not known: shown as compiling"
+      )
+    end
+  elseif params.warm ~= "compile" then
+    local opts = artifact_opts()
+    opts.require = params.warm == "restore"
+    local r = artifact.restore(box, opts)
+    if r.restored then
+      restored = r.id
+      clear = paths_but(caches.inductor)
+      log.info(
+        ("warm = %s: restoring known-good artifact %s: the warm-up should find it warm"):format(params.warm, r.id)
+      )
+    else
+      -- artifact.restore said why (no artifact, or the key fields that differ).
+      log.info("warm = auto: no known-good compile cache to restore: clearing the caches and compiling")
+    end
+  else
+    log.info("warm = compile: clearing the caches and compiling")
+  end
+  if #clear > 0 then cache.clear(box, clear, { keep = true }) end
   cleared = true
 end)
 
@@ -161,11 +246,27 @@ step("throughput check", function()
   if got < params.min_throughput then
     fail(("throughput %.1f is below the minimum %.1f: %s"):format(got, params.min_throughput, m.line))
   end
+  measured = got
   log.info(("throughput %.1f (minimum %.1f)"):format(got, params.min_throughput))
+end)
+
+step("capture the known-good compile cache", {
+  when = function()
+    return params.warm == "auto" and not restored
+  end,
+}, function()
+  local opts = artifact_opts()
+  opts.throughput = measured
+  -- The relaunched job reads this cache now. Packing only reads it, and inductor writes
+  -- each entry to a temp file and renames it, so no entry is caught half-written.
+  opts.force = true
+  local a = artifact.capture(box, opts)
+  captured = a.id
 end)
 
 step("save the known-good fingerprint", function()
   local fp = fingerprint.take(box, { venv = params.venv, repo = params.repo, caches = caches })
+  fp.artifact = captured or restored
   fingerprint.save(params.known_good, fp)
   finished = true
 end)

@@ -249,7 +249,7 @@ fn dry_run_plans_capture_and_restore_and_changes_nothing() {
         planned.iter().any(|p| p["summary"]
             .as_str()
             .unwrap()
-            .starts_with(&format!("pack {} (", s(&cache)))),
+            .starts_with(&format!("pack {} into artifact ", s(&cache)))),
         "{planned:?}"
     );
     assert_eq!(results(&out)[0]["planned"], "true");

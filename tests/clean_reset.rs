@@ -35,6 +35,18 @@ fn demo_sets(repo: &Path, work: &Path, job: &str) -> Vec<String> {
     .collect()
 }
 
+/// The known-good fingerprints saved (one per machine), as JSON.
+fn known_good(env: &Env) -> Vec<serde_json::Value> {
+    let dir = env.state().join("fingerprints/clean-reset");
+    std::fs::read_dir(&dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| serde_json::from_slice(&std::fs::read(e.path()).unwrap()).unwrap())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// (target, command) of every change, with timestamps made comparable.
 fn changes(events: &[serde_json::Value], kind: &str) -> Vec<(String, String)> {
     let stamp = regex::Regex::new(r"\d{8}T?\d{6}\w*|\d{10,}").unwrap();
@@ -74,11 +86,20 @@ fn clean_reset_on_the_local_machine() {
         std::fs::create_dir_all(k).unwrap();
         std::fs::write(k.join("old.kernel"), vec![b'k'; 1024 * 1024]).unwrap();
     }
+    // A job that runs for tens of seconds: the dry-run after the run must find it still
+    // running, however busy the machine (400 steps end in about 3 s).
+    let mut sets = demo_sets(&repo, &work, "local");
+    for s in sets
+        .iter_mut()
+        .filter(|s| s.as_str() == "train=train.py 400")
+    {
+        *s = "train=train.py 4000".into();
+    }
     let run = |extra: &[&str]| {
         Run::new(&env, "clean-reset")
             .env("TORCHINDUCTOR_CACHE_DIR", &cache)
             .json()
-            .args(demo_sets(&repo, &work, "local"))
+            .args(&sets)
             .args(extra)
             .run()
     };
@@ -148,10 +169,7 @@ fn clean_reset_on_the_local_machine() {
         std::fs::read_to_string(work.join(&left[1]).join("stale.kernel")).unwrap() == "old",
         "the cache this run set aside is kept"
     );
-    assert!(
-        env.state().join("fingerprints/clean-reset.json").exists(),
-        "known-good saved"
-    );
+    assert_eq!(known_good(&env).len(), 1, "known-good saved");
     let log = std::fs::read_to_string(work.join("train.log")).unwrap();
     assert!(log.contains("Ktok/s"), "{log}");
     // With the job running (the usual case for a recovery), a dry-run plans its stop
@@ -275,21 +293,85 @@ fn a_failed_recovery_says_how_to_restore_the_caches() {
 }
 
 /// The offline preview names no pid it does not know (it said `stopped train (pid nil)`)
-/// and claims no stop: nothing was looked at, nothing was done.
+/// and claims no stop: nothing was looked at, nothing was done. Nor does it report drift
+/// from a known-good for values it never read (it listed every one as gone), nor guess
+/// whether a known-good compile cache matches.
 #[test]
 fn the_offline_preview_claims_nothing() {
     let env = Env::new();
     let work = env.scratch();
+    // A known-good of this target, in the layout before they were kept per machine.
+    let good = env.state().join("fingerprints/clean-reset.json");
+    std::fs::create_dir_all(good.parent().unwrap()).unwrap();
+    std::fs::write(
+        &good,
+        r#"{"target": "local", "taken_at": "2026-01-01T00:00:00Z", "python": "3.12.3", "torch": "2.11.0+cu128", "git_head": "2a0e86e604195d79ba7baf4111250a28baa8d54c"}"#,
+    )
+    .unwrap();
     let stderr = Run::new(&env, "clean-reset")
         .dry_run()
         .offline()
         .args(demo_sets(&work.join("dflash"), &work, "offline"))
         .expect_exit(0)
         .stderr_has("stop job offline-")
+        .stderr_has("--offline: nothing is read, so the drift from the known-good is not known")
+        .stderr_has(
+            "warm = auto: --offline reads nothing, so whether a known-good cache matches is not known: shown as compiling",
+        )
         .run()
         .stderr_text();
     assert!(
-        !stderr.contains("nil") && !stderr.contains("· stopped"),
+        !stderr.contains("nil") && !stderr.contains("· stopped") && !stderr.contains("drift:"),
+        "{stderr}"
+    );
+    // warm = restore with nothing to restore stops before any step changes anything.
+    let out = Run::new(&env, "clean-reset")
+        .dry_run()
+        .offline()
+        .json()
+        .args(demo_sets(&work.join("dflash"), &work, "offline"))
+        .set("warm", "restore")
+        .run();
+    out.assert_exit(1);
+    assert!(
+        out.step_error("fingerprint and drift").contains(
+            "warm = restore: there is no artifact 'compile-cache' to restore (warm = auto compiles instead)"
+        ),
+        "{}",
+        out.describe()
+    );
+    assert!(
+        out.of_kind("action_planned").is_empty(),
+        "{}",
+        out.describe()
+    );
+    // With one, warm = restore never clears the inductor cache: offline it plans only the
+    // others.
+    let kept = tempfile::Builder::new()
+        .prefix("runbook-offline-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::write(kept.path().join("k"), "kernel").unwrap();
+    let capture = env.write(
+        "capture.lua",
+        &format!(
+            "runbook {{ name = \"capture\" }}\nstep(\"capture\", function() artifact.capture(target(\"local\"), {{ name = \"compile-cache\", paths = \"{}\" }}) end)\n",
+            kept.path().display()
+        ),
+    );
+    Run::new(&env, &capture).yes().expect_exit(0).run();
+    let stderr = Run::new(&env, "clean-reset")
+        .dry_run()
+        .offline()
+        .args(demo_sets(&work.join("dflash"), &work, "offline"))
+        .set("warm", "restore")
+        .expect_exit(0)
+        .stderr_has("warm = restore: --offline reads nothing, so the restore is decided in a run that reads the key")
+        .stderr_has("move aside /root/.triton/cache")
+        .run()
+        .stderr_text();
+    assert!(
+        !stderr.contains("move aside /tmp/torchinductor_root"),
         "{stderr}"
     );
 }
@@ -378,4 +460,339 @@ fn the_preview_names_the_wheel_index() {
         );
         assert!(!stderr.contains("hunter2"), "{stderr}");
     }
+}
+
+/// The manifests in the default store, as JSON.
+fn manifests(env: &Env) -> Vec<serde_json::Value> {
+    let dir = env.state().join("artifacts/manifests");
+    std::fs::read_dir(&dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| serde_json::from_slice(&std::fs::read(e.path()).unwrap()).unwrap())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// File name → content of each file in `dir`.
+fn files(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// warm = "auto" (the default), end to end on the demo project. The first recovery finds
+/// no known-good cache, compiles, and once the throughput check passed captures what it
+/// compiled: the manifest holds the throughput the check measured and the machine it
+/// came from, the known-good fingerprint names the artifact. The next recovery, on a
+/// polluted cache, restores that artifact instead of compiling (the warm-up compiles
+/// nothing), captures nothing new, and its preview said so beforehand, with the key it
+/// compared. Once the code's HEAD moves the key differs: warm = "restore" fails naming
+/// the field, warm = "auto" compiles again and captures the new cache.
+#[test]
+fn warm_auto_restores_the_known_good_cache_where_the_key_matches() {
+    require_uv!();
+    let env = Env::new();
+    let work = env.scratch();
+    let repo = demo_repo(&work);
+    let cache = work.join("inductor");
+    let mut sets = demo_sets(&repo, &work, "warm");
+    sets.extend(["--set".into(), format!("cache_dirs={}", cache.display())]);
+    let run = |extra: &[&str]| {
+        Run::new(&env, "clean-reset")
+            .json()
+            .args(&sets)
+            .args(extra)
+            .run()
+    };
+    let said = |out: &Output, start: &str| -> Vec<String> {
+        out.logs()
+            .into_iter()
+            .filter(|l| l.starts_with(start))
+            .collect()
+    };
+
+    // The first preview, with no cache yet: the warm-up makes it, the capture is planned.
+    let preview = run(&["--dry-run"]);
+    preview.assert_exit(0);
+    assert!(
+        preview
+            .of_kind("action_planned")
+            .iter()
+            .any(|e| e["summary"]
+                == format!(
+                    "pack {} into artifact 'compile-cache' in {}",
+                    cache.display(),
+                    env.state().join("artifacts").display()
+                )),
+        "{}",
+        preview.describe()
+    );
+    assert!(!cache.exists());
+    let first = run(&["--yes"]);
+    first.assert_exit(0);
+    assert_eq!(
+        changes(&preview.events(), "action_planned"),
+        changes(&first.events(), "action_started"),
+        "the first dry-run predicted the first run"
+    );
+    let why = said(&first, "artifact.restore: ");
+    assert!(
+        why.len() == 1 && why[0].contains("no artifact 'compile-cache'"),
+        "{why:?}"
+    );
+    assert_eq!(
+        said(&first, "warm = auto: "),
+        vec!["warm = auto: no known-good compile cache to restore: clearing the caches and compiling"]
+    );
+    let all = manifests(&env);
+    assert_eq!(all.len(), 1, "captured once the gate passed");
+    let m = &all[0];
+    let id = m["id"].as_str().unwrap().to_string();
+    let line = said(&first, "throughput ");
+    let logged: f64 = line[0]
+        .strip_prefix("throughput ")
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{line:?}"));
+    let recorded = m["throughput"].as_f64().expect("throughput recorded");
+    assert!((recorded - logged).abs() < 0.051, "{recorded} vs {logged}");
+    let machine_id = std::fs::read_to_string("/etc/machine-id").unwrap();
+    assert_eq!(m["source"], "local");
+    assert_eq!(m["source_identity"]["machine_id"], machine_id.trim());
+    let head = git(&repo, &["rev-parse", "HEAD"]);
+    assert_eq!(m["key"]["git_head"], head.trim());
+    assert_eq!(known_good(&env)[0]["artifact"], id.as_str());
+    let compiled = files(&cache);
+    assert_eq!(compiled.len(), 8, "{:?}", compiled.keys());
+
+    // A polluted cache: the next recovery puts the known-good back. (The job is stopped
+    // first, so that the dry-run and the run find it the same way.)
+    stop_job(&env, r#"target("local")"#, "warm", &[]);
+    std::fs::remove_dir_all(&cache).unwrap();
+    std::fs::create_dir_all(&cache).unwrap();
+    std::fs::write(cache.join("attention.kernel"), "stale").unwrap();
+    let dry = run(&["--dry-run"]);
+    dry.assert_exit(0);
+    assert_eq!(
+        said(&dry, "warm = auto: restoring known-good artifact "),
+        vec![format!(
+            "warm = auto: restoring known-good artifact {id}: the warm-up should find it warm"
+        )]
+    );
+    let compared = dry
+        .logs()
+        .into_iter()
+        .find(|l| l.contains("matches the key here"))
+        .unwrap_or_else(|| panic!("no key comparison: {:?}", dry.logs()));
+    assert!(
+        compared.contains(&format!("git_head = {} ✓", head.trim())),
+        "{compared}"
+    );
+    let planned: Vec<String> = dry
+        .of_kind("action_planned")
+        .iter()
+        .filter_map(|e| e["summary"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        planned
+            .iter()
+            .any(|s| s.starts_with(&format!("restore {} from artifact {id}", cache.display()))),
+        "{planned:?}"
+    );
+    assert!(
+        !planned.iter().any(|s| s.starts_with("pack ")),
+        "nothing to capture: {planned:?}"
+    );
+    let real = run(&["--yes"]);
+    real.assert_exit(0);
+    assert_eq!(
+        changes(&dry.events(), "action_planned"),
+        changes(&real.events(), "action_started"),
+        "the dry-run predicted the real run"
+    );
+    let warmup: Vec<String> = real
+        .output_lines()
+        .into_iter()
+        .filter(|l| l.starts_with("cached ") || l.starts_with("compiled "))
+        .collect();
+    assert_eq!(warmup.len(), 8, "{warmup:?}");
+    assert!(
+        warmup.iter().all(|l| l.starts_with("cached ")),
+        "the warm-up compiled nothing: {warmup:?}"
+    );
+    assert_eq!(
+        files(&cache),
+        compiled,
+        "the known-good cache, byte for byte"
+    );
+    assert_eq!(manifests(&env).len(), 1, "no second capture");
+    assert_eq!(known_good(&env)[0]["artifact"], id.as_str());
+
+    // The code moves on: its HEAD is part of the key.
+    std::fs::write(repo.join("NOTES"), "tuned\n").unwrap();
+    git(&repo, &["add", "NOTES"]);
+    git(&repo, &["commit", "-qm", "tuned"]);
+    let moved = git(&repo, &["rev-parse", "HEAD"]);
+    let refused = run(&["--yes", "--set", "warm=restore"]);
+    refused.assert_exit(1);
+    let want = format!(
+        "git_head: {} (artifact) ≠ {} (here)",
+        head.trim(),
+        moved.trim()
+    );
+    let error = refused.step_error("restore or clear the compile caches (kept aside)");
+    assert!(
+        error.contains(&want) && error.contains("require = true"),
+        "{error}"
+    );
+    let again = run(&["--yes"]);
+    again.assert_exit(0);
+    let why = said(&again, "artifact.restore: the key here differs");
+    assert!(why.len() == 1 && why[0].contains(&want), "{why:?}");
+    assert!(
+        said(
+            &again,
+            "warm = auto: no known-good compile cache to restore"
+        )
+        .len()
+            == 1,
+        "{:?}",
+        again.logs()
+    );
+    assert_eq!(manifests(&env).len(), 2, "the new cache captured");
+    stop_job(&env, r#"target("local")"#, "warm", &[]);
+}
+
+/// warm-cache --set capture=true keeps the cache it warmed as the artifact clean-reset
+/// restores: given the venv and repo clean-reset gets, the key it reads is the one
+/// clean-reset reads after rebuilding the venv, so the next recovery restores that cache
+/// instead of compiling, and captures nothing new.
+#[test]
+fn a_cache_warm_cache_captured_is_what_clean_reset_restores() {
+    require_uv!();
+    let env = Env::new();
+    let work = env.scratch();
+    let repo = demo_repo(&work);
+    let cache = work.join("inductor");
+    let venv = work.join("venv");
+    let made = std::process::Command::new("python3")
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&venv)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    Run::new(&env, "warm-cache")
+        .yes()
+        .set("venv", &venv)
+        .set("script", repo.join("warmup.py"))
+        .set("cache_dirs", &cache)
+        .set("repo", &repo)
+        .set("capture", "true")
+        .expect_exit(0)
+        .stderr_has("captured artifact ")
+        .run();
+    let all = manifests(&env);
+    assert_eq!(all.len(), 1);
+    let id = all[0]["id"].as_str().unwrap().to_string();
+    let warmed = files(&cache);
+    std::fs::remove_dir_all(&cache).unwrap();
+
+    let mut sets = demo_sets(&repo, &work, "captured");
+    sets.extend(["--set".into(), format!("cache_dirs={}", cache.display())]);
+    let out = Run::new(&env, "clean-reset").json().yes().args(&sets).run();
+    out.assert_exit(0);
+    assert!(
+        out.logs().contains(&format!(
+            "warm = auto: restoring known-good artifact {id}: the warm-up should find it warm"
+        )),
+        "{:?}",
+        out.logs()
+    );
+    assert!(
+        !out.output_lines()
+            .iter()
+            .any(|l| l.starts_with("compiled ")),
+        "{:?}",
+        out.output_lines()
+    );
+    assert_eq!(files(&cache), warmed);
+    assert_eq!(manifests(&env).len(), 1, "nothing captured again");
+    assert_eq!(known_good(&env)[0]["artifact"], id.as_str());
+    stop_job(&env, r#"target("local")"#, "captured", &[]);
+}
+
+/// Two hosts behind real sshd, each a machine of its own (machine id, host key), node2
+/// with other GPUs: a recovery on node1 saves node1's known-good; node2's preview finds
+/// none for its machine instead of node1's (before, it diffed node1's and warned of a GPU
+/// change node2 never had), while node1's finds its own, unchanged, naming its artifact.
+#[test]
+fn a_second_host_is_not_compared_with_the_first_ones_known_good() {
+    require_sshd!();
+    require_uv!();
+    let mut fleet = Fleet::start_machines(2);
+    fleet
+        .node("node2")
+        .set_env(&[("NVIDIA_SMI_FIXTURE", "a100x4")]);
+    let env = Env::new();
+    // Under /var/tmp, a cache root, and apart from other tests' /tmp caches.
+    let work = tempfile::Builder::new()
+        .prefix("runbook-hosts-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let repo = demo_repo(work.path());
+    let mut sets = demo_sets(&repo, work.path(), "hosts");
+    let cache = work.path().join("inductor");
+    sets.extend(["--set".into(), format!("cache_dirs={}", cache.display())]);
+    Run::new(&env, "clean-reset")
+        .yes()
+        .set("host", "node1")
+        .args(&sets)
+        .ssh(&fleet)
+        .expect_exit(0)
+        .run();
+    stop_job(&env, r#"target("node1")"#, "hosts", &fleet.args());
+    let saved = known_good(&env);
+    assert_eq!(saved.len(), 1);
+    assert_eq!(saved[0]["target"], "node1");
+    assert_eq!(saved[0]["gpus"][0], "NVIDIA H200");
+    let preview = |host: &str| {
+        let out = Run::new(&env, "clean-reset")
+            .dry_run()
+            .json()
+            .set("host", host)
+            .args(&sets)
+            .ssh(&fleet)
+            .run();
+        out.assert_exit(0);
+        out.logs()
+    };
+    let node2 = preview("node2");
+    assert!(
+        node2.contains(
+            &"no known-good fingerprint 'clean-reset' for this machine yet: this run will save one"
+                .to_string()
+        ),
+        "{node2:?}"
+    );
+    assert!(!node2.iter().any(|l| l.starts_with("drift:")), "{node2:?}");
+    let node1 = preview("node1");
+    assert!(
+        node1.contains(&"nothing changed since the known-good environment".to_string()),
+        "{node1:?}"
+    );
+    let artifact = saved[0]["artifact"].as_str().expect("names its artifact");
+    assert!(
+        node1.contains(&format!(
+            "the known-good's compile cache is artifact {artifact}"
+        )),
+        "{node1:?}"
+    );
 }

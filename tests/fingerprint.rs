@@ -1,6 +1,19 @@
-//! fingerprint.take / save / load / diff, driving the real binary on the local machine.
+//! fingerprint.take / save / load / diff, driving the real binary on the local machine
+//! and on two machines behind real sshd (common/sshd.rs), each with its own machine id.
 mod common;
+use common::sshd::Fleet;
 use common::*;
+use std::path::{Path, PathBuf};
+
+/// The known-good files saved under `name`, one per machine (`fingerprints/NAME/*.json`).
+fn saved(state: &Path, name: &str) -> Vec<PathBuf> {
+    let dir = state.join("fingerprints").join(name);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    files.sort();
+    files
+}
 
 #[test]
 fn take_save_load_and_diff() {
@@ -21,17 +34,18 @@ fn take_save_load_and_diff() {
 runbook {{ name = "fp" }}
 local here = target("local")
 local scope = {{ repo = "{repo}", caches = {{ "{cache}" }} }}
-step("first", {{ when = function() return fingerprint.load("good") == nil end }}, function()
+step("first", function()
   local fp = fingerprint.take(here, scope)
+  if fingerprint.load("good", fp) then return end
   if not fp.python then fail("no python version") end
   if not fp.git_head or #fp.git_head ~= 40 then fail("no git head: " .. tostring(fp.git_head)) end
   if not fp.caches["{cache}"] then fail("cache not measured") end
   fingerprint.save("good", fp)
 end)
 step("later", function()
-  local good = fingerprint.load("good")
-  if not good then fail("not saved") end
   local now = fingerprint.take(here, scope)
+  local good = fingerprint.load("good", now)
+  if not good then fail("not saved") end
   local changes = fingerprint.diff(good, now)
   for _, c in ipairs(changes) do log.warn("changed: " .. c.what .. " " .. tostring(c.before) .. " -> " .. tostring(c.after)) end
 end)
@@ -41,7 +55,16 @@ end)
         ),
     );
     Run::new(&env, &rb).yes().expect_exit(0).run();
-    assert!(env.state().join("fingerprints/good.json").exists());
+    let files = saved(&env.state(), "good");
+    assert_eq!(files.len(), 1, "{files:?}");
+    let fp: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
+    let machine_id = std::fs::read_to_string("/etc/machine-id").unwrap();
+    assert_eq!(
+        fp["identity"]["machine_id"],
+        machine_id.trim(),
+        "kept by the machine it describes"
+    );
     // Something changes: a dirty file and the cache vanishes.
     std::fs::write(repo.join("model.py"), "x = 2  # hack\n").unwrap();
     std::fs::remove_dir_all(&cache).unwrap();
@@ -66,9 +89,9 @@ step("save", function() fingerprint.save("good", fingerprint.take(target("local"
     Run::new(&env, &rb)
         .dry_run()
         .expect_exit(0)
-        .stderr_has("on local: save fingerprint 'good'")
+        .stderr_has("on local: save fingerprint 'good' of local")
         .run();
-    assert!(!env.state().join("fingerprints/good.json").exists());
+    assert!(saved(&env.state(), "good").is_empty());
 }
 
 /// `fingerprint.save` is a change like a command's: in the plan (`on local: save
@@ -112,14 +135,14 @@ end)
             .expect_exit(code)
             .run()
     };
-    let saved = env.state().join("fingerprints/good.json");
+    let saved = || !saved(&env.state(), "good").is_empty();
 
     std::fs::write(dir.join("which"), "A").unwrap();
     let planned = make_plan();
     assert!(
         planned
             .stdout_str()
-            .contains("on local: save fingerprint 'good'"),
+            .contains("on local: save fingerprint 'good' of local"),
         "{}",
         planned.describe()
     );
@@ -132,18 +155,162 @@ end)
         "{}",
         out.describe()
     );
-    assert!(!saved.exists(), "saved after the run left the plan");
+    assert!(!saved(), "saved after the run left the plan");
 
     std::fs::write(dir.join("which"), "A").unwrap();
     make_plan();
     let out = apply(0);
     assert!(dir.join("A").exists(), "{}", out.describe());
-    assert!(saved.exists(), "{}", out.describe());
+    assert!(saved(), "{}", out.describe());
     let events = env.last_record();
     assert!(
         events.iter().any(|e| e["event"] == "action_started"
             && e["target"] == "local"
-            && e["summary"] == "save fingerprint 'good'"),
+            && e["summary"] == "save fingerprint 'good' of local"),
         "{events:#?}"
+    );
+}
+
+/// The known-good is the machine's, not the runbook's: a second host (another machine id
+/// and host key, another GPU model) is not compared with the first host's known-good
+/// (before, it was, and showed a GPU change it never had), saves its own, and from then
+/// on each host is compared with its own only. The same machine under another name (the
+/// first host reached through a second alias) finds the first one's.
+#[test]
+fn each_host_is_compared_with_its_own_known_good() {
+    require_sshd!();
+    let mut fleet = Fleet::start_machines(2);
+    fleet
+        .node("node2")
+        .set_env(&[("NVIDIA_SMI_FIXTURE", "a100x4")]);
+    // node1 once more, under another alias: one machine, two names.
+    let port = fleet.node("node1").port;
+    let config = std::fs::read_to_string(fleet.ssh_config()).unwrap();
+    std::fs::write(
+        fleet.ssh_config(),
+        format!("Host again\n  HostName 127.0.0.1\n  Port {port}\n  User root\n{config}"),
+    )
+    .unwrap();
+    let env = Env::new();
+    let rb = env.write(
+        "fp.lua",
+        r#"
+runbook { name = "fp", params = { host = {} } }
+local t = target(params.host)
+step("drift", function()
+  local now = fingerprint.take(t, {})
+  local good = fingerprint.load("good", now)
+  if not good then
+    log.info("no known-good for " .. t.name)
+    fingerprint.save("good", now)
+    return
+  end
+  local changes = fingerprint.diff(good, now)
+  log.info(("%d change(s) on %s since %s"):format(#changes, t.name, good.target))
+  for _, c in ipairs(changes) do log.warn("drift: " .. c.what .. ": " .. tostring(c.before) .. " -> " .. tostring(c.after)) end
+end)
+"#,
+    );
+    let run = |host: &str| {
+        let out = Run::new(&env, &rb)
+            .yes()
+            .json()
+            .set("host", host)
+            .ssh(&fleet)
+            .run();
+        out.assert_exit(0);
+        // What the runbook said, not save's own line.
+        let logs = out.logs();
+        logs.into_iter()
+            .filter(|l| !l.starts_with("saved fingerprint"))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(run("node1"), vec!["no known-good for node1"]);
+    assert_eq!(
+        run("node2"),
+        vec!["no known-good for node2"],
+        "node2 is another machine"
+    );
+    assert_eq!(saved(&env.state(), "good").len(), 2);
+    assert_eq!(run("node2"), vec!["0 change(s) on node2 since node2"]);
+    assert_eq!(run("node1"), vec!["0 change(s) on node1 since node1"]);
+    assert_eq!(
+        run("again"),
+        vec!["0 change(s) on again since node1"],
+        "one machine under two names"
+    );
+    let gpus: Vec<String> = saved(&env.state(), "good")
+        .iter()
+        .map(|f| {
+            let fp: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
+            format!("{} {}", fp["target"], fp["gpus"][0])
+        })
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert_eq!(
+        gpus.len(),
+        2,
+        "each machine's own file, with its own GPUs: {gpus:?}"
+    );
+    assert!(
+        gpus.iter()
+            .any(|g| g.contains("node2") && g.contains("A100")),
+        "{gpus:?}"
+    );
+}
+
+/// A fingerprint taken with --offline read nothing: its values are unknown, so a diff
+/// against a known-good reports no change (before, every value showed as gone), while
+/// the same diff on values that were read does.
+#[test]
+fn an_offline_fingerprint_reports_no_drift() {
+    let env = Env::new();
+    let rb = env.write(
+        "fp.lua",
+        r#"
+runbook { name = "fp" }
+step("drift", function()
+  local now = fingerprint.take(target("local"), {})
+  local good = { target = "local", taken_at = "2026-01-01T00:00:00Z", python = "2.7.18", torch = "2.11.0+cu128" }
+  local changes = fingerprint.diff(good, now)
+  log.info(("planned=%s changes=%d"):format(tostring(now.planned), #changes))
+end)
+"#,
+    );
+    let logs = |offline: bool| {
+        let mut r = Run::new(&env, &rb).dry_run().json();
+        if offline {
+            r = r.offline();
+        }
+        let out = r.run();
+        out.assert_exit(0);
+        out.logs()
+    };
+    assert_eq!(logs(true), vec!["planned=true changes=0"]);
+    let read = logs(false);
+    assert!(
+        read[0].starts_with("planned=false changes=") && read[0] != "planned=false changes=0",
+        "{read:?}"
+    );
+}
+
+/// `fingerprint.load(name)` of before, with no fingerprint to say which machine: a clear
+/// error at its line, not another machine's known-good.
+#[test]
+fn load_without_the_fingerprint_taken_now_is_refused_at_its_line() {
+    let env = Env::new();
+    let rb = env.write(
+        "fp.lua",
+        "runbook { name = \"fp\" }\nstep(\"load\", function()\n  fingerprint.load(\"good\")\nend)\n",
+    );
+    let out = Run::new(&env, &rb).yes().json().run();
+    out.assert_exit(1);
+    let error = out.step_error("load");
+    assert!(
+        error.contains("fp.lua:3:")
+            && error.contains("fingerprint.load(): give the fingerprint taken now, fingerprint.load(name, fingerprint.take(t, …)): a known-good is kept per machine"),
+        "{error}"
     );
 }

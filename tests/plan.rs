@@ -377,6 +377,26 @@ fn sandbox_sets(env: &Env, file: &Path) -> Option<Vec<String>> {
             sets(&[("cache", &path("cache"))])
         }
         "examples/quickstart.lua" => sets(&[("dir", &path("quickstart"))]),
+        "examples/fleet/cache-rollout.lua" => {
+            // On this machine alone: the capture on the source (the restore on other nodes
+            // is tests/cache_rollout.rs, over sshd).
+            let cache = scratch.join("inductor");
+            std::fs::create_dir_all(&cache).unwrap();
+            std::fs::write(cache.join("a.kernel"), "k").unwrap();
+            let venv = scratch.join("venv");
+            let made = std::process::Command::new("python3")
+                .args(["-m", "venv", "--without-pip"])
+                .arg(&venv)
+                .status()
+                .unwrap();
+            assert!(made.success());
+            sets(&[
+                ("source", "local"),
+                ("nodes", "local"),
+                ("cache", &path("inductor")),
+                ("venv", &venv.display().to_string()),
+            ])
+        }
         // Its own tests below: the demo project (locally and in a container), the fleet.
         "runbooks/clean-reset.lua" | "examples/fleet/gpu-uptime.lua" => return None,
         // Needs the real Slurm cluster: planned and applied in tests/slurm.rs.

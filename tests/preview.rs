@@ -48,6 +48,8 @@ fn stable(text: &str, replace: &[(&Path, &str)]) -> String {
         (r"\b[0-9a-f]{40}\b", "[REV]"),
         (r"\b[0-9a-f]{7}\b", "[REV]"),
         (r"(venv-build\.sh )\S+", "${1}[UV]"),
+        // A known-good fingerprint's file is named by the machine (fingerprint.rs).
+        (r"\bm-[0-9a-f]{16}\b", "[MACHINE]"),
     ] {
         text = regex::Regex::new(re)
             .unwrap()

@@ -221,7 +221,7 @@ fn a_failed_venv_verify_keeps_the_old_venv() {
         .collect();
     for later in [
         "restore code to the known-good rev",
-        "clear compile caches (kept aside)",
+        "restore or clear the compile caches (kept aside)",
         "relaunch training",
     ] {
         assert!(skipped.iter().any(|s| s == later), "{later}: {skipped:?}");

@@ -40,9 +40,13 @@ pub struct CaptureOptions {
     /// name, an ssh_config `Host`, `user@host[:port]`), reached over the run's connection
     /// to HOST;
     store: Option<String>,
-    /// `force = true`: go ahead while processes use files under the paths.
+    /// `force = true`: go ahead while processes use files under the paths;
     #[serde(default)]
     force: bool,
+    /// `throughput`: what the run's gate measured (the Ktok/s a throughput check read, a
+    /// number ≥ 0), recorded in the manifest.
+    /// ---@type number
+    throughput: Option<f64>,
 }
 
 /// Options of `artifact.restore`.
@@ -127,6 +131,7 @@ fn request(
         scope,
         store: store(lua, what, given_store)?,
         force,
+        throughput: None,
     })
 }
 
@@ -134,16 +139,18 @@ fn request(
 ///
 /// Packs cache directories on `t` (POSIX sh, tar and gzip there: busybox's too) into the
 /// store, content-addressed by sha256, with a manifest: the key, the paths, files and
-/// bytes, the target it was made on, the run id and the time (`throughput` is recorded as
-/// null: no gate's measurement reaches it yet). The key is read from `t` as
+/// bytes, the target it was made on (its name, and which machine it is: host key,
+/// machine id, containers), the run id, the time and `throughput` when given (what the
+/// run's gate measured, e.g. once a throughput check passed). The key is read from `t` as
 /// `fingerprint.take` reads it: `torch` (with its build tag, `2.11.0+cu128`), `triton`,
 /// `cuda`, `driver`, `gpu`, `compute_capability`, `python`, `platform`, `git_head` (with
 /// `repo`) and `env.NAME` for each `TORCHINDUCTOR_*`, `TRITON_*` and
 /// `TORCH_CUDA_ARCH_LIST` set there; `key` adds or overrides fields. The paths follow
 /// `cache.clear`'s rules (inside a cache root, not in use unless `force`), and each must
-/// be a directory. Each directory packed is one change, planned during `--dry-run`
-/// (`pack /tmp/torchinductor_root (336.6 MiB, 12,345 files) into artifact 'NAME' in DIR`:
-/// nothing is packed or stored then, and `id` is nil). The archive is written beside the
+/// be a directory when it is packed. Each directory packed is one change, planned during
+/// `--dry-run` (`pack /tmp/torchinductor_root into artifact 'NAME' in DIR`, without a
+/// size: earlier steps of the run may fill it; a directory not there yet is planned too,
+/// for a warm-up before it to make: nothing is packed or stored then, and `id` is nil). The archive is written beside the
 /// cache first (a new private file, deleted once read) and read back in 6 MiB reads
 /// (`read the archive of PATH (…), part 1 of 59`), as a command's output is bounded; its
 /// bytes are never output events. With `--offline` each pack is planned from the path as
@@ -182,13 +189,19 @@ async fn capture(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Va
     let ctx = require_running(&lua, what)?;
     let target = target_arg(&lua, &t, "artifact.capture")?;
     let o: CaptureOptions = options::read(&lua, what, opts)?;
+    if let Some(n) = o.throughput.filter(|n| !n.is_finite() || *n < 0.0) {
+        return Err(err_at(
+            &lua,
+            format!("{what}: option 'throughput' must be a number ≥ 0 (what the gate measured), got {n}"),
+        ));
+    }
     let scope = Scope {
         venv: o.venv,
         python: o.python,
         repo: o.repo,
         caches: Vec::new(),
     };
-    let req = request(
+    let mut req = request(
         &lua,
         what,
         o.paths,
@@ -198,6 +211,7 @@ async fn capture(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Va
         o.store.as_deref(),
         o.force,
     )?;
+    req.throughput = o.throughput;
     let step = step_for(&lua, &ctx, &target);
     let result = artifact::capture(&step, &req).await?;
     to_lua(&lua, &result)
@@ -278,7 +292,7 @@ async fn restore(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Va
     to_lua(&lua, &result)
 }
 
-/// Lua: artifact.list([name], [opts]) -> { { id, name, key, paths, files, bytes, archive_bytes, source, run_id, created, throughput }, … }
+/// Lua: artifact.list([name], [opts]) -> { { id, name, key, paths, files, bytes, archive_bytes, source, source_identity, run_id, created, throughput }, … }
 ///
 /// The artifacts in the store (of `name`, when given), newest first: a read, so it runs
 /// in a dry-run too. A store on this machine is read in every mode; one over ssh
@@ -302,9 +316,14 @@ async fn restore(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Va
 /// ---@field bytes integer
 /// ---@field archive_bytes integer
 /// ---@field source string the target it was captured on
+/// ---@field source_identity? runbook.MachineIdentity which machine that was
 /// ---@field run_id? string the run that captured it
 /// ---@field created string when, in UTC (RFC 3339)
-/// ---@field throughput? number the run's gate measurement (nil for now)
+/// ---@field throughput? number what the run's gate measured (`artifact.capture { throughput = N }`)
+/// ---@class runbook.MachineIdentity
+/// ---@field host_key? string the host key the SSH connection verified (`ssh-ed25519 SHA256:…`)
+/// ---@field machine_id string the machine's `/etc/machine-id` (`-`: it has none)
+/// ---@field containers? string[] each container on the way, outermost first
 async fn list(lua: Lua, (name, opts): (Value, Option<Table>)) -> mlua::Result<Value> {
     let what = "artifact.list()";
     let name = string_value(&lua, name, "artifact.list(): name")?;

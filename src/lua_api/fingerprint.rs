@@ -5,7 +5,7 @@ use super::target::target_arg;
 use super::to_lua;
 use super::{ctx, err_at, require_running, step_for, string_value};
 use crate::events::Event;
-use crate::primitives::fingerprint::{self, Fingerprint, Scope};
+use crate::primitives::fingerprint::{self, Fingerprint, Loaded, Scope};
 use mlua::{Lua, LuaSerdeExt, Table, Value};
 use serde::Deserialize;
 
@@ -40,8 +40,10 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// torch and CUDA versions, GPU names, compute capabilities and driver, the platform,
 /// the compile-relevant environment (`TORCHINDUCTOR_*`, `TRITON_*`,
 /// `TORCH_CUDA_ARCH_LIST`), every installed package (`packages`,
-/// with `packages_hash`), the git HEAD and dirty files of `repo`, and the size of each
-/// path in `caches` that exists. Options ([`TakeOptions`]):
+/// with `packages_hash`), the git HEAD and dirty files of `repo`, the size of each
+/// path in `caches` that exists, and which machine `t` is (`identity`: what a
+/// known-good is kept by). With `--offline` nothing is read: `planned` is true and every
+/// value is unknown (`fingerprint.diff` reports no change for it). Options ([`TakeOptions`]):
 ///
 /// ```lua
 /// local torch = require("runbook.torch")
@@ -67,7 +69,9 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// ---@field git_head? string the HEAD of `repo`
 /// ---@field git_dirty string[] the dirty files of `repo`
 /// ---@field caches table<string, { bytes: integer, files: integer }> path → size, for each cache that exists
-/// ---@field planned boolean `--offline`: nothing was looked at
+/// ---@field identity? runbook.MachineIdentity which machine it describes (nil with `--offline`)
+/// ---@field artifact? string the compile cache artifact (`artifact.capture`'s id) that goes with it, set by the runbook before `fingerprint.save`
+/// ---@field planned boolean `--offline`: nothing was looked at, every value is unknown
 async fn take(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Value> {
     let ctx = require_running(&lua, "fingerprint.take()")?;
     let target = target_arg(&lua, &t, "fingerprint.take")?;
@@ -103,13 +107,18 @@ fn state_dir(lua: &Lua) -> mlua::Result<std::path::PathBuf> {
 
 /// Lua: fingerprint.save(name, fp)
 ///
-/// Keeps `fp` under `name` in the state dir (`<state>/fingerprints/NAME.json`), e.g. as
-/// the new known-good after a successful recovery. It is a change like a command's: a
-/// preview and a plan list it (`on local: save fingerprint 'NAME'`), a confirmed run
-/// saves it only where it was confirmed, and during `--dry-run` nothing is written.
+/// Keeps `fp` under `name` for the machine it describes, in the state dir
+/// (`<state>/fingerprints/NAME/MACHINE.json`, MACHINE named by its machine id and the
+/// containers on the way), e.g. as the new known-good after a successful recovery: each
+/// machine has its own, whatever name it was reached by. It is a change like a
+/// command's: a preview and a plan list it (`on local: save fingerprint 'NAME' of
+/// TARGET`), a confirmed run saves it only where it was confirmed, and during
+/// `--dry-run` nothing is written.
 ///
 /// ```lua
-/// fingerprint.save("dflash-known-good", fingerprint.take(node, { venv = "/opt/venv" }))
+/// local fp = fingerprint.take(node, { venv = "/opt/venv" })
+/// fp.artifact = "3f9c0a51d2e4b7a8" -- the compile cache that goes with it (artifact.capture's id)
+/// fingerprint.save("dflash-known-good", fp)
 /// ```
 /// ---@param name string
 /// ---@param fp runbook.Fingerprint
@@ -120,19 +129,20 @@ fn save(lua: &Lua, (name, fp): (Value, Value)) -> mlua::Result<()> {
     // The file it writes, when the state dir is known (an offline `check` has none).
     let file = match ctx.state_dir.borrow().as_ref() {
         Some(dir) => Some(
-            fingerprint::store(dir, &name)
+            fingerprint::store(dir, &name, &fp)
                 .map_err(|e| err_at(lua, format!("fingerprint.save(): {e}")))?,
         ),
         None => None,
     };
-    let summary = format!("save fingerprint '{name}'");
+    let summary = format!("save fingerprint '{name}' of {}", fp.target);
     let shown = match &file {
         Some(path) => format!("write {}", path.display()),
         None => summary.clone(),
     };
-    // What the plan holds the run to: the name, not the file (the state dir may be
-    // named differently at apply) nor the facts (taken again in the real run).
-    let command = format!("fingerprint.save {name}");
+    // What the plan holds the run to: the name and the target, not the file (the state
+    // dir may be named differently at apply; the machine a plan's target is, is checked
+    // by apply itself) nor the facts (taken again in the real run).
+    let command = format!("fingerprint.save {name} of {}", fp.target);
     let saved = crate::actions::own_change(&ctx, &summary, &shown, &command, || {
         let dir = ctx
             .state_dir
@@ -161,18 +171,53 @@ fn save(lua: &Lua, (name, fp): (Value, Value)) -> mlua::Result<()> {
     Ok(())
 }
 
-/// Lua: fingerprint.load(name) -> fp or nil
+/// Lua: fingerprint.load(name, now) -> fp or nil
 ///
-/// The fingerprint saved under `name`, or nil when there is none yet.
+/// The fingerprint saved under `name` for the machine `now` (a fingerprint just taken
+/// with `fingerprint.take`) describes, or nil when that machine has none yet: another
+/// host's known-good is never returned, whatever names they were reached by. A file for
+/// the same machine id behind another host key (a cloned image) is not this machine's:
+/// nil, with a warning. With `--offline` (`now.planned`) no machine is known: nil.
+/// A fingerprint saved before they were kept per machine (`fingerprints/NAME.json`) is
+/// read for the target name it was taken on, until the next save writes the machine's.
+///
+/// ```lua
+/// local now = fingerprint.take(node, { venv = "/opt/venv" })
+/// local good = fingerprint.load("dflash-known-good", now)
+/// ```
 /// ---@param name string
+/// ---@param now runbook.Fingerprint
 /// ---@return runbook.Fingerprint?
-fn load(lua: &Lua, name: Value) -> mlua::Result<Value> {
+fn load(lua: &Lua, (name, now): (Value, Value)) -> mlua::Result<Value> {
     let name = string_value(lua, name, "fingerprint.load(): name")?.unwrap_or_default();
-    match fingerprint::load(&state_dir(lua)?, &name)
+    if now.is_nil() {
+        return Err(err_at(
+            lua,
+            "fingerprint.load(): give the fingerprint taken now, fingerprint.load(name, fingerprint.take(t, …)): a known-good is kept per machine",
+        ));
+    }
+    let now = from_lua(lua, now, "fingerprint.load(): second argument")?;
+    let warn = |message: String| {
+        let ctx = ctx(lua);
+        ctx.bus.emit(Event::Log {
+            step: ctx.step.get().map(|s| s.index),
+            level: crate::events::Level::Warn,
+            message,
+        });
+    };
+    match fingerprint::load(&state_dir(lua)?, &name, &now)
         .map_err(|e| err_at(lua, format!("fingerprint.load(): {e}")))?
     {
-        Some(fp) => to_lua(lua, &fp),
-        None => Ok(Value::Nil),
+        Loaded::Found(fp) => to_lua(lua, &fp),
+        Loaded::Legacy(fp) => to_lua(lua, &fp),
+        Loaded::OtherMachine(why) => {
+            warn(format!(
+                "fingerprint '{name}': the one kept for this machine id is of another machine ({}): a copied machine id? not compared",
+                why.join("; ")
+            ));
+            Ok(Value::Nil)
+        }
+        Loaded::None => Ok(Value::Nil),
     }
 }
 
@@ -180,12 +225,13 @@ fn load(lua: &Lua, name: Value) -> mlua::Result<Value> {
 ///
 /// What changed from `a` to `b`, most telling first: torch, CUDA, python, driver, git
 /// HEAD, GPUs, dirty files, each package added, removed or changed, caches that appeared
-/// or vanished. An empty list means nothing that matters changed.
+/// or vanished. An empty list means nothing that matters changed, or that one of them
+/// was taken with `--offline` (`planned`): what was never read is unknown, not changed.
 ///
 /// ```lua
-/// local good = fingerprint.load("dflash-known-good")
+/// local now = fingerprint.take(node, { venv = "/opt/venv", repo = "/root/dflash" })
+/// local good = fingerprint.load("dflash-known-good", now)
 /// if good then
-///   local now = fingerprint.take(node, { venv = "/opt/venv", repo = "/root/dflash" })
 ///   for _, c in ipairs(fingerprint.diff(good, now)) do
 ///     log.warn(c.what .. ": " .. tostring(c.before) .. " -> " .. tostring(c.after))
 ///   end

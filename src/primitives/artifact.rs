@@ -71,6 +71,8 @@ pub struct Request {
     pub store: Store,
     /// Act even while processes use the paths.
     pub force: bool,
+    /// What the run's gate measured (a capture records it in the manifest).
+    pub throughput: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -232,7 +234,9 @@ pub async fn capture(step: &Step<'_>, req: &Request) -> Result<Captured> {
         .paths
         .iter()
         .zip(&found)
-        .filter(|(_, f)| !f.exists || !f.dir)
+        // A dry-run plans the pack of a directory that is not there yet: an earlier step
+        // of the same run (a warm-up) may make it, and the run checks it again.
+        .filter(|(_, f)| (f.exists || !step.dry_run()) && (!f.exists || !f.dir))
         .map(|(p, f)| match f.exists {
             false => format!("{p}: does not exist"),
             true => format!("{p}: is not a directory"),
@@ -247,11 +251,12 @@ pub async fn capture(step: &Step<'_>, req: &Request) -> Result<Captured> {
     let mut parts = Vec::new();
     let mut planned = false;
     for ((given, tidy), f) in req.paths.iter().zip(&paths).zip(&found) {
+        // No size: what is packed is the directory as it is when the change runs, which
+        // earlier steps of the run (a warm-up) change after a dry-run looked; a plan holds
+        // the run to this line. The run's log says the size packed.
         let summary = format!(
-            "pack {} ({}) into artifact '{}' in {store}",
-            f.resolved,
-            f.size(),
-            req.name
+            "pack {} into artifact '{}' in {store}",
+            f.resolved, req.name
         );
         let cmd = Cmd::script(&PACK_SCRIPT, [f.root.as_str(), f.resolved.as_str()]);
         let ran = step.change(cmd, summary, false).await?;
@@ -291,6 +296,8 @@ pub async fn capture(step: &Step<'_>, req: &Request) -> Result<Captured> {
             planned: true,
         });
     }
+    // Which machine it came from, not only the name it was reached by (as plans record it).
+    let source_identity = fingerprint::identity(step).await?;
     let now = std::time::SystemTime::now();
     let m = Manifest {
         id: String::new(),
@@ -302,12 +309,13 @@ pub async fn capture(step: &Step<'_>, req: &Request) -> Result<Captured> {
         files,
         bytes,
         source: step.target.name(),
+        source_identity,
         run_id: step.ctx.run_id.borrow().clone(),
         created: humantime::format_rfc3339_seconds(now).to_string(),
         created_unix: now
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
-        throughput: None,
+        throughput: req.throughput,
     }
     .seal();
     stored(step, what, req.store.put_manifest(step, &m).await)?;

@@ -1,8 +1,15 @@
 //! Environment fingerprints: "what does this box look like", saved when it works, so that
 //! the next incident starts from "what changed since it last worked" rather than from a
 //! hunch. One read command gathers everything on the target.
+//!
+//! A known-good fingerprint is kept per machine (`NAME/MACHINE.json`): the machine is
+//! the target's identity (`targets/identity.rs`: machine id and containers on the way,
+//! not the name it was reached by), so a second host is never compared with the first
+//! one's known-good. Files of the earlier layout (`NAME.json`, one per name) stay
+//! readable, for the target name they were taken on, until a save writes the machine's.
 
 use super::{Cmd, Result, Script, Step};
+use crate::targets::identity::Identity;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -53,6 +60,14 @@ pub struct Fingerprint {
     /// path → size; absent caches are not listed.
     #[serde(default)]
     pub caches: BTreeMap<String, CacheSize>,
+    /// Which machine it describes (`targets/identity.rs`), where one was asked: none
+    /// with `--offline`, or where nothing may be contacted (`runbook test`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<Identity>,
+    /// The compile cache artifact that goes with this environment (`artifact.capture`'s
+    /// id), when the runbook that saves it names one.
+    #[serde(default)]
+    pub artifact: Option<String>,
     #[serde(default)]
     pub planned: bool,
 }
@@ -89,7 +104,25 @@ pub async fn take(step: &Step<'_>, scope: &Scope) -> Result<Fingerprint> {
     fp.target = step.target.name();
     fp.taken_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     fp.planned = ran.planned();
+    if !fp.planned {
+        fp.identity = identity(step).await?;
+    }
     Ok(fp)
+}
+
+/// Which machine the step's target is, as the run's locks asked it (once per target per
+/// run); `None` where nothing may be contacted.
+pub async fn identity(step: &Step<'_>) -> Result<Option<Identity>> {
+    if step.offline() && !step.target.is_local() {
+        return Ok(None);
+    }
+    let found = step.ctx.locks.identity(step.target).await.map_err(|e| {
+        step.fail(format!(
+            "cannot tell which machine {} is: {e}",
+            step.target.name()
+        ))
+    })?;
+    Ok(found.map(|f| f.identity))
 }
 
 fn non_empty(s: &str) -> Option<String> {
@@ -163,8 +196,13 @@ pub struct Change {
 }
 
 /// What changed from `a` (e.g. the known-good one) to `b` (now), most telling first.
+/// A planned fingerprint (`--offline`) read nothing: its values are unknown, not absent,
+/// so nothing is reported as changed.
 pub fn diff(a: &Fingerprint, b: &Fingerprint) -> Vec<Change> {
     let mut out = Vec::new();
+    if a.planned || b.planned {
+        return out;
+    }
     let mut field = |what: &str, x: &Option<String>, y: &Option<String>| {
         if x != y {
             out.push(Change {
@@ -212,9 +250,8 @@ pub fn diff(a: &Fingerprint, b: &Fingerprint) -> Vec<Change> {
     out
 }
 
-/// Where the fingerprint `name` is kept in `state_dir`; an error for a name that is not
-/// a plain file name.
-pub fn store(state_dir: &Path, name: &str) -> Result<PathBuf, String> {
+/// A fingerprint name: a plain file name.
+fn check_name(name: &str) -> Result<(), String> {
     if name.is_empty()
         || !name
             .chars()
@@ -225,29 +262,111 @@ pub fn store(state_dir: &Path, name: &str) -> Result<PathBuf, String> {
             "fingerprint name '{name}': use letters, digits, '-', '_' and '.'"
         ));
     }
+    Ok(())
+}
+
+fn short_hash(text: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(text.as_bytes());
+    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// The file name a fingerprint's machine is kept under: its machine id and the
+/// containers on the way (`m-…`), not its host key, which a target on this machine
+/// reached as `local` has none of; by the target's name (`t-…`) where no machine was
+/// asked (`runbook test`).
+pub fn machine(fp: &Fingerprint) -> String {
+    match &fp.identity {
+        Some(id) => {
+            let mut text = format!("machine-id {}\n", id.machine_id);
+            for c in &id.containers {
+                text.push_str(&format!("in {c}\n"));
+            }
+            format!("m-{}", short_hash(&text))
+        }
+        None => format!("t-{}", short_hash(&fp.target)),
+    }
+}
+
+/// Where the known-good `name` of the machine `fp` describes is kept in `state_dir`; an
+/// error for a name that is not a plain file name.
+pub fn store(state_dir: &Path, name: &str, fp: &Fingerprint) -> Result<PathBuf, String> {
+    check_name(name)?;
+    Ok(state_dir
+        .join("fingerprints")
+        .join(name)
+        .join(format!("{}.json", machine(fp))))
+}
+
+/// The earlier layout's file: one per name, whatever the machine.
+fn legacy(state_dir: &Path, name: &str) -> Result<PathBuf, String> {
+    check_name(name)?;
     Ok(state_dir.join("fingerprints").join(format!("{name}.json")))
 }
 
 pub fn save(state_dir: &Path, name: &str, fp: &Fingerprint) -> Result<PathBuf, String> {
-    let path = store(state_dir, name)?;
-    let dir = path.parent().expect("has a parent");
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let path = store(state_dir, name, fp)?;
+    let rel = path.strip_prefix(state_dir).expect("below the state dir");
     let text = serde_json::to_string_pretty(fp).map_err(|e| e.to_string())?;
-    // Write then rename: a crash never leaves half a known-good fingerprint.
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, text).map_err(|e| format!("{}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, &path).map_err(|e| format!("{}: {e}", path.display()))?;
+    // A new file of an unpredictable name, then renamed, no link followed below the
+    // state dir: a crash never leaves half a known-good, two saves never share a file.
+    use crate::fsx::{Mode, Replace};
+    crate::fsx::write(
+        state_dir,
+        rel,
+        text.as_bytes(),
+        Mode::Private,
+        Replace::Yes,
+        true,
+    )
+    .map_err(|e| e.to_string())?;
     Ok(path)
 }
 
-pub fn load(state_dir: &Path, name: &str) -> Result<Option<Fingerprint>, String> {
-    let path = store(state_dir, name)?;
-    match std::fs::read_to_string(&path) {
+/// What `load` found for a machine.
+#[derive(Debug, PartialEq)]
+pub enum Loaded {
+    /// The machine's known-good.
+    Found(Fingerprint),
+    /// An earlier layout's file (one per name) that was taken on a target of this name:
+    /// read as this machine's until a save writes the machine's own.
+    Legacy(Fingerprint),
+    /// A file for this machine id whose host key or containers differ: another machine
+    /// with a copied machine id (a cloned image), not compared.
+    OtherMachine(Vec<String>),
+    None,
+}
+
+fn read(path: &Path) -> Result<Option<Fingerprint>, String> {
+    match std::fs::read_to_string(path) {
         Ok(text) => serde_json::from_str(&text)
             .map(Some)
             .map_err(|e| format!("{}: {e}", path.display())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+/// The known-good `name` of the machine `now` describes. A planned `now` (`--offline`)
+/// names no machine: nothing is loaded.
+pub fn load(state_dir: &Path, name: &str, now: &Fingerprint) -> Result<Loaded, String> {
+    check_name(name)?;
+    if now.planned {
+        return Ok(Loaded::None);
+    }
+    if let Some(fp) = read(&store(state_dir, name, now)?)? {
+        if let (Some(saved), Some(here)) = (&fp.identity, &now.identity) {
+            let differ = Identity::differences(saved, here);
+            if !differ.is_empty() {
+                return Ok(Loaded::OtherMachine(differ));
+            }
+        }
+        return Ok(Loaded::Found(fp));
+    }
+    let old = legacy(state_dir, name)?;
+    match read(&old)? {
+        Some(fp) if fp.target == now.target => Ok(Loaded::Legacy(fp)),
+        _ => Ok(Loaded::None),
     }
 }
 
@@ -308,13 +427,93 @@ mod tests {
         assert!(diff(&good, &good).is_empty());
     }
 
+    fn on(machine_id: &str, host_key: Option<&str>, target: &str) -> Fingerprint {
+        let mut fp = parse(SAMPLE);
+        fp.target = target.into();
+        fp.identity = Some(Identity {
+            host_key: host_key.map(str::to_string),
+            machine_id: machine_id.into(),
+            containers: Vec::new(),
+        });
+        fp
+    }
+
     #[test]
-    fn names_are_checked_and_round_trip() {
+    fn names_are_checked_and_round_trip_per_machine() {
         let dir = tempfile::tempdir().unwrap();
         assert!(save(dir.path(), "../x", &Fingerprint::default()).is_err());
-        let fp = parse(SAMPLE);
-        save(dir.path(), "known-good", &fp).unwrap();
-        assert_eq!(load(dir.path(), "known-good").unwrap(), Some(fp));
-        assert_eq!(load(dir.path(), "missing").unwrap(), None);
+        let a = on("aaaa", Some("ssh-ed25519 SHA256:a"), "ssh://gpu1.example");
+        save(dir.path(), "known-good", &a).unwrap();
+        assert_eq!(
+            load(dir.path(), "known-good", &a).unwrap(),
+            Loaded::Found(a.clone())
+        );
+        assert_eq!(
+            load(dir.path(), "missing", &a).unwrap(),
+            Loaded::None,
+            "no such name"
+        );
+        // Another machine under the same name has none yet.
+        let b = on("bbbb", Some("ssh-ed25519 SHA256:b"), "ssh://gpu2.example");
+        assert_eq!(load(dir.path(), "known-good", &b).unwrap(), Loaded::None);
+        // The same machine reached another way (as `local`: no host key) finds it.
+        let here = on("aaaa", None, "local");
+        assert!(matches!(
+            load(dir.path(), "known-good", &here).unwrap(),
+            Loaded::Found(_)
+        ));
+        // A cloned machine id behind another host key is another machine.
+        let clone = on("aaaa", Some("ssh-ed25519 SHA256:c"), "ssh://gpu3.example");
+        let Loaded::OtherMachine(why) = load(dir.path(), "known-good", &clone).unwrap() else {
+            panic!("a clone was compared");
+        };
+        assert!(why[0].starts_with("host key:"), "{why:?}");
+        // Offline: nothing was read, no machine is named, nothing is loaded.
+        let offline = Fingerprint {
+            planned: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            load(dir.path(), "known-good", &offline).unwrap(),
+            Loaded::None
+        );
+    }
+
+    /// A file of the earlier layout (`NAME.json`) is read for the target name it was
+    /// taken on, and only for it, until the machine's own file is written.
+    #[test]
+    fn earlier_files_are_read_for_their_own_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = on("aaaa", None, "ssh://gpu1.example");
+        let legacy_file = dir.path().join("fingerprints/known-good.json");
+        std::fs::create_dir_all(legacy_file.parent().unwrap()).unwrap();
+        let mut written = old.clone();
+        written.identity = None;
+        std::fs::write(&legacy_file, serde_json::to_string(&written).unwrap()).unwrap();
+        assert_eq!(
+            load(dir.path(), "known-good", &old).unwrap(),
+            Loaded::Legacy(written)
+        );
+        let other = on("bbbb", None, "ssh://gpu2.example");
+        assert_eq!(
+            load(dir.path(), "known-good", &other).unwrap(),
+            Loaded::None
+        );
+        save(dir.path(), "known-good", &old).unwrap();
+        assert_eq!(
+            load(dir.path(), "known-good", &old).unwrap(),
+            Loaded::Found(old)
+        );
+    }
+
+    #[test]
+    fn an_offline_fingerprint_shows_no_drift() {
+        let good = parse(SAMPLE);
+        let offline = Fingerprint {
+            planned: true,
+            ..Default::default()
+        };
+        assert!(diff(&good, &offline).is_empty());
+        assert!(diff(&offline, &good).is_empty());
     }
 }

@@ -70,13 +70,17 @@ pub struct Manifest {
     pub archive_bytes: u64,
     /// The target it was captured on (`local`, `ssh://gpu1`, …).
     pub source: String,
+    /// Which machine that was (host key, machine id, containers), where it was asked.
+    /// Left out when absent, so a manifest written before it seals to the same id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_identity: Option<crate::targets::identity::Identity>,
     pub run_id: Option<String>,
     /// UTC, RFC 3339.
     pub created: String,
     /// Seconds since the epoch, for sorting and ages.
     pub created_unix: u64,
-    /// The throughput the run's gate measured. Always null for now: no primitive records
-    /// a gate's measurement where a capture could read it.
+    /// The throughput the run's gate measured, as the runbook passed it to
+    /// `artifact.capture { throughput = N }` (null when it passed none).
     pub throughput: Option<f64>,
 }
 
@@ -403,6 +407,7 @@ mod tests {
             bytes: 3,
             archive_bytes: 3,
             source: "local".into(),
+            source_identity: None,
             run_id: None,
             created: t.to_string(),
             created_unix: t,

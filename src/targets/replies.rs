@@ -67,6 +67,10 @@ pub struct Reply {
     pub timed_out: bool,
     #[serde(default)]
     pub stdout: String,
+    /// Its stdout, hex, when it is not text (an archive `artifact.capture` reads back):
+    /// `stdout` as text would not give those bytes back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdout_hex: Option<String>,
     #[serde(default)]
     pub stderr: String,
     /// It could not be run at all: the target could not be reached, a container refused.
@@ -104,16 +108,35 @@ impl Reply {
         if let Some(e) = &self.error {
             return Err(e.clone());
         }
+        let stdout = match &self.stdout_hex {
+            Some(h) => from_hex(h).ok_or("a reply's stdout_hex is not hex digits")?,
+            None => self.stdout.clone().into_bytes(),
+        };
         Ok(ExecOutcome {
             code: self.code,
             signal: self.signal,
-            stdout: self.stdout.clone().into_bytes(),
+            stdout,
             stderr: self.stderr.clone().into_bytes(),
             duration: Duration::from_millis(self.ms),
             timed_out: self.timed_out,
             ..Default::default()
         })
     }
+}
+
+fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn from_hex(text: &str) -> Option<Vec<u8>> {
+    let digits = text.as_bytes();
+    if digits.len() % 2 != 0 {
+        return None;
+    }
+    digits
+        .chunks(2)
+        .map(|pair| u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok())
+        .collect()
 }
 
 impl Key {
@@ -506,6 +529,7 @@ impl Replies {
             signal: None,
             timed_out: false,
             stdout: String::new(),
+            stdout_hex: None,
             stderr: String::new(),
             error: None,
             ms: 0,
@@ -522,7 +546,19 @@ impl Replies {
                     (true, false) => secrets::MASK.to_string(),
                     _ => text(b),
                 };
-                reply.stdout = stream(&o.stdout);
+                match std::str::from_utf8(&o.stdout) {
+                    // Bytes that are not text (an archive) are kept as they are, unless a
+                    // secret stands in them (its text survives a lossy reading), and a
+                    // secret output is the mask whatever it is.
+                    Err(_)
+                        if !req.secret_output
+                            && text(&o.stdout) == String::from_utf8_lossy(&o.stdout) =>
+                    {
+                        reply.stdout_hex = Some(to_hex(&o.stdout))
+                    }
+                    Err(_) => reply.stdout = secrets::MASK.to_string(),
+                    Ok(_) => reply.stdout = stream(&o.stdout),
+                }
                 reply.stderr = stream(&o.stderr);
                 reply.ms = o.duration.as_millis() as u64;
                 // Killed without a signal number known: say it was a signal all the same,
@@ -643,6 +679,25 @@ mod tests {
     use super::*;
 
     const HEADER: &str = "{\"runbook_replies\":1}\n";
+
+    /// Bytes that are not text come back as they were (an archive read back), and a
+    /// stdout_hex that is not hex is refused rather than read as something else.
+    #[test]
+    fn stdout_that_is_not_text_comes_back_byte_for_byte() {
+        let bytes: Vec<u8> = vec![0x1f, 0x8b, 0x08, 0x00, 0xff, 0xfe, b'\n', 0x00];
+        let line = format!(
+            "{{\"target\":\"local\",\"argv\":[\"cat\"],\"code\":0,\"stdout_hex\":\"{}\"}}",
+            to_hex(&bytes)
+        );
+        let reply: Reply = serde_json::from_str(&line).unwrap();
+        assert_eq!(reply.outcome().unwrap().stdout, bytes);
+        let bad: Reply = serde_json::from_str(
+            "{\"target\":\"local\",\"argv\":[\"cat\"],\"code\":0,\"stdout_hex\":\"1f8\"}",
+        )
+        .unwrap();
+        assert!(bad.outcome().is_err());
+        assert_eq!(from_hex("zz"), None);
+    }
 
     fn book(lines: &str) -> Result<Replies, String> {
         Replies::parse(

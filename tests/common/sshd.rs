@@ -289,6 +289,17 @@ impl Node {
         }
     }
 
+    /// Restarts it with `vars` set in every session's environment (sshd's `SetEnv`, which
+    /// wins over what sshd sets itself): its own HOME, its own nvidia-smi fixture.
+    pub fn set_env(&mut self, vars: &[(&str, &str)]) {
+        let text = std::fs::read_to_string(&self.config).unwrap();
+        let extra: String = vars.iter().map(|(k, v)| format!("{k}={v} ")).collect();
+        let text = text.replacen("SetEnv ", &format!("SetEnv {extra}"), 1);
+        std::fs::write(&self.config, text).unwrap();
+        self.kill();
+        self.start();
+    }
+
     /// Kills the listener and every session process of this instance (dropping live
     /// connections), as a crashed or rebooted host would.
     pub fn kill(&mut self) {
