@@ -21,7 +21,10 @@ fn fake_venv(dir: &Path, version: &str) -> PathBuf {
         .success();
     assert!(ok, "python3 -m venv");
     let purelib = std::process::Command::new(dir.join("bin/python"))
-        .args(["-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
+        .args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+        ])
         .output()
         .unwrap();
     let purelib = PathBuf::from(String::from_utf8(purelib.stdout).unwrap().trim());
@@ -105,6 +108,7 @@ step(params.op, function()
     })
   elseif params.op == "wipe" then
     cache.clear(t, { params.cache })
+    result({ wiped = true })
   end
 end)
 "#;
@@ -196,7 +200,10 @@ fn expect_hit_counts_the_graphs_a_warm_up_still_compiled() {
     assert_eq!(r["graphs_compiled"], "3");
     assert_eq!(r["counted_by"], "entries");
     assert_eq!(r["entries_after"], "3");
-    assert!(!r.contains_key("entries_before"), "no fxgraph/ before: {r:?}");
+    assert!(
+        !r.contains_key("entries_before"),
+        "no fxgraph/ before: {r:?}"
+    );
     assert_eq!(r["dir"], c.cache.display().to_string());
     assert_eq!(c.entries(), 3);
     let warns = out.logs_at("warn");
@@ -212,7 +219,10 @@ fn expect_hit_counts_the_graphs_a_warm_up_still_compiled() {
     let (r, out) = c.ok("warm", &plain);
     assert_eq!(r["hit"], "true", "{r:?}");
     assert_eq!(r["graphs_compiled"], "0");
-    assert_eq!((r["entries_before"].as_str(), r["entries_after"].as_str()), ("3", "3"));
+    assert_eq!(
+        (r["entries_before"].as_str(), r["entries_after"].as_str()),
+        ("3", "3")
+    );
     assert!(out.logs_at("warn").is_empty(), "{:?}", out.logs_at("warn"));
     assert!(out
         .logs_at("info")
@@ -222,12 +232,18 @@ fn expect_hit_counts_the_graphs_a_warm_up_still_compiled() {
     // Another torch: its keys differ, every graph compiles again.
     set_version(&c.venv, "2.10.0+cpu");
     let (r, _) = c.ok("warm", &plain);
-    assert_eq!((r["hit"].as_str(), r["graphs_compiled"].as_str()), ("false", "3"));
+    assert_eq!(
+        (r["hit"].as_str(), r["graphs_compiled"].as_str()),
+        ("false", "3")
+    );
     assert_eq!(c.entries(), 6);
 
     set_version(&c.venv, "2.9.1+cpu");
     let out = c
-        .op("warm", &[("wrapper", "none"), ("on_miss", "fail"), ("graphs", "1")])
+        .op(
+            "warm",
+            &[("wrapper", "none"), ("on_miss", "fail"), ("graphs", "1")],
+        )
         .run();
     out.assert_exit(1);
     let err = out.step_error(FAILED);
@@ -353,7 +369,10 @@ fn the_wrapper_runs_the_script_as_python_would() {
     std::fs::write(&script, body("import os\nos._exit(0)")).unwrap();
     let (r, out) = c.ok("warm", &trainer);
     assert_eq!(r["counted_by"], "entries", "no counters: {r:?}");
-    assert_eq!(r["hit"], "true", "the 2 graphs were cached by the first run");
+    assert_eq!(
+        r["hit"], "true",
+        "the 2 graphs were cached by the first run"
+    );
     let warns = out.logs_at("warn");
     assert!(
         warns.iter().any(|w| w.starts_with(
@@ -376,7 +395,10 @@ fn mega_cache_capture_wipe_restore_then_a_hit() {
     assert_eq!(r["mega.path"], file.display().to_string());
     assert!(std::fs::metadata(&file).unwrap().len() > 0);
     use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(file.parent().unwrap()).unwrap().permissions().mode();
+    let mode = std::fs::metadata(file.parent().unwrap())
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o700);
 
     let (r, _) = c.ok("capture", &[]);
@@ -439,7 +461,10 @@ fn before_torch_2_7_files_are_the_fallback() {
     assert_eq!(r["mega_reason"], "no artifact 'tiny.mega' in the store");
     assert_eq!(c.entries(), 3);
     let (r, _) = c.ok("warm", &[]);
-    assert_eq!((r["hit"].as_str(), r["counter.fxgraph_cache_hit"].as_str()), ("true", "3"));
+    assert_eq!(
+        (r["hit"].as_str(), r["counter.fxgraph_cache_hit"].as_str()),
+        ("true", "3")
+    );
 }
 
 /// Over a real sshd: the count, the wrapper's counters and a files capture/restore work
@@ -456,7 +481,11 @@ fn over_ssh_a_restored_cache_is_proven_by_the_counters() {
         result(&out)
     };
     let r = on("warm", &node);
-    assert_eq!((r["hit"].as_str(), r["counter.fxgraph_cache_miss"].as_str()), ("false", "3"), "{r:?}");
+    assert_eq!(
+        (r["hit"].as_str(), r["counter.fxgraph_cache_miss"].as_str()),
+        ("false", "3"),
+        "{r:?}"
+    );
     let r = on("capture", &[("node", "node1"), ("mode", "files")]);
     assert_eq!(r["mode"], "files");
     on("wipe", &node);
@@ -479,7 +508,10 @@ fn dry_run_and_bad_options() {
     out.assert_exit(0);
     let r = result(&out);
     assert_eq!(r["entries_before"], "3", "{r:?}");
-    assert!(!r.contains_key("hit") && !r.contains_key("entries_after"), "{r:?}");
+    assert!(
+        !r.contains_key("hit") && !r.contains_key("entries_after"),
+        "{r:?}"
+    );
 
     let bad = |opts: &str| {
         let rb = c.env.write(
@@ -489,14 +521,24 @@ fn dry_run_and_bad_options() {
             ),
         );
         let out = Run::new(&c.env, &rb).yes().json().run();
-        out.describe()
+        assert_ne!(out.code(), 0, "{}", out.describe());
+        out.step_errors() + &out.stderr_text()
     };
     let text = bad("on_miss = \"stop\", expect_cache = \"hit\"");
-    assert!(text.contains("warmup.run(): on_miss is \"warn\" or \"fail\", got \"stop\""), "{text}");
+    assert!(
+        text.contains("warmup.run(): on_miss is \"warn\" or \"fail\", got \"stop\""),
+        "{text}"
+    );
     let text = bad("on_miss = \"fail\"");
-    assert!(text.contains("on_miss goes with expect_cache = \"hit\""), "{text}");
+    assert!(
+        text.contains("on_miss goes with expect_cache = \"hit\""),
+        "{text}"
+    );
     let text = bad("mega_save = \"rel/m.bin\"");
-    assert!(text.contains("warmup.run(): mega_save is a file path on the target, absolute or ~/…"), "{text}");
+    assert!(
+        text.contains("warmup.run(): mega_save is a file path on the target, absolute or ~/…"),
+        "{text}"
+    );
     let text = bad("expect_cache = 3");
     assert!(text.contains("is a path or a list of paths"), "{text}");
 }
