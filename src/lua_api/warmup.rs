@@ -162,6 +162,7 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// ---@field autograd_cache_hit integer
 /// ---@field autograd_cache_miss integer
 /// ---@field autograd_cache_bypass integer
+/// ---@field fxgraph_lookup_write_file integer generated code a hit had to write again (after a Mega-Cache load: its kernels are rebuilt)
 /// ---@class runbook.TorchMegaSaved
 /// ---@field saved boolean
 /// ---@field path? string the file written

@@ -98,6 +98,9 @@ pub struct Counters {
     pub autograd_cache_hit: u64,
     pub autograd_cache_miss: u64,
     pub autograd_cache_bypass: u64,
+    /// Generated code a cache hit had to write again (it was not in the cache): after a
+    /// Mega-Cache load, whose artifacts carry no kernel binaries, each is rebuilt.
+    pub fxgraph_lookup_write_file: u64,
 }
 
 /// `{"inductor": {NAME: N, ...}, "aot_autograd": {...}}`, torch's groups as the wrapper
@@ -121,6 +124,7 @@ impl<'de> Deserialize<'de> for Counters {
             autograd_cache_hit: of(&g.aot_autograd, "autograd_cache_hit"),
             autograd_cache_miss: of(&g.aot_autograd, "autograd_cache_miss"),
             autograd_cache_bypass: of(&g.aot_autograd, "autograd_cache_bypass"),
+            fxgraph_lookup_write_file: of(&g.inductor, "fxgraph_lookup_write_file"),
         })
     }
 }
