@@ -435,7 +435,14 @@ end)
             .expect_exit(0)
             .run()
     };
-    let user = String::from_utf8(std::process::Command::new("id").arg("-un").output().unwrap().stdout).unwrap();
+    let user = String::from_utf8(
+        std::process::Command::new("id")
+            .arg("-un")
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
     let dir = format!("/tmp/torchinductor_{}", user.trim());
     let out = run();
     let info = out.logs_at("info");
@@ -446,7 +453,8 @@ end)
     assert!(out
         .logs_at("warn")
         .iter()
-        .any(|w| w.starts_with("warm-up on node1/ct200: the restored cache missed: 3 graphs compiled")));
+        .any(|w| w
+            .starts_with("warm-up on node1/ct200: the restored cache missed: 3 graphs compiled")));
     // In the container's /tmp, not the node's.
     assert_eq!(
         std::fs::read_dir(ct.join(format!("tmp/torchinductor_{}/fxgraph", user.trim())))
