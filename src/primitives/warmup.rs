@@ -346,9 +346,18 @@ pub async fn run(step: &Step<'_>, spec: &Spec) -> Result<Outcome> {
         }
         judge(h, torch.as_ref().and_then(|t| t.counters.as_ref()));
         let message = hit_message(&target, h, torch.as_ref());
+        let idle = torch
+            .as_ref()
+            .and_then(|t| t.counters.as_ref())
+            .is_some_and(|c| {
+                c.fxgraph_cache_hit + c.fxgraph_cache_miss + c.fxgraph_cache_bypass == 0
+            });
         match h.hit {
             Some(false) if on_miss == OnMiss::Fail => return Err(step.fail(message)),
             Some(false) => warn(step, message),
+            // A hit in name only: the script never asked inductor for a graph, so it
+            // proves nothing about the cache.
+            _ if idle => warn(step, message),
             _ => log(step, message),
         }
     }
@@ -430,7 +439,17 @@ fn hit_message(target: &str, h: &HitCheck, torch: Option<&TorchReport>) -> Strin
         entries(h.entries_before),
         entries(h.entries_after)
     );
-    if let Some(c) = torch.and_then(|t| t.counters.as_ref()) {
+    let counters = torch.and_then(|t| t.counters.as_ref());
+    if let Some(c) = counters
+        .filter(|c| c.fxgraph_cache_hit + c.fxgraph_cache_miss + c.fxgraph_cache_bypass == 0)
+    {
+        return format!(
+            "warm-up on {target}: nothing compiled, but no FX graph was looked up either \
+             (does the script run a torch.compile'd model?); autograd cache: {} hit, {} miss ({detail})",
+            c.autograd_cache_hit, c.autograd_cache_miss
+        );
+    }
+    if let Some(c) = counters {
         detail = format!(
             "inductor's counters: {} hit, {} miss, {} bypass; {detail}",
             c.fxgraph_cache_hit, c.fxgraph_cache_miss, c.fxgraph_cache_bypass
@@ -766,5 +785,54 @@ mod tests {
         assert_eq!(parse_size("4096 3"), Some((3, 4096)), "BYTES FILES");
         assert_eq!(parse_size("missing"), None);
         assert_eq!(size(Some(1200), Some(4096)), "4.0 KiB, 1,200 files");
+    }
+
+    #[test]
+    fn the_report_reads_torchs_groups_and_judges_by_counters_first() {
+        let line = r#"{"counters": {"aot_autograd": {"autograd_cache_hit": 1, "ok": 1}, "inductor": {"fxgraph_cache_hit": 2, "fxgraph_cache_bypass": 1, "pattern_matcher_count": 76}}, "error": null, "inductor": "/c", "mega": {"saved": false, "reason": "old"}, "torch": "2.11.0+cu130"}"#;
+        let r: TorchReport = serde_json::from_str(line).unwrap();
+        let c = r.counters.clone().unwrap();
+        assert_eq!(
+            (
+                c.fxgraph_cache_hit,
+                c.fxgraph_cache_miss,
+                c.fxgraph_cache_bypass,
+                c.autograd_cache_hit
+            ),
+            (2, 0, 1, 1)
+        );
+        assert_eq!(r.mega.as_ref().unwrap().reason.as_deref(), Some("old"));
+        // Counters win over the files: a bypass compiled a graph and left no entry.
+        let mut h = HitCheck {
+            dir: "/c".into(),
+            entries_before: Some(2),
+            entries_after: Some(2),
+            ..Default::default()
+        };
+        judge(&mut h, Some(&c));
+        assert_eq!(
+            (h.graphs_compiled, h.hit, h.counted_by.as_deref()),
+            (Some(1), Some(false), Some("counters"))
+        );
+        assert_eq!(
+            hit_message("local", &h, Some(&r)),
+            "warm-up on local: the restored cache missed: 1 graph compiled (inductor's counters: \
+             2 hit, 0 miss, 1 bypass; FX graph cache entries in /c/fxgraph: 2 → 2, 0 new)"
+        );
+        // Without counters, the new entries; no fxgraph/ before is none.
+        let mut h = HitCheck {
+            dir: "/c".into(),
+            entries_after: Some(3),
+            ..Default::default()
+        };
+        judge(&mut h, None);
+        assert_eq!((h.graphs_compiled, h.hit), (Some(3), Some(false)));
+        // Nothing looked up at all is no proof, and says so.
+        let idle: TorchReport =
+            serde_json::from_str(r#"{"counters": {"inductor": {}, "aot_autograd": {}}}"#).unwrap();
+        let mut h = HitCheck::default();
+        judge(&mut h, idle.counters.as_ref());
+        assert_eq!(h.hit, Some(true));
+        assert!(hit_message("local", &h, Some(&idle)).contains("no FX graph was looked up either"));
     }
 }
