@@ -391,3 +391,82 @@ fn warm_cache_passes_again_on_a_warm_cache() {
         .stderr_has("left its caches empty")
         .run();
 }
+
+/// `expect_cache = "hit"` inside container 200 over SSH, with torch's default cache dir
+/// there (the container's own /tmp/torchinductor_USER): a script that writes FX graph
+/// entries where inductor writes them is a miss with their count; run again, writing
+/// nothing new, a hit. The count runs in the container, with the warm-up's environment.
+#[test]
+fn expect_hit_inside_a_container_uses_torchs_default_dir_there() {
+    require_sshd!();
+    let fleet = Fleet::start(1);
+    let ct = fleet.container(200);
+    // One entry per "graph" at fxgraph/KEY[1:3]/KEY/HASH, skipped when it is there.
+    std::fs::write(
+        ct.join("root/graphs.py"),
+        r#"import getpass, os, sys, tempfile
+root = os.path.join(tempfile.gettempdir(), "torchinductor_" + getpass.getuser(), "fxgraph")
+for i in range(int(sys.argv[1])):
+    d = os.path.join(root, "%02d" % i, "f%02dkey" % i)
+    if not os.path.isdir(d):
+        os.makedirs(d)
+        open(os.path.join(d, "hash"), "w").write("graph %d" % i)
+print("graphs written under " + root)
+"#,
+    )
+    .unwrap();
+    let env = Env::new();
+    let rb = env.write(
+        "remote_hit.lua",
+        r#"
+runbook { name = "remote-hit" }
+step("warm", function()
+  local r = warmup.run(target("node1"):pct(200), { script = "/root/graphs.py", args = { 3 }, expect_cache = "hit" })
+  local h = r.cache_hit
+  log.info(("dir=%s hit=%s compiled=%s by=%s"):format(h.dir, tostring(h.hit), tostring(h.graphs_compiled), h.counted_by))
+end)
+"#,
+    );
+    let run = || {
+        Run::new(&env, &rb)
+            .ssh(&fleet)
+            .yes()
+            .json()
+            .expect_exit(0)
+            .run()
+    };
+    let user = String::from_utf8(
+        std::process::Command::new("id")
+            .arg("-un")
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let dir = format!("/tmp/torchinductor_{}", user.trim());
+    let out = run();
+    let info = out.logs_at("info");
+    assert!(
+        info.contains(&format!("dir={dir} hit=false compiled=3 by=entries")),
+        "{info:?}"
+    );
+    assert!(out
+        .logs_at("warn")
+        .iter()
+        .any(|w| w
+            .starts_with("warm-up on node1/ct200: the restored cache missed: 3 graphs compiled")));
+    // In the container's /tmp, not the node's.
+    assert_eq!(
+        std::fs::read_dir(ct.join(format!("tmp/torchinductor_{}/fxgraph", user.trim())))
+            .unwrap()
+            .count(),
+        3
+    );
+    let out = run();
+    assert!(
+        out.logs_at("info")
+            .contains(&format!("dir={dir} hit=true compiled=0 by=entries")),
+        "{:?}",
+        out.logs_at("info")
+    );
+}

@@ -2,6 +2,13 @@
 
 The warm-up fills torch.compile's caches only for the graphs training will ask for: the
 same model, the same shapes, the same step. Both scripts build everything here.
+
+MODEL_SIZE (environment, default 1) is how much there is to compile: 1 compiles the
+whole model as one region (a forward and a backward graph); N > 1 gives it N blocks,
+each with its own MLP width (so no two compile to the same graph, which the cache would
+share) and each compiled on its own, and the embedding and the head compiled apart too: N + 2
+regions, each a forward and a backward graph. Warm-up and training must see the same
+MODEL_SIZE.
 """
 import os
 
@@ -14,18 +21,20 @@ SEQ = 64
 BATCH = 16
 DIM = 64
 HEADS = 4
-LAYERS = 2
+SIZE = int(os.environ.get("MODEL_SIZE", "1"))
+LAYERS = 2 if SIZE == 1 else SIZE
 TOKENS_PER_STEP = BATCH * SEQ
 
 
 class Block(nn.Module):
-    def __init__(self):
+    def __init__(self, i=0):
         super().__init__()
+        hidden = 4 * DIM + 16 * i
         self.norm1 = nn.LayerNorm(DIM)
         self.qkv = nn.Linear(DIM, 3 * DIM)
         self.proj = nn.Linear(DIM, DIM)
         self.norm2 = nn.LayerNorm(DIM)
-        self.mlp = nn.Sequential(nn.Linear(DIM, 4 * DIM), nn.GELU(), nn.Linear(4 * DIM, DIM))
+        self.mlp = nn.Sequential(nn.Linear(DIM, hidden), nn.GELU(), nn.Linear(hidden, DIM))
 
     def forward(self, x):
         b, t, _ = x.shape
@@ -41,15 +50,22 @@ class TinyLM(nn.Module):
         super().__init__()
         self.tok = nn.Embedding(VOCAB, DIM)
         self.pos = nn.Embedding(SEQ, DIM)
-        self.blocks = nn.ModuleList(Block() for _ in range(LAYERS))
+        # Size 1 keeps the model whose figures are in docs/RELIABILITY.md: two equal blocks.
+        self.blocks = nn.ModuleList(Block(0 if SIZE == 1 else i) for i in range(LAYERS))
         self.norm = nn.LayerNorm(DIM)
         self.head = nn.Linear(DIM, VOCAB)
 
+    def embed(self, idx):
+        return self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
+
+    def out(self, x):
+        return self.head(self.norm(x))
+
     def forward(self, idx):
-        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
+        x = self.embed(idx)
         for blk in self.blocks:
             x = blk(x)
-        return self.head(self.norm(x))
+        return self.out(x)
 
 
 def corpus():
@@ -73,9 +89,15 @@ def setup():
         y = torch.stack([data[s + 1 : s + SEQ + 1] for s in starts])
         return x, y
 
-    # dynamic=False: every step has the same shapes, so one graph (forward and backward)
-    # is compiled and cached, and a warm cache serves all of it.
-    return torch.compile(model, dynamic=False), opt, batch
+    # dynamic=False: every step has the same shapes, so each region's graphs (forward and
+    # backward) are compiled and cached once, and a warm cache serves all of it.
+    if SIZE == 1:
+        return torch.compile(model, dynamic=False), opt, batch
+    for blk in model.blocks:
+        blk.compile(dynamic=False)
+    model.embed = torch.compile(model.embed, dynamic=False)
+    model.out = torch.compile(model.out, dynamic=False)
+    return model, opt, batch
 
 
 def train_step(model, opt, x, y):

@@ -82,6 +82,8 @@ pub static SCRIPTS: &[&Script] = &[
     &venv::BUILD_SCRIPT,
     &venv::LIST_SCRIPT,
     &warmup::MEASURE_SCRIPT,
+    &warmup::GRAPHS_SCRIPT,
+    &warmup::TORCH_SCRIPT,
     &NEED_SCRIPT,
 ];
 

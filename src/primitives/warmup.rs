@@ -2,7 +2,14 @@
 //! prove it did, by measuring each expected cache before and after.
 //!
 //! The run is a change (it fills caches), so `--dry-run` only plans it; the measurements
-//! are reads. Every output line of the script already becomes an `output` event (the
+//! are reads.
+//!
+//! After a restore the proof is the opposite one: the warm-up should compile nothing.
+//! `expect_hit` counts inductor's FX graph cache entries before and after (one file per
+//! compiled graph), and with `torch_report` the script runs under a small wrapper
+//! (`sh/warmup_torch.sh`) that prints inductor's own hit/miss counters as one JSON line
+//! at exit, read here into [`TorchReport`]; the same wrapper saves torch's Mega-Cache
+//! when asked (`mega_save`). Every output line of the script already becomes an `output` event (the
 //! spinner shows the latest); what this adds is a warning when the script stays silent
 //! for long, since a compile that prints nothing for minutes looks exactly like a hang.
 
@@ -10,7 +17,7 @@ use super::{human_size, Cmd, Ran, Result, Script, Step};
 use crate::duration;
 use crate::events::{Event, Sink, Stamped};
 use crate::targets::ExecRequest;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::cell::Cell;
 use std::ffi::OsString;
 use std::rc::{Rc, Weak};
@@ -30,8 +37,113 @@ pub struct Spec {
     /// usual way a warm-up deadlocks or runs out of memory.
     pub single_threaded: bool,
     pub expect_cache: Vec<String>,
+    /// `expect_cache = "hit"`: the warm-up should compile nothing (what a restored cache
+    /// is for); what it compiled anyway is reported, and fails the step with `on_miss`.
+    pub expect_hit: Option<OnMiss>,
+    /// Run the script under `warmup_torch.sh`, which reports torch's own counters.
+    pub torch_report: bool,
+    /// Where that wrapper saves torch's Mega-Cache at exit (implies `torch_report`).
+    pub mega_save: Option<String>,
     /// Warn after this long without an output line; `None`: never.
     pub quiet_warning: Option<Duration>,
+}
+
+/// What a warm-up that still compiled does to the step, with `expect_cache = "hit"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnMiss {
+    /// A `warn` line and `hit = false` in the result; the step goes on (the cache is
+    /// warm now, the restore just did not save the compile).
+    Warn,
+    /// The step fails with the same message.
+    Fail,
+}
+
+/// The proof that a warm-up compiled nothing (`expect_cache = "hit"`).
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct HitCheck {
+    /// Inductor's cache dir, as the warm-up's environment makes inductor choose it.
+    pub dir: String,
+    /// FX graph cache entries (files under `fxgraph/`, one per compiled graph) before and
+    /// after; nil where it had none (no `fxgraph/`), or when not measured.
+    pub entries_before: Option<u64>,
+    pub entries_after: Option<u64>,
+    /// Graphs inductor compiled: its `fxgraph_cache_miss + fxgraph_cache_bypass` counters
+    /// when the torch report has them, else the new entries.
+    pub graphs_compiled: Option<u64>,
+    /// `counters` or `entries`: where `graphs_compiled` came from.
+    pub counted_by: Option<String>,
+    /// Nothing was compiled.
+    pub hit: Option<bool>,
+}
+
+/// What `warmup_torch.sh` printed at the script's exit (the JSON line's fields).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct TorchReport {
+    /// `torch.__version__`; nil when the script never imported torch.
+    pub torch: Option<String>,
+    /// Inductor's cache dir, as inductor resolved it in that process.
+    pub inductor: Option<String>,
+    pub counters: Option<Counters>,
+    pub mega: Option<MegaSaved>,
+    /// Why a part could not be read.
+    pub error: Option<String>,
+}
+
+/// The counters of `torch._dynamo.utils.counters` a cache check needs, by torch's names.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct Counters {
+    pub fxgraph_cache_hit: u64,
+    pub fxgraph_cache_miss: u64,
+    pub fxgraph_cache_bypass: u64,
+    pub autograd_cache_hit: u64,
+    pub autograd_cache_miss: u64,
+    pub autograd_cache_bypass: u64,
+    /// Generated code a cache hit had to write again (it was not in the cache): after a
+    /// Mega-Cache load, whose artifacts carry no kernel binaries, each is rebuilt.
+    pub fxgraph_lookup_write_file: u64,
+}
+
+/// `{"inductor": {NAME: N, ...}, "aot_autograd": {...}}`, torch's groups as the wrapper
+/// copies them: the names read, the others (pattern matcher counts, …) left out.
+impl<'de> Deserialize<'de> for Counters {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        type Group = std::collections::BTreeMap<String, u64>;
+        #[derive(Deserialize)]
+        struct Groups {
+            #[serde(default)]
+            inductor: Group,
+            #[serde(default)]
+            aot_autograd: Group,
+        }
+        let g = Groups::deserialize(d)?;
+        let of = |group: &Group, k: &str| group.get(k).copied().unwrap_or(0);
+        Ok(Counters {
+            fxgraph_cache_hit: of(&g.inductor, "fxgraph_cache_hit"),
+            fxgraph_cache_miss: of(&g.inductor, "fxgraph_cache_miss"),
+            fxgraph_cache_bypass: of(&g.inductor, "fxgraph_cache_bypass"),
+            autograd_cache_hit: of(&g.aot_autograd, "autograd_cache_hit"),
+            autograd_cache_miss: of(&g.aot_autograd, "autograd_cache_miss"),
+            autograd_cache_bypass: of(&g.aot_autograd, "autograd_cache_bypass"),
+            fxgraph_lookup_write_file: of(&g.inductor, "fxgraph_lookup_write_file"),
+        })
+    }
+}
+
+/// `torch.compiler.save_cache_artifacts()` at the script's exit, written to `mega_save`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct MegaSaved {
+    pub saved: bool,
+    /// The file it wrote (`mega_save` as given).
+    #[serde(default)]
+    pub path: Option<String>,
+    #[serde(default)]
+    pub bytes: Option<u64>,
+    /// Artifacts by kind (`inductor`, `aot_autograd`, `autotune`, `pgo`, …).
+    #[serde(default)]
+    pub artifacts: std::collections::BTreeMap<String, u64>,
+    /// Why nothing was saved.
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 /// One expected cache, measured before and after (files, bytes); nil where it did not
@@ -55,6 +167,11 @@ pub struct Outcome {
     /// Seconds the script ran.
     pub duration: f64,
     pub caches: Vec<CacheGrowth>,
+    /// With `expect_cache = "hit"`.
+    pub cache_hit: Option<HitCheck>,
+    /// With `torch_report` (or `mega_save`): nil when the script left no report (killed,
+    /// `os._exit`) or in a dry-run.
+    pub torch: Option<TorchReport>,
     pub planned: bool,
 }
 
@@ -72,6 +189,25 @@ pub(crate) static MEASURE_SCRIPT: Script = Script::new(
     "src/primitives/sh/measure.sh",
     MEASURE,
 );
+
+/// Counts inductor's FX graph cache entries, in the warm-up's environment.
+pub(crate) static GRAPHS_SCRIPT: Script = Script::new(
+    "warmup-inductor-graphs.sh",
+    "warmup.run",
+    "src/primitives/sh/inductor_graphs.sh",
+    include_str!("sh/inductor_graphs.sh"),
+);
+
+/// Runs the warm-up script and prints torch's counters (and saves the Mega-Cache) at exit.
+pub(crate) static TORCH_SCRIPT: Script = Script::new(
+    "warmup-torch.sh",
+    "warmup.run",
+    "src/primitives/sh/warmup_torch.sh",
+    include_str!("sh/warmup_torch.sh"),
+);
+
+/// The prefix of the wrapper's report line on stderr.
+const REPORT: &str = "runbook-warmup-report ";
 
 pub async fn run(step: &Step<'_>, spec: &Spec) -> Result<Outcome> {
     let mut caches: Vec<CacheGrowth> = spec
@@ -95,12 +231,36 @@ pub async fn run(step: &Step<'_>, spec: &Spec) -> Result<Outcome> {
             (c.files_before, c.bytes_before) = m.unzip();
         }
     }
+    let mut hit = match spec.expect_hit {
+        Some(_) => graphs(step, spec, "before")
+            .await?
+            .map(|(dir, n)| HitCheck {
+                dir,
+                entries_before: n,
+                ..Default::default()
+            }),
+        None => None,
+    };
 
     let mut argv: Vec<OsString> = vec![spec.python.clone().into(), spec.script.clone().into()];
     argv.extend(spec.args.iter().cloned());
     let shown = crate::quote::join(&argv);
     let summary = format!("warm-up: {shown}");
-    let mut cmd = Cmd::new(argv);
+    let wrapped = spec.torch_report || spec.mega_save.is_some();
+    let mut cmd = match wrapped {
+        // The same python, script and arguments, after the wrapper's own two.
+        true => Cmd::script(
+            &TORCH_SCRIPT,
+            [
+                spec.python.clone().into(),
+                spec.mega_save.clone().unwrap_or_default().into(),
+            ]
+            .into_iter()
+            .chain(argv[1..].iter().cloned())
+            .collect::<Vec<OsString>>(),
+        ),
+        false => Cmd::new(argv),
+    };
     cmd.env = environment(spec);
     if let Some(dir) = &spec.cwd {
         cmd = cmd.cwd(dir);
@@ -120,6 +280,8 @@ pub async fn run(step: &Step<'_>, spec: &Spec) -> Result<Outcome> {
                 ok: true,
                 duration: 0.0,
                 caches,
+                cache_hit: hit,
+                torch: None,
                 planned: true,
             })
         }
@@ -131,6 +293,11 @@ pub async fn run(step: &Step<'_>, spec: &Spec) -> Result<Outcome> {
         let tail = out.stderr_tail(crate::targets::failure::TAIL_LINES);
         return Err(step.fail(format!("{head}: {shown}{tail}")));
     }
+
+    let torch = match wrapped {
+        true => report(step, out, spec),
+        false => None,
+    };
 
     if let Some(after) = measure(step, &spec.expect_cache, "after").await? {
         for (c, m) in caches.iter_mut().zip(after) {
@@ -173,12 +340,167 @@ pub async fn run(step: &Step<'_>, spec: &Spec) -> Result<Outcome> {
             stale.join("; ")
         )));
     }
+    if let (Some(on_miss), Some(h)) = (spec.expect_hit, hit.as_mut()) {
+        if let Some((_, n)) = graphs(step, spec, "after").await? {
+            h.entries_after = n;
+        }
+        judge(h, torch.as_ref().and_then(|t| t.counters.as_ref()));
+        let message = hit_message(&target, h, torch.as_ref());
+        let idle = torch
+            .as_ref()
+            .and_then(|t| t.counters.as_ref())
+            .is_some_and(|c| {
+                c.fxgraph_cache_hit + c.fxgraph_cache_miss + c.fxgraph_cache_bypass == 0
+            });
+        match h.hit {
+            Some(false) if on_miss == OnMiss::Fail => return Err(step.fail(message)),
+            Some(false) => warn(step, message),
+            // A hit in name only: the script never asked inductor for a graph, so it
+            // proves nothing about the cache.
+            _ if idle => warn(step, message),
+            _ => log(step, message),
+        }
+    }
     Ok(Outcome {
         ok: true,
         duration: out.duration.as_secs_f64(),
         caches,
+        cache_hit: hit,
+        torch,
         planned: false,
     })
+}
+
+/// The wrapper's last report line on stderr, read as JSON; `None` (said in a warning)
+/// when there is none: the script ended without running Python's exit handlers.
+fn report(step: &Step<'_>, out: &crate::targets::ExecOutcome, spec: &Spec) -> Option<TorchReport> {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr.lines().rev().find_map(|l| l.strip_prefix(REPORT));
+    let parsed = line.map(serde_json::from_str::<TorchReport>);
+    match parsed {
+        Some(Ok(mut r)) => {
+            if let Some(m) = r.mega.as_mut().filter(|m| m.saved) {
+                m.path = spec.mega_save.clone();
+            }
+            Some(r)
+        }
+        Some(Err(e)) => {
+            warn(step, format!("warm-up: the torch report did not read: {e}"));
+            None
+        }
+        None => {
+            let cut = match out.stderr_truncated {
+                true => {
+                    " (its stderr was longer than runbook keeps: the report may be past the cut)"
+                }
+                false => {
+                    " (it exited without running Python's exit handlers: os._exit, or a signal)"
+                }
+            };
+            warn(
+                step,
+                format!("warm-up: the script left no torch report{cut}"),
+            );
+            None
+        }
+    }
+}
+
+/// Fills in `graphs_compiled` and `hit`: inductor's own counters when there are any,
+/// else the entries the warm-up added (which cannot see a graph inductor compiled
+/// without caching it: a bypass).
+fn judge(h: &mut HitCheck, counters: Option<&Counters>) {
+    let (n, by) = match (counters, h.entries_after) {
+        (Some(c), _) => (
+            Some(c.fxgraph_cache_miss + c.fxgraph_cache_bypass),
+            "counters",
+        ),
+        (None, Some(after)) => (
+            Some(after.saturating_sub(h.entries_before.unwrap_or(0))),
+            "entries",
+        ),
+        (None, None) => (Some(0), "entries"),
+    };
+    h.graphs_compiled = n;
+    h.counted_by = Some(by.into());
+    h.hit = n.map(|n| n == 0);
+}
+
+/// `warm-up on T: the restored cache missed: 3 graphs compiled (…)`, or the hit it was.
+fn hit_message(target: &str, h: &HitCheck, torch: Option<&TorchReport>) -> String {
+    let entries = |n: Option<u64>| n.map_or("none".to_string(), |n| n.to_string());
+    let new = h
+        .entries_after
+        .unwrap_or(0)
+        .saturating_sub(h.entries_before.unwrap_or(0));
+    let mut detail = format!(
+        "FX graph cache entries in {}/fxgraph: {} → {}, {new} new",
+        h.dir,
+        entries(h.entries_before),
+        entries(h.entries_after)
+    );
+    let counters = torch.and_then(|t| t.counters.as_ref());
+    if let Some(c) = counters
+        .filter(|c| c.fxgraph_cache_hit + c.fxgraph_cache_miss + c.fxgraph_cache_bypass == 0)
+    {
+        return format!(
+            "warm-up on {target}: nothing compiled, but no FX graph was looked up either \
+             (does the script run a torch.compile'd model?); autograd cache: {} hit, {} miss ({detail})",
+            c.autograd_cache_hit, c.autograd_cache_miss
+        );
+    }
+    if let Some(c) = counters {
+        detail = format!(
+            "inductor's counters: {} hit, {} miss, {} bypass; {detail}",
+            c.fxgraph_cache_hit, c.fxgraph_cache_miss, c.fxgraph_cache_bypass
+        );
+    }
+    match (h.hit, h.graphs_compiled) {
+        (Some(false), Some(n)) => format!(
+            "warm-up on {target}: the restored cache missed: {n} {} compiled ({detail})",
+            if n == 1 { "graph" } else { "graphs" }
+        ),
+        _ => format!("warm-up on {target}: cache hit, nothing compiled ({detail})"),
+    }
+}
+
+/// (inductor's cache dir, its FX graph cache entries or `None` without `fxgraph/`), found
+/// with the warm-up's own environment and cwd; `None` when only planned.
+async fn graphs(step: &Step<'_>, spec: &Spec, when: &str) -> Result<Option<(String, Option<u64>)>> {
+    let mut cmd =
+        Cmd::script(&GRAPHS_SCRIPT, Vec::<OsString>::new()).timeout(Duration::from_secs(300));
+    cmd.env = environment(spec);
+    if let Some(dir) = &spec.cwd {
+        cmd = cmd.cwd(dir);
+    }
+    let ran = step
+        .read(
+            cmd,
+            format!("warm-up: count inductor's compiled graphs {when}"),
+        )
+        .await?;
+    if ran.planned() {
+        return Ok(None);
+    }
+    let target = step.target.name();
+    if !ran.ok() {
+        let what = "warm-up: counting inductor's compiled graphs";
+        return Err(step.fail(ran.failure(what, Some(&target), None)));
+    }
+    let stdout = ran.stdout();
+    let parsed = stdout.split_once('\n').and_then(|(n, dir)| {
+        let dir = dir.strip_suffix('\n')?.to_string();
+        match n {
+            "missing" => Some((dir, None)),
+            n => n.parse().ok().map(|n| (dir, Some(n))),
+        }
+    });
+    match parsed {
+        Some(p) => Ok(Some(p)),
+        None => Err(step.fail(format!(
+            "warm-up: unexpected output counting inductor's graphs on {target}: {stdout}"
+        ))),
+    }
 }
 
 /// The caller's environment plus the warm-up defaults it did not set itself.
@@ -213,9 +535,18 @@ fn state(c: &CacheGrowth) -> &'static str {
 
 /// One info line into the step's output (masked like every event).
 fn log(step: &Step<'_>, message: String) {
+    emit(step, crate::events::Level::Info, message);
+}
+
+/// One warn line into the step's output.
+fn warn(step: &Step<'_>, message: String) {
+    emit(step, crate::events::Level::Warn, message);
+}
+
+fn emit(step: &Step<'_>, level: crate::events::Level, message: String) {
     step.ctx.bus.emit(crate::events::Event::Log {
         step: step.ctx.step.get().map(|s| s.index),
-        level: crate::events::Level::Info,
+        level,
         message,
     });
 }
@@ -341,7 +672,7 @@ async fn run_watched(step: &Step<'_>, cmd: Cmd, summary: String, quiet: Duration
         target: step.target.name(),
         command: ctx
             .bus
-            .mask(&crate::actions::shown(step.target, &req, None)),
+            .mask(&crate::actions::shown(step.target, &req, cmd.script)),
         after_action: ctx.action_seq.get(),
         action: Cell::new(None),
         last_output: Cell::new(Instant::now()),
@@ -399,6 +730,9 @@ mod tests {
             timeout: None,
             single_threaded: true,
             expect_cache: Vec::new(),
+            expect_hit: None,
+            torch_report: false,
+            mega_save: None,
             quiet_warning: None,
         }
     }
@@ -451,5 +785,54 @@ mod tests {
         assert_eq!(parse_size("4096 3"), Some((3, 4096)), "BYTES FILES");
         assert_eq!(parse_size("missing"), None);
         assert_eq!(size(Some(1200), Some(4096)), "4.0 KiB, 1,200 files");
+    }
+
+    #[test]
+    fn the_report_reads_torchs_groups_and_judges_by_counters_first() {
+        let line = r#"{"counters": {"aot_autograd": {"autograd_cache_hit": 1, "ok": 1}, "inductor": {"fxgraph_cache_hit": 2, "fxgraph_cache_bypass": 1, "pattern_matcher_count": 76}}, "error": null, "inductor": "/c", "mega": {"saved": false, "reason": "old"}, "torch": "2.11.0+cu130"}"#;
+        let r: TorchReport = serde_json::from_str(line).unwrap();
+        let c = r.counters.clone().unwrap();
+        assert_eq!(
+            (
+                c.fxgraph_cache_hit,
+                c.fxgraph_cache_miss,
+                c.fxgraph_cache_bypass,
+                c.autograd_cache_hit
+            ),
+            (2, 0, 1, 1)
+        );
+        assert_eq!(r.mega.as_ref().unwrap().reason.as_deref(), Some("old"));
+        // Counters win over the files: a bypass compiled a graph and left no entry.
+        let mut h = HitCheck {
+            dir: "/c".into(),
+            entries_before: Some(2),
+            entries_after: Some(2),
+            ..Default::default()
+        };
+        judge(&mut h, Some(&c));
+        assert_eq!(
+            (h.graphs_compiled, h.hit, h.counted_by.as_deref()),
+            (Some(1), Some(false), Some("counters"))
+        );
+        assert_eq!(
+            hit_message("local", &h, Some(&r)),
+            "warm-up on local: the restored cache missed: 1 graph compiled (inductor's counters: \
+             2 hit, 0 miss, 1 bypass; FX graph cache entries in /c/fxgraph: 2 → 2, 0 new)"
+        );
+        // Without counters, the new entries; no fxgraph/ before is none.
+        let mut h = HitCheck {
+            dir: "/c".into(),
+            entries_after: Some(3),
+            ..Default::default()
+        };
+        judge(&mut h, None);
+        assert_eq!((h.graphs_compiled, h.hit), (Some(3), Some(false)));
+        // Nothing looked up at all is no proof, and says so.
+        let idle: TorchReport =
+            serde_json::from_str(r#"{"counters": {"inductor": {}, "aot_autograd": {}}}"#).unwrap();
+        let mut h = HitCheck::default();
+        judge(&mut h, idle.counters.as_ref());
+        assert_eq!(h.hit, Some(true));
+        assert!(hit_message("local", &h, Some(&idle)).contains("no FX graph was looked up either"));
     }
 }
