@@ -999,9 +999,9 @@ pub struct Enforcer {
     /// A saved plan (a file anyone may have edited): what it shows of its reads and of
     /// what its steps said is held to what the run reads and says (`read`, `note`).
     texts: bool,
-    /// What each step said in the plan, and how far the run's step has said it.
+    /// What each step said in the plan, and which of those the run's step has said.
     notes: BTreeMap<usize, Vec<Note>>,
-    notes_at: BTreeMap<usize, usize>,
+    notes_said: BTreeMap<usize, Vec<bool>>,
     /// A read of this run returned something else than the plan's, or something the plan
     /// does not know (offline, secret, a read it did not make): a text that tells what
     /// reads found may then differ without the file being edited.
@@ -1036,7 +1036,7 @@ impl Enforcer {
                 .iter()
                 .map(|s| (s.index, s.notes.clone()))
                 .collect(),
-            notes_at: BTreeMap::new(),
+            notes_said: BTreeMap::new(),
             moved: false,
         }
     }
@@ -1067,8 +1067,12 @@ impl Enforcer {
     }
 
     /// The run's step logged `message` (masked) at `level`, as `log.*` does: it must be
-    /// the next of what the plan shows that step said (other notes, runbook's own, may
-    /// lie between). See `text_differs` for what a difference does.
+    /// one of what the plan shows that step said and the run has not said yet (other
+    /// notes, runbook's own, may lie between). Not in the plan's order: the branches of a
+    /// `parallel()` log in the order they finish, which differs from run to run (seen:
+    /// a fleet's per-host lines refused a plan whose reads all matched). What a
+    /// reviewer reads is each note's text, held here; their order is not a promise. See
+    /// `text_differs` for what a difference does.
     pub fn note(
         &mut self,
         step: usize,
@@ -1079,16 +1083,23 @@ impl Enforcer {
             return Ok(None);
         }
         let planned = self.notes.get(&step).map(Vec::as_slice).unwrap_or(&[]);
-        let at = self.notes_at.get(&step).copied().unwrap_or(0);
-        if let Some(k) = (at..planned.len())
+        let said = self
+            .notes_said
+            .entry(step)
+            .or_insert_with(|| vec![false; planned.len()]);
+        let unsaid = |k: &usize| !said[*k];
+        if let Some(k) = (0..planned.len())
+            .filter(unsaid)
             .find(|&k| planned[k].level == level && planned[k].message == message)
         {
-            self.notes_at.insert(step, k + 1);
+            said[k] = true;
             return Ok(None);
         }
-        let shown = planned.get(at).map_or("nothing more".into(), |n| {
-            format!("({}) {:?}", n.level, n.message)
-        });
+        let shown = (0..planned.len())
+            .find(unsaid)
+            .map_or("nothing more".into(), |k| {
+                format!("({}) {:?}", planned[k].level, planned[k].message)
+            });
         self.text_differs(format!(
             "step {}: field \"steps[].notes\": the plan shows the step saying {shown}, and it says ({level}) {message:?}",
             step + 1
@@ -1117,7 +1128,7 @@ impl Enforcer {
                 *used = false;
             }
         }
-        self.notes_at.remove(&step);
+        self.notes_said.remove(&step);
     }
 
     /// Allows `now` when it is its step's next planned change (in the plan's order, which
@@ -2747,6 +2758,20 @@ mod tests {
         e.step_attempt(0);
         let err = e.note(0, info, "backup missing").unwrap_err();
         assert!(err.contains("field \"steps[].notes\""), "{err}");
+        // The branches of a parallel() say theirs in the order they finish.
+        let mut q = p.clone();
+        q.steps[0].notes = ["node1: up", "node2: up"]
+            .map(|m| Note {
+                level: info,
+                message: m.into(),
+            })
+            .to_vec();
+        let mut e = Enforcer::new(&q).hold_texts();
+        e.step_attempt(0);
+        assert_eq!(e.note(0, info, "node2: up"), Ok(None));
+        assert_eq!(e.note(0, info, "node1: up"), Ok(None));
+        let err = e.note(0, info, "node1: up").unwrap_err();
+        assert!(err.contains("saying nothing more"), "said once only: {err}");
         // An in-memory plan (`run`'s confirmation) is the run's own: not held.
         let mut e = Enforcer::new(&p);
         e.step_attempt(0);
