@@ -458,3 +458,76 @@ in_containers!(gpu_probe, |ct: &Ct| {
 fn repo_root() -> std::path::PathBuf {
     common::repo()
 }
+
+// artifact.capture packs the cache with the container's own tar and gzip (busybox's in
+// the busybox ones), artifact.restore checks it here and extracts it there with them:
+// the cache comes back byte for byte, its executable bit too, and the cache it replaces
+// is kept aside. The run lock is taken without flock in the busybox one (mkdir).
+in_containers!(artifact_capture_and_restore, |ct: &Ct| {
+    let env = Env::new();
+    let dir = ct.dir();
+    fill_cache(&dir, "cache");
+    dir.write("cache/a/kernel.so", "\x7fELF not really");
+    ct.attach(&format!("chmod 755 '{}'", dir.at("cache/a/kernel.so")));
+    let cache = dir.at("cache");
+    let store = env.tmp.path().join("store");
+    let roots = format!("cache_roots = {{ \"{}\" }}", dir.path);
+    let out = CtRun::new(&env, &dir, EnvMode::Keep).header(&roots).go(
+        &format!(
+            r#"step("capture", function()
+  local c = artifact.capture(box, {{ name = "ct", paths = "{cache}", store = "{store}" }})
+  log.info(("captured %d files, %d bytes"):format(c.files, c.bytes))
+end)
+"#,
+            store = store.display()
+        ),
+        &[],
+    );
+    out.assert_exit(0);
+    assert!(
+        out.logs().iter().any(|l| l == "captured 3 files, 23 bytes"),
+        "{}",
+        out.describe()
+    );
+
+    // The cache changes after the capture: the restore puts the captured one back.
+    dir.write("cache/a/k", "changed");
+    std::fs::remove_file(dir.host.join("cache/j")).unwrap();
+    let out = CtRun::new(&env, &dir, EnvMode::Clear).header(&roots).go(
+        &format!(
+            r#"step("restore", function()
+  local r = artifact.restore(box, {{ name = "ct", paths = "{cache}", store = "{store}", require = true }})
+  log.info(("restored=%s kept=%s"):format(tostring(r.restored), tostring(r.kept and r.kept[1])))
+end)
+"#,
+            store = store.display()
+        ),
+        &[],
+    );
+    out.assert_exit(0);
+    let read = |p: &str| std::fs::read_to_string(dir.host.join(p)).unwrap();
+    assert_eq!(
+        (read("cache/a/k"), read("cache/j")),
+        ("12345".into(), "123".into())
+    );
+    let mode = {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(dir.host.join("cache/a/kernel.so"))
+            .unwrap()
+            .permissions()
+            .mode()
+    };
+    assert_eq!(mode & 0o777, 0o755, "the executable bit comes back");
+    let said = out.logs();
+    let kept = said
+        .iter()
+        .find_map(|l| l.strip_prefix("restored=true kept="))
+        .unwrap_or_else(|| panic!("{}", out.describe()));
+    assert!(kept.contains("cache.runbook-kept-"), "{said:?}");
+    let kept_here = dir.host.join(kept.rsplit('/').next().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(kept_here.join("a/k")).unwrap(),
+        "changed",
+        "the cache that was there is kept aside"
+    );
+});
