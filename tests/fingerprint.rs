@@ -314,3 +314,66 @@ fn load_without_the_fingerprint_taken_now_is_refused_at_its_line() {
         "{error}"
     );
 }
+
+/// torch's version is read from the `torch/version.py` its build wrote, without importing
+/// torch (seconds with a real one, for every fingerprint and artifact key): a torch whose
+/// import fails is still known by its version file. Where that file is missing, torch is
+/// imported as before.
+#[test]
+fn torch_is_known_by_its_version_file_without_an_import() {
+    let env = Env::new();
+    let venv = env.scratch().join("venv");
+    let made = std::process::Command::new("python3")
+        .args(["-m", "venv", "--without-pip"])
+        .arg(&venv)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let site = std::fs::read_dir(venv.join("lib"))
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path()
+        .join("site-packages");
+    let torch = site.join("torch");
+    std::fs::create_dir_all(&torch).unwrap();
+    std::fs::write(
+        torch.join("__init__.py"),
+        "raise ImportError('importing torch is what this read must not do')\n",
+    )
+    .unwrap();
+    std::fs::write(
+        torch.join("version.py"),
+        "from typing import Optional\n\n__all__ = ['__version__', 'cuda']\n\
+         __version__ = '2.11.0+cu130'\ndebug = False\ncuda: Optional[str] = '13.0'\n",
+    )
+    .unwrap();
+    let rb = env.write(
+        "fp.lua",
+        &format!(
+            r#"
+runbook {{ name = "fp-torch" }}
+step("take", function()
+  local fp = fingerprint.take(target("local"), {{ venv = "{venv}" }})
+  log.info(("torch=%s cuda=%s"):format(tostring(fp.torch), tostring(fp.cuda)))
+end)
+"#,
+            venv = venv.display()
+        ),
+    );
+    let out = Run::new(&env, &rb).yes().json().run();
+    out.assert_exit(0);
+    assert_eq!(out.logs(), vec!["torch=2.11.0+cu130 cuda=13.0".to_string()]);
+
+    // No version file: torch itself says.
+    std::fs::remove_file(torch.join("version.py")).unwrap();
+    std::fs::write(
+        torch.join("__init__.py"),
+        "__version__ = '2.4.1+cpu'\nclass version:\n    cuda = None\n",
+    )
+    .unwrap();
+    let out = Run::new(&env, &rb).yes().json().run();
+    out.assert_exit(0);
+    assert_eq!(out.logs(), vec!["torch=2.4.1+cpu cuda=nil".to_string()]);
+}
