@@ -27,7 +27,8 @@ def torch_version():
         except Exception:
             pass
     import torch
-    return str(torch.__version__), torch.version.cuda
+    # A torch without torch.version (an odd build) is still known by its version.
+    return str(torch.__version__), getattr(getattr(torch, "version", None), "cuda", None)
 
 
 try:
