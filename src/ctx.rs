@@ -94,16 +94,10 @@ pub struct Ctx {
     /// Targets by name, and the connections of this run (shared with the confirmation
     /// pass, so a host is connected to once).
     pub targets: Rc<Registry>,
-    /// The plan pass (a confirmation's, or `runbook plan`'s) records what it plans and
-    /// reads here.
-    pub recording: RefCell<Option<crate::plan::Recording>>,
-    /// Jobs a dry-run planned to stop, by (target, `name:N` or `pid:N`): a later spawn of
-    /// the same job plans its relaunch instead of refusing it as still running.
-    pub planned_stops: RefCell<std::collections::HashSet<(String, String)>>,
-    /// Where each job `proc.spawn` started begins in its log, by (target, log path).
-    pub job_logs: RefCell<std::collections::HashMap<(String, String), u64>>,
-    /// A confirmed real run (or an applied plan) is held to the changes that were shown.
-    pub enforcer: RefCell<Option<crate::plan::Enforcer>>,
+    /// The plan this VM's actions are seen by: the plan pass (a confirmation's, or
+    /// `runbook plan`'s) records what it plans and reads; a confirmed real run (or an
+    /// applied plan) is held to the changes that were shown.
+    pub watch: RefCell<crate::plan::Watch>,
     /// The state dir of this run (set when a run starts; `fingerprint.save/load` use it).
     pub state_dir: RefCell<Option<PathBuf>>,
     /// The id of this run's record (set when a real run starts; an artifact names it).
@@ -166,10 +160,7 @@ impl Ctx {
             // by its plan pass and its real pass.
             locks: crate::locks::Locks::new(lock_wait).sharing(targets.identities()),
             targets,
-            recording: RefCell::new(None),
-            job_logs: RefCell::new(std::collections::HashMap::new()),
-            planned_stops: RefCell::new(std::collections::HashSet::new()),
-            enforcer: RefCell::new(None),
+            watch: RefCell::new(Default::default()),
             last_location: RefCell::new(String::new()),
             kept_reads: RefCell::new(None),
             early_logs: RefCell::new(Vec::new()),

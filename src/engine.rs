@@ -428,7 +428,7 @@ pub async fn run(req: RunRequest) -> Result<()> {
             Approval::Saved { .. } => enforcer.hold_texts(),
             _ => enforcer,
         };
-        *loaded.ctx.enforcer.borrow_mut() = Some(enforcer);
+        *loaded.ctx.watch.borrow_mut() = crate::plan::Watch::Held(enforcer);
     }
     let which = req.resume.as_deref().unwrap_or_default();
     let stopped = crate::orphans::settle(&loaded.ctx, which, &resume.orphans).await?;
@@ -519,9 +519,9 @@ pub async fn run(req: RunRequest) -> Result<()> {
     // before any change ran: a refused plan, as the checks before the run refuse one.
     let refused = match &req.approval {
         Approval::Saved { plan, path, .. } => ctx
-            .enforcer
-            .borrow()
-            .as_ref()
+            .watch
+            .borrow_mut()
+            .held()
             .and_then(|e| e.refused())
             .map(|why| {
                 format!(
@@ -691,7 +691,7 @@ async fn plan_pass(p: PlanPass<'_>) -> Result<Planned> {
     )?;
     let collected = Collected::default();
     *plan.ctx.state_dir.borrow_mut() = Some(p.state_dir);
-    *plan.ctx.recording.borrow_mut() = Some(
+    *plan.ctx.watch.borrow_mut() = crate::plan::Watch::Recording(
         crate::plan::Recording::new(crate::plan::Salt::random())
             .with_known_after(plan.ctx.known_after.clone()),
     );
@@ -710,7 +710,9 @@ async fn plan_pass(p: PlanPass<'_>) -> Result<Planned> {
     if let Some(signal) = p.cancel.interrupted() {
         return Err(Error::Interrupted(signal));
     }
-    let mut recording = plan.ctx.recording.borrow_mut().take().expect("set above");
+    let crate::plan::Watch::Recording(mut recording) = plan.ctx.watch.take() else {
+        unreachable!("a plan pass records: set above")
+    };
     recording.modules = plan.ctx.modules.borrow().loaded().to_vec();
     let kept = plan.ctx.kept_reads.borrow_mut().take();
     let events = collected.0.borrow();
@@ -1013,7 +1015,7 @@ async fn run_step(
     // The step's planned changes are open from here: its `when` and its first attempt
     // share them, so a change made in `when` is not open again for the body (a retry
     // opens them all again, below).
-    if let Some(enforcer) = ctx.enforcer.borrow_mut().as_mut() {
+    if let Some(enforcer) = ctx.watch.borrow_mut().held() {
         enforcer.step_attempt(index);
     }
     if let Some(when) = &step.opts.when {
@@ -1066,7 +1068,7 @@ async fn run_step(
         }));
         ctx.deadline.set(deadline);
         if attempt > 1 {
-            if let Some(enforcer) = ctx.enforcer.borrow_mut().as_mut() {
+            if let Some(enforcer) = ctx.watch.borrow_mut().held() {
                 enforcer.step_attempt(index);
             }
             // A retry is there to see something new: its reads are sent.
@@ -1087,7 +1089,7 @@ async fn run_step(
             Ok(()) => {
                 // Held to a plan: a planned change the step did not make (what it read
                 // said there was nothing to do any more) is no difference, but is said.
-                let not_run = match ctx.enforcer.borrow().as_ref() {
+                let not_run = match ctx.watch.borrow_mut().held() {
                     Some(e) => e.not_run(index),
                     None => Vec::new(),
                 };

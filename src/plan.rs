@@ -970,6 +970,34 @@ fn route_text(route: &[Hop]) -> String {
     serde_json::to_string(route).unwrap_or_default()
 }
 
+/// The plan a run's actions are seen by: none, the one a plan pass records, or the one a
+/// run is held to. One at a time: a plan pass is never held to a plan.
+#[derive(Default)]
+pub enum Watch {
+    #[default]
+    Free,
+    Recording(Recording),
+    Held(Enforcer),
+}
+
+impl Watch {
+    /// The plan this run is held to, if it is.
+    pub fn held(&mut self) -> Option<&mut Enforcer> {
+        match self {
+            Watch::Held(enforcer) => Some(enforcer),
+            _ => None,
+        }
+    }
+
+    /// What a plan pass records, if this is one.
+    pub fn recording(&mut self) -> Option<&mut Recording> {
+        match self {
+            Watch::Recording(rec) => Some(rec),
+            _ => None,
+        }
+    }
+}
+
 /// Holds a real run to a plan.
 #[derive(Debug)]
 pub struct Enforcer {

@@ -84,7 +84,7 @@ fn emit(lua: &Lua, level: Level, args: Variadic<Value>) -> mlua::Result<()> {
     }
     let step = ctx.step.get().map(|s| s.index);
     // Held to a saved plan, what a step says is what the plan shows it saying.
-    let held = match (step, ctx.enforcer.borrow_mut().as_mut()) {
+    let held = match (step, ctx.watch.borrow_mut().held()) {
         (Some(step), Some(enforcer)) => enforcer.note(step, level, &ctx.bus.mask(&message)),
         _ => Ok(None),
     };

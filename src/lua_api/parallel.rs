@@ -151,7 +151,7 @@ struct InParallel(Rc<crate::ctx::Ctx>);
 
 impl InParallel {
     fn mark(ctx: &Rc<crate::ctx::Ctx>) -> Self {
-        if let Some(rec) = ctx.recording.borrow_mut().as_mut() {
+        if let Some(rec) = ctx.watch.borrow_mut().recording() {
             rec.parallel += 1;
         }
         InParallel(ctx.clone())
@@ -160,7 +160,7 @@ impl InParallel {
 
 impl Drop for InParallel {
     fn drop(&mut self) {
-        if let Some(rec) = self.0.recording.borrow_mut().as_mut() {
+        if let Some(rec) = self.0.watch.borrow_mut().recording() {
             rec.parallel = rec.parallel.saturating_sub(1);
         }
     }

@@ -81,11 +81,18 @@ pub struct StopOptions {
 }
 
 pub fn register(lua: &Lua) -> mlua::Result<()> {
+    lua.set_app_data(proc::Jobs::default());
     let t = lua.create_table()?;
     t.raw_set("spawn", super::async_function(lua, spawn)?)?;
     t.raw_set("wait_for", super::async_function(lua, wait_for)?)?;
     t.raw_set("stop", super::async_function(lua, stop)?)?;
     lua.globals().raw_set("proc", t)
+}
+
+/// What the `proc` table remembers in this VM (set by [`register`]).
+fn jobs(lua: &Lua) -> mlua::AppDataRef<'_, proc::Jobs> {
+    lua.app_data_ref::<proc::Jobs>()
+        .expect("proc.register keeps the jobs in the VM")
 }
 
 fn options(lua: &Lua, opts: Option<Table>, what: &str, example: &str) -> mlua::Result<Table> {
@@ -182,7 +189,7 @@ async fn spawn(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Valu
         env,
         name,
     };
-    let spawned = proc::spawn(&step, &spec).await?;
+    let spawned = proc::spawn(&step, &jobs(&lua), &spec).await?;
     to_lua(&lua, &spawned)
 }
 
@@ -268,7 +275,7 @@ async fn wait_for(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<T
         from_start,
         since,
     };
-    let m = proc::wait_for(&step, &spec).await?;
+    let m = proc::wait_for(&step, &jobs(&lua), &spec).await?;
     let result = lua.create_table()?;
     if m.planned {
         result.raw_set("planned", true)?;
@@ -353,6 +360,6 @@ async fn stop(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Value
     };
     let timeout = o.timeout.unwrap_or(Some(Duration::from_secs(30)));
     let step = step_for(&lua, &ctx, &target);
-    let stopped = proc::stop(&step, &which, timeout).await?;
+    let stopped = proc::stop(&step, &jobs(&lua), &which, timeout).await?;
     to_lua(&lua, &stopped)
 }

@@ -57,6 +57,18 @@ pub(crate) static POLL_SCRIPT: Script = Script::new(
     include_str!("sh/proc_poll.sh"),
 );
 
+/// What `proc` remembers between its calls in one run (one Lua VM: a dry-run's and its
+/// real run's are apart). Kept by the `proc` table (`lua_api/proc.rs`), not the run's
+/// context: nothing else reads it.
+#[derive(Debug, Default)]
+pub struct Jobs {
+    /// Jobs a dry-run planned to stop, by (target, `name:N` or `pid:N`): a later spawn of
+    /// the same job plans its relaunch instead of refusing it as still running.
+    planned_stops: std::cell::RefCell<std::collections::HashSet<(String, String)>>,
+    /// Where each job `spawn` started begins in its log, by (target, log path).
+    logs: std::cell::RefCell<std::collections::HashMap<(String, String), u64>>,
+}
+
 /// What `proc.spawn` starts.
 #[derive(Debug, Clone)]
 pub struct SpawnSpec {
@@ -200,7 +212,7 @@ fn parse_state(out: &str) -> Option<(u32, bool)> {
 }
 
 /// Starts the job detached; refuses while a job of the same name runs.
-pub async fn spawn(step: &Step<'_>, spec: &SpawnSpec) -> Result<Spawned> {
+pub async fn spawn(step: &Step<'_>, jobs: &Jobs, spec: &SpawnSpec) -> Result<Spawned> {
     check_name(&spec.name).map_err(|e| step.fail(format!("proc.spawn: {e}")))?;
     if spec.argv.is_empty() {
         return Err(step.fail("proc.spawn: cmd is empty"));
@@ -210,7 +222,7 @@ pub async fn spawn(step: &Step<'_>, spec: &SpawnSpec) -> Result<Spawned> {
     }
     let running = probe(step, &Which::Name(spec.name.clone()), "proc.spawn").await?;
     let stopped_in_plan = |pid: u32| {
-        let stops = step.ctx.planned_stops.borrow();
+        let stops = jobs.planned_stops.borrow();
         let target = step.target.name();
         step.dry_run()
             && (stops.contains(&(target.clone(), format!("name:{}", spec.name)))
@@ -291,8 +303,7 @@ pub async fn spawn(step: &Step<'_>, spec: &SpawnSpec) -> Result<Spawned> {
         // `wait_for` on this log then reads from where this job's output begins: it sees
         // a line printed at once, and never an earlier run's line in an appended log.
         if let Some(off) = s.log_offset {
-            step.ctx
-                .job_logs
+            jobs.logs
                 .borrow_mut()
                 .insert((step.target.name(), s.log.clone()), off);
         }
@@ -300,7 +311,12 @@ pub async fn spawn(step: &Step<'_>, spec: &SpawnSpec) -> Result<Spawned> {
 }
 
 /// TERM the job's process group, wait up to `timeout` (`None`: until it exits), then KILL.
-pub async fn stop(step: &Step<'_>, which: &Which, timeout: Option<Duration>) -> Result<Stopped> {
+pub async fn stop(
+    step: &Step<'_>,
+    jobs: &Jobs,
+    which: &Which,
+    timeout: Option<Duration>,
+) -> Result<Stopped> {
     let label = match which {
         Which::Name(n) => format!("job {n}"),
         Which::Pid(p) => format!("pid {p}"),
@@ -355,8 +371,7 @@ pub async fn stop(step: &Step<'_>, which: &Which, timeout: Option<Duration>) -> 
             Which::Name(n) => format!("name:{n}"),
             Which::Pid(p) => format!("pid:{}", known.unwrap_or(*p)),
         };
-        step.ctx
-            .planned_stops
+        jobs.planned_stops
             .borrow_mut()
             .insert((step.target.name(), key));
         return Ok(Stopped {
@@ -524,7 +539,7 @@ async fn pause(step: &Step<'_>, until: Instant) -> Result<()> {
 }
 
 /// Polls the file about once a second until a new line matches.
-pub async fn wait_for(step: &Step<'_>, spec: &WaitSpec) -> Result<Matched> {
+pub async fn wait_for(step: &Step<'_>, jobs: &Jobs, spec: &WaitSpec) -> Result<Matched> {
     if step.dry_run() {
         // The job it waits on was not started: nothing to wait for.
         return Ok(Matched {
@@ -535,9 +550,8 @@ pub async fn wait_for(step: &Step<'_>, spec: &WaitSpec) -> Result<Matched> {
     let started = Instant::now();
     let deadline = spec.timeout.map(|t| started + t);
     let mut lines = Lines::default();
-    let spawned = step
-        .ctx
-        .job_logs
+    let spawned = jobs
+        .logs
         .borrow()
         .get(&(step.target.name(), spec.file.clone()))
         .copied();
