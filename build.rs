@@ -296,6 +296,7 @@ fn main() {
     }
     code.push_str("];\n");
     fs::write(out.join("documented_options.rs"), code).unwrap();
+    fs::write(out.join("scripts.rs"), scripts(&root)).unwrap();
 }
 
 /// One `/// Lua:` block: its section, signature, rendered text (as in the reference) and
@@ -595,4 +596,129 @@ fn api_types(blocks: &[Block], options_rs: &str) -> String {
          {aliases}{classes}{code}",
         std::env::var("CARGO_PKG_VERSION").unwrap()
     )
+}
+
+/// A script's text as `sh -c` gets it: without comment lines and blank lines, which every
+/// byte of a command carries to the target (and a preview of a plain `sh -c` would show).
+/// A here-document is kept as it is: its lines are data.
+fn sh_body(text: &str) -> String {
+    let mut out = Vec::new();
+    let mut heredoc: Option<String> = None;
+    for line in text.lines() {
+        if let Some(end) = &heredoc {
+            if line.trim_start_matches('\t') == end {
+                heredoc = None;
+            }
+            out.push(line);
+            continue;
+        }
+        let t = line.trim_start();
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        if let Some(at) = line.find("<<") {
+            let word = line[at + 2..].trim_start_matches('-').trim_start();
+            let word: String = word
+                .trim_start_matches(['\'', '"'])
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !word.is_empty() {
+                heredoc = Some(word);
+            }
+        }
+        out.push(line);
+    }
+    assert!(heredoc.is_none(), "a here-document is not ended");
+    out.join("\n")
+}
+
+/// Every `.sh` under `src/**/sh/`: a script (its header names it: `# script: NAME`,
+/// `# for: WHO RUNS IT`, and `# made of: PIECE…` in order when it is more than itself)
+/// or a piece others are made of. Generates one `Script` static per script, named after
+/// it (`cache-delete.sh` is `CACHE_DELETE`), `ALL`, `PREVIEWED` (those a primitive runs,
+/// which previews name) and `PIECES`.
+fn scripts(root: &Path) -> String {
+    let mut files = Vec::new();
+    for dir in ["src/primitives/sh", "src/targets/sh"] {
+        println!("cargo:rerun-if-changed={}", root.join(dir).display());
+        for e in fs::read_dir(root.join(dir)).unwrap().flatten() {
+            let p = e.path();
+            if p.extension().is_some_and(|x| x == "sh") {
+                println!("cargo:rerun-if-changed={}", p.display());
+                let file = p.file_name().unwrap().to_string_lossy().into_owned();
+                files.push((
+                    file,
+                    format!("{dir}/{}", p.file_name().unwrap().to_string_lossy()),
+                    fs::read_to_string(&p).unwrap(),
+                ));
+            }
+        }
+    }
+    files.sort();
+    for w in files.windows(2) {
+        assert!(
+            w[0].0 != w[1].0,
+            "two scripts named {}: {} and {}",
+            w[0].0,
+            w[0].1,
+            w[1].1
+        );
+    }
+    let text_of = |file: &str| -> &str {
+        &files
+            .iter()
+            .find(|(f, _, _)| f == file)
+            .unwrap_or_else(|| panic!("`# made of:` names {file}, which no sh/ folder holds"))
+            .2
+    };
+    let header = |text: &str, key: &str| -> Option<String> {
+        text.lines()
+            .take_while(|l| l.starts_with('#'))
+            .find_map(|l| l.strip_prefix(&format!("# {key}: ")).map(str::to_string))
+    };
+    let (mut code, mut all, mut previewed, mut pieces) =
+        (String::new(), Vec::new(), Vec::new(), Vec::new());
+    // By the name people know a script by, so `runbook script` lists them in that order.
+    let mut by_name: Vec<_> = files.iter().collect();
+    by_name.sort_by_key(|(file, _, text)| header(text, "script").unwrap_or_else(|| file.clone()));
+    for (file, source, text) in by_name {
+        let Some(name) = header(text, "script") else {
+            pieces.push(format!("({file:?}, {:?})", sh_body(text)));
+            continue;
+        };
+        let used_by =
+            header(text, "for").unwrap_or_else(|| panic!("{source}: `# for:` is missing"));
+        let parts: Vec<String> = header(text, "made of")
+            .map(|p| p.split_whitespace().map(str::to_string).collect())
+            .unwrap_or_else(|| vec![file.clone()]);
+        assert!(
+            parts.contains(file),
+            "{source}: `# made of:` leaves out {file} itself"
+        );
+        let body: Vec<String> = parts.iter().map(|p| sh_body(text_of(p))).collect();
+        let ident = name
+            .trim_end_matches(".sh")
+            .replace('-', "_")
+            .to_uppercase();
+        writeln!(
+            code,
+            "/// `{name}`, from `{source}`.\npub static {ident}: Script = Script::new({name:?}, {used_by:?}, {source:?}, &{parts:?}, {:?});",
+            body.join("\n")
+        )
+        .unwrap();
+        all.push(format!("&{ident}"));
+        if source.starts_with("src/primitives/") {
+            previewed.push(format!("&{ident}"));
+        }
+    }
+    writeln!(
+        code,
+        "/// Every script.\npub static ALL: &[&Script] = &[{}];",
+        all.join(", ")
+    )
+    .unwrap();
+    writeln!(code, "/// The scripts primitives run (`Cmd::script`), which previews show by name.\npub static PREVIEWED: &[&Script] = &[{}];", previewed.join(", ")).unwrap();
+    writeln!(code, "/// The pieces scripts are made of (`# made of:`), as they are sent.\n#[cfg(test)]\npub static PIECES: &[(&str, &str)] = &[{}];", pieces.join(", ")).unwrap();
+    code
 }

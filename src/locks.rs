@@ -26,10 +26,6 @@ use std::cell::RefCell;
 use std::ffi::OsString;
 use std::time::Duration;
 
-/// Takes the run's locks (waiting up to WAIT seconds), records who holds them, answers
-/// `locked` (or `busy LOCK HOLDER`), then holds them until stdin closes (see the script).
-const LOCK_BODY: &str = include_str!("targets/sh/lock.sh");
-
 pub struct Locks {
     wait: Duration,
     who: RefCell<String>,
@@ -187,7 +183,7 @@ impl Locks {
         let mut argv: Vec<OsString> = vec![
             "sh".into(),
             "-c".into(),
-            format!("{}{LOCK_BODY}", include_str!("targets/sh/runbook_dir.sh")).into(),
+            crate::script::LOCK.body.into(),
             "sh".into(),
             secs.into(),
             self.who.borrow().clone().into(),

@@ -21,14 +21,6 @@ use crate::targets::{Hop, Target};
 use std::collections::HashMap;
 use std::ffi::OsString;
 
-static SCRIPT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    format!(
-        "{}{}",
-        include_str!("targets/sh/signal.sh"),
-        include_str!("targets/sh/orphan.sh")
-    )
-});
-
 /// A command of an earlier run whose end that run never saw.
 #[derive(Debug, Clone)]
 pub struct Orphan {
@@ -129,7 +121,7 @@ async fn probe_all(
         let argv: Vec<OsString> = vec![
             "sh".into(),
             "-c".into(),
-            SCRIPT.as_str().into(),
+            crate::script::ORPHAN.body.into(),
             "sh".into(),
             o.pgid.to_string().into(),
             o.start_time.map_or("-".into(), |t| t.to_string()).into(),

@@ -1,5 +1,10 @@
-//! runbook's own shell scripts (the `sh -c SCRIPT sh ARG…` a primitive runs on a target),
-//! each with a name people see instead of its text.
+//! runbook's own shell scripts (the `sh -c SCRIPT sh ARG…` a primitive or a target runs
+//! on a target), each with a name people see instead of its text.
+//!
+//! There is one way in: every `.sh` under `src/primitives/sh/` and `src/targets/sh/` is
+//! read by build.rs, which makes each script (a file whose header says `# script: NAME`)
+//! a static here, named after it (`cache-delete.sh` is [`CACHE_DELETE`]), its body the
+//! files its `# made of:` line names, comments left out. No Rust file includes a `.sh`.
 //!
 //! The argv that runs carries the whole body, byte for byte as composed from the `.sh`
 //! files; every rendering for people (the preview, `runbook log`, error messages) shows
@@ -17,7 +22,12 @@ pub struct Script {
     pub used_by: &'static str,
     /// The `.sh` file it is made from (relative to the repository), shared pieces aside.
     pub source: &'static str,
-    /// The exact text `sh -c` gets: the `.sh` files, concatenated once at compile time.
+    /// The `.sh` files its body is made of, in order (its header's `# made of:`); only
+    /// the tests read it, to check each body against its files.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub parts: &'static [&'static str],
+    /// The exact text `sh -c` gets: the parts without their comments, joined at compile
+    /// time (build.rs).
     pub body: &'static str,
     sha256: OnceLock<String>,
 }
@@ -27,12 +37,14 @@ impl Script {
         name: &'static str,
         used_by: &'static str,
         source: &'static str,
+        parts: &'static [&'static str],
         body: &'static str,
     ) -> Script {
         Script {
             name,
             used_by,
             source,
+            parts,
             body,
             sha256: OnceLock::new(),
         }
@@ -53,5 +65,63 @@ impl Script {
 impl std::fmt::Debug for Script {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Script({})", self.name)
+    }
+}
+
+include!(concat!(env!("OUT_DIR"), "/scripts.rs"));
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every `.sh` file is a script or a piece of one, and every body, as `sh -c` gets
+    /// it, parses under each shell a target may have (scripts/test checks the files
+    /// themselves; this checks what is sent: pieces joined, comments gone).
+    #[test]
+    fn every_script_as_sent_parses_under_every_shell() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut files = Vec::new();
+        for dir in ["src/primitives/sh", "src/targets/sh"] {
+            for e in std::fs::read_dir(root.join(dir)).unwrap().flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.ends_with(".sh") {
+                    files.push(name);
+                }
+            }
+        }
+        for file in &files {
+            let used = ALL.iter().any(|s| s.parts.contains(&file.as_str()));
+            assert!(
+                used,
+                "{file} is in no script: add `# script:` or `# made of:`"
+            );
+        }
+        for (piece, _) in PIECES {
+            assert!(files.iter().any(|f| f == piece), "{piece}");
+        }
+        let shells = crate::testing::shells();
+        for s in ALL {
+            assert!(
+                !s.body.contains("# script:"),
+                "{}: its header is sent",
+                s.name
+            );
+            for sh in &shells {
+                // `-n`: read, do not run.
+                let out = std::process::Command::new(&sh.argv()[0])
+                    .args(&sh.argv()[1..])
+                    .args(["-n", "-c", s.body])
+                    .env("PATH", sh.path())
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.success(),
+                    "{} under {}: {}",
+                    s.name,
+                    sh.name,
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
     }
 }

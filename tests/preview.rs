@@ -388,10 +388,7 @@ fn the_record_and_json_carry_each_body_once() {
         1,
         "{text}"
     );
-    assert!(
-        text.contains("      ┊ # probe.sh MODE NROOTS ROOT"),
-        "{text}"
-    );
+    assert!(text.contains("      ┊ canon() {"), "{text}");
 }
 
 /// `runbook script` lists the scripts; an unknown name is a usage error naming the

@@ -3,7 +3,7 @@
 //! `sh -c "$(runbook script venv-build)" sh ARG…`.
 
 use crate::error::{Error, Result};
-use crate::primitives::{Script, SCRIPTS};
+use crate::script::{Script, ALL, PREVIEWED as SCRIPTS};
 use std::io::Write;
 
 pub fn script(name: Option<&str>) -> Result<()> {
@@ -27,10 +27,12 @@ pub fn script(name: Option<&str>) -> Result<()> {
     Ok(())
 }
 
-/// `venv-build`, `venv-build.sh` and the file's own spelling `venv_build` alike.
+/// `venv-build`, `venv-build.sh` and the file's own spelling `venv_build` alike. Any
+/// script is printed, the listing's and the ones targets run around every command
+/// (`session`, `with-env`, …), which previews never name.
 fn find(name: &str) -> Option<&'static Script> {
     let wanted = normal(name);
-    SCRIPTS.iter().copied().find(|s| s.short_name() == wanted)
+    ALL.iter().copied().find(|s| s.short_name() == wanted)
 }
 
 fn normal(name: &str) -> String {
@@ -88,7 +90,13 @@ mod tests {
                 s.name
             );
             let text = std::fs::read_to_string(root.join(s.source)).unwrap();
-            assert!(s.body.contains(&text), "{} lacks {}", s.name, s.source);
+            let code = text.lines().find(|l| !l.is_empty() && !l.starts_with('#'));
+            assert!(
+                s.body.contains(code.unwrap()),
+                "{} lacks {}",
+                s.name,
+                s.source
+            );
             assert_eq!(s.sha256().len(), 64);
         }
     }

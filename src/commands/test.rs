@@ -13,7 +13,7 @@ use std::rc::Rc;
 
 /// runbook's own scripts by the names replies give them.
 pub fn scripts() -> Vec<(&'static str, &'static str)> {
-    crate::primitives::SCRIPTS
+    crate::script::PREVIEWED
         .iter()
         .map(|s| (s.name, s.body))
         .collect()

@@ -29,35 +29,15 @@
 use super::cache::{self, Located};
 use super::fingerprint::{self, Fingerprint, Scope};
 use super::store::{Fault, Key, Manifest, Part, Store, Upload};
-use super::{human_bytes, human_size, Cmd, Ran, Result, Script, Step};
+use super::{human_bytes, human_size, Cmd, Ran, Result, Step};
 use crate::events::{Event, Level};
+use crate::script;
 use serde::Serialize;
 use std::io::Read;
 
-const PACK: &str = concat!(include_str!("sh/pack.sh"), include_str!("sh/lib.sh"));
-const UNPACK: &str = concat!(include_str!("sh/unpack.sh"), include_str!("sh/lib.sh"));
-const CHUNK: &str = include_str!("sh/chunk.sh");
-pub(crate) static PACK_SCRIPT: Script = Script::new(
-    "artifact-pack.sh",
-    "artifact.capture",
-    "src/primitives/sh/pack.sh",
-    PACK,
-);
-pub(crate) static CHUNK_SCRIPT: Script = Script::new(
-    "artifact-chunk.sh",
-    "artifact.capture",
-    "src/primitives/sh/chunk.sh",
-    CHUNK,
-);
 /// What one read of the packed archive brings back: under what a command's output may
 /// hold (`targets::CAPTURE_LIMIT`, 8 MiB).
 const CHUNK_MIB: u64 = 6;
-pub(crate) static UNPACK_SCRIPT: Script = Script::new(
-    "artifact-unpack.sh",
-    "artifact.restore",
-    "src/primitives/sh/unpack.sh",
-    UNPACK,
-);
 
 /// What `capture` and `restore` are asked.
 #[derive(Debug)]
@@ -258,7 +238,10 @@ pub async fn capture(step: &Step<'_>, req: &Request) -> Result<Captured> {
             "pack {} into artifact '{}' in {store}",
             f.resolved, req.name
         );
-        let cmd = Cmd::script(&PACK_SCRIPT, [f.root.as_str(), f.resolved.as_str()]);
+        let cmd = Cmd::script(
+            &script::ARTIFACT_PACK,
+            [f.root.as_str(), f.resolved.as_str()],
+        );
         let ran = step.change(cmd, summary, false).await?;
         if ran.planned() {
             planned = true;
@@ -357,7 +340,7 @@ async fn plan_offline(
             "pack {path} (size unknown with --offline) into artifact '{}' in {store}",
             req.name
         );
-        let cmd = Cmd::script(&PACK_SCRIPT, [root.as_str(), path.as_str()]);
+        let cmd = Cmd::script(&script::ARTIFACT_PACK, [root.as_str(), path.as_str()]);
         step.change(cmd, summary, false).await?;
     }
     Ok(Captured {
@@ -387,7 +370,7 @@ async fn drop_pack(step: &Step<'_>, answer: &str) {
     let Some((_, file)) = answer.trim_end_matches('\n').split_once(' ') else {
         return;
     };
-    let mut cmd = Cmd::script(&CHUNK_SCRIPT, [file, "0", "0", "1"]);
+    let mut cmd = Cmd::script(&script::ARTIFACT_CHUNK, [file, "0", "0", "1"]);
     cmd.binary_output = true;
     let _ = step
         .read(cmd, format!("delete the unfinished archive {file}"))
@@ -418,7 +401,7 @@ async fn fetch(step: &Step<'_>, answer: &str, given: &str, upload: &mut Upload<'
             CHUNK_MIB.to_string(),
             last.to_string(),
         ];
-        let mut cmd = Cmd::script(&CHUNK_SCRIPT, args);
+        let mut cmd = Cmd::script(&script::ARTIFACT_CHUNK, args);
         cmd.binary_output = true;
         let summary = format!(
             "read the archive of {given} ({}), part {} of {pieces}",
@@ -571,7 +554,10 @@ pub async fn restore(step: &Step<'_>, req: &Request) -> Result<Restored> {
             m.id,
             human_size(part.bytes, part.files)
         );
-        let mut cmd = Cmd::script(&UNPACK_SCRIPT, [f.root.as_str(), f.resolved.as_str()]);
+        let mut cmd = Cmd::script(
+            &script::ARTIFACT_UNPACK,
+            [f.root.as_str(), f.resolved.as_str()],
+        );
         cmd.stdin = Some(bytes);
         let ran = step.change(cmd, summary, true).await?;
         check(step, &ran, &format!("restoring {}", part.path))?;
@@ -803,8 +789,8 @@ mod tests {
     #[test]
     fn pack_and_unpack_under_dash_and_busybox() {
         use std::os::unix::fs::PermissionsExt;
-        let applets = crate::testing::busybox_applets();
-        for (shell, path) in crate::testing::posix_shells(&applets) {
+        for sh in crate::testing::shells() {
+            let shell = sh.name;
             let root = tempfile::tempdir().unwrap();
             let r = root.path().canonicalize().unwrap();
             let src = r.join("src");
@@ -816,13 +802,8 @@ mod tests {
                 .unwrap();
             let run = |body: &str, args: &[&str], stdin: &[u8]| {
                 use std::io::Write;
-                let mut c = std::process::Command::new(&shell)
-                    .arg("-c")
-                    .arg(body)
-                    .arg("sh")
-                    .args(args)
-                    .env_clear()
-                    .env("PATH", &path)
+                let mut c = sh
+                    .command(body, args)
                     .env("HOME", r.as_os_str())
                     .stdin(std::process::Stdio::piped())
                     .stdout(std::process::Stdio::piped())
@@ -833,7 +814,11 @@ mod tests {
                 c.wait_with_output().unwrap()
             };
             let rs = r.to_str().unwrap();
-            let answer = run(PACK, &[rs, src.to_str().unwrap()], b"");
+            let answer = run(
+                script::ARTIFACT_PACK.body,
+                &[rs, src.to_str().unwrap()],
+                b"",
+            );
             assert!(answer.status.success(), "{shell}: {answer:?}");
             let answer = String::from_utf8(answer.stdout).unwrap();
             let (size, file) = answer.trim().split_once(' ').unwrap();
@@ -843,7 +828,7 @@ mod tests {
             );
             let mode = std::fs::metadata(file).unwrap().permissions().mode();
             assert_eq!(mode & 0o777, 0o600, "{shell}: the archive is private");
-            let packed = run(CHUNK, &[file, "0", "6", "1"], b"");
+            let packed = run(script::ARTIFACT_CHUNK.body, &[file, "0", "6", "1"], b"");
             assert!(packed.status.success(), "{shell}: {packed:?}");
             assert_eq!(packed.stdout.len().to_string(), size, "{shell}");
             assert!(
@@ -852,7 +837,7 @@ mod tests {
             );
             assert!(check_archive(&packed.stdout).is_ok(), "{shell}");
             let refused = run(
-                CHUNK,
+                script::ARTIFACT_CHUNK.body,
                 &[src.join("a").to_str().unwrap(), "0", "6", "1"],
                 b"",
             );
@@ -861,7 +846,11 @@ mod tests {
             let dst = r.join("dst");
             std::fs::create_dir_all(&dst).unwrap();
             std::fs::write(dst.join("old"), b"old").unwrap();
-            let out = run(UNPACK, &[rs, dst.to_str().unwrap()], &packed.stdout);
+            let out = run(
+                script::ARTIFACT_UNPACK.body,
+                &[rs, dst.to_str().unwrap()],
+                &packed.stdout,
+            );
             assert!(out.status.success(), "{shell}: {out:?}");
             let kept = String::from_utf8_lossy(&out.stdout).trim().to_string();
             assert!(kept.contains("dst.runbook-kept-"), "{shell}: {kept}");
@@ -894,7 +883,11 @@ mod tests {
                     false,
                 ),
             ] {
-                let out = run(UNPACK, &[rs, dst.to_str().unwrap()], &bad);
+                let out = run(
+                    script::ARTIFACT_UNPACK.body,
+                    &[rs, dst.to_str().unwrap()],
+                    &bad,
+                );
                 if out.status.success() {
                     assert!(!must_fail, "{shell}: {out:?}");
                     let mode = std::fs::metadata(dst.join("s"))
@@ -917,7 +910,11 @@ mod tests {
                     .collect();
                 assert!(left.is_empty(), "{shell}: {left:?}");
             }
-            let err = run(UNPACK, &[rs, dst.to_str().unwrap()], b"not gzip");
+            let err = run(
+                script::ARTIFACT_UNPACK.body,
+                &[rs, dst.to_str().unwrap()],
+                b"not gzip",
+            );
             assert!(!err.status.success(), "{shell}");
             assert_eq!(std::fs::read(dst.join("a")).unwrap(), b"one\0two\n");
         }

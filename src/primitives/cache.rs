@@ -12,8 +12,9 @@
 //! that holds it, and does not delete across a mount. A user who owns a directory on the
 //! way can swap it for a symlink after the probe; the change then fails, inside the root.
 
-use super::{human_bytes, human_size, thousands, Cmd, Ran, Result, Script, Step};
+use super::{human_bytes, human_size, thousands, Cmd, Ran, Result, Step};
 use crate::events::Event;
+use crate::script;
 use serde::Serialize;
 
 /// Where caches live, besides the runbook header's `cache_roots`. `~` is the home of the
@@ -22,49 +23,6 @@ pub const BUILTIN_ROOTS: &[&str] = &["/tmp", "/var/tmp", "~/.cache", "~/.triton"
 
 /// The suffix of a copy set aside by `keep = true`, before its UTC timestamp.
 const KEPT: &str = ".runbook-kept-";
-
-/// Looks at the roots and paths on the target (a read). Arguments: the mode (`clear`,
-/// `restore`, `size`), the number of roots, the roots, the paths; see `sh/probe.sh`.
-/// Sizes are `size_of`'s (`sh/size.sh`), the one definition every primitive measures with.
-const PROBE: &str = concat!(
-    include_str!("sh/probe.sh"),
-    include_str!("sh/size.sh"),
-    include_str!("sh/lib.sh")
-);
-
-/// The changes. Each reaches its path from the cache root that holds it in the same
-/// command that acts on it (`descend` in `sh/lib.sh`): what the probe checked is checked
-/// again where it matters, at the moment of the change, so a parent directory swapped
-/// for a symlink in between makes the change fail instead of act outside the root.
-/// Arguments: the root and the path, as the probe resolved them (restore: and the kept
-/// copy).
-const DELETE: &str = concat!(include_str!("sh/delete.sh"), include_str!("sh/lib.sh"));
-const MOVE_ASIDE: &str = concat!(include_str!("sh/move_aside.sh"), include_str!("sh/lib.sh"));
-const RESTORE: &str = concat!(include_str!("sh/restore.sh"), include_str!("sh/lib.sh"));
-pub(crate) static PROBE_SCRIPT: Script = Script::new(
-    "cache-probe.sh",
-    "cache.clear, cache.restore, cache.size",
-    "src/primitives/sh/probe.sh",
-    PROBE,
-);
-pub(crate) static DELETE_SCRIPT: Script = Script::new(
-    "cache-delete.sh",
-    "cache.clear",
-    "src/primitives/sh/delete.sh",
-    DELETE,
-);
-pub(crate) static MOVE_ASIDE_SCRIPT: Script = Script::new(
-    "cache-move-aside.sh",
-    "cache.clear { keep = true }",
-    "src/primitives/sh/move_aside.sh",
-    MOVE_ASIDE,
-);
-pub(crate) static RESTORE_SCRIPT: Script = Script::new(
-    "cache-restore.sh",
-    "cache.restore",
-    "src/primitives/sh/restore.sh",
-    RESTORE,
-);
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 enum Kind {
@@ -299,7 +257,7 @@ pub async fn restore(step: &Step<'_>, paths: &[String], force: bool) -> Result<V
         }
         // restore.sh removes an empty directory in the way itself (only while it is empty).
         let cmd = Cmd::script(
-            &RESTORE_SCRIPT,
+            &script::CACHE_RESTORE,
             [root, f.resolved.as_str(), kept.path.as_str()],
         );
         let what = if f.exists() && empty_dir {
@@ -469,7 +427,9 @@ async fn look(step: &Step<'_>, paths: &[String], mode: &str) -> Result<Option<Lo
     args.extend(roots.iter().cloned());
     args.extend(sent.iter().cloned());
     let summary = format!("cache.{mode}: look at {}", sent.join(", "));
-    let ran = step.read(Cmd::script(&PROBE_SCRIPT, args), summary).await?;
+    let ran = step
+        .read(Cmd::script(&script::CACHE_PROBE, args), summary)
+        .await?;
     if ran.planned() {
         return Ok(None);
     }
@@ -531,7 +491,7 @@ async fn plan_offline(step: &Step<'_>, paths: &[String], opts: ClearOpts) -> Res
                 ),
             );
         } else {
-            let cmd = Cmd::script(&DELETE_SCRIPT, [root, path.as_str()]);
+            let cmd = Cmd::script(&script::CACHE_DELETE, [root, path.as_str()]);
             step.change(cmd, format!("delete {path} ({size})"), true)
                 .await?;
         }
@@ -563,7 +523,7 @@ fn root_of<'p>(probe: &'p Probe, f: &Found) -> &'p str {
 }
 
 async fn delete(step: &Step<'_>, root: &str, f: &Found) -> Result<()> {
-    let cmd = Cmd::script(&DELETE_SCRIPT, [root, f.resolved.as_str()]);
+    let cmd = Cmd::script(&script::CACHE_DELETE, [root, f.resolved.as_str()]);
     let summary = format!("delete {} ({})", f.resolved, f.size());
     let ran = step.change(cmd, summary, true).await?;
     check(step, &ran, &format!("deleting {}", f.resolved))
@@ -573,7 +533,11 @@ async fn delete(step: &Step<'_>, root: &str, f: &Found) -> Result<()> {
 async fn move_aside(step: &Step<'_>, root: &str, path: &str, size: &str) -> Result<Option<String>> {
     let summary = format!("move aside {path} ({size}) → {path}{KEPT}…");
     let ran = step
-        .change(Cmd::script(&MOVE_ASIDE_SCRIPT, [root, path]), summary, true)
+        .change(
+            Cmd::script(&script::CACHE_MOVE_ASIDE, [root, path]),
+            summary,
+            true,
+        )
         .await?;
     check(step, &ran, &format!("moving {path} aside"))?;
     Ok(ran
@@ -618,7 +582,7 @@ async fn prune<'f>(
         ),
     );
     for k in &doomed {
-        let cmd = Cmd::script(&DELETE_SCRIPT, [root, k.path.as_str()]);
+        let cmd = Cmd::script(&script::CACHE_DELETE, [root, k.path.as_str()]);
         let summary = format!(
             "delete older kept copy {} ({})",
             k.path,

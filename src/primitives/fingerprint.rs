@@ -8,7 +8,8 @@
 //! one's known-good. Files of the earlier layout (`NAME.json`, one per name) stay
 //! readable, for the target name they were taken on, until a save writes the machine's.
 
-use super::{Cmd, Result, Script, Step};
+use super::{Cmd, Result, Step};
+use crate::script;
 use crate::targets::identity::Identity;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -72,20 +73,6 @@ pub struct Fingerprint {
     pub planned: bool,
 }
 
-/// Prints one `@key value` line per fact (`sh/fingerprint.sh`); cache sizes are
-/// `size_of`'s (`sh/size.sh`), as `cache.size` measures them.
-pub(crate) const SCRIPT: &str = concat!(
-    include_str!("sh/fingerprint.sh"),
-    include_str!("sh/size.sh"),
-    "main \"$@\"\n"
-);
-pub(crate) static FINGERPRINT_SCRIPT: Script = Script::new(
-    "fingerprint.sh",
-    "fingerprint.take",
-    "src/primitives/sh/fingerprint.sh",
-    SCRIPT,
-);
-
 pub async fn take(step: &Step<'_>, scope: &Scope) -> Result<Fingerprint> {
     let py = match (&scope.venv, &scope.python) {
         (Some(v), _) => format!("{}/bin/python", v.trim_end_matches('/')),
@@ -96,7 +83,7 @@ pub async fn take(step: &Step<'_>, scope: &Scope) -> Result<Fingerprint> {
     args.extend(scope.caches.iter().cloned());
     let ran = step
         .read(
-            Cmd::script(&FINGERPRINT_SCRIPT, args).timeout(std::time::Duration::from_secs(120)),
+            Cmd::script(&script::FINGERPRINT, args).timeout(std::time::Duration::from_secs(120)),
             "fingerprint: python, torch, packages, GPUs, git, caches",
         )
         .await?;

@@ -22,6 +22,7 @@ use crate::abort::{Abort, Why};
 use crate::actions::{self, Action, ActionError, Effect, Performed};
 pub use crate::classify::Class;
 use crate::ctx::{Ctx, Mode};
+use crate::script;
 pub use crate::script::Script;
 use crate::targets::failure::TAIL_LINES;
 use crate::targets::{ExecOutcome, ExecRequest, Target};
@@ -57,35 +58,6 @@ pub struct Cmd {
     /// Its stdout is data (an archive), not lines for people (see `Action::binary_output`).
     pub binary_output: bool,
 }
-
-/// Every script a primitive runs, for `runbook script`.
-pub static SCRIPTS: &[&Script] = &[
-    &artifact::PACK_SCRIPT,
-    &artifact::CHUNK_SCRIPT,
-    &artifact::UNPACK_SCRIPT,
-    &store::remote::PROBE_SCRIPT,
-    &store::remote::LIST_SCRIPT,
-    &store::remote::READ_SCRIPT,
-    &store::remote::PUT_SCRIPT,
-    &store::remote::OLD_SCRIPT,
-    &store::remote::PRUNE_SCRIPT,
-    &cache::PROBE_SCRIPT,
-    &cache::DELETE_SCRIPT,
-    &cache::MOVE_ASIDE_SCRIPT,
-    &cache::RESTORE_SCRIPT,
-    &fingerprint::FINGERPRINT_SCRIPT,
-    &proc::PROBE_SCRIPT,
-    &proc::SPAWN_SCRIPT,
-    &proc::STOP_SCRIPT,
-    &proc::POLL_SCRIPT,
-    &venv::PROBE_SCRIPT,
-    &venv::BUILD_SCRIPT,
-    &venv::LIST_SCRIPT,
-    &warmup::MEASURE_SCRIPT,
-    &warmup::GRAPHS_SCRIPT,
-    &warmup::TORCH_SCRIPT,
-    &NEED_SCRIPT,
-];
 
 impl Cmd {
     pub fn new<I, S>(argv: I) -> Self
@@ -131,14 +103,6 @@ impl Cmd {
         self
     }
 }
-
-/// Whether a program runs on the target; see `Step::need`.
-pub(crate) static NEED_SCRIPT: Script = Script::new(
-    "need.sh",
-    "warmup.run",
-    "src/primitives/sh/need.sh",
-    include_str!("sh/need.sh"),
-);
 
 /// `needs PROGRAM on TARGET (WHY)`: the one wording for a program a primitive needs and
 /// the target lacks.
@@ -286,7 +250,7 @@ impl Step<'_> {
         if self.dry_run() {
             return Ok(());
         }
-        let mut cmd = Cmd::script(&NEED_SCRIPT, [program, why]);
+        let mut cmd = Cmd::script(&script::NEED, [program, why]);
         cmd.env = env.to_vec();
         cmd.cwd = cwd.map(str::to_string);
         let ran = self.read(cmd, format!("is {program} there?")).await?;
@@ -460,20 +424,14 @@ mod tests {
     /// line `needs_from` reads.
     #[test]
     fn need_finds_programs_under_dash_and_busybox() {
-        let applets = crate::testing::busybox_applets();
         let dir = tempfile::tempdir().unwrap();
         let plain = dir.path().join("plain");
         std::fs::write(&plain, "").unwrap();
-        for (shell, path) in crate::testing::posix_shells(&applets) {
-            let run = |program: &str| {
-                std::process::Command::new(&shell)
-                    .args(["-c", NEED_SCRIPT.body, "sh", program, "for a test"])
-                    .env_clear()
-                    .env("PATH", &path)
-                    .output()
-                    .unwrap()
-            };
-            for found in ["sh", "cat", "command", shell.as_str()] {
+        for sh in crate::testing::shells() {
+            let shell = sh.name;
+            let run = |program: &str| sh.run(script::NEED.body, &[program, "for a test"]);
+            let program = sh.argv()[0].to_str().unwrap();
+            for found in ["sh", "cat", "command", program] {
                 let out = run(found);
                 assert!(out.status.success(), "{shell}: {found}: {out:?}");
                 assert!(!out.stdout.is_empty(), "{shell}: {found}");

@@ -11,51 +11,12 @@
 //! pid to kill, or a symlink for root to write through.
 //! Liveness reads `/proc` (a zombie is not alive), falling back to `kill -0` elsewhere.
 
-use super::{Cmd, Error, Ran, Result, Script, Step};
+use super::{Cmd, Error, Ran, Result, Step};
+use crate::script;
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::time::{Duration, Instant};
-
-// The scripts, one `.sh` file each in `sh/` (linted by scripts/test, run by the tests);
-// each file's header says its arguments and output.
-/// A script with what it needs in front: `runbook_dir` (where pid files live: runbook's
-/// own directory for the target user, never /tmp), `sig` (signal.sh), and `up PID
-/// [START]` and `no_link FILE` (proc_lib.sh).
-macro_rules! with_up {
-    ($file:literal) => {
-        concat!(
-            include_str!("../targets/sh/runbook_dir.sh"),
-            include_str!("../targets/sh/signal.sh"),
-            include_str!("sh/proc_lib.sh"),
-            include_str!($file)
-        )
-    };
-}
-pub(crate) static PROBE_SCRIPT: Script = Script::new(
-    "proc-probe.sh",
-    "proc.spawn, proc.stop",
-    "src/primitives/sh/proc_probe.sh",
-    with_up!("sh/proc_probe.sh"),
-);
-pub(crate) static SPAWN_SCRIPT: Script = Script::new(
-    "proc-spawn.sh",
-    "proc.spawn",
-    "src/primitives/sh/proc_spawn.sh",
-    with_up!("sh/proc_spawn.sh"),
-);
-pub(crate) static STOP_SCRIPT: Script = Script::new(
-    "proc-stop.sh",
-    "proc.stop",
-    "src/primitives/sh/proc_stop.sh",
-    with_up!("sh/proc_stop.sh"),
-);
-pub(crate) static POLL_SCRIPT: Script = Script::new(
-    "proc-poll.sh",
-    "proc.wait_for",
-    "src/primitives/sh/proc_poll.sh",
-    include_str!("sh/proc_poll.sh"),
-);
 
 /// What `proc` remembers between its calls in one run (one Lua VM: a dry-run's and its
 /// real run's are apart). Kept by the `proc` table (`lua_api/proc.rs`), not the run's
@@ -187,7 +148,7 @@ async fn probe(step: &Step<'_>, which: &Which, what: &str) -> Result<Option<(u32
     };
     let ran = step
         .read(
-            Cmd::script(&PROBE_SCRIPT, [name, pid]),
+            Cmd::script(&script::PROC_PROBE, [name, pid]),
             format!("is {label} running?"),
         )
         .await?;
@@ -236,7 +197,7 @@ pub async fn spawn(step: &Step<'_>, jobs: &Jobs, spec: &SpawnSpec) -> Result<Spa
     }
     let mut args: Vec<OsString> = vec![spec.name.clone().into(), spec.log.clone().into()];
     args.extend(spec.argv.iter().cloned());
-    let mut cmd = Cmd::script(&SPAWN_SCRIPT, args).timeout(Duration::from_secs(30));
+    let mut cmd = Cmd::script(&script::PROC_SPAWN, args).timeout(Duration::from_secs(30));
     for (k, v) in &spec.env {
         cmd = cmd.env(k, v);
     }
@@ -350,7 +311,7 @@ pub async fn stop(
         Some(t) => t.as_millis().min(u128::from(u32::MAX)).to_string(),
         None => "-1".to_string(),
     };
-    let mut cmd = Cmd::script(&STOP_SCRIPT, [name, pid, ms]);
+    let mut cmd = Cmd::script(&script::PROC_STOP, [name, pid, ms]);
     // Room for the KILL and its own wait after the TERM's; with no timeout the step's
     // deadline and Ctrl-C are what bound the wait.
     cmd.timeout = timeout.map(|t| t + Duration::from_secs(30));
@@ -486,7 +447,7 @@ struct Polled {
 async fn poll(step: &Step<'_>, file: &str, offset: Option<u64>, wait: u64) -> Result<Polled> {
     let off = offset.map_or_else(|| "end".to_string(), |o| o.to_string());
     let cmd = Cmd::script(
-        &POLL_SCRIPT,
+        &script::PROC_POLL,
         [file.to_string(), off, wait.to_string(), CHUNK.to_string()],
     )
     .timeout(Duration::from_secs(wait + 30));
@@ -630,7 +591,6 @@ mod tests {
     #[test]
     fn probe_answers_what_parse_state_reads_under_dash_and_busybox() {
         use std::process::Command;
-        let applets = crate::testing::busybox_applets();
         let home = tempfile::tempdir().unwrap();
         let mut job = Command::new("setsid")
             .args(["sleep", "30"])
@@ -638,27 +598,27 @@ mod tests {
             .unwrap();
         let pid = job.id();
         std::thread::sleep(std::time::Duration::from_millis(200));
-        let probe = |shell: &str, path: &str, name: &str, pid: &str| -> String {
-            let out = Command::new(shell)
-                .args(["-c", PROBE_SCRIPT.body, "sh", name, pid])
-                .env_clear()
-                .env("PATH", path)
+        let probe = |sh: &crate::testing::Shell, name: &str, pid: &str| -> String {
+            let out = sh
+                .command(script::PROC_PROBE.body, &[name, pid])
                 .env("HOME", home.path())
                 .output()
                 .unwrap();
             String::from_utf8_lossy(&out.stdout).into_owned()
         };
-        let shells = crate::testing::posix_shells(&applets);
-        for (shell, path) in &shells {
-            let out = probe(shell, path, "", &pid.to_string());
+        let shells = crate::testing::shells();
+        for sh in &shells {
+            let shell = sh.name;
+            let out = probe(sh, "", &pid.to_string());
             assert_eq!(parse_state(&out), Some((pid, true)), "{shell}: {out:?}");
-            let out = probe(shell, path, "never-started", "");
+            let out = probe(sh, "never-started", "");
             assert_eq!(parse_state(&out), None, "{shell}: {out:?}");
         }
         let _ = job.kill();
         let _ = job.wait();
-        for (shell, path) in &shells {
-            let out = probe(shell, path, "", &pid.to_string());
+        for sh in &shells {
+            let shell = sh.name;
+            let out = probe(sh, "", &pid.to_string());
             assert_eq!(parse_state(&out), Some((pid, false)), "{shell}: {out:?}");
         }
     }
@@ -676,7 +636,14 @@ mod tests {
         let pid = job.id();
         std::thread::sleep(std::time::Duration::from_millis(300));
         let out = Command::new(dir.path().join("sh"))
-            .args(["-c", STOP_SCRIPT.body, "sh", "", &pid.to_string(), "300"])
+            .args([
+                "-c",
+                script::PROC_STOP.body,
+                "sh",
+                "",
+                &pid.to_string(),
+                "300",
+            ])
             .env_clear()
             .env("PATH", dir.path())
             .env("HOME", dir.path())

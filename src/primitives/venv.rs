@@ -11,7 +11,8 @@
 //!    the real run: the `<ts>` of the build directory is therefore taken on the target;
 //! 3. a read lists what ended up installed.
 
-use super::{Cmd, Error, Ran, Result, Script, Step};
+use super::{Cmd, Error, Ran, Result, Step};
+use crate::script;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::time::Duration;
@@ -230,17 +231,6 @@ struct Probe {
     venv: VenvState,
 }
 
-/// Finds uv (the given path, else PATH, `~/.local/bin`, `~/.cargo/bin`), and what is at
-/// the venv path. `$1` = uv's given path or empty, `$2` = venv path. Prints `key=value`
-/// lines; always exits 0 so that a missing uv is reported by runbook, not by sh.
-const PROBE: &str = include_str!("sh/venv_probe.sh");
-pub(crate) static PROBE_SCRIPT: Script = Script::new(
-    "venv-probe.sh",
-    "venv.build",
-    "src/primitives/sh/venv_probe.sh",
-    PROBE,
-);
-
 /// `None` when the read was only planned (`--dry-run --offline`).
 async fn probe(
     step: &Step<'_>,
@@ -250,7 +240,7 @@ async fn probe(
     timeout: Option<Duration>,
 ) -> Result<Option<Probe>> {
     let mut cmd = Cmd::script(
-        &PROBE_SCRIPT,
+        &script::VENV_PROBE,
         [uv.unwrap_or(""), path, python.unwrap_or("")],
     )
     .env("UV_PYTHON_DOWNLOADS", "never");
@@ -412,14 +402,6 @@ async fn install_uv(step: &Step<'_>, spec: &BuildSpec, home: &str) -> Result<Str
 /// ignored because runbook stops reading the output when it stops a command: sh's own
 /// notice about the killed child would otherwise kill sh before its trap. Leftovers of a
 /// build killed too hard to clean up are removed by the next fresh build of that PATH.
-const BUILD: &str = include_str!("sh/venv_build.sh");
-pub(crate) static BUILD_SCRIPT: Script = Script::new(
-    "venv-build.sh",
-    "venv.build",
-    "src/primitives/sh/venv_build.sh",
-    BUILD,
-);
-
 fn build_cmd(spec: &BuildSpec, uv: &str) -> Cmd {
     let mode = if spec.fresh { "fresh" } else { "in-place" };
     let mut args: Vec<String> = vec![
@@ -437,7 +419,7 @@ fn build_cmd(spec: &BuildSpec, uv: &str) -> Cmd {
         args.extend(spec.packages.iter().cloned());
     }
     // A missing python must be an error, not a download of one.
-    let mut cmd = Cmd::script(&BUILD_SCRIPT, args).env("UV_PYTHON_DOWNLOADS", "never");
+    let mut cmd = Cmd::script(&script::VENV_BUILD, args).env("UV_PYTHON_DOWNLOADS", "never");
     cmd.timeout = spec.timeout;
     cmd
 }
@@ -541,19 +523,10 @@ fn failure(ran: &Ran, spec: &BuildSpec) -> String {
 // ---------------------------------------------------------------------------------------
 // Phase 3: what was installed
 
-/// The venv's Python version, then `uv pip list` as JSON on the next line.
-const LIST: &str = include_str!("sh/venv_list.sh");
-pub(crate) static LIST_SCRIPT: Script = Script::new(
-    "venv-list.sh",
-    "venv.build",
-    "src/primitives/sh/venv_list.sh",
-    LIST,
-);
-
 async fn installed(step: &Step<'_>, path: &str, uv: &str) -> Result<(String, Vec<Package>)> {
     let ran = step
         .read(
-            Cmd::script(&LIST_SCRIPT, [uv, path]),
+            Cmd::script(&script::VENV_LIST, [uv, path]),
             format!("list the packages in {path}"),
         )
         .await?;
@@ -594,8 +567,6 @@ mod tests {
     /// `parse_probe`: a venv, something else, nothing; a uv that answers `--version`.
     #[test]
     fn probe_answers_what_parse_probe_reads_under_dash_and_busybox() {
-        use std::process::Command;
-        let applets = crate::testing::busybox_applets();
         let dir = tempfile::tempdir().unwrap();
         let venv = dir.path().join("venv");
         std::fs::create_dir_all(&venv).unwrap();
@@ -605,18 +576,11 @@ mod tests {
         let uv = dir.path().join("uv");
         std::fs::write(&uv, "#!/bin/sh\necho 'uv 0.9.0'\n").unwrap();
         std::fs::set_permissions(&uv, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-        for (shell, path) in crate::testing::posix_shells(&applets) {
+        for sh in crate::testing::shells() {
+            let shell = sh.name;
             let probe = |at: &std::path::Path| {
-                let out = Command::new(&shell)
-                    .args([
-                        "-c",
-                        PROBE,
-                        "sh",
-                        uv.to_str().unwrap(),
-                        at.to_str().unwrap(),
-                    ])
-                    .env_clear()
-                    .env("PATH", &path)
+                let out = sh
+                    .command(script::VENV_PROBE.body, &[uv.as_path(), at])
                     .env("HOME", dir.path())
                     .output()
                     .unwrap();
@@ -650,7 +614,9 @@ mod tests {
     #[test]
     fn a_failed_check_reads_back_as_the_code_it_ran() {
         assert!(
-            BUILD.contains(r#"say "verify failed in $dir"; exit 4"#),
+            script::VENV_BUILD
+                .body
+                .contains(r#"say "verify failed in $dir"; exit 4"#),
             "VERIFY_FAILED matches what BUILD says"
         );
         let mut s = spec();

@@ -13,9 +13,10 @@
 //! spinner shows the latest); what this adds is a warning when the script stays silent
 //! for long, since a compile that prints nothing for minutes looks exactly like a hang.
 
-use super::{human_size, Cmd, Ran, Result, Script, Step};
+use super::{human_size, Cmd, Ran, Result, Step};
 use crate::duration;
 use crate::events::{Event, Sink, Stamped};
+use crate::script;
 use crate::targets::ExecRequest;
 use serde::{Deserialize, Serialize};
 use std::cell::Cell;
@@ -175,37 +176,6 @@ pub struct Outcome {
     pub planned: bool,
 }
 
-/// Prints `BYTES FILES` or `missing` for each path, one line each, in order
-/// (`sh/measure.sh`): `size_of` (`sh/size.sh`), the size `cache.size` reports. `~/` means
-/// the target user's home; a symlinked cache dir is followed.
-pub(crate) const MEASURE: &str = concat!(
-    include_str!("sh/measure.sh"),
-    include_str!("sh/size.sh"),
-    "main \"$@\"\n"
-);
-pub(crate) static MEASURE_SCRIPT: Script = Script::new(
-    "warmup-measure.sh",
-    "warmup.run",
-    "src/primitives/sh/measure.sh",
-    MEASURE,
-);
-
-/// Counts inductor's FX graph cache entries, in the warm-up's environment.
-pub(crate) static GRAPHS_SCRIPT: Script = Script::new(
-    "warmup-inductor-graphs.sh",
-    "warmup.run",
-    "src/primitives/sh/inductor_graphs.sh",
-    include_str!("sh/inductor_graphs.sh"),
-);
-
-/// Runs the warm-up script and prints torch's counters (and saves the Mega-Cache) at exit.
-pub(crate) static TORCH_SCRIPT: Script = Script::new(
-    "warmup-torch.sh",
-    "warmup.run",
-    "src/primitives/sh/warmup_torch.sh",
-    include_str!("sh/warmup_torch.sh"),
-);
-
 /// The prefix of the wrapper's report line on stderr.
 const REPORT: &str = "runbook-warmup-report ";
 
@@ -250,7 +220,7 @@ pub async fn run(step: &Step<'_>, spec: &Spec) -> Result<Outcome> {
     let mut cmd = match wrapped {
         // The same python, script and arguments, after the wrapper's own two.
         true => Cmd::script(
-            &TORCH_SCRIPT,
+            &script::WARMUP_TORCH,
             [
                 spec.python.clone().into(),
                 spec.mega_save.clone().unwrap_or_default().into(),
@@ -467,8 +437,8 @@ fn hit_message(target: &str, h: &HitCheck, torch: Option<&TorchReport>) -> Strin
 /// (inductor's cache dir, its FX graph cache entries or `None` without `fxgraph/`), found
 /// with the warm-up's own environment and cwd; `None` when only planned.
 async fn graphs(step: &Step<'_>, spec: &Spec, when: &str) -> Result<Option<(String, Option<u64>)>> {
-    let mut cmd =
-        Cmd::script(&GRAPHS_SCRIPT, Vec::<OsString>::new()).timeout(Duration::from_secs(300));
+    let mut cmd = Cmd::script(&script::WARMUP_INDUCTOR_GRAPHS, Vec::<OsString>::new())
+        .timeout(Duration::from_secs(300));
     cmd.env = environment(spec);
     if let Some(dir) = &spec.cwd {
         cmd = cmd.cwd(dir);
@@ -580,7 +550,7 @@ async fn measure(
     }
     let ran = step
         .read(
-            Cmd::script(&MEASURE_SCRIPT, paths).timeout(Duration::from_secs(300)),
+            Cmd::script(&script::WARMUP_MEASURE, paths).timeout(Duration::from_secs(300)),
             format!("warm-up: measure caches {when}"),
         )
         .await?;

@@ -49,10 +49,6 @@ pub enum Container {
     },
 }
 
-/// Decodes armoured words and runs them; see the script.
-static UTF8_ARGV: std::sync::LazyLock<String> =
-    std::sync::LazyLock::new(|| super::wrap::script_body(include_str!("sh/utf8_argv.sh")));
-
 impl Container {
     /// A Docker or Podman container, its name (or id) and the user commands run as.
     pub fn engine(podman: bool, name: &str, user: Option<&str>) -> Result<Container, String> {
@@ -400,7 +396,7 @@ pub fn armoured(argv: Vec<OsString>) -> Vec<OsString> {
     let mut out: Vec<OsString> = vec![
         "sh".into(),
         "-c".into(),
-        UTF8_ARGV.as_str().into(),
+        crate::script::UTF8_ARGV.body.into(),
         "sh".into(),
     ];
     out.extend(argv.iter().map(|w| OsString::from(armour(w.as_bytes()))));
@@ -474,7 +470,6 @@ fn is_dns_subdomain(s: &str) -> bool {
 mod tests {
     use super::*;
     use std::os::unix::ffi::OsStringExt;
-    use std::process::Command;
 
     fn os(s: &str) -> OsString {
         s.into()
@@ -548,15 +543,15 @@ mod tests {
             .iter()
             .flat_map(|w| w.as_bytes().iter().copied().chain([0]))
             .collect();
-        for shell in [&["dash"][..], &["bash", "--posix"], &["busybox", "sh"]] {
-            let out = Command::new(shell[0])
-                .args(&shell[1..])
-                .args(&argv[1..])
+        for sh in crate::testing::shells() {
+            let shell = sh.name;
+            let out = sh
+                .command(argv[2].to_str().unwrap(), &argv[4..])
                 .env("LC_ALL", "C.UTF-8")
                 .output()
                 .unwrap();
-            assert!(out.status.success(), "{shell:?}: {out:?}");
-            assert_eq!(out.stdout, want, "{shell:?}");
+            assert!(out.status.success(), "{shell}: {out:?}");
+            assert_eq!(out.stdout, want, "{shell}");
         }
         // All UTF-8: nothing to armour, the argv is as given.
         assert_eq!(

@@ -15,9 +15,6 @@ use serde::{Deserialize, Serialize};
 use std::future::Future;
 use std::pin::Pin;
 
-/// Prints `machine-id`, `boot-id`, `uid` and `lock-at` lines (see the script).
-const PROBE: &str = include_str!("sh/identity.sh");
-
 /// What a target is, as a plan records it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Identity {
@@ -161,7 +158,11 @@ impl Target {
 
     async fn probe(&self) -> Result<(String, String), String> {
         let out = self
-            .run_plain(vec!["sh".into(), "-c".into(), PROBE.into()])
+            .run_plain(vec![
+                "sh".into(),
+                "-c".into(),
+                crate::script::IDENTITY.body.into(),
+            ])
             .await?; // the error names the target and why nothing ran there
         let text = String::from_utf8_lossy(&out.stdout);
         match (out.code, parse(&text)) {

@@ -37,10 +37,6 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-/// The loop, as it is sent (without its comments).
-static LOOP: std::sync::LazyLock<String> =
-    std::sync::LazyLock::new(|| super::wrap::script_body(include_str!("sh/session.sh")));
-
 /// A command's stdin up to this size travels through the session (the loop reads it a
 /// byte at a time); a larger one gets a channel of its own.
 pub const INLINE_STDIN: usize = 1024 * 1024;
@@ -70,18 +66,14 @@ thread_local! {
     static OPEN: Cell<usize> = const { Cell::new(0) };
 }
 
-/// What starts the loop: under bash where there is one (sh/session_start.sh).
-static START: std::sync::LazyLock<String> =
-    std::sync::LazyLock::new(|| super::wrap::script_body(include_str!("sh/session_start.sh")));
-
 /// The argv that starts the loop (for a container, wrapped by the caller).
 pub fn loop_argv() -> Vec<OsString> {
     vec![
         "sh".into(),
         "-c".into(),
-        START.as_str().into(),
+        crate::script::SESSION_START.body.into(),
         "sh".into(),
-        LOOP.as_str().into(),
+        crate::script::SESSION.body.into(),
     ]
 }
 
@@ -869,45 +861,69 @@ mod tests {
     use super::*;
     use crate::cancel::Cancel;
 
-    /// Where the loop is tested: in dash and busybox ash as they are (setsid per
-    /// command), and as runbook starts it (`START`, here: bash with job control).
-    fn loop_shells(applets: &tempfile::TempDir) -> Vec<(String, String)> {
-        let mut shells = crate::testing::posix_shells(applets).to_vec();
-        // dash's entry has the system PATH.
-        let system = shells[0].1.clone();
-        shells.push((STARTED.into(), system));
-        shells
+    /// A shell the loop is tested under: one of the harness's (`testing::shells`), the
+    /// loop given to it as `sh -c LOOP sh`, or as runbook starts it (`session-start.sh`,
+    /// here: dash under bash with job control).
+    struct LoopShell {
+        name: String,
+        argv: Vec<OsString>,
+        path: String,
+        /// Whether the loop runs under bash (its commands' parent is bash).
+        under_bash: bool,
+        _shell: Option<crate::testing::Shell>,
     }
 
-    const STARTED: &str = "dash, started as runbook starts it (under bash)";
+    impl std::fmt::Display for LoopShell {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(&self.name)
+        }
+    }
 
-    /// Runs the loop under `shell` with `path` as its PATH, on `input`.
-    fn run_loop(shell: &(String, String), input: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    /// dash, bash --posix and busybox ash as they are (setsid per command), then as runbook
+    /// starts the loop.
+    fn loop_shells() -> Vec<LoopShell> {
+        let mut out: Vec<LoopShell> = crate::testing::shells()
+            .into_iter()
+            .map(|sh| {
+                let mut argv = sh.argv().to_vec();
+                argv.extend(["-c".into(), crate::script::SESSION.body.into(), "sh".into()]);
+                LoopShell {
+                    name: sh.name.to_string(),
+                    argv,
+                    path: sh.path().to_string(),
+                    under_bash: sh.name.starts_with("bash"),
+                    _shell: Some(sh),
+                }
+            })
+            .collect();
+        let mut argv = loop_argv();
+        argv[0] = "dash".into();
+        out.push(LoopShell {
+            name: "dash, started as runbook starts it (under bash)".into(),
+            argv,
+            path: out[0].path.clone(),
+            under_bash: true,
+            _shell: None,
+        });
+        out
+    }
+
+    /// Runs the loop under `shell` on `input`.
+    fn run_loop(shell: &LoopShell, input: &[u8]) -> (Vec<u8>, Vec<u8>) {
         run_loop_with(shell, input, None)
     }
 
     /// `run_loop` with SHLVL in the loop's environment, or none.
-    fn run_loop_with(
-        (shell, path): &(String, String),
-        input: &[u8],
-        shlvl: Option<&str>,
-    ) -> (Vec<u8>, Vec<u8>) {
+    fn run_loop_with(shell: &LoopShell, input: &[u8], shlvl: Option<&str>) -> (Vec<u8>, Vec<u8>) {
         use std::io::Write;
-        let argv: Vec<OsString> = if shell == STARTED {
-            let mut argv = loop_argv();
-            argv[0] = "dash".into();
-            argv
-        } else {
-            vec![shell.into(), "-c".into(), LOOP.as_str().into(), "sh".into()]
-        };
-        let mut cmd = std::process::Command::new(&argv[0]);
+        let mut cmd = std::process::Command::new(&shell.argv[0]);
         cmd.env_remove("SHLVL");
         if let Some(v) = shlvl {
             cmd.env("SHLVL", v);
         }
         let mut child = cmd
-            .env("PATH", path)
-            .args(&argv[1..])
+            .env("PATH", &shell.path)
+            .args(&shell.argv[1..])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -921,22 +937,12 @@ mod tests {
     /// Runs the loop under `shell` on `requests` as runbook sends them: each once the
     /// frame before it ended on both streams (the loop then ends the last command's
     /// copiers, `_rb_unfwd`).
-    fn run_loop_each(
-        (shell, path): &(String, String),
-        requests: &[(Vec<u8>, String)],
-    ) -> (Vec<u8>, Vec<u8>) {
+    fn run_loop_each(shell: &LoopShell, requests: &[(Vec<u8>, String)]) -> (Vec<u8>, Vec<u8>) {
         use std::io::{Read, Write};
         use std::sync::{Arc, Mutex};
-        let argv: Vec<OsString> = if shell == STARTED {
-            let mut argv = loop_argv();
-            argv[0] = "dash".into();
-            argv
-        } else {
-            vec![shell.into(), "-c".into(), LOOP.as_str().into(), "sh".into()]
-        };
-        let mut child = std::process::Command::new(&argv[0])
-            .env("PATH", path)
-            .args(&argv[1..])
+        let mut child = std::process::Command::new(&shell.argv[0])
+            .env("PATH", &shell.path)
+            .args(&shell.argv[1..])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -1050,11 +1056,10 @@ mod tests {
         )
         .unwrap();
         let input = [(r1, t1.clone()), (r2, t2.clone())];
-        let applets = crate::testing::busybox_applets();
-        for shell in loop_shells(&applets) {
+        for shell in loop_shells() {
             let (out, err) = run_loop_each(&shell, &input);
             let (o, lines, pgid) = collect(&t1, &out, &err);
-            assert_eq!(o.code, Some(7), "{shell:?}: {lines:?}");
+            assert_eq!(o.code, Some(7), "{shell}: {lines:?}");
             let want_out = format!(
                 "{}\n{value}|\u{fffd}\n'\"$HOME|\nin\0put\\n\nend",
                 weird.display()
@@ -1068,14 +1073,14 @@ mod tests {
             assert_eq!(
                 Some(pg.parse::<u32>().unwrap()),
                 pgid,
-                "{shell:?}: the reported group is the command's"
+                "{shell}: the reported group is the command's"
             );
             let stdout = String::from_utf8_lossy(&o.stdout);
-            assert_eq!(stdout, format!("{want_out}\n{pg}\n"), "{shell:?}");
-            assert_eq!(o.stderr, b"oops\n", "{shell:?}");
+            assert_eq!(stdout, format!("{want_out}\n{pg}\n"), "{shell}");
+            assert_eq!(o.stderr, b"oops\n", "{shell}");
             // The second command's frame follows, whole.
             let (o2, _, _) = collect(&t2, &out, &err);
-            assert_eq!(o2.code, Some(0), "{shell:?}");
+            assert_eq!(o2.code, Some(0), "{shell}");
         }
     }
 
@@ -1095,11 +1100,10 @@ mod tests {
             ..Default::default()
         };
         let (r, t) = request(&req, Mode::Group).unwrap();
-        let applets = crate::testing::busybox_applets();
-        for shell in loop_shells(&applets) {
+        for shell in loop_shells() {
             let (out, err) = run_loop(&shell, &r);
             let (o, _, _) = collect(&t, &out, &err);
-            assert_eq!(o.code, Some(4), "{shell:?}");
+            assert_eq!(o.code, Some(4), "{shell}");
             assert_eq!(
                 String::from_utf8_lossy(&o.stdout),
                 format!("{forged}partial")
@@ -1121,18 +1125,17 @@ mod tests {
         };
         let (r, _) = request(&req, Mode::Group).unwrap();
         let script_end = r.windows(3).position(|w| w == b"\n.\n").unwrap() + 3;
-        let applets = crate::testing::busybox_applets();
-        for shell in loop_shells(&applets) {
+        for shell in loop_shells() {
             for cut in [script_end - 4, script_end + 5, r.len() - 2] {
                 let (out, _) = run_loop(&shell, &r[..cut]);
                 assert!(
                     !String::from_utf8_lossy(&out).contains("RAN"),
-                    "{shell:?}, cut at {cut}: {}",
+                    "{shell}, cut at {cut}: {}",
                     String::from_utf8_lossy(&out)
                 );
             }
             let (out, _) = run_loop(&shell, &r);
-            assert!(String::from_utf8_lossy(&out).contains("RAN"), "{shell:?}");
+            assert!(String::from_utf8_lossy(&out).contains("RAN"), "{shell}");
         }
     }
 
@@ -1149,25 +1152,24 @@ mod tests {
             ..Default::default()
         };
         let (r, t) = request(&req, Mode::Group).unwrap();
-        let applets = crate::testing::busybox_applets();
-        for shell in loop_shells(&applets) {
+        for shell in loop_shells() {
             let (out, err) = run_loop(&shell, &r);
             let (o, _, pgid) = collect(&t, &out, &err);
             let text = String::from_utf8_lossy(&o.stdout).into_owned();
             let (parent, ids) = text.trim().split_once('\n').unwrap();
             let (pid, pg) = ids.split_once(' ').unwrap();
-            assert_eq!(pid, pg, "{shell:?}: leads its group");
-            assert_eq!(pgid, pg.parse().ok(), "{shell:?}");
-            if shell.0 == STARTED {
-                assert_eq!(parent, "bash", "{shell:?}");
+            assert_eq!(pid, pg, "{shell}: leads its group");
+            assert_eq!(pgid, pg.parse().ok(), "{shell}");
+            if shell.under_bash {
+                assert_eq!(parent, "bash", "{shell}");
             } else {
-                assert_ne!(parent, "bash", "{shell:?}");
+                assert_ne!(parent, "bash", "{shell}");
             }
         }
         // And a command's environment is what it is under dash (bash's SHLVL put back;
         // where there was none, bash's exec leaves SHLVL=0), but for `_`, which shells
         // set for the commands they run (bash drops the one it was given).
-        let env_of = |shell: &(String, String), shlvl: Option<&str>| {
+        let env_of = |shell: &LoopShell, shlvl: Option<&str>| {
             let (r, t) = request(
                 &ExecRequest {
                     argv: vec!["env".into()],
@@ -1186,11 +1188,12 @@ mod tests {
             lines.sort();
             lines
         };
-        let shells = loop_shells(&applets);
+        let shells = loop_shells();
+        let started = shells.last().unwrap();
         for shlvl in [None, Some("4")] {
             let dash = env_of(&shells[0], shlvl);
             assert!(dash.iter().any(|l| l.starts_with("PATH=")), "{dash:?}");
-            assert_eq!(dash, env_of(&shells[2], shlvl), "SHLVL {shlvl:?}");
+            assert_eq!(dash, env_of(started, shlvl), "SHLVL {shlvl:?}");
         }
     }
 
@@ -1209,8 +1212,7 @@ mod tests {
             ..Default::default()
         };
         let (r, t) = request(&req, Mode::Group).unwrap();
-        let applets = crate::testing::busybox_applets();
-        for shell in loop_shells(&applets) {
+        for shell in loop_shells() {
             let stopped = std::thread::spawn({
                 let marker = marker.clone();
                 move || continue_when_stopped(&marker)
@@ -1219,8 +1221,8 @@ mod tests {
             let (out, err) = run_loop(&shell, &r);
             let waited = stopped.join().unwrap();
             let (o, _, _) = collect(&t, &out, &err);
-            assert_eq!(o.code, Some(5), "{shell:?}");
-            assert!(started.elapsed() >= waited, "{shell:?}");
+            assert_eq!(o.code, Some(5), "{shell}");
+            assert!(started.elapsed() >= waited, "{shell}");
         }
     }
 

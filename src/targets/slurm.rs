@@ -34,9 +34,6 @@ pub const DEFAULT_IMMEDIATE: Duration = Duration::from_secs(10);
 const TASK_MARKER: &str = "\u{1e}runbook-slurm-task=";
 const EXIT_MARKER: &str = "\u{1e}runbook-slurm-exit=";
 
-static TASK: std::sync::LazyLock<String> =
-    std::sync::LazyLock::new(|| super::wrap::script_body(include_str!("sh/slurm_task.sh")));
-
 /// Where a Slurm target's commands run, as a record keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SlurmSpec {
@@ -248,7 +245,12 @@ pub(super) fn on_slurm(target: &Target) -> bool {
 /// line it prints cannot pass for one of runbook's: a task, a group or an exit.
 fn task(inner: Vec<OsString>, stdin: Option<Vec<u8>>) -> (Vec<OsString>, Vec<u8>, Marks) {
     let marks = Marks::new(super::session::token());
-    let mut argv: Vec<OsString> = vec!["sh".into(), "-c".into(), TASK.as_str().into(), "sh".into()];
+    let mut argv: Vec<OsString> = vec![
+        "sh".into(),
+        "-c".into(),
+        crate::script::SLURM_TASK.body.into(),
+        "sh".into(),
+    ];
     argv.extend(super::wrap::killable_with_token(inner));
     let mut input = format!("{0}\n{0}\n", marks.token).into_bytes();
     input.extend(stdin.unwrap_or_default());

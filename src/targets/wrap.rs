@@ -9,21 +9,6 @@ use super::ExecRequest;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 
-/// Sets the environment from standard input; see the script.
-static WITH_ENV: std::sync::LazyLock<String> =
-    std::sync::LazyLock::new(|| script_body(include_str!("sh/with_env.sh")));
-
-/// A script as it is sent: without its comment lines, which every preview would show.
-pub(crate) fn script_body(text: &str) -> String {
-    let mut body: String = text
-        .lines()
-        .filter(|l| !l.trim_start().starts_with('#') && !l.trim().is_empty())
-        .map(|l| format!("{l}\n"))
-        .collect();
-    body.pop();
-    body
-}
-
 /// `sh -c WITH_ENV sh [sh -c 'cd -- "$1" …' sh DIR] argv…` and the standard input that
 /// carries the environment in front of the command's own, or less when there is no env
 /// or cwd. Values never enter a script text or an argv: the working directory travels as
@@ -47,7 +32,7 @@ pub fn env_and_cwd(req: &ExecRequest) -> Result<(Vec<OsString>, Option<Vec<u8>>)
         argv.extend([
             "sh".into(),
             "-c".into(),
-            WITH_ENV.as_str().into(),
+            crate::script::WITH_ENV.body.into(),
             "sh".into(),
         ]);
     }
@@ -166,16 +151,12 @@ pub fn report_pgid_then_exec(argv: &[OsString], boot_id: bool) -> OsString {
     std::os::unix::ffi::OsStringExt::from_vec(line)
 }
 
-/// `sig SIGNAL GROUP`, the group kill that works under busybox too.
-pub const SIGNAL: &str = include_str!("sh/signal.sh");
-
 /// Stops a whole remote process group: TERM, up to 2 s to go, then KILL.
 pub fn kill_tree(pgid: u32) -> Vec<OsString> {
-    let script = format!("{SIGNAL}{}", include_str!("sh/kill_tree.sh"));
     vec![
         "sh".into(),
         "-c".into(),
-        script.into(),
+        crate::script::KILL_TREE.body.into(),
         "sh".into(),
         pgid.to_string().into(),
     ]
@@ -310,10 +291,8 @@ mod tests {
     /// (busybox's `kill` fails on `--` yet signals the rest: the KILL must still come).
     #[test]
     fn kill_tree_works_in_dash_bash_and_busybox() {
-        for shell in [&["dash"][..], &["bash"], &["busybox", "sh"]] {
-            if Command::new(shell[0]).arg("--help").output().is_err() {
-                continue;
-            }
+        for sh in crate::testing::shells() {
+            let shell = sh.name;
             let mut victim = Command::new("sh")
                 .args(["-c", "trap '' TERM; exec sleep 30"])
                 .process_group(0)
@@ -321,15 +300,14 @@ mod tests {
                 .unwrap();
             std::thread::sleep(std::time::Duration::from_millis(100));
             let argv = kill_tree(victim.id());
-            let st = Command::new(shell[0])
-                .args(&shell[1..])
-                .args(&argv[1..])
+            let st = sh
+                .command(argv[2].to_str().unwrap(), &argv[4..])
                 .status()
                 .unwrap();
-            assert!(st.success(), "{shell:?}");
+            assert!(st.success(), "{shell}");
             let gone = victim.wait().unwrap();
             use std::os::unix::process::ExitStatusExt;
-            assert_eq!(gone.signal(), Some(libc::SIGKILL), "{shell:?}");
+            assert_eq!(gone.signal(), Some(libc::SIGKILL), "{shell}");
         }
     }
 

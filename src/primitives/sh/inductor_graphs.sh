@@ -1,3 +1,5 @@
+# script: warmup-inductor-graphs.sh
+# for: warmup.run
 # inductor_graphs.sh: prints how many FX graph cache entries inductor's cache dir holds
 # (`missing` when it has no fxgraph/ folder) on one line, then the dir itself, for
 # warmup.rs to compare before and after a warm-up that should have compiled nothing.

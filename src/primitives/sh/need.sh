@@ -1,3 +1,5 @@
+# script: need.sh
+# for: warmup.run
 # need.sh PROGRAM WHY: succeeds when PROGRAM runs here (a name found on PATH, a builtin,
 # or an executable file given by path); otherwise prints `needs PROGRAM (WHY)` on stderr
 # and exits 127. Primitives run it as a read before their first change, so a missing

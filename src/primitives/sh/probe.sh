@@ -1,3 +1,6 @@
+# script: cache-probe.sh
+# for: cache.clear, cache.restore, cache.size
+# made of: probe.sh size.sh lib.sh
 # probe.sh MODE NROOTS ROOT... PATH...: looks at the roots and paths, as the user of
 # the target (size.sh and lib.sh follow this; lib.sh runs main), for cache.rs to decide
 # on. Mode `clear` measures and scans (mounts, processes) only paths strictly inside a

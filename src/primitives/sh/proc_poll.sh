@@ -1,3 +1,5 @@
+# script: proc-poll.sh
+# for: proc.wait_for
 # proc_poll.sh FILE OFFSET WAIT MAX: OFFSET a byte offset or `end`; waits up to WAIT
 # seconds for FILE to grow past OFFSET, then prints `START EXISTS` and up to MAX bytes
 # from START (START is 0 again when the file shrank: it was replaced or truncated).

@@ -3,70 +3,12 @@
 //! refuse, and that a symlink or a mount on the way never takes them outside the root.
 //! Mounts need root (CI runs as root); without it those tests fail and say so.
 
-use super::{parse, Kept, Kind, DELETE, MOVE_ASIDE, PROBE, RESTORE};
+use super::{parse, Kept, Kind};
+use crate::script::{CACHE_DELETE, CACHE_MOVE_ASIDE, CACHE_PROBE, CACHE_RESTORE};
+use crate::testing::shells;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-/// A shell and the tools it finds on its PATH.
-struct Shell {
-    name: &'static str,
-    program: &'static str,
-    pre: &'static [&'static str],
-    path: String,
-    _applets: Option<tempfile::TempDir>,
-}
-
-/// dash and bash with this machine's (GNU) tools; busybox sh with a PATH of busybox
-/// applets and nothing else, so `rm` there has no `--one-file-system` and the script
-/// walks the tree itself.
-fn shells() -> Vec<Shell> {
-    let system = std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into());
-    let applets = crate::testing::busybox_applets();
-    let mut out = vec![
-        Shell {
-            name: "dash",
-            program: "dash",
-            pre: &[],
-            path: system.clone(),
-            _applets: None,
-        },
-        Shell {
-            name: "bash",
-            program: "bash",
-            pre: &["--posix"],
-            path: system,
-            _applets: None,
-        },
-    ];
-    out.push(Shell {
-        name: "busybox sh",
-        program: "busybox",
-        pre: &["sh"],
-        path: applets.path().display().to_string(),
-        _applets: Some(applets),
-    });
-    out
-}
-
-impl Shell {
-    /// `SHELL -c SCRIPT sh ARGS…`, as `Cmd::sh` runs it on a target, from `/`.
-    fn run(&self, script: &str, args: &[&str]) -> Output {
-        self.command(script, args).output().unwrap()
-    }
-
-    fn command(&self, script: &str, args: &[&str]) -> Command {
-        let mut c = Command::new(self.program);
-        c.args(self.pre)
-            .arg("-c")
-            .arg(script)
-            .arg("sh")
-            .args(args)
-            .env("PATH", &self.path)
-            .current_dir("/");
-        c
-    }
-}
 
 fn text(o: &Output) -> String {
     format!(
@@ -138,7 +80,7 @@ fn delete_deletes_the_path_and_nothing_around_it_under_every_shell() {
         let cache = sc.root.join("p q/cache");
         make_cache(&cache, &sc.outside);
         std::fs::write(sc.root.join("p q/sibling"), "x").unwrap();
-        let o = sh.run(DELETE, &[s(&sc.root), s(&cache)]);
+        let o = sh.run(CACHE_DELETE.body, &[s(&sc.root), s(&cache)]);
         assert!(o.status.success(), "{}: {}", sh.name, text(&o));
         assert!(!cache.exists(), "{}: the cache is still there", sh.name);
         assert!(sc.root.join("p q/sibling").exists(), "{}", sh.name);
@@ -149,14 +91,17 @@ fn delete_deletes_the_path_and_nothing_around_it_under_every_shell() {
         );
         // A file, and a path that is gone already.
         std::fs::write(sc.root.join("p q/file"), "x").unwrap();
-        let o = sh.run(DELETE, &[s(&sc.root), s(&sc.root.join("p q/file"))]);
+        let o = sh.run(
+            CACHE_DELETE.body,
+            &[s(&sc.root), s(&sc.root.join("p q/file"))],
+        );
         assert!(
             o.status.success() && !sc.root.join("p q/file").exists(),
             "{}: {}",
             sh.name,
             text(&o)
         );
-        let o = sh.run(DELETE, &[s(&sc.root), s(&cache)]);
+        let o = sh.run(CACHE_DELETE.body, &[s(&sc.root), s(&cache)]);
         assert!(o.status.success(), "{}: {}", sh.name, text(&o));
     }
 }
@@ -207,7 +152,7 @@ fn delete_refuses_symlinks_on_the_way_and_paths_outside_the_root_under_every_she
         ];
         for (args, why) in &cases {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let o = sh.run(DELETE, &args);
+            let o = sh.run(CACHE_DELETE.body, &args);
             let err = String::from_utf8_lossy(&o.stderr);
             assert!(
                 o.status.code() == Some(1) && err.contains(why),
@@ -231,7 +176,7 @@ fn move_aside_and_restore_act_beside_the_path_under_every_shell() {
         let cache = sc.root.join("a/cache");
         std::fs::create_dir_all(&cache).unwrap();
         std::fs::write(cache.join("f"), "known good").unwrap();
-        let o = sh.run(MOVE_ASIDE, &[s(&sc.root), s(&cache)]);
+        let o = sh.run(CACHE_MOVE_ASIDE.body, &[s(&sc.root), s(&cache)]);
         assert!(o.status.success(), "{}: {}", sh.name, text(&o));
         let kept = String::from_utf8_lossy(&o.stdout).trim_end().to_string();
         assert!(
@@ -246,7 +191,7 @@ fn move_aside_and_restore_act_beside_the_path_under_every_shell() {
         );
         // A second one in the same second gets .1.
         std::fs::create_dir_all(&cache).unwrap();
-        let o = sh.run(MOVE_ASIDE, &[s(&sc.root), s(&cache)]);
+        let o = sh.run(CACHE_MOVE_ASIDE.body, &[s(&sc.root), s(&cache)]);
         let second = String::from_utf8_lossy(&o.stdout).trim_end().to_string();
         assert!(
             o.status.success() && second.starts_with(&format!("{}.runbook-kept-", cache.display())),
@@ -257,7 +202,7 @@ fn move_aside_and_restore_act_beside_the_path_under_every_shell() {
         assert_ne!(kept, second);
         // Restore in place of an empty directory; a non-empty one stops it.
         std::fs::create_dir_all(cache.join("new")).unwrap();
-        let o = sh.run(RESTORE, &[s(&sc.root), s(&cache), &kept]);
+        let o = sh.run(CACHE_RESTORE.body, &[s(&sc.root), s(&cache), &kept]);
         assert!(
             o.status.code() == Some(1) && String::from_utf8_lossy(&o.stderr).contains("not empty"),
             "{}: {}",
@@ -265,7 +210,7 @@ fn move_aside_and_restore_act_beside_the_path_under_every_shell() {
             text(&o)
         );
         std::fs::remove_dir(cache.join("new")).unwrap();
-        let o = sh.run(RESTORE, &[s(&sc.root), s(&cache), &kept]);
+        let o = sh.run(CACHE_RESTORE.body, &[s(&sc.root), s(&cache), &kept]);
         assert!(o.status.success(), "{}: {}", sh.name, text(&o));
         assert_eq!(
             std::fs::read_to_string(cache.join("f")).unwrap(),
@@ -281,7 +226,7 @@ fn move_aside_and_restore_act_beside_the_path_under_every_shell() {
             ),
             (format!("{}/a/other", s(&sc.root)), "is not a kept copy"),
         ] {
-            let o = sh.run(RESTORE, &[s(&sc.root), s(&cache), &k]);
+            let o = sh.run(CACHE_RESTORE.body, &[s(&sc.root), s(&cache), &k]);
             assert!(
                 o.status.code() == Some(1) && String::from_utf8_lossy(&o.stderr).contains(why),
                 "{}: {}",
@@ -292,7 +237,7 @@ fn move_aside_and_restore_act_beside_the_path_under_every_shell() {
         // Through a symlinked parent, nothing moves.
         symlink(&sc.outside, sc.root.join("l")).unwrap();
         let o = sh.run(
-            MOVE_ASIDE,
+            CACHE_MOVE_ASIDE.body,
             &[s(&sc.root), &format!("{}/l/canary", s(&sc.root))],
         );
         assert!(
@@ -350,7 +295,7 @@ fn delete_never_crosses_a_mount_under_every_shell() {
         std::fs::write(cache.join("f"), "x").unwrap();
         {
             let _bind = Mounted::new(&["--bind", s(&sc.outside)], &sub);
-            let o = sh.run(DELETE, &[s(&sc.root), s(&cache)]);
+            let o = sh.run(CACHE_DELETE.body, &[s(&sc.root), s(&cache)]);
             assert!(
                 o.status.code() == Some(1)
                     && String::from_utf8_lossy(&o.stderr).contains("a filesystem is mounted at"),
@@ -369,7 +314,7 @@ fn delete_never_crosses_a_mount_under_every_shell() {
             let _tmpfs = Mounted::new(&["-t", "tmpfs", "runbook-test"], &sub);
             std::fs::write(sub.join("canary"), "stay").unwrap();
             std::fs::create_dir_all(cache.join("a/b")).unwrap();
-            let c = sh.command(DELETE, &[s(&sc.root), s(&cache)]);
+            let c = sh.command(CACHE_DELETE.body, &[s(&sc.root), s(&cache)]);
             let mut hidden = Command::new("unshare");
             hidden
                 .args([
@@ -380,7 +325,7 @@ fn delete_never_crosses_a_mount_under_every_shell() {
                 ])
                 .arg(c.get_program())
                 .args(c.get_args())
-                .env("PATH", &sh.path)
+                .env("PATH", sh.path())
                 .current_dir("/");
             let o = hidden.output().expect("unshare");
             let err = String::from_utf8_lossy(&o.stderr);
@@ -473,7 +418,7 @@ fn delete_survives_a_directory_swapped_for_a_symlink_mid_walk_under_every_shell(
             }
             symlink(&sc.outside, cache.join("other")).unwrap();
             let swapper = Swapper::start(&cache.join("sub"), &cache.join("other"));
-            let o = sh.run(DELETE, &[s(&sc.root), s(&cache)]);
+            let o = sh.run(CACHE_DELETE.body, &[s(&sc.root), s(&cache)]);
             drop(swapper);
             let lost: Vec<&String> = names
                 .iter()
@@ -510,7 +455,7 @@ fn the_probe_sees_mounts_decoded_and_kept_copies_under_every_shell() {
         let _m1 = Mounted::new(&["--bind", s(&sc.outside)], &spaced);
         let _m2 = Mounted::new(&["--bind", s(&sc.outside)], &tabbed);
         let through = format!("{}/link/cache", s(&sc.root));
-        let o = sh.run(PROBE, &["clear", "1", s(&sc.root), &through]);
+        let o = sh.run(CACHE_PROBE.body, &["clear", "1", s(&sc.root), &through]);
         assert!(o.status.success(), "{}: {}", sh.name, text(&o));
         let probe = parse(
             &String::from_utf8_lossy(&o.stdout),
@@ -571,7 +516,7 @@ fn the_probe_never_prints_a_name_with_a_newline_or_a_tab_under_every_shell() {
             format!("{}/lnk/v", s(&sc.root)),
             format!("{}/lnk2", s(&sc.root)),
         ] {
-            let o = sh.run(PROBE, &["clear", "1", s(&sc.root), &path]);
+            let o = sh.run(CACHE_PROBE.body, &["clear", "1", s(&sc.root), &path]);
             assert!(o.status.success(), "{}: {}", sh.name, text(&o));
             let out = String::from_utf8_lossy(&o.stdout);
             assert!(out.contains("unusable\tpath\t1\n"), "{}: {out}", sh.name);
@@ -583,7 +528,7 @@ fn the_probe_never_prints_a_name_with_a_newline_or_a_tab_under_every_shell() {
                 sh.name
             );
         }
-        let o = sh.run(PROBE, &["clear", "1", s(&sc.root), s(&plain)]);
+        let o = sh.run(CACHE_PROBE.body, &["clear", "1", s(&sc.root), s(&plain)]);
         let out = String::from_utf8_lossy(&o.stdout);
         let probe = parse(&out, &[s(&sc.root).into()], &[s(&plain).into()])
             .unwrap_or_else(|e| panic!("{}: {e:?}: {out}", sh.name));
@@ -619,7 +564,7 @@ fn every_measure_says_the_same_size_under_every_shell() {
         assert!(fifo.success());
         let want = (5 * 1024 * 1024 + 300, 3);
 
-        let o = sh.run(PROBE, &["size", "1", s(&sc.root), s(&cache)]);
+        let o = sh.run(CACHE_PROBE.body, &["size", "1", s(&sc.root), s(&cache)]);
         let probe = parse(
             &String::from_utf8_lossy(&o.stdout),
             &[s(&sc.root).into()],
@@ -629,7 +574,10 @@ fn every_measure_says_the_same_size_under_every_shell() {
         let f = &probe.paths[0];
         assert_eq!((f.bytes, f.files), want, "{}: cache probe", sh.name);
 
-        let o = sh.run(fingerprint::SCRIPT, &["/nonexistent/python", "", s(&cache)]);
+        let o = sh.run(
+            crate::script::FINGERPRINT.body,
+            &["/nonexistent/python", "", s(&cache)],
+        );
         let fp = fingerprint::parse(&String::from_utf8_lossy(&o.stdout));
         let c = &fp.caches[s(&cache)];
         assert_eq!(
@@ -643,7 +591,10 @@ fn every_measure_says_the_same_size_under_every_shell() {
         // Through a symlink to the cache, as a warm-up's cache dir may be.
         let link = sc.root.join("c-link");
         symlink(&cache, &link).unwrap();
-        let o = sh.run(warmup::MEASURE, &[s(&link), s(&cache.join("nothing"))]);
+        let o = sh.run(
+            crate::script::WARMUP_MEASURE.body,
+            &[s(&link), s(&cache.join("nothing"))],
+        );
         let out = String::from_utf8_lossy(&o.stdout);
         let sizes: Vec<_> = out.lines().map(warmup::parse_size).collect();
         assert_eq!(

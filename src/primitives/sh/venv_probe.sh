@@ -1,3 +1,5 @@
+# script: venv-probe.sh
+# for: venv.build
 # Finds uv (the given path, else PATH, `~/.local/bin`, `~/.cargo/bin`), the Python it
 # would make a venv with (`uv python find`, `$3` the `python` asked for or empty), python3
 # (for install_uv) and what is at the venv path. `$1` = uv's given path or empty, `$2` =

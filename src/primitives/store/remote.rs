@@ -30,65 +30,11 @@
 //! store on another machine.
 
 use super::{checked, doomed, named, newest_first, parse_manifest, Fault, Manifest, Part};
-use crate::primitives::{human_bytes, Cmd, Ran, Script, Step};
+use crate::primitives::{human_bytes, Cmd, Ran, Step};
+use crate::script;
 use crate::targets::registry::Registry;
 use crate::targets::{ExecIo, ExecOutcome, ExecRequest, Stream, Target};
 use std::rc::Rc;
-
-pub(crate) static LIST_SCRIPT: Script = Script::new(
-    "store-list.sh",
-    "artifact.restore, artifact.list, runbook artifacts",
-    "src/primitives/sh/store_list.sh",
-    concat!(
-        include_str!("../sh/store_list.sh"),
-        include_str!("../sh/store_lib.sh")
-    ),
-);
-pub(crate) static PROBE_SCRIPT: Script = Script::new(
-    "store-probe.sh",
-    "artifact.capture",
-    "src/primitives/sh/store_probe.sh",
-    concat!(
-        include_str!("../sh/store_probe.sh"),
-        include_str!("../sh/store_lib.sh")
-    ),
-);
-pub(crate) static READ_SCRIPT: Script = Script::new(
-    "store-read.sh",
-    "artifact.restore, runbook artifacts verify",
-    "src/primitives/sh/store_read.sh",
-    concat!(
-        include_str!("../sh/store_read.sh"),
-        include_str!("../sh/store_lib.sh")
-    ),
-);
-pub(crate) static PUT_SCRIPT: Script = Script::new(
-    "store-put.sh",
-    "artifact.capture",
-    "src/primitives/sh/store_put.sh",
-    concat!(
-        include_str!("../sh/store_put.sh"),
-        include_str!("../sh/store_lib.sh")
-    ),
-);
-pub(crate) static OLD_SCRIPT: Script = Script::new(
-    "store-old.sh",
-    "runbook artifacts prune",
-    "src/primitives/sh/store_old.sh",
-    concat!(
-        include_str!("../sh/store_old.sh"),
-        include_str!("../sh/store_lib.sh")
-    ),
-);
-pub(crate) static PRUNE_SCRIPT: Script = Script::new(
-    "store-prune.sh",
-    "runbook artifacts prune",
-    "src/primitives/sh/store_prune.sh",
-    concat!(
-        include_str!("../sh/store_prune.sh"),
-        include_str!("../sh/store_lib.sh")
-    ),
-);
 
 /// What one read of an object brings back: under what a command's output may hold
 /// (`targets::CAPTURE_LIMIT`, 8 MiB).
@@ -264,7 +210,7 @@ impl Remote {
 
     fn put(&self, args: &[&str], stdin: Option<Vec<u8>>) -> Cmd {
         let mut cmd = Cmd::script(
-            &PUT_SCRIPT,
+            &script::STORE_PUT,
             std::iter::once(self.dir.as_str()).chain(args.iter().copied()),
         );
         cmd.stdin = stdin;
@@ -273,7 +219,7 @@ impl Remote {
 
     /// Whether the store can be written, before a capture packs anything: a read.
     pub(super) async fn probe(&self, step: &Step<'_>) -> Result<(), Fault> {
-        let cmd = Cmd::script(&PROBE_SCRIPT, [self.dir.as_str()]);
+        let cmd = Cmd::script(&script::STORE_PROBE, [self.dir.as_str()]);
         self.read(
             step,
             cmd,
@@ -284,7 +230,7 @@ impl Remote {
     }
 
     pub(super) async fn list(&self, step: &Step<'_>) -> Result<Vec<Manifest>, Fault> {
-        let mut cmd = Cmd::script(&LIST_SCRIPT, [self.dir.as_str()]);
+        let mut cmd = Cmd::script(&script::STORE_LIST, [self.dir.as_str()]);
         // Manifests are data for runbook, not lines for people (nor the record).
         cmd.binary_output = true;
         let out = self
@@ -327,7 +273,7 @@ impl Remote {
                 (i * PIECE_MIB).to_string(),
                 PIECE_MIB.to_string(),
             ];
-            let mut cmd = Cmd::script(&READ_SCRIPT, args);
+            let mut cmd = Cmd::script(&script::STORE_READ, args);
             cmd.binary_output = true;
             let summary = format!(
                 "read object {} ({}) from {}, part {} of {pieces}",
@@ -433,7 +379,7 @@ impl Remote {
             self.delete(step, names).await?;
         }
         let named = named(&self.list(step).await?);
-        let cmd = Cmd::script(&OLD_SCRIPT, [self.dir.as_str()]);
+        let cmd = Cmd::script(&script::STORE_OLD, [self.dir.as_str()]);
         let old = self
             .read(step, cmd, format!("list old files in {}", self.label))
             .await?;
@@ -453,7 +399,7 @@ impl Remote {
 
     async fn delete(&self, step: &Step<'_>, names: Vec<String>) -> Result<(), Fault> {
         let cmd = Cmd::script(
-            &PRUNE_SCRIPT,
+            &script::STORE_PRUNE,
             std::iter::once(self.dir.clone()).chain(names),
         );
         self.write(step, cmd, "pruning").await?;
@@ -473,20 +419,15 @@ mod tests {
     /// pruned, young and named ones not; and every name outside the store refused.
     #[test]
     fn store_scripts_under_dash_and_busybox() {
-        let applets = crate::testing::busybox_applets();
-        for (shell, path) in crate::testing::posix_shells(&applets) {
+        for sh in crate::testing::shells() {
+            let shell = sh.name;
             let root = tempfile::tempdir().unwrap();
             let dir = root.path().canonicalize().unwrap().join("store");
             let d = dir.to_str().unwrap();
-            let run = |script: &Script, args: &[&str], stdin: &[u8]| {
+            let run = |script: &crate::script::Script, args: &[&str], stdin: &[u8]| {
                 use std::io::Write;
-                let mut c = std::process::Command::new(&shell)
-                    .arg("-c")
-                    .arg(script.body)
-                    .arg("sh")
-                    .args(args)
-                    .env_clear()
-                    .env("PATH", &path)
+                let mut c = sh
+                    .command(script.body, args)
                     .stdin(std::process::Stdio::piped())
                     .stdout(std::process::Stdio::piped())
                     .stderr(std::process::Stdio::piped())
@@ -514,12 +455,12 @@ mod tests {
                 v
             };
             assert_eq!(
-                text(&ok(run(&PROBE_SCRIPT, &[d], b""))),
+                text(&ok(run(&script::STORE_PROBE, &[d], b""))),
                 "ok",
                 "{shell}: not there yet"
             );
             assert!(
-                ok(run(&LIST_SCRIPT, &[d], b"")).stdout.is_empty(),
+                ok(run(&script::STORE_LIST, &[d], b"")).stdout.is_empty(),
                 "{shell}"
             );
 
@@ -527,15 +468,15 @@ mod tests {
             let sha = crate::primitives::store::sha256(&body);
             let (a, b) = body.split_at(1_234_567);
             let send = |sha: &str| {
-                let file = text(&ok(run(&PUT_SCRIPT, &[d, "start", "objects"], a)));
+                let file = text(&ok(run(&script::STORE_PUT, &[d, "start", "objects"], a)));
                 assert!(
                     file.starts_with(&format!("{d}/objects/.upload.")),
                     "{shell}: {file}"
                 );
                 let mode = std::fs::metadata(&file).unwrap().permissions().mode();
                 assert_eq!(mode & 0o777, 0o600, "{shell}: private until whole");
-                ok(run(&PUT_SCRIPT, &[d, "append", &file], b));
-                run(&PUT_SCRIPT, &[d, "object", &file, sha], b"")
+                ok(run(&script::STORE_PUT, &[d, "append", &file], b));
+                run(&script::STORE_PUT, &[d, "object", &file, sha], b"")
             };
             let wrong = send(&"0".repeat(64));
             assert!(!wrong.status.success(), "{shell}");
@@ -559,17 +500,17 @@ mod tests {
             assert_eq!(files("objects"), vec![format!("{sha}.tar.gz")], "{shell}");
 
             let m = text(&ok(run(
-                &PUT_SCRIPT,
+                &script::STORE_PUT,
                 &[d, "start", "manifests"],
                 b"{\"id\": 1}\n",
             )));
             ok(run(
-                &PUT_SCRIPT,
+                &script::STORE_PUT,
                 &[d, "manifest", &m, "0123456789abcdef"],
                 b"",
             ));
             assert_eq!(files("manifests"), vec!["0123456789abcdef.json"], "{shell}");
-            let listed = ok(run(&LIST_SCRIPT, &[d], b"")).stdout;
+            let listed = ok(run(&script::STORE_LIST, &[d], b"")).stdout;
             assert_eq!(
                 listed, b"\x1e0123456789abcdef.json\n{\"id\": 1}\n",
                 "{shell}"
@@ -577,7 +518,7 @@ mod tests {
 
             let mut back = Vec::new();
             for skip in ["0", "1", "2"] {
-                back.extend(ok(run(&READ_SCRIPT, &[d, &sha, skip, "1"], b"")).stdout);
+                back.extend(ok(run(&script::STORE_READ, &[d, &sha, skip, "1"], b"")).stdout);
             }
             assert_eq!(back, body, "{shell}: read back in 1 MiB pieces");
 
@@ -596,7 +537,7 @@ mod tests {
                     .set_modified(then)
                     .unwrap();
             }
-            let mut old: Vec<String> = text(&ok(run(&OLD_SCRIPT, &[d], b"")))
+            let mut old: Vec<String> = text(&ok(run(&script::STORE_OLD, &[d], b"")))
                 .lines()
                 .map(str::to_string)
                 .collect();
@@ -612,7 +553,7 @@ mod tests {
             let young_rel = format!("objects/{young}");
             let old_rel = format!("objects/{old_orphan}");
             let gone = ok(run(
-                &PRUNE_SCRIPT,
+                &script::STORE_PRUNE,
                 &[
                     d,
                     &old_rel,
@@ -635,16 +576,16 @@ mod tests {
             let o = outside.to_str().unwrap();
             let dotdot = format!("{d}/objects/.upload.../../../outside");
             for (script, args) in [
-                (&PUT_SCRIPT, vec![d, "append", o]),
-                (&PUT_SCRIPT, vec![d, "abort", o]),
-                (&PUT_SCRIPT, vec![d, "abort", dotdot.as_str()]),
-                (&PUT_SCRIPT, vec![d, "start", "../x"]),
-                (&PRUNE_SCRIPT, vec![d, "../outside"]),
-                (&PRUNE_SCRIPT, vec![d, "objects/../../outside"]),
-                (&PRUNE_SCRIPT, vec![d, "manifests/x.json"]),
-                (&READ_SCRIPT, vec![d, "../../outside", "0", "1"]),
-                (&LIST_SCRIPT, vec!["relative/dir"]),
-                (&LIST_SCRIPT, vec!["/srv/../etc"]),
+                (&script::STORE_PUT, vec![d, "append", o]),
+                (&script::STORE_PUT, vec![d, "abort", o]),
+                (&script::STORE_PUT, vec![d, "abort", dotdot.as_str()]),
+                (&script::STORE_PUT, vec![d, "start", "../x"]),
+                (&script::STORE_PRUNE, vec![d, "../outside"]),
+                (&script::STORE_PRUNE, vec![d, "objects/../../outside"]),
+                (&script::STORE_PRUNE, vec![d, "manifests/x.json"]),
+                (&script::STORE_READ, vec![d, "../../outside", "0", "1"]),
+                (&script::STORE_LIST, vec!["relative/dir"]),
+                (&script::STORE_LIST, vec!["/srv/../etc"]),
             ] {
                 let out = run(script, &args, b"");
                 assert!(!out.status.success(), "{shell}: {} {args:?}", script.name);
@@ -663,8 +604,8 @@ mod tests {
             std::os::unix::fs::symlink(&elsewhere, planted.join("objects")).unwrap();
             let p = planted.to_str().unwrap();
             for (script, args) in [
-                (&PROBE_SCRIPT, vec![p]),
-                (&PUT_SCRIPT, vec![p, "start", "objects"]),
+                (&script::STORE_PROBE, vec![p]),
+                (&script::STORE_PUT, vec![p, "start", "objects"]),
             ] {
                 let out = run(script, &args, b"x");
                 assert!(!out.status.success(), "{shell}: {}", script.name);

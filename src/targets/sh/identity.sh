@@ -1,3 +1,5 @@
+# script: identity.sh
+# for: machine identity (plans, locks)
 # identity.sh: what this machine (or container) says of itself, one `KEY VALUE` a line,
 # `-` for what it cannot tell:
 #   machine-id  /etc/machine-id, else /var/lib/dbus/machine-id (systemd and D-Bus keep

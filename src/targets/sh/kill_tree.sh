@@ -1,3 +1,6 @@
+# script: kill-tree.sh
+# for: timeouts and Ctrl-C on remote targets
+# made of: signal.sh kill_tree.sh
 # kill_tree.sh PGID (after signal.sh): stops a whole process group: TERM, up to 2 s to
 # go, then KILL.
 # A session (session.sh) reports a command's group just before the command's setsid

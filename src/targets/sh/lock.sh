@@ -1,3 +1,6 @@
+# script: lock.sh
+# for: run locks
+# made of: runbook_dir.sh lock.sh
 # lock.sh WAIT WHO NODE LOCK... (after runbook_dir.sh):
 # Takes the run's locks (waiting up to WAIT seconds in all), records who holds each next
 # to it, answers `locked` (or `busy LOCK HOLDER`, or `error: WHY`), then holds them until

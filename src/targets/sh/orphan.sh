@@ -1,3 +1,6 @@
+# script: orphan.sh
+# for: runbook run --resume
+# made of: signal.sh orphan.sh
 # Finds out whether a command an earlier run started still runs, and stops it.
 # Runs as `sh -c SCRIPT sh PGID START BOOT MODE` on the target (inside the container for
 # one), through the same hops the command was started through.

@@ -1,3 +1,5 @@
+# script: session.sh
+# for: sessions on ssh and container targets
 # session.sh: runbook's read-eval loop on a target (`bash --posix -c SCRIPT sh [SHLVL
 # set]` by session_start.sh, or `sh -c SCRIPT sh` where there is no bash), one per SSH
 # channel or container exec, so that a command costs a fork and an exec instead of a new

@@ -1,3 +1,5 @@
+# script: session-start.sh
+# for: sessions on ssh and container targets
 # session_start.sh: starts runbook's read-eval loop (session.sh, given as $1) under
 # bash where the target has it, else in this shell. bash's job control gives every
 # command a process group of its own as it forks, where dash and busybox ash need a

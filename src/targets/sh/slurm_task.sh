@@ -1,3 +1,5 @@
+# script: slurm-task.sh
+# for: slurm targets
 # The Slurm step's task on the node, around the command runbook starts there ("$@").
 # It says which step and task it is (so that a timeout or Ctrl-C cancels that very step,
 # and a launch on several nodes can tell their output apart), runs the command, and

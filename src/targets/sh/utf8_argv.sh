@@ -1,3 +1,5 @@
+# script: utf8-argv.sh
+# for: container targets
 # utf8_argv.sh WORD...: runs the command whose words are WORD..., each decoded with
 # printf %b. Docker, Podman and Kubernetes carry a command's words as JSON strings, which
 # hold only UTF-8 (a byte that is not UTF-8 arrives as U+FFFD), so runbook sends such a

@@ -1,3 +1,5 @@
+# script: with-env.sh
+# for: env and cwd on remote targets
 # Sets environment variables from standard input, then runs "$@" with the rest of
 # standard input as its own. Values never pass through an argv, where every user of the
 # machine could read them in /proc/PID/cmdline.
