@@ -39,6 +39,10 @@ pub enum Event {
         index: usize,
         name: String,
         reason: String,
+        /// The run in which the step succeeded, when it is skipped for that (`--resume`):
+        /// a later resume reads this, never the reason's wording.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        done_in: Option<String>,
     },
     StepFinished {
         index: usize,

@@ -75,10 +75,13 @@ pub(super) fn resume_plan(req: &RunRequest, loaded: &Loaded, which: &str) -> Res
             }
         }
         // A step skipped in that run because an even earlier run did it is done too.
-        if let Event::StepSkipped { index, reason, .. } = &ev.event {
-            if let Some(prev) = reason.strip_prefix("done in run ") {
-                done.insert(*index, prev.to_string());
-            }
+        if let Event::StepSkipped {
+            index,
+            done_in: Some(prev),
+            ..
+        } = &ev.event
+        {
+            done.insert(*index, prev.clone());
         }
     }
     Ok(ResumePlan {

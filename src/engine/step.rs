@@ -50,7 +50,13 @@ pub(super) async fn run_steps(
             continue;
         }
         if let Some(prev) = resume.done.get(&index).filter(|_| !step.opts.always) {
-            skip(ctx, &mut tally, index, step, format!("done in run {prev}"));
+            tally.skipped += 1;
+            ctx.bus.emit(Event::StepSkipped {
+                index,
+                name: step.name.clone(),
+                reason: format!("done in run {prev}"),
+                done_in: Some(prev.clone()),
+            });
             continue;
         }
         let outcome = run_step(ctx, index, step, run_deadline, run_timeout, planning).await;
@@ -78,6 +84,7 @@ pub(super) fn skip(ctx: &Ctx, tally: &mut Tally, index: usize, step: &StepDecl, 
         index,
         name: step.name.clone(),
         reason,
+        done_in: None,
     });
 }
 

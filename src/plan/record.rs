@@ -155,6 +155,7 @@ impl Plan {
                     index,
                     name,
                     reason,
+                    ..
                 } => steps.push(PlannedStep {
                     index: *index,
                     name: name.clone(),
