@@ -231,17 +231,47 @@ fn an_unknown_key_names_the_line_and_the_closest_option() {
 #[test]
 fn a_wrong_type_names_the_option_and_what_it_takes() {
     for (opts, want) in [
-        (r#"{ keep = "yes" }"#, "option 'keep' must be a boolean, got string"),
-        ("{ check = 1 }", "option 'check' must be a boolean, got integer"),
+        (
+            r#"{ keep = "yes" }"#,
+            "option 'keep' must be a boolean, got string",
+        ),
+        (
+            "{ check = 1 }",
+            "option 'check' must be a boolean, got integer",
+        ),
         ("{ name = {} }", "option 'name' must be a string, got table"),
-        ("{ type = true }", "option 'type' must be a string, got boolean"),
-        (r#"{ count = "3" }"#, "option 'count' must be a whole number of at least 1, got string"),
-        ("{ timeout = {} }", "option 'timeout' must be a duration like \"30s\" or a number of seconds, got table"),
-        ("{ args = \"--x\" }", "option 'args' must be a list of words like { \"--steps\", 3 }, got string"),
-        ("{ stdin = 5 }", "option 'stdin' must be a string, got integer"),
-        ("{ when = true }", "option 'when' must be a function, got boolean"),
-        ("{ list = \"x\" }", "option 'list' must be a list, got string"),
-        ("{ list = { 1, {} } }", "list[2] must be a string, got table"),
+        (
+            "{ type = true }",
+            "option 'type' must be a string, got boolean",
+        ),
+        (
+            r#"{ count = "3" }"#,
+            "option 'count' must be a whole number of at least 1, got string",
+        ),
+        (
+            "{ timeout = {} }",
+            "option 'timeout' must be a duration like \"30s\" or a number of seconds, got table",
+        ),
+        (
+            "{ args = \"--x\" }",
+            "option 'args' must be a list of words like { \"--steps\", 3 }, got string",
+        ),
+        (
+            "{ stdin = 5 }",
+            "option 'stdin' must be a string, got integer",
+        ),
+        (
+            "{ when = true }",
+            "option 'when' must be a function, got boolean",
+        ),
+        (
+            "{ list = \"x\" }",
+            "option 'list' must be a list, got string",
+        ),
+        (
+            "{ list = { 1, {} } }",
+            "list[2] must be a string, got table",
+        ),
     ] {
         assert_eq!(err(opts), format!("opts.lua:2: f(): {want}"), "{opts}");
     }

@@ -105,8 +105,7 @@ fn pack_and_unpack_under_dash_and_busybox() {
         std::fs::write(src.join("a"), b"one\0two\n").unwrap();
         std::fs::write(src.join("sub/b"), vec![7u8; 70_000]).unwrap();
         std::os::unix::fs::symlink("../a", src.join("sub/l")).unwrap();
-        std::fs::set_permissions(src.join("a"), std::fs::Permissions::from_mode(0o640))
-            .unwrap();
+        std::fs::set_permissions(src.join("a"), std::fs::Permissions::from_mode(0o640)).unwrap();
         let run = |body: &str, args: &[&str], stdin: &[u8]| {
             use std::io::Write;
             let mut c = sh
