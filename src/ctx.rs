@@ -119,6 +119,9 @@ pub struct Ctx {
     pub known_after: crate::known_after::KnownAfter,
     /// The Lua modules this VM loaded, and (held to a plan) the only ones it may load.
     pub modules: RefCell<crate::plan::Modules>,
+    /// Each warning that a secret was in a command's argv, as it was said: `check` lists
+    /// them (`engine::load::secrets_in_argv`) without reading them back out of the log.
+    pub secret_in_argv: RefCell<Vec<String>>,
 }
 
 impl Ctx {
@@ -164,6 +167,7 @@ impl Ctx {
             last_location: RefCell::new(String::new()),
             kept_reads: RefCell::new(None),
             early_logs: RefCell::new(Vec::new()),
+            secret_in_argv: RefCell::new(Vec::new()),
             known_after: crate::known_after::KnownAfter::random(),
             modules: RefCell::new(Default::default()),
         }

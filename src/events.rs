@@ -123,6 +123,10 @@ pub enum Event {
         timed_out: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        /// The connection went away while it ran: its exit status is unknown and it may
+        /// still run there (`--resume` looks for it, `orphans.rs`).
+        #[serde(default, skip_serializing_if = "is_false")]
+        connection_lost: bool,
         /// The last few KiB of each stream; every line is also in its own `output` event.
         #[serde(default, skip_serializing_if = "String::is_empty")]
         stdout_tail: String,

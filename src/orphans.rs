@@ -81,11 +81,13 @@ pub fn find(run: &str, events: &[Stamped]) -> Vec<Orphan> {
                     via: via.clone(),
                 },
             )),
-            Event::ActionFinished { action, error, .. } => {
-                let unknown = error
-                    .as_deref()
-                    .is_some_and(|e| e.starts_with("connection lost"));
-                if !unknown {
+            Event::ActionFinished {
+                action,
+                connection_lost,
+                ..
+            } => {
+                // Its exit status is unknown: it may still run there.
+                if !connection_lost {
                     open.retain(|(a, _)| a != action);
                 }
             }
@@ -284,7 +286,7 @@ mod tests {
             r#"{"ts":"t","event":"action_finished","step":0,"action":1,"ok":true,"code":0,"duration_ms":1}"#,
             r#"{"ts":"t","event":"action_started","step":0,"action":2,"target":"h","effect":"change","summary":"y","command":"y"}"#,
             r#"{"ts":"t","event":"action_pgid","step":0,"action":2,"target":"h","pgid":20,"via":[{"ssh":{"host":"h","connect_timeout_ms":10000}}]}"#,
-            r#"{"ts":"t","event":"action_finished","step":0,"action":2,"ok":false,"duration_ms":0,"error":"connection lost to h while the command ran"}"#,
+            r#"{"ts":"t","event":"action_finished","step":0,"action":2,"ok":false,"duration_ms":0,"error":"connection lost to h while the command ran","connection_lost":true}"#,
             r#"{"ts":"t","event":"step_started","index":1,"name":"b","attempt":1}"#,
             r#"{"ts":"t","event":"action_started","step":1,"action":3,"target":"local","effect":"read","summary":"z","command":"z"}"#,
             r#"{"ts":"t","event":"action_pgid","step":1,"action":3,"target":"local","pgid":30}"#,

@@ -160,6 +160,12 @@ end)
     let err = step_error(&run.events(), 1);
     assert!(err.contains("connection lost to node1"), "{err}\n{out}");
     assert!(err.contains("does not run it again"), "{err}");
+    assert!(
+        run.events()
+            .iter()
+            .any(|e| e["event"] == "action_finished" && e["connection_lost"] == true),
+        "the record says the connection was lost, as a fact --resume reads\n{out}"
+    );
     assert_eq!(file_lines(&runs).len(), 1, "the command ran once");
     let next: i32 = file_lines(&after)[0].parse().unwrap();
     assert_ne!(next, loop_pid, "the next command has a new session\n{out}");

@@ -22,7 +22,7 @@ use crate::ctx::{Ctx, Mode};
 use crate::events::{Event, Level};
 use crate::plan::Seen;
 use crate::script::Script;
-use crate::targets::{ExecOutcome, ExecRequest, Target};
+use crate::targets::{ExecOutcome, ExecRequest, Target, TargetError};
 use render::Rendered;
 use std::time::Duration;
 
@@ -81,9 +81,6 @@ fn record_kept(ctx: &Ctx) -> Result<(), ActionError> {
         false => Ok(()),
     }
 }
-
-/// How the warning about a secret in an argv starts (`check` looks for it).
-pub const SECRET_IN_ARGV: &str = "a secret is in the argv of";
 
 /// A change runbook makes itself, on this machine, with no command: `fingerprint.save`
 /// writing the known-good record into the state dir. It is planned, confirmed, held to
@@ -144,6 +141,7 @@ pub fn own_change<T>(
         duration: started.elapsed(),
         timed_out: false,
         error: made.as_ref().err().cloned(),
+        connection_lost: false,
         tails: Default::default(),
     };
     finished.emit(ctx, step, id);
@@ -198,12 +196,13 @@ struct Finished {
     duration: Duration,
     timed_out: bool,
     error: Option<String>,
+    connection_lost: bool,
     /// Of stdout and stderr (`output.rs`).
     tails: (String, String),
 }
 
 impl Finished {
-    fn of(result: &Result<ExecOutcome, String>, lines: &output::Lines) -> Finished {
+    fn of(result: &Result<ExecOutcome, TargetError>, lines: &output::Lines) -> Finished {
         match result {
             Ok(o) => Finished {
                 ok: o.code == Some(0) && !o.timed_out && !o.deadline_hit && !o.interrupted,
@@ -211,6 +210,7 @@ impl Finished {
                 duration: o.duration,
                 timed_out: o.timed_out || o.deadline_hit,
                 error: o.interrupted.then(|| "interrupted".to_string()),
+                connection_lost: false,
                 tails: lines.tails(o),
             },
             Err(e) => Finished {
@@ -218,7 +218,8 @@ impl Finished {
                 code: None,
                 duration: Duration::ZERO,
                 timed_out: false,
-                error: Some(e.clone()),
+                error: Some(e.to_string()),
+                connection_lost: e.is_connection_lost(),
                 tails: Default::default(),
             },
         }
@@ -233,6 +234,7 @@ impl Finished {
             duration_ms: self.duration.as_millis() as u64,
             timed_out: self.timed_out,
             error: self.error,
+            connection_lost: self.connection_lost,
             stdout_tail: self.tails.0,
             stderr_tail: self.tails.1,
         });
@@ -255,13 +257,16 @@ fn warn_secret_in_argv(ctx: &Ctx, action: &Action<'_>, step: usize, target: &str
         .any(|w| has_secret(&w.to_string_lossy()))
         || (cwd_is_argv && action.req.cwd.as_deref().is_some_and(has_secret));
     if in_argv {
+        let message = format!(
+            "a secret is in the argv of `{}` on {target} (or in its cwd, which is an argv word on remote targets): every user of that machine can read it (ps, /proc/PID/cmdline) while it runs; pass it with env = {{ … }} or stdin = … instead",
+            action.summary
+        );
+        // Kept masked, as every sink shows it: the command holds the secret.
+        ctx.secret_in_argv.borrow_mut().push(ctx.bus.mask(&message));
         ctx.bus.emit(Event::Log {
             step: Some(step),
             level: Level::Warn,
-            message: format!(
-                "{SECRET_IN_ARGV} `{}` on {target} (or in its cwd, which is an argv word on remote targets): every user of that machine can read it (ps, /proc/PID/cmdline) while it runs; pass it with env = {{ … }} or stdin = … instead",
-                action.summary
-            ),
+            message,
         });
     }
 }
@@ -389,5 +394,5 @@ pub async fn perform(ctx: &Ctx, mut action: Action<'_>) -> Result<Performed, Act
     }
     result
         .map(|out| Performed::Ran { out, shown })
-        .map_err(ActionError::Failed)
+        .map_err(|e| ActionError::Failed(e.into()))
 }

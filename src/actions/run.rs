@@ -9,7 +9,7 @@ use crate::ctx::{Ctx, Mode};
 use crate::events::{Event, Level};
 use crate::kept_reads::Key;
 use crate::targets::pump::Stop;
-use crate::targets::{ExecIo, ExecOutcome, Group};
+use crate::targets::{ExecIo, ExecOutcome, Group, TargetError};
 
 /// Whether this action's lines are kept for a replay: a dry-run's reads, when the
 /// dry-run keeps them (`kept_reads.rs`).
@@ -26,7 +26,7 @@ pub async fn run(
     event: &Shown<'_>,
     key: &Key<'_>,
     lines: &Lines<'_>,
-) -> Result<Result<ExecOutcome, String>, ActionError> {
+) -> Result<Result<ExecOutcome, TargetError>, ActionError> {
     let (step, id) = (event.step, event.id);
     // In a run whose plan changes nothing, a read the dry-run sent moments ago is
     // answered with what it answered then (`kept_reads.rs`).
@@ -97,7 +97,7 @@ pub fn ended(
     ctx: &Ctx,
     action: &Action<'_>,
     step: usize,
-    result: &Result<ExecOutcome, String>,
+    result: &Result<ExecOutcome, TargetError>,
     lines: &Lines<'_>,
 ) {
     if let Some(message) = result.as_ref().ok().and_then(|o| o.notice.clone()) {

@@ -5,10 +5,8 @@ use super::*;
 use crate::cancel::{Cancel, Signal};
 use crate::ctx::{Ctx, Header, Mode, StepDecl};
 use crate::error::{Error, Result};
-use crate::events::Event;
 use crate::lua_api::error_message;
 use crate::sandbox;
-use crate::sinks::collect::{CollectSink, Collected};
 use crate::source::Source;
 use crate::targets::registry::RemoteSettings;
 use mlua::{Lua, Value};
@@ -151,27 +149,11 @@ pub async fn offline_warnings(
     let Ok(plan) = load(source, Mode::Offline, sets, Cancel::new(), remote) else {
         return Vec::new();
     };
-    let collected = Collected::default();
-    plan.ctx
-        .bus
-        .add_sink(Box::new(CollectSink(collected.clone())));
     // Bounded, `always` steps included: a step that loops in its Lua code must not make
     // `check` hang.
     plan.ctx.hard_end.set(Some(Instant::now() + CHECK_BUDGET));
     run_steps(&plan, &ResumePlan::default(), Some(CHECK_BUDGET), true).await;
-    let events = collected.0.borrow();
-    let mut out: Vec<String> = events
-        .iter()
-        .filter_map(|ev| match ev {
-            Event::Log { level, message, .. }
-                if *level == crate::events::Level::Warn
-                    && message.starts_with(crate::actions::SECRET_IN_ARGV) =>
-            {
-                Some(message.clone())
-            }
-            _ => None,
-        })
-        .collect();
+    let mut out = plan.ctx.secret_in_argv.borrow().clone();
     out.dedup();
     out
 }

@@ -6,6 +6,7 @@
 //! *base*: this machine or an SSH connection.
 
 pub mod container;
+pub mod error;
 pub mod failure;
 pub mod hold;
 pub mod identity;
@@ -23,6 +24,7 @@ pub mod wrap;
 use crate::cancel::Cancel;
 use crate::quote;
 pub use container::Container;
+pub use error::TargetError;
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
 use std::future::Future;
@@ -186,7 +188,7 @@ pub enum Target {
 
 /// What `Target::in_session` did.
 enum InSession {
-    Done(Result<ExecOutcome, String>),
+    Done(Result<ExecOutcome, TargetError>),
     /// Run it on a channel of its own, and tell the run this (once).
     Fallback(Option<String>),
 }
@@ -364,7 +366,11 @@ impl Target {
         }
     }
 
-    pub async fn exec(&self, req: &ExecRequest, io: &ExecIo<'_>) -> Result<ExecOutcome, String> {
+    pub async fn exec(
+        &self,
+        req: &ExecRequest,
+        io: &ExecIo<'_>,
+    ) -> Result<ExecOutcome, TargetError> {
         match self.replies() {
             Some(replies) => replies.exec(self, req, io).await,
             None => self.run_here(req, io).await,
@@ -372,7 +378,11 @@ impl Target {
     }
 
     /// Runs `req` where this target is, past any replies (see `exec`).
-    async fn run_here(&self, req: &ExecRequest, io: &ExecIo<'_>) -> Result<ExecOutcome, String> {
+    async fn run_here(
+        &self,
+        req: &ExecRequest,
+        io: &ExecIo<'_>,
+    ) -> Result<ExecOutcome, TargetError> {
         if let Target::Replies { inner, .. } | Target::Named { inner, .. } = self {
             return Box::pin(inner.run_here(req, io)).await;
         }
@@ -385,11 +395,11 @@ impl Target {
                 timeout: req.timeout,
                 group: None,
             };
-            return local::run(spawn, io, None).await;
+            return local::run(spawn, io, None).await.map_err(Into::into);
         }
         // A Slurm node's commands are job steps, each an srun of its own (see slurm.rs).
         if slurm::on_slurm(self) {
-            return slurm::exec(self, req, io).await;
+            return slurm::exec(self, req, io).await.map_err(Into::into);
         }
         let kill = |pgid: u32| -> Pin<Box<dyn Future<Output = ()> + '_>> {
             Box::pin(self.kill_tree(pgid))
@@ -449,7 +459,7 @@ impl Target {
                 let proc = match &base {
                     Base::Ssh(h) => match h.open_channel(session::line_of(&argv), io).await {
                         Ok(p) => p,
-                        Err(e) => return InSession::Done(Err(e)),
+                        Err(e) => return InSession::Done(Err(e.into())),
                     },
                     Base::Local => match session::spawn_local(&argv) {
                         Ok(p) => p,
@@ -457,7 +467,8 @@ impl Target {
                             return InSession::Done(Err(format!(
                                 "cannot run a command on {}: {e}",
                                 self.name()
-                            )))
+                            )
+                            .into()))
                         }
                     },
                 };
@@ -478,11 +489,12 @@ impl Target {
                                     return InSession::Done(Err(format!(
                                         "cannot run a command on {}: {why}",
                                         self.name()
-                                    )));
+                                    )
+                                    .into()));
                                 }
                                 if let Base::Ssh(h) = &base {
                                     if let Err(e) = h.alive().await {
-                                        return InSession::Done(Err(e));
+                                        return InSession::Done(Err(e.into()));
                                     }
                                 }
                                 let said = said.trim();
@@ -509,7 +521,7 @@ impl Target {
             Ok(r) => r,
             Err(e) => {
                 pool.put(chain, s);
-                return InSession::Done(Err(e));
+                return InSession::Done(Err(e.into()));
             }
         };
         match s.exec(&request, &token, req.timeout, io, kill).await {
@@ -527,14 +539,16 @@ impl Target {
                     Base::Ssh(h) => h.alive().await.err(),
                     Base::Local => None,
                 };
-                InSession::Done(Err(match lost {
+                // The session took the command with it either way: its exit status is
+                // unknown, and it may still run there.
+                InSession::Done(Err(TargetError::ConnectionLost(match lost {
                     // As for a channel of its own: the connection went.
                     Some(lost) => format!("{lost} while the command ran"),
                     None => format!(
                         "connection lost to {}: {why} (its exit status is unknown; runbook does not run it again)",
                         self.name()
                     ),
-                }))
+                })))
             }
         }
     }
@@ -562,7 +576,7 @@ impl Target {
         req: &ExecRequest,
         io: &ExecIo<'_>,
         kill: &KillFn<'_>,
-    ) -> Result<ExecOutcome, String> {
+    ) -> Result<ExecOutcome, TargetError> {
         let (inner, stdin) = wrap::env_and_cwd(req)?;
         let kill = Some(kill);
         if let Target::Ssh(h) = self {
@@ -626,7 +640,7 @@ impl Target {
         let stopped = out.timed_out || out.deadline_hit || out.interrupted;
         if !started.get() && !stopped && out.code != Some(0) {
             if let Some(why) = self.refused(&String::from_utf8_lossy(&out.stderr)) {
-                return Err(format!("cannot run a command on {}: {why}", self.name()));
+                return Err(format!("cannot run a command on {}: {why}", self.name()).into());
             }
         }
         Ok(out)
@@ -658,12 +672,13 @@ impl Target {
 
     /// Runs a short command of runbook's own (no events, no output shown, no interruption)
     /// through this target's chain of hops, within 15 s.
-    pub async fn run_plain(&self, argv: Vec<OsString>) -> Result<ExecOutcome, String> {
+    pub async fn run_plain(&self, argv: Vec<OsString>) -> Result<ExecOutcome, TargetError> {
         if self.replaying() {
             return Err(format!(
                 "{}: runbook test contacts no target, and runbook's own commands have no replies",
                 self.name()
-            ));
+            )
+            .into());
         }
         let quiet = |_: Stream, _: &str, _: bool| {};
         let cancel = Cancel::default();
@@ -696,7 +711,7 @@ impl Target {
                     timeout: None,
                     group: None,
                 };
-                local::run(spawn, &io, None).await
+                local::run(spawn, &io, None).await.map_err(Into::into)
             }
             Base::Ssh(h) => h.run(quote::join_bytes(&argv), None, None, &io, None).await,
         }

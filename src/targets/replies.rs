@@ -10,7 +10,7 @@
 //! commands (stopping a process group, finding orphans) are not replies: in a test the
 //! lock is taken at once and nothing else is contacted.
 
-use super::{ExecIo, ExecOutcome, ExecRequest, Stream, Target};
+use super::{ExecIo, ExecOutcome, ExecRequest, Stream, Target, TargetError};
 use crate::{quote, secrets};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -463,7 +463,7 @@ impl Replies {
         target: &Target,
         req: &ExecRequest,
         io: &ExecIo<'_>,
-    ) -> Result<ExecOutcome, String> {
+    ) -> Result<ExecOutcome, TargetError> {
         match &self.kind {
             Kind::Record(saved) => {
                 let out = target.run_here(req, io).await;
@@ -491,7 +491,8 @@ impl Replies {
                         book.file,
                         key.line(),
                         key.target
-                    ));
+                    )
+                    .into());
                 };
                 book.used.borrow_mut()[i] = true;
                 let reply = &book.entries[i].reply;
@@ -505,7 +506,7 @@ impl Replies {
                         (io.on_line)(stream, line, false);
                     }
                 }
-                reply.outcome()
+                reply.outcome().map_err(Into::into)
             }
         }
     }
@@ -514,7 +515,7 @@ impl Replies {
         &self,
         target: &Target,
         req: &ExecRequest,
-        out: &Result<ExecOutcome, String>,
+        out: &Result<ExecOutcome, TargetError>,
     ) -> Reply {
         let key = self.key(target, req);
         let text = |b: &[u8]| secrets::mask_global(&String::from_utf8_lossy(b));
@@ -567,7 +568,7 @@ impl Replies {
                     reply.signal = Some(libc::SIGKILL);
                 }
             }
-            Err(e) => reply.error = Some(secrets::mask_global(e)),
+            Err(e) => reply.error = Some(secrets::mask_global(e.message())),
         }
         reply
     }

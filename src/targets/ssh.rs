@@ -7,7 +7,7 @@
 //! die, by itself after a bounded idle time.
 
 use super::pump::{self, Pump, Stop};
-use super::{ExecIo, ExecOutcome, KillFn};
+use super::{ExecIo, ExecOutcome, KillFn, TargetError};
 use crate::quote;
 use openssh::{Session, Stdio};
 use std::cell::RefCell;
@@ -457,7 +457,8 @@ impl SshHost {
                     &session,
                     format!("cannot open a session on {}: {e}", self.name()),
                 )
-                .await),
+                .await
+                .into()),
         }
     }
 
@@ -494,7 +495,7 @@ impl SshHost {
         timeout: Option<Duration>,
         io: &ExecIo<'_>,
         kill: Option<&KillFn<'_>>,
-    ) -> Result<ExecOutcome, String> {
+    ) -> Result<ExecOutcome, TargetError> {
         let started = Instant::now();
         // The channel limit is taken by the caller, with the command's slot (`slots.rs`),
         // before `action_started`; kill commands skip it, since they must get through
@@ -564,10 +565,10 @@ impl SshHost {
                 // 255 is what ssh reports for a dropped connection too: ask the master.
                 if session.check().await.is_err() {
                     self.drop_session();
-                    return Err(format!(
+                    return Err(TargetError::ConnectionLost(format!(
                         "connection lost to {} (the command's exit status is unknown)",
                         self.name()
-                    ));
+                    )));
                 }
                 out.code = Some(255);
             }
@@ -582,10 +583,10 @@ impl SshHost {
             Err(openssh::Error::RemoteProcessTerminated) => {
                 if session.check().await.is_err() {
                     self.drop_session();
-                    return Err(format!(
+                    return Err(TargetError::ConnectionLost(format!(
                         "connection lost to {} while the command ran",
                         self.name()
-                    ));
+                    )));
                 }
                 out.code = None;
                 out.signal = Some(libc::SIGKILL);
@@ -604,12 +605,12 @@ impl SshHost {
     }
 
     /// A failure on a channel is "connection lost" when the master is gone; else `other`.
-    async fn lost_or(&self, session: &Session, other: String) -> String {
+    async fn lost_or(&self, session: &Session, other: String) -> TargetError {
         if session.check().await.is_err() {
             self.drop_session();
-            format!("connection lost to {}", self.name())
+            TargetError::ConnectionLost(format!("connection lost to {}", self.name()))
         } else {
-            other
+            TargetError::Failed(other)
         }
     }
 
