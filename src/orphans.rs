@@ -81,16 +81,13 @@ pub fn find(run: &str, events: &[Stamped]) -> Vec<Orphan> {
                     via: via.clone(),
                 },
             )),
+            // One whose connection was lost stays open: its exit status is unknown, and
+            // it may still run there.
             Event::ActionFinished {
                 action,
-                connection_lost,
+                connection_lost: false,
                 ..
-            } => {
-                // Its exit status is unknown: it may still run there.
-                if !connection_lost {
-                    open.retain(|(a, _)| a != action);
-                }
-            }
+            } => open.retain(|(a, _)| a != action),
             _ => {}
         }
     }
