@@ -290,6 +290,7 @@ fn main() {
     fs::write(out.join("lua-api.md"), reference).unwrap();
     let aliases = fs::read_to_string(api_dir.join("options.rs")).unwrap();
     fs::write(out.join("runbook-types.lua"), api_types(&blocks, &aliases)).unwrap();
+    fs::write(out.join("api_table.rs"), api_table(&blocks)).unwrap();
     let mut code = String::from("pub static DOCUMENTED: &[(&str, &[&str])] = &[\n");
     for (name, fields) in options {
         writeln!(code, "    ({name:?}, &{fields:?}),").unwrap();
@@ -595,6 +596,104 @@ fn api_types(blocks: &[Block], options_rs: &str) -> String {
          -- which rewrites it, from the reference `runbook docs` prints. Do not edit.\n\n\
          {aliases}{classes}{code}",
         std::env::var("CARGO_PKG_VERSION").unwrap()
+    )
+}
+
+/// What the typo check (`src/lint/typos.rs`) knows of the API besides the live VM, as
+/// data: which calls return a target handle or a list of them, and the exact keys of each
+/// options table by callee and argument. The same blocks make the reference and the
+/// EmmyLua definitions, so the three cannot disagree, and nothing reads text back.
+fn api_table(blocks: &[Block]) -> String {
+    // Exact classes (no key outside their fields): each options struct, and each
+    // `---@class NAME : { …, [string]: never }` an annotation writes out.
+    let mut exact: Vec<(String, Vec<String>)> = Vec::new();
+    for block in blocks {
+        for (name, fields) in &block.options {
+            let keys = fields.iter().map(|f| f.name.clone()).collect();
+            exact.push((options_class(&block.topic, name), keys));
+        }
+        let mut notes = block.notes.iter().peekable();
+        while let Some(note) = notes.next() {
+            let Some(class) = note.strip_prefix("---@class ") else {
+                continue;
+            };
+            let name = class.split([' ', ':']).next().unwrap().to_string();
+            let mut keys = Vec::new();
+            while let Some(field) = notes.next_if(|n| n.starts_with("---@field ")) {
+                let rest = &field["---@field ".len()..];
+                keys.push(rest.split([' ', '?']).next().unwrap().to_string());
+            }
+            if class.contains("[string]: never") {
+                exact.push((name, keys));
+            }
+        }
+    }
+    let (mut makers, mut lists, mut derivers) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut methods, mut fields) = (Vec::new(), Vec::new());
+    let mut options = String::new();
+    for block in blocks {
+        let params: Vec<&str> = block
+            .notes
+            .iter()
+            .filter_map(|n| n.strip_prefix("---@param "))
+            .map(|p| split_type(split_type(p).1).0)
+            .collect();
+        let handle = block.sig.ends_with("-> target");
+        let list = block.sig.ends_with("-> { target, … }");
+        for name in sig_names(&block.sig) {
+            let callee = match name.strip_prefix("t:") {
+                Some(method) => {
+                    methods.push(method.to_string());
+                    if handle {
+                        derivers.push(method.to_string());
+                    }
+                    format!(":{method}")
+                }
+                None => {
+                    if handle {
+                        makers.push(name.clone());
+                    } else if list {
+                        lists.push(name.clone());
+                    }
+                    name
+                }
+            };
+            for (index, ty) in params.iter().enumerate() {
+                if let Some((_, keys)) = exact.iter().find(|(class, _)| class == ty) {
+                    writeln!(options, "    ({callee:?}, {index}, &{keys:?}),").unwrap();
+                }
+            }
+        }
+    }
+    // The handle's fields are the `t.NAME` its blocks mention.
+    for block in blocks {
+        for (i, _) in block.text.match_indices("`t.") {
+            let rest = &block.text[i + 3..];
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() && rest[name.len()..].starts_with('`') && !fields.contains(&name) {
+                fields.push(name);
+            }
+        }
+    }
+    format!(
+        "/// The handle's methods and fields the reference documents (a unit test holds\n\
+         /// them to what `lua_api/target.rs` registers).\n\
+         #[cfg(test)]\n\
+         pub static TARGET_METHODS: &[&str] = &{methods:?};\n\
+         #[cfg(test)]\n\
+         pub static TARGET_FIELDS: &[&str] = &{fields:?};\n\
+         /// Globals that return a target handle (`target`, `ssh`).\n\
+         pub static TARGET_MAKERS: &[&str] = &{makers:?};\n\
+         /// Globals that return a list of handles (`targets`).\n\
+         pub static TARGET_LISTS: &[&str] = &{lists:?};\n\
+         /// A handle's methods that return a handle (`pct`, `docker`, …).\n\
+         pub static TARGET_DERIVERS: &[&str] = &{derivers:?};\n\
+         /// Each options table with exact keys: (callee as called, `cache.clear` or\n\
+         /// `:exec` for a handle's method; the argument's index; its keys).\n\
+         pub static OPTIONS: &[(&str, usize, &[&str])] = &[\n{options}];\n"
     )
 }
 

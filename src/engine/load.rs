@@ -204,7 +204,7 @@ pub(super) fn check_globals(
             problems.push((g.line, format!("{}:{}: {why}", source.label, g.line)));
         }
     }
-    let mut known = crate::lint::typos::Known::read(crate::embedded::LUA_API, api_tables, lua);
+    let mut known = crate::lint::typos::Known::read(api_tables, lua);
     known.keep_options_of_unchanged(api_functions, &crate::lint::typos::api_functions(lua));
     // `params.NAME` against the declared params: the proxy names a misspelling only
     // when its line runs, which may be after earlier steps changed things.

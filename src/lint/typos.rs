@@ -765,10 +765,11 @@ impl Known {
 
     /// What the API defines, from its one source: its tables (`api_tables`, taken from
     /// the runbook's VM before the runbook ran), their keys and the stdlib modules'
-    /// exports as the runbook's own VM (`live`, after its top level ran) holds them,
-    /// and the target handle's methods and fields from the API reference (`api`: the
-    /// `/// Lua:` doc comments, `docs/lua-api.md`).
-    pub fn read(api: &str, api_tables: &[String], live: &mlua::Lua) -> Known {
+    /// exports as the runbook's own VM (`live`, after its top level ran) holds them;
+    /// the target handle's methods and fields as its `UserData` registers them; what
+    /// returns a handle and the options tables' keys from the `/// Lua:` blocks, as
+    /// build.rs tabled them (`embedded::api`).
+    pub fn read(api_tables: &[String], live: &mlua::Lua) -> Known {
         use mlua::{Table, Value};
         let keys = |t: &Table| -> BTreeSet<String> {
             t.pairs::<Value, Value>()
@@ -797,8 +798,7 @@ impl Known {
                 }
             }
         }
-        known.read_target_api(api);
-        known.read_options(crate::embedded::TYPES);
+        known.read_table();
         // The handle's methods and fields as its `UserData` impl registers them (the
         // reference must name the same: a unit test holds it to that).
         let (methods, fields) = crate::lua_api::target::handle_api();
@@ -807,93 +807,19 @@ impl Known {
         known
     }
 
-    /// From the EmmyLua definitions: each exact class (`---@class runbook.X : { …,
-    /// [string]: never }`, its keys the `---@field` lines under it), and each function
-    /// whose `---@param` is of such a class, at that argument's index.
-    fn read_options(&mut self, types: &str) {
-        let lines: Vec<&str> = types.lines().collect();
-        let mut classes: HashMap<&str, BTreeSet<String>> = HashMap::new();
-        for (i, line) in lines.iter().enumerate() {
-            let Some(rest) = line.strip_prefix("---@class ") else {
-                continue;
-            };
-            if !rest.contains("[string]: never") {
-                continue;
-            }
-            let name = rest.split([' ', ':']).next().unwrap_or_default();
-            let fields = lines[i + 1..]
-                .iter()
-                .map_while(|l| l.strip_prefix("---@field "))
-                .filter_map(|f| f.split([' ', '?']).next())
-                .map(str::to_string)
-                .collect();
-            classes.insert(name, fields);
-        }
-        let mut params: Vec<(&str, &str)> = Vec::new();
-        for line in &lines {
-            if let Some(p) = line.strip_prefix("---@param ") {
-                let mut words = p.split_whitespace();
-                let name = words.next().unwrap_or_default().trim_end_matches('?');
-                params.push((name, words.next().unwrap_or_default()));
-            } else if let Some(f) = line.strip_prefix("function ") {
-                if let Some((name, rest)) = f.split_once('(') {
-                    let callee = match name.split_once(':') {
-                        Some((_, method)) => format!(":{method}"),
-                        None => name.to_string(),
-                    };
-                    let args = rest.split(')').next().unwrap_or_default();
-                    for (index, arg) in args.split(',').map(str::trim).enumerate() {
-                        let class = params.iter().find(|(n, _)| *n == arg).map(|(_, t)| *t);
-                        if let Some(keys) = class.and_then(|c| classes.get(c)) {
-                            self.options
-                                .entry(callee.clone())
-                                .or_default()
-                                .push((index, keys.clone()));
-                        }
-                    }
-                }
-                params.clear();
-            } else if !line.starts_with("---") {
-                params.clear();
-            }
-        }
-    }
-
-    /// The reference's headings (`### \`t:pct(ctid) -> target\``, `### \`target(name) ->
-    /// target\``) and its `t.FIELD` mentions.
-    fn read_target_api(&mut self, api: &str) {
-        let word = |s: &str| -> String {
-            s.chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect()
-        };
-        for l in api.lines() {
-            let Some(sig) = l.strip_prefix("### `").and_then(|s| s.strip_suffix('`')) else {
-                continue;
-            };
-            if let Some(m) = sig.strip_prefix("t:") {
-                let m = word(m);
-                if sig.ends_with("-> target") {
-                    self.target_derivers.insert(m.clone());
-                }
-                self.target_methods.insert(m);
-            } else {
-                let f = word(sig);
-                if f.is_empty() || !sig[f.len()..].starts_with('(') {
-                    continue;
-                }
-                if sig.ends_with("-> target") {
-                    self.target_makers.insert(f);
-                } else if sig.ends_with("-> { target, … }") {
-                    self.target_lists.insert(f);
-                }
-            }
-        }
-        for (i, _) in api.match_indices("`t.") {
-            let f = word(&api[i + 3..]);
-            if !f.is_empty() && api[i + 3 + f.len()..].starts_with('`') {
-                self.target_fields.insert(f);
-            }
+    /// The handle makers and options tables build.rs read from the `/// Lua:` blocks
+    /// (`embedded::api`).
+    fn read_table(&mut self) {
+        use crate::embedded::api;
+        let set = |names: &[&str]| names.iter().map(|n| n.to_string()).collect();
+        self.target_makers = set(api::TARGET_MAKERS);
+        self.target_lists = set(api::TARGET_LISTS);
+        self.target_derivers = set(api::TARGET_DERIVERS);
+        for (callee, index, keys) in api::OPTIONS {
+            self.options
+                .entry(callee.to_string())
+                .or_default()
+                .push((*index, set(keys)));
         }
     }
 }

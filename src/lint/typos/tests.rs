@@ -29,29 +29,26 @@ fn typo(line: usize, w: &str, s: Option<&str>) -> (usize, String, Option<String>
 }
 
 #[test]
-fn options_tables_are_read_from_the_definitions_and_checked() {
-    let types = "---@class runbook.CacheClearOptions : { keep?: boolean, force?: boolean, [string]: never }\n\
-                 ---@field keep? boolean `keep`\n\
-                 ---@field force? boolean `force`\n\
-                 \n\
-                 ---@class runbook.Loose : { a?: boolean }\n\
-                 ---@field a? boolean\n\
-                 \n\
-                 ---@param t runbook.Target\n\
-                 ---@param paths runbook.Paths\n\
-                 ---@param opts? runbook.CacheClearOptions\n\
-                 function cache.clear(t, paths, opts) end\n\
-                 ---@param argv runbook.Words\n\
-                 ---@param opts? runbook.CacheClearOptions\n\
-                 function Target:exec(argv, opts) end\n\
-                 ---@param opts runbook.Loose\n\
-                 function loose(opts) end\n";
+fn options_tables_come_from_the_blocks_and_are_checked() {
+    let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+    // build.rs tables each options struct a `/// Lua:` block lists, by callee.
+    let mut table = Known::default();
+    table.read_table();
+    assert_eq!(
+        table.options["cache.clear"],
+        vec![(2, set(&["keep", "keep_last", "force"]))]
+    );
+    assert_eq!(table.options[":exec"][0].0, 1);
+    assert!(table.options[":exec"][0].1.contains("timeout"));
+    assert!(
+        !table.options.contains_key("log.info"),
+        "takes no options table"
+    );
     let mut k = known();
-    k.read_options(types);
-    let keys: BTreeSet<String> = ["force", "keep"].iter().map(|s| s.to_string()).collect();
-    assert_eq!(k.options["cache.clear"], vec![(2, keys.clone())]);
-    assert_eq!(k.options[":exec"], vec![(1, keys)]);
-    assert!(!k.options.contains_key("loose"), "not an exact class");
+    let keys = set(&["force", "keep"]);
+    k.options
+        .insert("cache.clear".into(), vec![(2, keys.clone())]);
+    k.options.insert(":exec".into(), vec![(1, keys)]);
     let found = |src: &str| -> Vec<(usize, String, Option<String>)> {
         find(src, &k)
             .unwrap()
@@ -190,16 +187,16 @@ fn method_self_is_a_local() {
 #[test]
 fn target_api_from_the_reference() {
     let mut k = Known::default();
-    k.read_target_api(crate::embedded::LUA_API);
+    k.read_table();
+    let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
     // What the doc comments say is what `target.rs` registers, methods and fields.
     let (methods, fields) = crate::lua_api::target::handle_api();
     assert!(
         methods.contains("exec") && fields.contains("name"),
         "{methods:?}"
     );
-    assert_eq!(k.target_methods, methods);
-    assert_eq!(k.target_fields, fields);
-    let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+    assert_eq!(set(crate::embedded::api::TARGET_METHODS), methods);
+    assert_eq!(set(crate::embedded::api::TARGET_FIELDS), fields);
     assert_eq!(k.target_makers, set(&["slurm", "ssh", "target"]));
     assert_eq!(k.target_lists, set(&["targets"]));
     assert!(k.target_derivers.contains("pct") && !k.target_derivers.contains("exec"));
@@ -222,7 +219,7 @@ fn shipped_files_are_clean() {
     ));
     let fresh = crate::sandbox::new_vm(ctx.clone()).unwrap();
     let live = crate::sandbox::new_vm(ctx).unwrap();
-    let known = Known::read(crate::embedded::LUA_API, &api_tables(&fresh), &live);
+    let known = Known::read(&api_tables(&fresh), &live);
     assert!(known.tables["cache"].contains("clear"), "{known:?}");
     assert!(known.modules["runbook.text"].contains("lines"), "{known:?}");
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
