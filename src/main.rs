@@ -53,7 +53,7 @@ fn main() -> ExitCode {
     init_logging(cli.verbose, cli.quiet);
     // Before anything opens files: raise the open-file limit and size the pool of
     // commands that may run at once from it.
-    targets::slots::init();
+    targets::nofile::init();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -12,6 +12,7 @@ mod convert;
 pub mod fingerprint;
 pub mod git;
 pub mod gpu;
+pub mod groups;
 pub mod log;
 pub mod options;
 pub mod parallel;
@@ -39,6 +40,7 @@ pub fn register_all(lua: &Lua) -> mlua::Result<()> {
     step::register(lua)?;
     target::register(lua)?;
     slurm::register(lua)?;
+    groups::register(lua)?;
     log::register(lua)?;
     parallel::register(lua)?;
     control::register(lua)?;

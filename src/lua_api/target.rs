@@ -5,7 +5,7 @@ use super::{ctx, err_at, location, require_running, string_value, word_list};
 use crate::actions::Effect;
 use crate::classify::{self, Class};
 use crate::primitives::{Cmd, Ran, Step};
-use crate::targets::registry::{expand_home, Member};
+use crate::targets::registry::expand_home;
 use crate::targets::ssh::SshSpec;
 use crate::targets::{Container, ExecRequest, Target};
 use mlua::{Lua, Table, UserData, UserDataMethods, UserDataRef, Value};
@@ -106,8 +106,7 @@ impl UserData for TargetHandle {
 pub fn register(lua: &Lua) -> mlua::Result<()> {
     let g = lua.globals();
     g.raw_set("target", lua.create_function(target)?)?;
-    g.raw_set("ssh", lua.create_function(ssh)?)?;
-    g.raw_set("targets", super::async_function(lua, targets)?)
+    g.raw_set("ssh", lua.create_function(ssh)?)
 }
 
 /// Lua: target(name) -> target
@@ -201,56 +200,6 @@ fn ssh(lua: &Lua, (host, opts): (Value, Option<Table>)) -> mlua::Result<TargetHa
         spec.connect_timeout = d;
     }
     Ok(TargetHandle(ctx(lua).targets.ssh(spec)))
-}
-
-/// Lua: targets(group) -> { target, … }
-///
-/// The hosts of an inventory group, in the inventory's order, e.g. for `parallel`; or
-/// the nodes of a Slurm selection, one target each, listed by the scheduler when called
-/// (inside a step): `targets("slurm:partition=gpu")` (`sinfo`),
-/// `targets("slurm:job=4242")` (the nodes of a running job, each target in that job:
-/// `squeue`), `targets("slurm:nodes=gpu[01-64]")` (`scontrol show hostnames`); settings
-/// join with `&` (`slurm:nodes=gpu[01-08]&job=4242`, `…&immediate=30s`). An inventory
-/// group may list Slurm selections and targets among its members. `parallel` over nodes
-/// of one job or partition running the same command launches it once for all of them
-/// (`srun --nodelist=a,b,… --ntasks-per-node=1`), each node's output and exit code
-/// its own.
-///
-/// ```lua
-/// parallel(targets("gpu"), function(t) t:exec({ "uptime" }) end, { limit = 8 })
-/// ```
-/// ---@param group string
-/// ---@return runbook.Target[]
-async fn targets(lua: Lua, group: Value) -> mlua::Result<Table> {
-    let Some(group) = string_value(&lua, group, "targets()")? else {
-        return Err(err_at(
-            &lua,
-            "targets(): give a group name from the inventory, or a Slurm selection (\"slurm:partition=gpu\")",
-        ));
-    };
-    let what = format!("targets(\"{group}\")");
-    let list = lua.create_table()?;
-    if let Some(sel) = group.strip_prefix("slurm:") {
-        for t in super::slurm::select(&lua, &what, sel).await? {
-            list.raw_push(t)?;
-        }
-        return Ok(list);
-    }
-    let members = ctx(&lua)
-        .targets
-        .group(&group)
-        .map_err(|e| err_at(&lua, e))?;
-    for member in members {
-        match member {
-            Member::Target(t) => list.raw_push(TargetHandle(t))?,
-            Member::Slurm(sel) => {
-                for t in super::slurm::select(&lua, &what, &sel).await? {
-                    list.raw_push(t)?;
-                }
-            }
-        }
-    }
-    Ok(list)
 }
 
 /// Lua: t:pct(ctid) -> target

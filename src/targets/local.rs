@@ -106,8 +106,8 @@ pub async fn run(
         }
         _ if e.raw_os_error() == Some(libc::EMFILE) => format!(
             "cannot run '{program}' on local: {e}; this process may open {} files and runs at most {} commands at once",
-            super::slots::nofile(),
-            super::slots::size()
+            super::nofile::limit(),
+            super::nofile::size()
         ),
         _ => format!("cannot run '{program}' on local: {e}"),
     })?;

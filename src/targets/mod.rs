@@ -12,6 +12,7 @@ pub mod hold;
 pub mod identity;
 pub mod keep;
 pub mod local;
+pub mod nofile;
 pub mod pump;
 pub mod registry;
 pub mod replies;

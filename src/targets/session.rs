@@ -52,7 +52,7 @@ const CLOSE_TERM_WAIT: Duration = Duration::from_secs(5);
 /// Sessions open at once in this process, for every target together: each holds a few
 /// file descriptors here without holding a command slot (`slots.rs`).
 fn most_sessions() -> usize {
-    (super::slots::size() / 2).max(1)
+    (super::nofile::size() / 2).max(1)
 }
 
 /// `RUNBOOK_SESSIONS=off` in runbook's environment: a channel (a container entry) per
