@@ -599,7 +599,7 @@ fn api_types(blocks: &[Block], options_rs: &str) -> String {
     )
 }
 
-/// What the typo check (`src/lint/typos.rs`) knows of the API besides the live VM, as
+/// What the typo check (`src/run/lint/typos.rs`) knows of the API besides the live VM, as
 /// data: which calls return a target handle or a list of them, and the exact keys of each
 /// options table by callee and argument. The same blocks make the reference and the
 /// EmmyLua definitions, so the three cannot disagree, and nothing reads text back.

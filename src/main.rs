@@ -1,55 +1,30 @@
 //! `runbook`: runs operations runbooks written in Lua.
 
-mod abort;
+// The layers, top to bottom (docs/ARCHITECTURE.md): a folder each, and a module
+// imports only its own layer and the ones below it (tests/layers.rs).
 mod actions;
-mod cancel;
-mod classify;
+mod base;
 mod cli;
-mod commands;
-mod ctx;
-mod duration;
-mod embedded;
-mod engine;
-mod error;
-mod events;
-mod fsx;
-mod inventory;
-mod kept_reads;
-mod known_after;
-mod lint;
-mod locks;
 mod lua_api;
-mod orphans;
-mod params;
-mod plan;
 mod primitives;
-mod printable;
-mod quote;
-mod sandbox;
-mod script;
-mod secrets;
-mod sinks;
-mod source;
-mod state;
-mod suggest;
+mod run;
 mod targets;
 #[cfg(test)]
 mod testing;
-mod watchdog;
 
 use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     // Before any thread starts: a secret given this way must not reach any command.
-    params::take_from_environment();
+    base::params::take_from_environment();
     install_panic_hook();
-    let cli = match cli::Cli::try_parse() {
+    let cli = match cli::args::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return exit(Err(e.into()), false),
     };
     // Before any Lua runs: every phase of every command has a deadline it must keep.
-    watchdog::start();
+    run::watchdog::start();
     init_logging(cli.verbose, cli.quiet);
     // Before anything opens files: raise the open-file limit and size the pool of
     // commands that may run at once from it.
@@ -60,17 +35,17 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            let e = error::Error::Startup(format!("cannot start the runtime: {e}"));
+            let e = base::error::Error::Startup(format!("cannot start the runtime: {e}"));
             return exit(Err(e), false);
         }
     };
     // Lua runs on this one thread; commands and timers are futures on the same task set.
     let local = tokio::task::LocalSet::new();
     // `run --json` promises events on stdout: an error before the run started is one too.
-    let json_run = matches!(&cli.command, cli::Command::Run(a) if a.json)
-        || matches!(&cli.command, cli::Command::Apply(a) if a.json)
-        || matches!(&cli.command, cli::Command::Test(a) if a.json);
-    let result = local.block_on(&runtime, commands::dispatch(cli));
+    let json_run = matches!(&cli.command, cli::args::Command::Run(a) if a.json)
+        || matches!(&cli.command, cli::args::Command::Apply(a) if a.json)
+        || matches!(&cli.command, cli::args::Command::Test(a) if a.json);
+    let result = local.block_on(&runtime, cli::commands::dispatch(cli));
     drop(local);
     // Do not wait for a blocking stdin read (an abandoned confirmation prompt).
     runtime.shutdown_background();
@@ -78,18 +53,18 @@ fn main() -> ExitCode {
 }
 
 /// Says what went wrong (unless the terminal shows it already) and ends with its code.
-fn exit(result: error::Result<()>, json_run: bool) -> ExitCode {
+fn exit(result: base::error::Result<()>, json_run: bool) -> ExitCode {
     let Err(e) = result else {
-        return ExitCode::from(error::Exit::Success.code() as u8);
+        return ExitCode::from(base::error::Exit::Success.code() as u8);
     };
-    let message = secrets::mask_global(&e.to_string());
+    let message = base::secrets::mask_global(&e.to_string());
     match &e {
         // clap words its own answers (and puts --help on stdout).
-        error::Error::Flags(clap) => {
+        base::error::Error::Flags(clap) => {
             let _ = clap.print();
         }
         e if e.shown() => {}
-        _ => eprintln!("error: {}", printable::block(&message)),
+        _ => eprintln!("error: {}", base::printable::block(&message)),
     }
     if json_run && !e.after_run() {
         let ts = humantime::format_rfc3339_millis(std::time::SystemTime::now());
@@ -111,7 +86,7 @@ fn install_panic_hook() {
         if text.contains("Broken pipe") {
             std::process::exit(141);
         }
-        let masked = secrets::mask_global(&text);
+        let masked = base::secrets::mask_global(&text);
         if masked != text {
             eprintln!("runbook {masked}");
             return;
@@ -134,7 +109,7 @@ fn init_logging(verbose: bool, quiet: bool) {
         .with_env_filter(filter)
         .with_target(false)
         .without_time()
-        .with_ansi(sinks::terminal::colour_stderr())
-        .with_writer(|| sinks::terminal::LogWriter)
+        .with_ansi(run::sinks::terminal::colour_stderr())
+        .with_writer(|| run::sinks::terminal::LogWriter)
         .try_init();
 }

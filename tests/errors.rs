@@ -1,5 +1,5 @@
 //! Every error message a user can meet, as a snapshot (tests/snapshots/errors__*.snap):
-//! one test per variant of `error::Error` (src/error.rs), each with the ways to get
+//! one test per variant of `error::Error` (src/base/error.rs), each with the ways to get
 //! there, and the shapes of a failed step (a primitive's bad option, a failed command
 //! with the end of its stderr, timeouts, a missing program, a lost host, a held lock,
 //! Ctrl-C). Each snapshot is the exit code and what runbook printed on stderr (on the

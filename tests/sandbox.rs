@@ -769,7 +769,7 @@ fn a_string_doubled_until_huge_hits_the_memory_limit() {
 //     functions that turn errors into values, long C calls at load time, commands where
 //     runbook cannot supervise them, errors raised inside Lua's C code
 
-/// The watchdog's grace (src/watchdog.rs) and room for a slow CI box.
+/// The watchdog's grace (src/run/watchdog.rs) and room for a slow CI box.
 const GRACE: Duration = Duration::from_secs(10);
 const PAST_GRACE: Duration = Duration::from_secs(18);
 

@@ -192,7 +192,7 @@ async fn size(lua: Lua, (t, paths): (Value, Value)) -> mlua::Result<Value> {
     to_lua(&lua, &result)
 }
 
-type Prepared = (Rc<crate::ctx::Ctx>, Rc<Target>, Vec<String>);
+type Prepared = (Rc<crate::actions::ctx::Ctx>, Rc<Target>, Vec<String>);
 
 /// The checks every `cache.*` call starts with: inside a step, a target, a path list.
 fn prepare(lua: &Lua, what: &str, t: Value, paths: Value) -> mlua::Result<Prepared> {

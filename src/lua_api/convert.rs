@@ -1,6 +1,6 @@
 //! Between the primitives and Lua: a primitive's result becomes a Lua value (`to_lua`)
 //! and its error the Lua error here, and only here, so every primitive fails the same
-//! way (`file:line: message`, or an [`Abort`](crate::abort::Abort) matched by type).
+//! way (`file:line: message`, or an [`Abort`](crate::base::abort::Abort) matched by type).
 
 use crate::primitives;
 
@@ -24,7 +24,7 @@ impl From<primitives::Error> for mlua::Error {
 
 #[cfg(test)]
 mod tests {
-    use crate::abort::{Abort, Why};
+    use crate::base::abort::{Abort, Why};
     use crate::primitives::Error;
 
     #[test]

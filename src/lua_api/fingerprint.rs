@@ -4,7 +4,7 @@ use super::options;
 use super::target::target_arg;
 use super::to_lua;
 use super::{ctx, err_at, require_running, step_for, string_value};
-use crate::events::Event;
+use crate::actions::events::Event;
 use crate::primitives::fingerprint::{self, Fingerprint, Loaded, Scope};
 use mlua::{Lua, LuaSerdeExt, Table, Value};
 use serde::Deserialize;
@@ -143,7 +143,7 @@ fn save(lua: &Lua, (name, fp): (Value, Value)) -> mlua::Result<()> {
     // dir may be named differently at apply; the machine a plan's target is, is checked
     // by apply itself) nor the facts (taken again in the real run).
     let command = format!("fingerprint.save {name} of {}", fp.target);
-    let saved = crate::actions::own_change(&ctx, &summary, &shown, &command, || {
+    let saved = crate::actions::perform::own_change(&ctx, &summary, &shown, &command, || {
         let dir = ctx
             .state_dir
             .borrow()
@@ -152,19 +152,19 @@ fn save(lua: &Lua, (name, fp): (Value, Value)) -> mlua::Result<()> {
         fingerprint::save(&dir, &name, &fp).map_err(|e| format!("fingerprint.save(): {e}"))
     })
     .map_err(|e| match e {
-        crate::actions::ActionError::Stop(why) => {
-            crate::primitives::Error::Stop(crate::abort::Abort {
+        crate::actions::perform::ActionError::Stop(why) => {
+            crate::primitives::Error::Stop(crate::base::abort::Abort {
                 why,
                 at: super::location(lua),
             })
             .into()
         }
-        crate::actions::ActionError::Failed(msg) => err_at(lua, msg),
+        crate::actions::perform::ActionError::Failed(msg) => err_at(lua, msg),
     })?;
     if let Some(path) = saved {
         ctx.bus.emit(Event::Log {
             step: ctx.step.get().map(|s| s.index),
-            level: crate::events::Level::Info,
+            level: crate::actions::events::Level::Info,
             message: format!("saved fingerprint '{name}' ({})", path.display()),
         });
     }
@@ -201,7 +201,7 @@ fn load(lua: &Lua, (name, now): (Value, Value)) -> mlua::Result<Value> {
         let ctx = ctx(lua);
         ctx.bus.emit(Event::Log {
             step: ctx.step.get().map(|s| s.index),
-            level: crate::events::Level::Warn,
+            level: crate::actions::events::Level::Warn,
             message,
         });
     };

@@ -1,8 +1,8 @@
 //! `log.*` and `print`: messages from the runbook, as events (never printed directly).
 
 use super::ctx;
-use crate::ctx::Phase;
-use crate::events::{Event, Level};
+use crate::actions::ctx::Phase;
+use crate::actions::events::{Event, Level};
 use mlua::{Lua, Value, Variadic};
 
 pub fn register(lua: &Lua) -> mlua::Result<()> {

@@ -27,7 +27,7 @@ pub mod warmup;
 
 pub use convert::to_lua;
 
-use crate::ctx::{Ctx, Phase};
+use crate::actions::ctx::{Ctx, Phase};
 use crate::primitives::Step;
 use crate::targets::Target;
 use mlua::{FromLuaMulti, IntoLuaMulti, Lua, Table, Value};

@@ -126,7 +126,7 @@ impl fmt::Display for Error {
             Problem::Unknown { name, known } => write!(
                 f,
                 "unknown option '{name}'{}; known: {}",
-                crate::suggest::hint(name, known.iter().copied()),
+                crate::base::suggest::hint(name, known.iter().copied()),
                 known.join(", ")
             ),
             Problem::Type { expected, got } => write!(f, "expected {expected}, got {got}"),
@@ -513,10 +513,12 @@ const DURATION: &str = "a duration like \"30s\" or a number of seconds";
 pub fn duration_of(v: &Value) -> Result<Option<Duration>, Error> {
     match v {
         Value::Nil => return Ok(None),
-        Value::Integer(i) => crate::duration::from_whole_secs(*i).map_err(|e| format!("{i} {e}")),
+        Value::Integer(i) => {
+            crate::base::duration::from_whole_secs(*i).map_err(|e| format!("{i} {e}"))
+        }
         // `{:?}` keeps a huge or tiny float short (`1e300`, not 301 digits).
-        Value::Number(n) => crate::duration::from_secs(*n).map_err(|e| format!("{n:?} {e}")),
-        Value::String(s) => crate::duration::parse(&s.to_string_lossy()),
+        Value::Number(n) => crate::base::duration::from_secs(*n).map_err(|e| format!("{n:?} {e}")),
+        Value::String(s) => crate::base::duration::parse(&s.to_string_lossy()),
         other => return Err(Error::wrong(DURATION, other)),
     }
     .map(Some)
@@ -529,7 +531,7 @@ pub fn duration_of(v: &Value) -> Result<Option<Duration>, Error> {
 pub fn timeout_of(v: &Value) -> Result<Option<Duration>, Error> {
     match duration_of(v) {
         Ok(d) => Ok(d.filter(|d| !d.is_zero())),
-        Err(e) => Err(e.hinted(crate::duration::NO_TIMEOUT_HINT)),
+        Err(e) => Err(e.hinted(crate::base::duration::NO_TIMEOUT_HINT)),
     }
 }
 

@@ -3,7 +3,7 @@
 
 use super::options::{self, AtLeastOne};
 use super::{err_at, require_running};
-use crate::events::Event;
+use crate::actions::events::Event;
 use mlua::{Function, Lua, Table, Value};
 use serde::Deserialize;
 use std::rc::Rc;
@@ -101,7 +101,7 @@ async fn parallel(
                 results.raw_set(i + 1, v)?;
                 ctx.bus.emit(Event::Log {
                     step,
-                    level: crate::events::Level::Info,
+                    level: crate::actions::events::Level::Info,
                     message: format!("[{}/{total}] {label}: ok", i + 1),
                 });
             }
@@ -109,14 +109,16 @@ async fn parallel(
                 let msg = super::error_message(&e);
                 // After a timeout or Ctrl-C, every item still queued fails the same way:
                 // one line says so below instead of thousands of identical ones.
-                if (ctx.aborted() || ctx.past_deadline()) && crate::abort::Abort::of(&e).is_some() {
+                if (ctx.aborted() || ctx.past_deadline())
+                    && crate::base::abort::Abort::of(&e).is_some()
+                {
                     stopped += 1;
                     failures.push(format!("  {label}: {msg}"));
                     continue;
                 }
                 ctx.bus.emit(Event::Log {
                     step,
-                    level: crate::events::Level::Error,
+                    level: crate::actions::events::Level::Error,
                     message: format!("[{}/{total}] {label}: {msg}", i + 1),
                 });
                 failures.push(format!("  {label}: {msg}"));
@@ -126,7 +128,7 @@ async fn parallel(
     if stopped > 0 {
         ctx.bus.emit(Event::Log {
             step: ctx.step.get().map(|s| s.index),
-            level: crate::events::Level::Error,
+            level: crate::actions::events::Level::Error,
             message: format!("{stopped} of {total} did not finish: the step was stopped"),
         });
     }
@@ -147,10 +149,10 @@ async fn parallel(
 
 /// While a `parallel()` runs its items, the plan pass's recording marks each change as
 /// one of a parallel (`Recording::parallel`); dropped on every way out.
-struct InParallel(Rc<crate::ctx::Ctx>);
+struct InParallel(Rc<crate::actions::ctx::Ctx>);
 
 impl InParallel {
-    fn mark(ctx: &Rc<crate::ctx::Ctx>) -> Self {
+    fn mark(ctx: &Rc<crate::actions::ctx::Ctx>) -> Self {
         if let Some(rec) = ctx.watch.borrow_mut().recording() {
             rec.parallel += 1;
         }

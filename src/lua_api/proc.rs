@@ -128,7 +128,7 @@ fn argv_value(lua: &Lua, v: Value, what: &str) -> mlua::Result<Vec<OsString>> {
             format!("{what}: the command must be a non-empty plain list of words"),
         ));
     }
-    crate::quote::validate_argv(&argv).map_err(|e| err_at(lua, format!("{what}: {e}")))?;
+    crate::base::quote::validate_argv(&argv).map_err(|e| err_at(lua, format!("{what}: {e}")))?;
     Ok(argv)
 }
 

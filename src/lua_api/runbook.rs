@@ -2,8 +2,8 @@
 
 use super::options::{self, LuaValue};
 use super::{ctx, err_at};
-use crate::ctx::{Header, Phase};
-use crate::params::{self, ParamSpec, ParamType, ParamValue};
+use crate::actions::ctx::{Header, Phase};
+use crate::base::params::{self, ParamSpec, ParamType, ParamValue};
 use mlua::{Lua, Table, Value};
 use serde::Deserialize;
 
@@ -362,7 +362,7 @@ impl mlua::UserData for ParamsProxy {
                 this.names.join(", ")
             };
             let hint = match &key {
-                Value::String(s) => crate::suggest::hint(
+                Value::String(s) => crate::base::suggest::hint(
                     &s.to_string_lossy(),
                     this.names.iter().map(|s| s.as_str()),
                 ),

@@ -2,7 +2,7 @@
 
 use super::options::{self, Whole};
 use super::{ctx, err_at, location, string_value};
-use crate::ctx::{Phase, StepDecl, StepOptions};
+use crate::actions::ctx::{Phase, StepDecl, StepOptions};
 use mlua::{Lua, Table, Value, Variadic};
 use serde::Deserialize;
 use std::time::Duration;

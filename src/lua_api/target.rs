@@ -2,8 +2,8 @@
 
 use super::options::{self, Whole};
 use super::{ctx, err_at, location, require_running, string_value, word_list};
-use crate::actions::Effect;
-use crate::classify::{self, Class};
+use crate::actions::perform::Effect;
+use crate::base::classify::{self, Class};
 use crate::primitives::{Cmd, Ran, Step};
 use crate::targets::registry::expand_home;
 use crate::targets::ssh::SshSpec;
@@ -467,7 +467,7 @@ fn argv_from(lua: &Lua, v: Value) -> mlua::Result<Vec<OsString>> {
         ));
     };
     let argv = word_list(lua, &t, "exec: argv")?;
-    crate::quote::validate_argv(&argv).map_err(|e| err_at(lua, format!("exec: {e}")))?;
+    crate::base::quote::validate_argv(&argv).map_err(|e| err_at(lua, format!("exec: {e}")))?;
     Ok(argv)
 }
 
@@ -517,7 +517,7 @@ async fn exec(
     let loc = location(&lua);
     let argv = argv_from(&lua, argv)?;
     let mut o = parse_options(&lua, opts, "exec")?;
-    let line = crate::quote::join(&argv);
+    let line = crate::base::quote::join(&argv);
     let read = classify::argv(&argv).max(env_class(&o));
     let class = class_of(&lua, &o, read, "exec", &line)?;
     o.req.argv = argv;
@@ -607,7 +607,7 @@ fn class_of(
 
 async fn run(
     lua: &Lua,
-    ctx: &crate::ctx::Ctx,
+    ctx: &crate::actions::ctx::Ctx,
     target: &Target,
     o: ExecOptions,
     summary: String,

@@ -2,8 +2,8 @@
 //! VM and sits above this module: the limits and rules both sides share are defined
 //! here, below both.
 
-use crate::abort::Abort;
-use crate::ctx::Ctx;
+use crate::actions::ctx::Ctx;
+use crate::base::abort::Abort;
 use mlua::{Lua, Table, Value};
 
 /// Lua heap limit per runbook.

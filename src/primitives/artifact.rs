@@ -30,8 +30,8 @@ use super::cache::{self, Located};
 use super::fingerprint::{self, Fingerprint, Scope};
 use super::store::{Fault, Key, Manifest, Part, Store, Upload};
 use super::{human_bytes, human_size, Cmd, Ran, Result, Step};
-use crate::events::{Event, Level};
-use crate::script;
+use crate::actions::events::{Event, Level};
+use crate::base::script;
 use serde::Serialize;
 use std::io::Read;
 

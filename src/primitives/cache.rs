@@ -13,8 +13,8 @@
 //! way can swap it for a symlink after the probe; the change then fails, inside the root.
 
 use super::{human_bytes, human_size, thousands, Cmd, Ran, Result, Step};
-use crate::events::Event;
-use crate::script;
+use crate::actions::events::Event;
+use crate::base::script;
 use serde::Serialize;
 
 /// Where caches live, besides the runbook header's `cache_roots`. `~` is the home of the
@@ -241,7 +241,7 @@ pub async fn restore(step: &Step<'_>, paths: &[String], force: bool) -> Result<V
             } else {
                 format!("cache.restore: {given} has no kept copy: nothing to restore")
             };
-            log(step, crate::events::Level::Info, message);
+            log(step, crate::actions::events::Level::Info, message);
             out.push(Restored {
                 path: given.clone(),
                 restored_from: None,
@@ -484,7 +484,7 @@ async fn plan_offline(step: &Step<'_>, paths: &[String], opts: ClearOpts) -> Res
             // Which copies exist is only known by looking; say what a real run adds.
             log(
                 step,
-                crate::events::Level::Info,
+                crate::actions::events::Level::Info,
                 format!(
                     "cache.clear: {path}: with --offline the kept copies are not looked at; a real run also deletes those beyond the newest {} (keep_last)",
                     opts.keep_last
@@ -570,7 +570,7 @@ async fn prune<'f>(
     let n = doomed.len();
     log(
         step,
-        crate::events::Level::Info,
+        crate::actions::events::Level::Info,
         format!(
             "cache.clear: {}: keeping the newest {keep_last} kept {}; deleting {n} older {} frees {} ({} {})",
             f.resolved,
@@ -768,7 +768,7 @@ fn blocks_restore(f: &Found, force: bool) -> Option<String> {
     })
 }
 
-fn log(step: &Step<'_>, level: crate::events::Level, message: String) {
+fn log(step: &Step<'_>, level: crate::actions::events::Level, message: String) {
     step.ctx.bus.emit(Event::Log {
         step: step.ctx.step.get().map(|s| s.index),
         level,

@@ -9,7 +9,7 @@
 //! readable, for the target name they were taken on, until a save writes the machine's.
 
 use super::{Cmd, Result, Step};
-use crate::script;
+use crate::base::script;
 use crate::targets::identity::Identity;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -297,8 +297,8 @@ pub fn save(state_dir: &Path, name: &str, fp: &Fingerprint) -> Result<PathBuf, S
     let text = serde_json::to_string_pretty(fp).map_err(|e| e.to_string())?;
     // A new file of an unpredictable name, then renamed, no link followed below the
     // state dir: a crash never leaves half a known-good, two saves never share a file.
-    use crate::fsx::{Mode, Replace};
-    crate::fsx::write(
+    use crate::base::fsx::{Mode, Replace};
+    crate::base::fsx::write(
         state_dir,
         rel,
         text.as_bytes(),

@@ -18,12 +18,12 @@ pub mod store;
 pub mod venv;
 pub mod warmup;
 
-use crate::abort::{Abort, Why};
-use crate::actions::{self, Action, ActionError, Effect, Performed};
-pub use crate::classify::Class;
-use crate::ctx::{Ctx, Mode};
-use crate::script;
-pub use crate::script::Script;
+use crate::actions::ctx::{Ctx, Mode};
+use crate::actions::perform::{self, Action, ActionError, Effect, Performed};
+use crate::base::abort::{Abort, Why};
+pub use crate::base::classify::Class;
+use crate::base::script;
+pub use crate::base::script::Script;
 use crate::targets::failure::TAIL_LINES;
 use crate::targets::{ExecOutcome, ExecRequest, Target};
 use std::ffi::OsString;
@@ -318,7 +318,7 @@ impl Step<'_> {
             script: cmd.script,
             binary_output: cmd.binary_output,
         };
-        let performed = actions::perform(self.ctx, action)
+        let performed = perform::perform(self.ctx, action)
             .await
             .map_err(|e| match e {
                 ActionError::Stop(why) => self.stop(why),

@@ -12,7 +12,7 @@
 //! Liveness reads `/proc` (a zombie is not alive), falling back to `kill -0` elsewhere.
 
 use super::{Cmd, Error, Ran, Result, Step};
-use crate::script;
+use crate::base::script;
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -217,7 +217,7 @@ pub async fn spawn(step: &Step<'_>, jobs: &Jobs, spec: &SpawnSpec) -> Result<Spa
     let summary = format!(
         "start job {} in the background: {} ({cwd}log {}{env})",
         spec.name,
-        crate::quote::join(&spec.argv),
+        crate::base::quote::join(&spec.argv),
         spec.log
     );
     let ran = step.change(cmd, summary, false).await?;
@@ -322,7 +322,7 @@ pub async fn stop(
     let summary = match timeout {
         Some(t) => format!(
             "stop {label}{running}: TERM, then KILL after {}",
-            crate::duration::short(t)
+            crate::base::duration::short(t)
         ),
         None => format!("stop {label}{running}: TERM, and wait for it to exit"),
     };
@@ -554,7 +554,7 @@ async fn timeout_error(step: &Step<'_>, spec: &WaitSpec, lines: &Lines, existed:
         "proc.wait_for: no line of {} matched /{}/ within {}",
         spec.file,
         spec.pattern.as_str(),
-        crate::duration::short(spec.timeout.unwrap_or_default())
+        crate::base::duration::short(spec.timeout.unwrap_or_default())
     );
     if !existed {
         return step.fail(format!("{head}: the file does not exist"));

@@ -12,7 +12,7 @@
 //! 3. a read lists what ended up installed.
 
 use super::{Cmd, Error, Ran, Result, Step};
-use crate::script;
+use crate::base::script;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::time::Duration;
@@ -439,7 +439,7 @@ fn summary(spec: &BuildSpec) -> String {
             .packages
             .iter()
             .take(SHOWN)
-            .map(|p| crate::quote::quote_word(std::ffi::OsStr::new(p)))
+            .map(|p| crate::base::quote::quote_word(std::ffi::OsStr::new(p)))
             .collect::<Vec<_>>()
             .join(" ");
         if spec.packages.len() > SHOWN {
@@ -480,7 +480,7 @@ fn failed_check(stderr: &str, spec: &BuildSpec) -> String {
         "-c".into(),
         spec.verify.clone().unwrap_or_else(|| "pass".into()).into(),
     ];
-    crate::quote::render_with(&argv, &[], Some("/"), None)
+    crate::base::quote::render_with(&argv, &[], Some("/"), None)
 }
 
 fn failure(ran: &Ran, spec: &BuildSpec) -> String {

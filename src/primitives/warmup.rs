@@ -14,9 +14,9 @@
 //! for long, since a compile that prints nothing for minutes looks exactly like a hang.
 
 use super::{human_size, Cmd, Ran, Result, Step};
-use crate::duration;
-use crate::events::{Event, Sink, Stamped};
-use crate::script;
+use crate::actions::events::{Event, Sink, Stamped};
+use crate::base::duration;
+use crate::base::script;
 use crate::targets::ExecRequest;
 use serde::{Deserialize, Serialize};
 use std::cell::Cell;
@@ -214,7 +214,7 @@ pub async fn run(step: &Step<'_>, spec: &Spec) -> Result<Outcome> {
 
     let mut argv: Vec<OsString> = vec![spec.python.clone().into(), spec.script.clone().into()];
     argv.extend(spec.args.iter().cloned());
-    let shown = crate::quote::join(&argv);
+    let shown = crate::base::quote::join(&argv);
     let summary = format!("warm-up: {shown}");
     let wrapped = spec.torch_report || spec.mega_save.is_some();
     let mut cmd = match wrapped {
@@ -505,16 +505,16 @@ fn state(c: &CacheGrowth) -> &'static str {
 
 /// One info line into the step's output (masked like every event).
 fn log(step: &Step<'_>, message: String) {
-    emit(step, crate::events::Level::Info, message);
+    emit(step, crate::actions::events::Level::Info, message);
 }
 
 /// One warn line into the step's output.
 fn warn(step: &Step<'_>, message: String) {
-    emit(step, crate::events::Level::Warn, message);
+    emit(step, crate::actions::events::Level::Warn, message);
 }
 
-fn emit(step: &Step<'_>, level: crate::events::Level, message: String) {
-    step.ctx.bus.emit(crate::events::Event::Log {
+fn emit(step: &Step<'_>, level: crate::actions::events::Level, message: String) {
+    step.ctx.bus.emit(crate::actions::events::Event::Log {
         step: step.ctx.step.get().map(|s| s.index),
         level,
         message,
@@ -640,9 +640,11 @@ async fn run_watched(step: &Step<'_>, cmd: Cmd, summary: String, quiet: Duration
     let silence = Rc::new(Silence {
         step: ctx.step.get().map(|s| s.index).unwrap_or(0),
         target: step.target.name(),
-        command: ctx
-            .bus
-            .mask(&crate::actions::shown(step.target, &req, cmd.script)),
+        command: ctx.bus.mask(&crate::actions::perform::shown(
+            step.target,
+            &req,
+            cmd.script,
+        )),
         after_action: ctx.action_seq.get(),
         action: Cell::new(None),
         last_output: Cell::new(Instant::now()),
@@ -666,7 +668,7 @@ async fn run_watched(step: &Step<'_>, cmd: Cmd, summary: String, quiet: Duration
             silence.last_warned.set(Some(Instant::now()));
             ctx.bus.emit(Event::Log {
                 step: ctx.step.get().map(|s| s.index),
-                level: crate::events::Level::Warn,
+                level: crate::actions::events::Level::Warn,
                 message: format!(
                     "warm-up on {}: no output for {} (running for {}); a long compile is \
                      often silent, but check it is not stuck",

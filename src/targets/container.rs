@@ -396,7 +396,7 @@ pub fn armoured(argv: Vec<OsString>) -> Vec<OsString> {
     let mut out: Vec<OsString> = vec![
         "sh".into(),
         "-c".into(),
-        crate::script::UTF8_ARGV.body.into(),
+        crate::base::script::UTF8_ARGV.body.into(),
         "sh".into(),
     ];
     out.extend(argv.iter().map(|w| OsString::from(armour(w.as_bytes()))));

@@ -17,7 +17,7 @@ impl ExecOutcome {
     pub fn why(&self, timeout: Option<Duration>) -> String {
         if self.timed_out {
             match timeout {
-                Some(t) => format!("timed out after {}", crate::duration::short(t)),
+                Some(t) => format!("timed out after {}", crate::base::duration::short(t)),
                 None => "timed out".to_string(),
             }
         } else if let Some(sig) = self.signal {

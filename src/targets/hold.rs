@@ -96,7 +96,7 @@ impl SshHost {
         argv: &[OsString],
     ) -> Result<(Holder, Result<String, String>), String> {
         let session = self.connected().await?;
-        let line = crate::quote::join_bytes(argv);
+        let line = crate::base::quote::join_bytes(argv);
         let mut cmd = openssh::Session::to_raw_command(session, line);
         cmd.stdin(openssh::Stdio::piped())
             .stdout(openssh::Stdio::piped())

@@ -161,7 +161,7 @@ impl Target {
             .run_plain(vec![
                 "sh".into(),
                 "-c".into(),
-                crate::script::IDENTITY.body.into(),
+                crate::base::script::IDENTITY.body.into(),
             ])
             .await?; // the error names the target and why nothing ran there
         let text = String::from_utf8_lossy(&out.stdout);

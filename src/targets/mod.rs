@@ -22,8 +22,8 @@ pub mod slurm;
 pub mod ssh;
 pub mod wrap;
 
-use crate::cancel::Cancel;
-use crate::quote;
+use crate::base::cancel::Cancel;
+use crate::base::quote;
 pub use container::Container;
 pub use error::TargetError;
 use serde::{Deserialize, Serialize};

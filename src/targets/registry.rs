@@ -4,8 +4,8 @@
 use super::replies::Replies;
 use super::ssh::{SshHost, SshSettings, SshSpec};
 use super::Target;
-use crate::inventory::{self, Inventory};
-use crate::suggest;
+use crate::base::inventory::{self, Inventory};
+use crate::base::suggest;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -174,7 +174,7 @@ impl Registry {
                     inv.path.display()
                 )
             };
-            let d = crate::duration::parse(t).map_err(bad)?;
+            let d = crate::base::duration::parse(t).map_err(bad)?;
             // As in ssh(): connecting must end by itself.
             if d.is_zero() {
                 return Err(bad("must be more than 0 (the default is 10s)".into()));

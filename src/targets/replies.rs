@@ -11,7 +11,7 @@
 //! lock is taken at once and nothing else is contacted.
 
 use super::{ExecIo, ExecOutcome, ExecRequest, Stream, Target, TargetError};
-use crate::{quote, secrets};
+use crate::base::{quote, secrets};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::cell::{Cell, RefCell};
@@ -305,7 +305,7 @@ impl Replies {
                     let names = scripts.iter().map(|(n, _)| *n);
                     return Err(at(format!(
                         "no script '{s}'{} (see `runbook script`)",
-                        crate::suggest::hint(s, names)
+                        crate::base::suggest::hint(s, names)
                     )));
                 }
             }

@@ -27,7 +27,7 @@
 
 use super::pump::{take_line, Stop, LINE_LIMIT, REPORT_WAIT};
 use super::{Container, ExecIo, ExecOutcome, ExecRequest, Group, KillFn, Stream};
-use crate::quote;
+use crate::base::quote;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -71,9 +71,9 @@ pub fn loop_argv() -> Vec<OsString> {
     vec![
         "sh".into(),
         "-c".into(),
-        crate::script::SESSION_START.body.into(),
+        crate::base::script::SESSION_START.body.into(),
         "sh".into(),
-        crate::script::SESSION.body.into(),
+        crate::base::script::SESSION.body.into(),
     ]
 }
 
@@ -298,7 +298,7 @@ impl Session {
             self.stdin.write_all(request).await?;
             self.stdin.flush().await
         };
-        let far = Instant::now() + crate::duration::MAX;
+        let far = Instant::now() + crate::base::duration::MAX;
         let sleep = tokio::time::sleep_until(deadline.unwrap_or(far).into());
         tokio::pin!(sleep);
         // A request too large for the pipe is written while nothing is read: the loop

@@ -60,7 +60,7 @@ impl Target {
 
 /// One permit of `sem`, unless the step's deadline passes or a signal comes first.
 async fn wait<'s>(sem: &'s Semaphore, io: &ExecIo<'_>) -> Result<SemaphorePermit<'s>, Stop> {
-    let far = Instant::now() + crate::duration::MAX;
+    let far = Instant::now() + crate::base::duration::MAX;
     let deadline = tokio::time::sleep_until(io.deadline.unwrap_or(far).into());
     tokio::pin!(deadline);
     loop {

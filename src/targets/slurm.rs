@@ -110,13 +110,14 @@ impl SlurmSpec {
                 }
                 "partition" => partition = Some(v),
                 "immediate" => {
-                    immediate =
-                        Some(crate::duration::parse(v).map_err(|e| format!("immediate: {e}"))?)
+                    immediate = Some(
+                        crate::base::duration::parse(v).map_err(|e| format!("immediate: {e}"))?,
+                    )
                 }
                 other => {
                     return Err(format!(
                         "unknown setting '{other}'{} (job, partition, immediate)",
-                        crate::suggest::hint(other, ["job", "partition", "immediate"])
+                        crate::base::suggest::hint(other, ["job", "partition", "immediate"])
                     ))
                 }
             }
@@ -248,7 +249,7 @@ fn task(inner: Vec<OsString>, stdin: Option<Vec<u8>>) -> (Vec<OsString>, Vec<u8>
     let mut argv: Vec<OsString> = vec![
         "sh".into(),
         "-c".into(),
-        crate::script::SLURM_TASK.body.into(),
+        crate::base::script::SLURM_TASK.body.into(),
         "sh".into(),
     ];
     argv.extend(super::wrap::killable_with_token(inner));
@@ -893,14 +894,15 @@ impl Selection {
                     sel.partition = Some(v.to_string());
                 }
                 "immediate" => {
-                    sel.immediate =
-                        Some(crate::duration::parse(v).map_err(|e| format!("immediate: {e}"))?)
+                    sel.immediate = Some(
+                        crate::base::duration::parse(v).map_err(|e| format!("immediate: {e}"))?,
+                    )
                 }
                 other => {
                     let known = ["partition", "job", "nodes", "immediate"];
                     return Err(format!(
                         "unknown setting '{other}'{} (partition, job, nodes, immediate)",
-                        crate::suggest::hint(other, known)
+                        crate::base::suggest::hint(other, known)
                     ));
                 }
             }

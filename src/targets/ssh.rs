@@ -8,7 +8,7 @@
 
 use super::pump::{self, Pump, Stop};
 use super::{ExecIo, ExecOutcome, KillFn, TargetError};
-use crate::quote;
+use crate::base::quote;
 use openssh::{Session, Stdio};
 use std::cell::RefCell;
 use std::ffi::OsString;
@@ -311,7 +311,7 @@ impl SshHost {
     /// The master connection, opened now if needed (no interruption while connecting).
     pub async fn connected(&self) -> Result<Rc<Session>, String> {
         let quiet = |_: super::Stream, _: &str, _: bool| {};
-        let cancel = crate::cancel::Cancel::default();
+        let cancel = crate::base::cancel::Cancel::default();
         let io = ExecIo {
             on_line: &quiet,
             deadline: None,

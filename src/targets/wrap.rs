@@ -32,7 +32,7 @@ pub fn env_and_cwd(req: &ExecRequest) -> Result<(Vec<OsString>, Option<Vec<u8>>)
         argv.extend([
             "sh".into(),
             "-c".into(),
-            crate::script::WITH_ENV.body.into(),
+            crate::base::script::WITH_ENV.body.into(),
             "sh".into(),
         ]);
     }
@@ -147,7 +147,7 @@ inner=$1; shift; ( exec setsid sh -c "$inner" sh "$@" )"#;
 /// uses nothing beyond what sh, bash and zsh all read alike. `boot_id`: see `report_group`.
 pub fn report_pgid_then_exec(argv: &[OsString], boot_id: bool) -> OsString {
     let mut line = format!("{}exec ", report_group(boot_id, false)).into_bytes();
-    line.extend_from_slice(crate::quote::join_bytes(argv).as_bytes());
+    line.extend_from_slice(crate::base::quote::join_bytes(argv).as_bytes());
     std::os::unix::ffi::OsStringExt::from_vec(line)
 }
 
@@ -156,7 +156,7 @@ pub fn kill_tree(pgid: u32) -> Vec<OsString> {
     vec![
         "sh".into(),
         "-c".into(),
-        crate::script::KILL_TREE.body.into(),
+        crate::base::script::KILL_TREE.body.into(),
         "sh".into(),
         pgid.to_string().into(),
     ]

@@ -4,7 +4,7 @@
 //! Mounts need root (CI runs as root); without it those tests fail and say so.
 
 use super::{parse, Kept, Kind};
-use crate::script::{CACHE_DELETE, CACHE_MOVE_ASIDE, CACHE_PROBE, CACHE_RESTORE};
+use crate::base::script::{CACHE_DELETE, CACHE_MOVE_ASIDE, CACHE_PROBE, CACHE_RESTORE};
 use crate::testing::shells;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
@@ -575,7 +575,7 @@ fn every_measure_says_the_same_size_under_every_shell() {
         assert_eq!((f.bytes, f.files), want, "{}: cache probe", sh.name);
 
         let o = sh.run(
-            crate::script::FINGERPRINT.body,
+            crate::base::script::FINGERPRINT.body,
             &["/nonexistent/python", "", s(&cache)],
         );
         let fp = fingerprint::parse(&String::from_utf8_lossy(&o.stdout));
@@ -592,7 +592,7 @@ fn every_measure_says_the_same_size_under_every_shell() {
         let link = sc.root.join("c-link");
         symlink(&cache, &link).unwrap();
         let o = sh.run(
-            crate::script::WARMUP_MEASURE.body,
+            crate::base::script::WARMUP_MEASURE.body,
             &[s(&link), s(&cache.join("nothing"))],
         );
         let out = String::from_utf8_lossy(&o.stdout);

@@ -4,7 +4,7 @@
 //! never replacing one), so a reader sees a file whole or not at all.
 
 use super::{doomed, sha256, Manifest, Part, ORPHAN_AGE};
-use crate::fsx;
+use crate::base::fsx;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone)]

@@ -30,8 +30,8 @@
 //! store on another machine.
 
 use super::{checked, doomed, named, newest_first, parse_manifest, Fault, Manifest, Part};
+use crate::base::script;
 use crate::primitives::{human_bytes, Cmd, Ran, Step};
-use crate::script;
 use crate::targets::registry::Registry;
 use crate::targets::{ExecIo, ExecOutcome, ExecRequest, Stream, Target};
 use std::rc::Rc;
@@ -161,7 +161,9 @@ impl Remote {
         // As for any change: nothing more is written once the run record cannot say so.
         let ctx = step.ctx;
         if ctx.record_failed.borrow().as_ref().is_some_and(|f| f.get()) {
-            return Err(Fault::Stop(step.stop(crate::abort::Why::RecordBroken)));
+            return Err(Fault::Stop(
+                step.stop(crate::base::abort::Why::RecordBroken),
+            ));
         }
         let quiet = |_: Stream, _: &str, _: bool| {};
         let io = ExecIo {
@@ -173,8 +175,8 @@ impl Remote {
         };
         let stopped = |stop: crate::targets::pump::Stop| {
             Fault::Stop(step.stop(match stop {
-                crate::targets::pump::Stop::Interrupted => crate::abort::Why::Interrupted,
-                _ => crate::abort::Why::TimedOut,
+                crate::targets::pump::Stop::Interrupted => crate::base::abort::Why::Interrupted,
+                _ => crate::base::abort::Why::TimedOut,
             }))
         };
         // The connection's channels are shared with the run's other commands.
@@ -190,10 +192,10 @@ impl Remote {
             .await
             .map_err(|e| Fault::Msg(format!("the store {}: {what}: {e}", self.label)))?;
         if out.interrupted {
-            return Err(Fault::Stop(step.stop(crate::abort::Why::Interrupted)));
+            return Err(Fault::Stop(step.stop(crate::base::abort::Why::Interrupted)));
         }
         if out.deadline_hit {
-            return Err(Fault::Stop(step.stop(crate::abort::Why::TimedOut)));
+            return Err(Fault::Stop(step.stop(crate::base::abort::Why::TimedOut)));
         }
         if out.code != Some(0) || out.timed_out {
             let head = out.failed(
@@ -424,7 +426,7 @@ mod tests {
             let root = tempfile::tempdir().unwrap();
             let dir = root.path().canonicalize().unwrap().join("store");
             let d = dir.to_str().unwrap();
-            let run = |script: &crate::script::Script, args: &[&str], stdin: &[u8]| {
+            let run = |script: &crate::base::script::Script, args: &[&str], stdin: &[u8]| {
                 use std::io::Write;
                 let mut c = sh
                     .command(script.body, args)

@@ -1,5 +1,5 @@
 use super::*;
-use crate::cancel::Cancel;
+use crate::base::cancel::Cancel;
 
 /// A shell the loop is tested under: one of the harness's (`testing::shells`), the
 /// loop given to it as `sh -c LOOP sh`, or as runbook starts it (`session-start.sh`,
@@ -26,7 +26,11 @@ fn loop_shells() -> Vec<LoopShell> {
         .into_iter()
         .map(|sh| {
             let mut argv = sh.argv().to_vec();
-            argv.extend(["-c".into(), crate::script::SESSION.body.into(), "sh".into()]);
+            argv.extend([
+                "-c".into(),
+                crate::base::script::SESSION.body.into(),
+                "sh".into(),
+            ]);
             LoopShell {
                 name: sh.name.to_string(),
                 argv,

@@ -1,0 +1,17 @@
+//! The shared layer: small pieces any layer may use, which use only each other (the one
+//! error type, quoting, durations, secrets, the embedded runbooks and scripts, …).
+
+pub mod abort;
+pub mod cancel;
+pub mod classify;
+pub mod duration;
+pub mod embedded;
+pub mod error;
+pub mod fsx;
+pub mod inventory;
+pub mod params;
+pub mod printable;
+pub mod quote;
+pub mod script;
+pub mod secrets;
+pub mod suggest;

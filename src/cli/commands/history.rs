@@ -1,0 +1,80 @@
+//! `history` and `log`: read the run records.
+
+use crate::actions::events::Sink;
+use crate::base::error::{Error, Result};
+use crate::run::sinks::terminal::{TerminalOptions, TerminalSink};
+use crate::run::state;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub fn history(limit: usize, state_dir: Option<PathBuf>) -> Result<()> {
+    let dir = state::state_dir(state_dir);
+    let runs = state::list_runs(&dir)?;
+    if runs.is_empty() {
+        println!("no runs recorded in {}", dir.display());
+        return Ok(());
+    }
+    println!(
+        "{:<22} {:<24} {:<18} {:<16} {:<11} {:>8}  {:<12}  FILE",
+        "RUN", "STARTED", "RUNBOOK", "MODE", "OUTCOME", "TIME", "PLAN"
+    );
+    for r in runs
+        .iter()
+        .rev()
+        .take(limit)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+    {
+        let took = r
+            .duration_ms
+            .map(|ms| crate::base::duration::short(Duration::from_millis(ms)))
+            .unwrap_or("-".into());
+        // The applied plan's sha256, as `plan -o` and `apply` print it.
+        let plan = r.plan.as_deref().map_or("-", |p| &p[..p.len().min(12)]);
+        println!(
+            "{:<22} {:<24} {:<18} {:<16} {:<11} {:>8}  {:<12}  {}",
+            r.id,
+            r.started,
+            crate::base::printable::line(&r.runbook),
+            r.mode,
+            r.outcome,
+            took,
+            plan,
+            crate::base::printable::line(&r.file)
+        );
+    }
+    Ok(())
+}
+
+pub fn log(
+    which: &str,
+    json: bool,
+    state_dir: Option<PathBuf>,
+    verbose: bool,
+    quiet: bool,
+) -> Result<()> {
+    let dir = state::state_dir(state_dir);
+    let info = state::find_run(&dir, which, |_| true)?;
+    if json {
+        let text = std::fs::read_to_string(&info.path).map_err(|e| Error::io(&info.path, e))?;
+        print!("{text}");
+        return Ok(());
+    }
+    // Replays the record through the same terminal view, with every output line; the
+    // scripts' bodies with -v.
+    let mut opts = TerminalOptions::detect(true, quiet);
+    opts.scripts = verbose;
+    opts.fancy = false;
+    opts.color = false;
+    opts.stdout = true;
+    let mut sink = TerminalSink::new(opts);
+    for ev in state::read_events(&info.path)? {
+        sink.emit(&ev);
+    }
+    if info.outcome == "incomplete" {
+        println!("(the record ends here: the run was killed or is still running)");
+    }
+    println!("record: {}", info.path.display());
+    Ok(())
+}

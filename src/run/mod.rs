@@ -1,0 +1,14 @@
+//! The engine layer: a run from its file to its record. `engine` loads a runbook and runs
+//! its steps (with `sandbox`, the Lua VM it runs them in, and `lint`, the checks of
+//! `runbook check`); `source` finds a runbook by name, `state` keeps run records,
+//! `sinks` show events, `orphans` finds what a killed run left running, and `watchdog`
+//! holds every phase to its deadline.
+
+pub mod engine;
+pub mod lint;
+pub mod orphans;
+pub mod sandbox;
+pub mod sinks;
+pub mod source;
+pub mod state;
+pub mod watchdog;
