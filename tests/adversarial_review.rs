@@ -1,7 +1,6 @@
 //! An adversarial review of issue 25's fixes (items 1, 2, 3, 9, 10, 11, 12, 13): each test
 //! is an attack that still works when it was written, and passes once the break is fixed.
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::Path;
 
 fn victim(env: &Env, name: &str) -> std::path::PathBuf {

@@ -2,10 +2,9 @@
 //! driving the real binary on real directories under /tmp (a fake compile cache the test
 //! writes), locally and over a real sshd (common/sshd.rs); the store is the state dir's.
 //! Hostile archives are made here with the tar crate, with headers set by hand.
-mod common;
-use common::mount::Mounted;
-use common::sshd::Fleet;
-use common::*;
+use crate::common::mount::Mounted;
+use crate::common::sshd::Fleet;
+use crate::common::*;
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -2,8 +2,7 @@
 //! run's gate measured, given as `throughput = N`, refused when it is not a measurement.
 //! (Where it was made, by name and by machine, is checked in tests/clean_reset.rs and
 //! tests/cache_rollout.rs, on this machine and over sshd.)
-mod common;
-use common::*;
+use crate::common::*;
 
 #[test]
 fn a_throughput_that_is_not_a_measurement_is_refused_at_its_line() {

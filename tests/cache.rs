@@ -2,10 +2,9 @@
 //! binary on real directories: locally (HOME pointed at a temp dir outside /tmp, so `~`,
 //! `~/.cache` and the header's `~/declared` root are the test's own) and inside a
 //! container over SSH (see common/sshd.rs).
-mod common;
-use common::mount::Mounted;
-use common::sshd::Fleet;
-use common::*;
+use crate::common::mount::Mounted;
+use crate::common::sshd::Fleet;
+use crate::common::*;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

@@ -4,9 +4,8 @@
 //! them: node1 and node2 eight H200s, node3 four A100s. The cache is captured on node1
 //! and restored in parallel: node2 gets it byte for byte (its own kept aside), node3 is
 //! refused on the GPU field and keeps its own; one line per node.
-mod common;
-use common::sshd::Fleet;
-use common::*;
+use crate::common::sshd::Fleet;
+use crate::common::*;
 use std::collections::BTreeMap;
 use std::path::Path;
 

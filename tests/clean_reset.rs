@@ -1,9 +1,8 @@
 //! The shipped clean-reset runbook, run for real on the demo training project
 //! (examples/train): on the local machine, and inside a container behind SSH. Its dry-run
 //! must predict the real run's changes.
-mod common;
-use common::sshd::Fleet;
-use common::*;
+use crate::common::sshd::Fleet;
+use crate::common::*;
 use std::path::Path;
 
 /// The demo's training job outlives the run: stop it (jobs are named `JOB-PID`).

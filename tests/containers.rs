@@ -12,9 +12,9 @@
 //!
 //! Without LXC or Podman the real tests skip with a message, unless
 //! `RUNBOOK_REQUIRE_LXC=1` or `RUNBOOK_REQUIRE_PODMAN=1`: then they fail.
-mod common;
-use common::lxc::sh;
-use common::*;
+use crate::common;
+use crate::common::lxc::sh;
+use crate::common::*;
 use std::ffi::OsString;
 use std::io::BufRead;
 use std::os::unix::ffi::OsStringExt;

@@ -4,9 +4,8 @@
 //! progress, `runbook plan` in text and Markdown, and `runbook log`; while the command
 //! that runs, and what the record keeps, stay byte-exact.
 
-mod common;
-use common::run::Run;
-use common::Env;
+use crate::common::run::Run;
+use crate::common::Env;
 
 /// Erases the line it is printed on, goes back to its start and writes over it.
 const NAME: &str = "d\x1b[2Kgone\rOVERWRITE";

@@ -2,8 +2,7 @@
 //! comments in src/lua_api/ and names exactly what runbook's Lua VM defines (walked in
 //! the VM itself, `runbook docs --globals`), and every Lua example in the docs passes
 //! `runbook check`.
-mod common;
-use common::*;
+use crate::common::*;
 
 use serde_json::Value;
 use std::collections::BTreeSet;

@@ -5,9 +5,9 @@
 //! Ctrl-C). Each snapshot is the exit code and what runbook printed on stderr (on the
 //! terminal, for the prompt), with the test's temp dir, run ids, measured durations,
 //! pids, ports and the user and host redacted.
-mod common;
-use common::sshd::Fleet;
-use common::*;
+use crate::common;
+use crate::common::sshd::Fleet;
+use crate::common::*;
 
 use std::time::Duration;
 

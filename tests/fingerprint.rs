@@ -1,8 +1,7 @@
 //! fingerprint.take / save / load / diff, driving the real binary on the local machine
 //! and on two machines behind real sshd (common/sshd.rs), each with its own machine id.
-mod common;
-use common::sshd::Fleet;
-use common::*;
+use crate::common::sshd::Fleet;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 
 /// The known-good files saved under `name`, one per machine (`fingerprints/NAME/*.json`).

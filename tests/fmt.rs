@@ -6,8 +6,7 @@
 //! unformatted file with a diff, exit 1. Every Lua file this repository ships passes
 //! `--check` under its `stylua.toml`.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 const UGLY: &str = "local  x={1,2,3}\nif x then print( x ) end\n";
 

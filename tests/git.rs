@@ -1,8 +1,7 @@
 //! `git.restore`, `git.head`, `git.status` against real repositories made by the test,
 //! locally and in a container over SSH.
-mod common;
-use common::sshd::Fleet;
-use common::*;
+use crate::common::sshd::Fleet;
+use crate::common::*;
 use std::path::Path;
 
 fn write(dir: &Path, name: &str, text: &str) {

@@ -1,9 +1,8 @@
 //! `gpu.probe` and `gpu.require` against the `nvidia-smi` test double (tests/bin/nvidia-smi,
 //! fixtures in tests/fixtures/nvidia-smi/): locally with a chosen fixture, and over SSH
 //! into a container, where the double is on the session's PATH.
-mod common;
-use common::sshd::Fleet;
-use common::*;
+use crate::common::sshd::Fleet;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 
 /// `runbook run FILE --yes --json` with the double first on PATH and `fixture` chosen.

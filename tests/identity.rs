@@ -4,9 +4,8 @@
 //! different ProxyCommands with one HostName hold two; a plan applied after the
 //! ssh_config leads elsewhere is refused. And what a run locks: its runbook by default,
 //! the whole machine with `lock = "machine"`, named locks several runbooks share.
-mod common;
-use common::sshd::Fleet;
-use common::*;
+use crate::common::sshd::Fleet;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

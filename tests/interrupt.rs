@@ -5,9 +5,8 @@
 //! wait for a pid file the runbook writes, signal the process, and then check that the
 //! process tree it started is gone and that the run record is complete.
 
-mod common;
-use common::running::alive;
-use common::*;
+use crate::common::running::alive;
+use crate::common::*;
 
 use serde_json::Value;
 use std::time::{Duration, Instant};

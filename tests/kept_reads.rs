@@ -5,8 +5,7 @@
 //!
 //! Each read here appends a line to a counter file on the real machine and prints the
 //! count, so the file says how many times the read was really sent.
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use std::path::Path;
 

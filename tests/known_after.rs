@@ -4,9 +4,8 @@
 //! stand in that place: a command that differs anywhere else is refused. Through a
 //! confirmed `run` on a real pty (`script`), through `plan`/`apply`, on this machine and
 //! over a real sshd.
-mod common;
-use common::sshd::Fleet;
-use common::*;
+use crate::common::sshd::Fleet;
+use crate::common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 

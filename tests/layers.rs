@@ -6,7 +6,7 @@
 //! of layers below it, the graph has no cycle, no folder's files import each other in a
 //! circle, and `primitives/` has no `mlua` (the Lua side of a primitive is its `lua_api/`
 //! twin). The graph in docs/ARCHITECTURE.md is this one; `RUNBOOK_BLESS=1 cargo test
-//! --test layers` writes it there.
+//! --test suite layers::` writes it there.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -593,7 +593,7 @@ fn architecture_doc_draws_the_real_graph() {
         return;
     }
     panic!(
-        "the module graph in {DOC} is not the one in src/ (RUNBOOK_BLESS=1 cargo test --test layers writes it):\n{want}"
+        "the module graph in {DOC} is not the one in src/ (RUNBOOK_BLESS=1 cargo test --test suite layers:: writes it):\n{want}"
     );
 }
 

@@ -8,9 +8,8 @@
 //! ignores SIGTERM included; the run lock where flock is missing (a directory); and a real container
 //! behind the test sshd. The primitives are in lxc_primitives.rs.
 
-mod common;
-use common::lxc::{self, Ct, EnvMode, Kind};
-use common::*;
+use crate::common::lxc::{self, Ct, EnvMode, Kind};
+use crate::common::*;
 use std::time::{Duration, Instant};
 
 /// A number no other test's `sleep` uses, so a process scan finds this test's own.

@@ -5,9 +5,9 @@
 //! is the table of which programs each primitive needs and which test shows it where.
 //! Runs alternate between Proxmox's two env modes (keep, as PVE 8; clear, as PVE 9).
 
-mod common;
-use common::lxc::{self, changes_started, Ct, CtDir, CtRun, EnvMode, Kind};
-use common::*;
+use crate::common;
+use crate::common::lxc::{self, changes_started, Ct, CtDir, CtRun, EnvMode, Kind};
+use crate::common::*;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 

@@ -4,8 +4,7 @@
 //! one differs, and the `require` of a held run refuses a module that is not the planned
 //! one byte for byte, so a file swapped while the run goes on (by an earlier step's own
 //! command) does not run either; a confirmed `run` holds to its in-memory plan the same way.
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};

@@ -16,8 +16,8 @@
 //!
 //! Each runbook is written inline; the line an error must name is marked `-- HERE`.
 
-mod common;
-use common::*;
+use crate::common;
+use crate::common::*;
 
 use serde_json::Value;
 use std::time::Duration;

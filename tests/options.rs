@@ -2,8 +2,7 @@
 //! naming the line, the function and the closest known option; a value of the wrong type
 //! is refused naming the option and what it takes. One case per function, through the
 //! real binary.
-mod common;
-use common::*;
+use crate::common::*;
 
 /// Where the call goes: at the top level of the file (declarations, target handles), or
 /// inside a step (everything that runs).

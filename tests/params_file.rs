@@ -1,7 +1,6 @@
 //! `runbook run FILE --params PARAMS.toml`: params from a TOML file, `--set` winning over
 //! it, every error naming `FILE:LINE`, and a secret refused from a file others can read.
-mod common;
-use common::*;
+use crate::common::*;
 use std::os::unix::fs::PermissionsExt;
 
 const RUNBOOK: &str = r#"

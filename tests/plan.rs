@@ -9,9 +9,9 @@
 //! stopped before the change (exit 1), and a canary shows nothing was changed. Old plans,
 //! unknown formats, and secrets (never in a plan file). The Markdown of one runbook is a
 //! snapshot.
-mod common;
-use common::sshd::Fleet;
-use common::*;
+use crate::common;
+use crate::common::sshd::Fleet;
+use crate::common::*;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};

@@ -5,9 +5,8 @@
 //!
 //! The clean-reset previews (on this machine, and in a container on a Proxmox node
 //! behind SSH: a real sshd and the pct double, see common/sshd.rs) are snapshots.
-mod common;
-use common::sshd::Fleet;
-use common::*;
+use crate::common::sshd::Fleet;
+use crate::common::*;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 

@@ -1,9 +1,8 @@
 //! `proc.spawn`, `proc.wait_for`, `proc.stop`: detached jobs that outlive the run (and
 //! its SSH connection), waiting on their logs, stopping them.
-mod common;
-use common::running::{alive, gone_within};
-use common::sshd::Fleet;
-use common::*;
+use crate::common::running::{alive, gone_within};
+use crate::common::sshd::Fleet;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

@@ -3,8 +3,7 @@
 //! refused at its call, FILE:LINE, in a dry-run, an offline dry-run, a plan and a real
 //! run alike, and nothing is deleted; a command runbook cannot read shows as "may
 //! delete" in the preview, the plan's text and its Markdown; harmless reads still run.
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::Path;
 
 /// A directory with something in it for each deleting command to delete: `x`, `b/x`

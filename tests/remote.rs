@@ -1,8 +1,7 @@
 //! Remote targets against a real OpenSSH sshd on 127.0.0.1 (see common/sshd.rs) and the
 //! `pct` test double (tests/bin/pct).
-mod common;
-use common::sshd::Fleet;
-use common::*;
+use crate::common::sshd::Fleet;
+use crate::common::*;
 
 /// `runbook run FILE` against the fleet, `--yes --json`, to add to before it runs.
 fn remote<'e>(env: &'e Env, fleet: &Fleet, file: &std::path::Path) -> Run<'e> {

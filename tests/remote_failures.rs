@@ -5,12 +5,12 @@
 //! Every test drives the real `runbook` binary against real sshd instances on 127.0.0.1
 //! (common/sshd.rs) and the `pct` test double (tests/bin/pct). sshd runs on this machine,
 //! so a test can see the files and processes a remote command makes.
-mod common;
-use common::argv::lua_path;
-use common::run::SshConfig;
-use common::running::{alive, gone_within, Reap};
-use common::sshd::Fleet;
-use common::*;
+use crate::common;
+use crate::common::argv::lua_path;
+use crate::common::run::SshConfig;
+use crate::common::running::{alive, gone_within, Reap};
+use crate::common::sshd::Fleet;
+use crate::common::*;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

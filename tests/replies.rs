@@ -7,8 +7,7 @@
 //! the replies of their real run to tests/replies/NAME.jsonl, the run's temp dir written
 //! as /tmp/runbook-demo (so the replayed runs pass those paths); the `*-*.jsonl` variants are
 //! those files with one reply edited by hand, as each test says.
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 
 /// Where the fixtures live.

@@ -5,11 +5,11 @@
 //!
 //! Locally, over SSH (common/sshd.rs: sshd on this machine, so the test sees the remote
 //! processes) and in a container behind SSH (the `pct` double).
-mod common;
-use common::argv::lua_path;
-use common::running::{alive, gone_within, Reap, Running};
-use common::sshd::Fleet;
-use common::*;
+use crate::common;
+use crate::common::argv::lua_path;
+use crate::common::running::{alive, gone_within, Reap, Running};
+use crate::common::sshd::Fleet;
+use crate::common::*;
 
 use serde_json::Value;
 use std::os::unix::process::CommandExt;

@@ -4,8 +4,7 @@
 //!
 //! Fixtures live in `tests/runbooks/flow/`.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

@@ -19,8 +19,7 @@
 //! file as `rb/NAME.lua`. The line an error must name is marked `-- ESCAPE` in the
 //! fixture.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

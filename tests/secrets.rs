@@ -7,8 +7,7 @@
 //! Secrets come in through `RUNBOOK_PARAM_TOKEN` (so that no argv holds them) and reach
 //! commands through `env`; every check reads what a user could see: stdout (`--json`),
 //! stderr, and every run record.
-mod common;
-use common::*;
+use crate::common::*;
 
 const SECRET: &str = "S3CR3T-TOKEN-VALUE-123456";
 

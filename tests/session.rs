@@ -3,10 +3,9 @@
 //! a session that dies fails its command as "connection lost" and is replaced; a
 //! command's stdin is its own; a command cannot end its frame; a host whose shell cannot
 //! keep a session gets a channel per command, and the run is told once.
-mod common;
-use common::argv::lua_path;
-use common::sshd::Fleet;
-use common::*;
+use crate::common::argv::lua_path;
+use crate::common::sshd::Fleet;
+use crate::common::*;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -2,10 +2,10 @@
 //! commands as job steps through srun, selections from the scheduler, one launch for a
 //! `parallel` over nodes, cancelled steps, locks, secrets.
 
-mod common;
+use crate::common;
 
-use common::slurm::Cluster;
-use common::{Env, Run};
+use crate::common::slurm::Cluster;
+use crate::common::{Env, Run};
 use std::time::Duration;
 
 fn run<'e>(env: &'e Env, c: &Cluster, rb: &std::path::Path) -> Run<'e> {

@@ -3,9 +3,8 @@
 //! `restore`, against the stdlib-only stand-in for torch in tests/fixtures/fake_torch
 //! (its caches laid out as inductor lays them out, its counters where torch keeps them),
 //! in venvs of their own, locally and over a real sshd (common/sshd.rs).
-mod common;
-use common::sshd::Fleet;
-use common::*;
+use crate::common::sshd::Fleet;
+use crate::common::*;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

@@ -5,8 +5,7 @@
 //! is one, and every skeleton `runbook new` writes passes both `runbook check` and the
 //! types. Without `emmylua_check` the tests that need it skip, unless
 //! `RUNBOOK_REQUIRE_EMMYLUA=1` (scripts/test sets it): then they fail.
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::path::{Path, PathBuf};
 

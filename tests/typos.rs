@@ -10,8 +10,7 @@
 //! `target` shadowing the API, user tables, stdlib modules, method calls on values that
 //! are not handles) load and run without a word.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 /// A runbook whose first step makes `made` (a change that must not happen) and whose
 /// second step, on line 7, holds `typo`.

@@ -1,8 +1,7 @@
 //! `venv.build` with the real uv, offline: the packages are tiny wheels written by
 //! tests/fixtures/venv/make_wheels.py and installed with `no_index` + `find_links`.
-mod common;
-use common::sshd::Fleet;
-use common::*;
+use crate::common::sshd::Fleet;
+use crate::common::*;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};

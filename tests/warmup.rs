@@ -1,8 +1,7 @@
 //! `warmup.run` with small python3 scripts standing in for a torch warm-up: they write
 //! files into a cache dir (or not), print what they see, stay silent for a while.
-mod common;
-use common::sshd::Fleet;
-use common::*;
+use crate::common::sshd::Fleet;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 
 /// Writes N files into CACHE, printing its TORCHINDUCTOR_COMPILE_THREADS and a marker file,

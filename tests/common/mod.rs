@@ -3,11 +3,14 @@
 #![allow(dead_code)]
 
 pub mod argv;
+#[macro_use]
 pub mod lxc;
 pub mod mount;
 pub mod run;
 pub mod running;
+#[macro_use]
 pub mod slurm;
+#[macro_use]
 pub mod sshd;
 
 #[allow(unused_imports)]
