@@ -230,6 +230,17 @@ pub struct Stamped {
     pub event: Event,
 }
 
+/// What `--json` prints on stdout in place of a run's events when the command ends with
+/// an error of its own before the run started (`"event": "error"`); never in a record.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "event", rename = "error")]
+pub struct ErrorEvent {
+    // In this order (after the tag) so that the line reads as it always has.
+    pub exit_code: i32,
+    pub message: String,
+    pub ts: String,
+}
+
 pub trait Sink {
     fn emit(&mut self, ev: &Stamped);
     /// Called once at the end, whatever the outcome; flushes and tears down bars.

@@ -14,7 +14,7 @@
 //! runs is acted on after `ANSWER` instead: nothing there will stop that call into C, and
 //! Ctrl-C or a service manager's SIGTERM must end runbook within a second.
 
-use crate::actions::events::{RunOutcome, StepOutcome};
+use crate::actions::events::{Event, RunOutcome, Stamped, StepOutcome};
 use crate::base::cancel::Signal;
 use crate::base::error::Exit;
 use std::io::Write;
@@ -269,12 +269,32 @@ impl Watchdog {
         };
         let ts = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
         let lines = [
-            serde_json::json!({"ts": ts, "event": "step_finished", "index": index, "name": name, "outcome": StepOutcome::Failed, "duration_ms": 0, "error": error}),
-            serde_json::json!({"ts": ts, "event": "run_finished", "outcome": outcome, "ok": 0, "changed": 0, "failed": 1, "skipped": 0, "duration_ms": 0, "exit_code": code}),
+            Event::StepFinished {
+                index,
+                name: name.to_string(),
+                outcome: StepOutcome::Failed,
+                duration_ms: 0,
+                error: Some(error.to_string()),
+            },
+            Event::RunFinished {
+                outcome,
+                ok: 0,
+                changed: 0,
+                failed: 1,
+                skipped: 0,
+                duration_ms: 0,
+                exit_code: code,
+            },
         ];
         if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(&record) {
-            for l in lines {
-                let _ = writeln!(f, "{l}");
+            for event in lines {
+                let line = Stamped {
+                    ts: ts.clone(),
+                    event,
+                };
+                if let Ok(l) = serde_json::to_string(&line) {
+                    let _ = writeln!(f, "{l}");
+                }
             }
             let _ = f.sync_all();
         }
