@@ -35,6 +35,10 @@ runbook {
       help = "a package index mirror, e.g. https://pypi.mirror.example/simple: every package comes from it (wins over cuda)",
     },
     packages = { default = "", help = "more packages, space-separated" },
+    min_free_gb = {
+      type = "number",
+      help = "GB that must be free where the new venv is built, checked before anything changes (default: 7 with torch, a cu128 venv is ~6 GB; 1 without)",
+    },
     requirements = { default = "", help = "a requirements file on the target" },
     repo = { type = "path", required = true, help = "the model code checkout" },
     code_paths = { default = "", help = "paths in the repo to restore, space-separated (empty: the whole tree)" },
@@ -104,6 +108,8 @@ step("fingerprint and drift", function()
   if params.warm == "restore" and #artifact.list(params.artifact, { store = store }) == 0 then
     fail("warm = restore: there is no artifact '" .. params.artifact .. "' to restore (warm = auto compiles instead)")
   end
+  -- Before the job is stopped, too: the new venv is built beside the old one.
+  torch.venv_room(box, params.venv, { torch = params.torch ~= "", min_free_gb = params.min_free_gb })
   if params.cache_dirs ~= "" then
     local dirs = text.split(params.cache_dirs)
     caches = {}

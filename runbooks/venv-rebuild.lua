@@ -18,6 +18,10 @@ runbook {
       help = "a package index mirror, e.g. https://pypi.mirror.example/simple: every package comes from it (wins over cuda)",
     },
     packages = { default = "", help = "more packages, space-separated" },
+    min_free_gb = {
+      type = "number",
+      help = "GB that must be free where the new venv is built, checked before anything changes (default: 7 with torch, a cu128 venv is ~6 GB; 1 without)",
+    },
     requirements = { default = "", help = "a requirements file on the target" },
     verify = {
       default = "",
@@ -46,6 +50,8 @@ step("build and swap", function()
   if params.torch ~= "" or params.index_url ~= "" then opts.index_url = index_url end
   if params.requirements ~= "" then opts.requirements = params.requirements end
   opts.packages = packages
+  -- The new venv is built beside the old one: refuse now if the disk cannot hold it.
+  torch.venv_room(box, params.venv, { torch = params.torch ~= "", min_free_gb = params.min_free_gb })
   local r = venv.build(box, opts)
   if not r.planned then
     log.info(

@@ -13,6 +13,7 @@ mod cache_rollout;
 mod clean_reset;
 mod containers;
 mod control_bytes;
+mod disk;
 mod docs;
 mod drills;
 mod errors;

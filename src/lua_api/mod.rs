@@ -9,6 +9,7 @@ pub mod artifact;
 pub mod cache;
 pub mod control;
 mod convert;
+pub mod disk;
 pub mod fingerprint;
 pub mod git;
 pub mod gpu;
@@ -48,6 +49,7 @@ pub fn register_all(lua: &Lua) -> mlua::Result<()> {
     artifact::register(lua)?;
     venv::register(lua)?;
     gpu::register(lua)?;
+    disk::register(lua)?;
     warmup::register(lua)?;
     git::register(lua)?;
     proc::register(lua)?;

@@ -10,6 +10,7 @@
 
 pub mod artifact;
 pub mod cache;
+pub mod disk;
 pub mod fingerprint;
 pub mod git;
 pub mod gpu;

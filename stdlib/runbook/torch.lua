@@ -96,6 +96,38 @@ function torch.caches(t, opts)
   return { inductor, extensions, triton, inductor = inductor, extensions = extensions, triton = triton }
 end
 
+-- What a fresh venv needs free beside the old one: a torch cu128 venv is ~6 GB (torch
+-- and its CUDA wheels unpacked), so 7 leaves room; without torch, 1.
+local VENV_GB = { torch = 7, plain = 1 }
+
+--- Refuses, before anything changes, a venv that the disk cannot hold: disk.free(t, dir) on the directory the venv is built in (the parent of `venv`, where venv.build makes the new one beside the old), and fails the step unless it has opts.min_free_gb GB free (default 7 when opts.torch is set, as a torch cu128 venv is ~6 GB; else 1). The message names the target, the directory, what is free and what is needed. Returns disk.free's result; with --dry-run --offline nothing is measured (`planned = true`). Call it inside a step.
+---@param t runbook.Target
+---@param venv string
+---@param opts? { torch?: boolean, min_free_gb?: number }
+---@return runbook.DiskFree
+function torch.venv_room(t, venv, opts)
+  opts = opts or {}
+  local dir = venv:match("^(.+)/[^/]+/*$") or venv
+  local d = disk.free(t, dir)
+  if d.planned then return d end
+  local need_gb = opts.min_free_gb or (opts.torch and VENV_GB.torch or VENV_GB.plain)
+  local free_gb = assert(d.bytes_free) / 1024 ^ 3
+  if free_gb < need_gb then
+    fail(
+      "venv_room",
+      ("%s: %.1f GB free under %s, a new venv at %s needs %g GB (%s); free some space or set min_free_gb"):format(
+        t.name,
+        free_gb,
+        d.path,
+        venv,
+        need_gb,
+        opts.torch and "torch cu128 is ~6 GB" or "no torch"
+      )
+    )
+  end
+  return d
+end
+
 -- A CUDA build name as PyTorch's index spells it, "cpu", or "pypi".
 local function build_ok(b)
   return b == "cpu" or b == "pypi" or b:match("^cu%d%d%d$") ~= nil

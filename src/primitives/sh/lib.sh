@@ -1,8 +1,8 @@
-# lib.sh: what the cache scripts share. cache.rs puts it after each script (probe.sh,
-# delete.sh, move_aside.sh, restore.sh), which defines main, so the command starts with
-# what the script does; main runs at the end. A path under a cache root is reached from
-# the root one name at a time, never through a symlink, and acted on by its own name in
-# the directory that holds it.
+# lib.sh: what the cache scripts (and disk_free.sh) share. cache.rs puts it after each
+# script (probe.sh, delete.sh, move_aside.sh, restore.sh), which defines main, so the
+# command starts with what the script does; main runs at the end. A path under a cache
+# root is reached from the root one name at a time, never through a symlink, and acted on
+# by its own name in the directory that holds it.
 
 # shellcheck disable=SC2034 # a newline, for the scripts that follow lib.sh
 nl='
