@@ -69,7 +69,7 @@ pub enum Event {
         command: String,
         #[serde(default)]
         destructive: bool,
-        /// It may delete: runbook cannot tell from its words (`classify.rs`).
+        /// It may delete: runbook cannot tell from its words (`base/classify/`).
         #[serde(default, skip_serializing_if = "is_false")]
         may_delete: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -570,7 +570,7 @@ fn env_class(o: &ExecOptions) -> Class {
     classify::env_vars(o.req.env.iter().map(|(name, _)| name.as_str()))
 }
 
-/// The class a command is shown with: runbook's reading of it (`classify.rs`), or
+/// The class a command is shown with: runbook's reading of it (`base/classify/`), or
 /// `destructive` where the runbook gave it. `destructive = false` lowers "deletes" to
 /// "may delete", never to safe: what runbook read stays on show. A read of any class but
 /// safe is refused here, at the call, in every mode: a read runs during `--dry-run`, and

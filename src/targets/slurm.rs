@@ -17,6 +17,9 @@
 //! same partition) are one launch: `srun --nodes=N --ntasks=N --ntasks-per-node=1
 //! --nodelist=a,b,… --label`, Slurm's own tree fan-out, with each task's output, group and
 //! exit status sent back to the command it belongs to (`Launcher`).
+//!
+//! Which nodes a selection (`targets("slurm:partition=gpu")`) names is read in
+//! `slurm/selection.rs`.
 
 use super::pump::PGID_MARKER;
 use super::{local, ExecIo, ExecOutcome, ExecRequest, Group, Stream, Target};
@@ -27,6 +30,9 @@ use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::rc::Rc;
 use std::time::Duration;
+
+mod selection;
+pub use selection::{is_selection, Selection};
 
 /// How long a new step allocation may wait for the node unless told otherwise.
 pub const DEFAULT_IMMEDIATE: Duration = Duration::from_secs(10);
@@ -756,218 +762,4 @@ async fn many(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn specs_parse_and_refuse_what_slurm_would_not_take() {
-        let s = SlurmSpec::parse("gpu01?job=42").unwrap();
-        assert_eq!(
-            (s.node.as_str(), s.job, s.immediate_s),
-            ("gpu01", Some(42), 10)
-        );
-        assert_eq!(s.name(), "slurm:gpu01?job=42");
-        let s = SlurmSpec::parse("n1?partition=gpu&immediate=1.5s").unwrap();
-        assert_eq!((s.partition.as_deref(), s.immediate_s), (Some("gpu"), 2));
-        assert!(SlurmSpec::parse("-n")
-            .unwrap_err()
-            .contains("not a Slurm node name"));
-        assert!(SlurmSpec::parse("gpu[01-02]")
-            .unwrap_err()
-            .contains("nodes="));
-        assert!(SlurmSpec::parse("n?job=x")
-            .unwrap_err()
-            .contains("not a job id"));
-        assert!(SlurmSpec::parse("n?jbo=1")
-            .unwrap_err()
-            .contains("did you mean 'job'"));
-        assert!(SlurmSpec::parse("n?job=1&partition=p")
-            .unwrap_err()
-            .contains("not both"));
-    }
-
-    #[test]
-    fn srun_gets_the_argv_word_for_word_after_its_own_flags() {
-        let s = SlurmSpec::parse("n1?job=7").unwrap();
-        let argv = s.srun(vec!["echo".into(), "--nodes=9".into()]);
-        let words: Vec<String> = argv.iter().map(|w| w.to_string_lossy().into()).collect();
-        assert_eq!(
-            words,
-            [
-                "srun",
-                "--nodes=1",
-                "--ntasks=1",
-                "--nodelist=n1",
-                "--jobid=7",
-                "--overlap",
-                "--immediate=10",
-                "--quiet",
-                "--",
-                "echo",
-                "--nodes=9"
-            ]
-        );
-    }
-
-    #[test]
-    fn labels_and_refusals_read_as_srun_writes_them() {
-        assert_eq!(split_label(b" 3: a: b\n"), Some((3, &b"a: b\n"[..])));
-        assert_eq!(split_label(b"0: "), Some((0, &b""[..])));
-        assert_eq!(split_label(b"srun: error: x"), None);
-        assert_eq!(
-            refused("srun: error: Unable to allocate resources: Invalid node name specified\n")
-                .as_deref(),
-            Some("srun: Unable to allocate resources: Invalid node name specified")
-        );
-        assert_eq!(
-            refused("srun: error: vm: task 0: Exited with exit code 3"),
-            None
-        );
-        let marks = Marks::new("t0k".into());
-        let mut b = b"\x1erunbook-slurm-task=t0k 1.2 0 vm\nreal\n\x1erunbook-slurm-task=1.3 0 vm\n\x1erunbook-slurm-exit=t0k 3\n\x1erunbook-pgid=t0k 9 - -\n".to_vec();
-        strip_markers(&mut b, &marks);
-        // A line without the token is the command's own.
-        assert_eq!(b, b"real\n\x1erunbook-slurm-task=1.3 0 vm\n");
-    }
-}
-
-/// Whether what follows `slurm:` selects nodes (`partition=gpu`) rather than naming one
-/// (`gpu01`, `gpu01?job=42`).
-pub fn is_selection(text: &str) -> bool {
-    text.split('?')
-        .next()
-        .is_some_and(|head| head.contains('='))
-}
-
-/// `targets("slurm:…")`: nodes chosen by the scheduler, one target each.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Selection {
-    /// A Slurm host list (`gpu[01-64],login1`), as `scontrol show hostnames` reads it.
-    pub nodes: Option<String>,
-    /// A running job: its nodes (or those of `nodes` in it), each target in the job.
-    pub job: Option<u64>,
-    /// A partition: its nodes (or those of `nodes`), allocations from it.
-    pub partition: Option<String>,
-    pub immediate: Option<Duration>,
-}
-
-impl Selection {
-    /// `partition=P`, `job=ID`, `nodes=LIST`, joined with `&`, plus `immediate=DUR`.
-    pub fn parse(text: &str) -> Result<Selection, String> {
-        let mut sel = Selection {
-            nodes: None,
-            job: None,
-            partition: None,
-            immediate: None,
-        };
-        for pair in text.split('&') {
-            let Some((k, v)) = pair.split_once('=') else {
-                return Err(format!(
-                    "'{pair}' is not a selection: give partition=P, job=ID or nodes=LIST"
-                ));
-            };
-            match k {
-                "nodes" => {
-                    let ok = v
-                        .bytes()
-                        .next()
-                        .is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_')
-                        && v.bytes()
-                            .all(|b| b.is_ascii_alphanumeric() || b"-_.,[]".contains(&b));
-                    if !ok {
-                        return Err(format!(
-                            "nodes: '{v}' is not a Slurm host list (e.g. gpu[01-64],login1)"
-                        ));
-                    }
-                    sel.nodes = Some(v.to_string());
-                }
-                "job" => {
-                    sel.job =
-                        Some(v.parse::<u64>().ok().filter(|&j| j > 0).ok_or_else(|| {
-                            format!("job: '{v}' is not a job id (a whole number)")
-                        })?)
-                }
-                "partition" => {
-                    if !is_slurm_name(v) {
-                        return Err(format!("partition: '{v}' is not a partition name"));
-                    }
-                    sel.partition = Some(v.to_string());
-                }
-                "immediate" => {
-                    sel.immediate = Some(
-                        crate::base::duration::parse(v).map_err(|e| format!("immediate: {e}"))?,
-                    )
-                }
-                other => {
-                    let known = ["partition", "job", "nodes", "immediate"];
-                    return Err(format!(
-                        "unknown setting '{other}'{} (partition, job, nodes, immediate)",
-                        crate::base::suggest::hint(other, known)
-                    ));
-                }
-            }
-        }
-        if sel.job.is_some() && sel.partition.is_some() {
-            return Err(
-                "give job or partition, not both: a job's steps run in the job's own partition"
-                    .into(),
-            );
-        }
-        if sel.nodes.is_none() && sel.job.is_none() && sel.partition.is_none() {
-            return Err("say which nodes: partition=P, job=ID or nodes=LIST".into());
-        }
-        Ok(sel)
-    }
-
-    /// The command that lists the selection's nodes as a host list or one per line:
-    /// `scontrol show hostnames` expands the first two.
-    pub fn list_command(&self) -> Vec<String> {
-        let words: Vec<String> = match (&self.nodes, self.job, &self.partition) {
-            (Some(list), _, _) => vec![
-                "scontrol".into(),
-                "show".into(),
-                "hostnames".into(),
-                list.clone(),
-            ],
-            (None, Some(job), _) => vec![
-                "squeue".into(),
-                "--noheader".into(),
-                format!("--jobs={job}"),
-                "--states=RUNNING".into(),
-                "--format=%N".into(),
-            ],
-            (None, None, Some(p)) => vec![
-                "sinfo".into(),
-                "--noheader".into(),
-                "--Node".into(),
-                format!("--partition={p}"),
-                "--format=%N".into(),
-            ],
-            (None, None, None) => unreachable!("checked by parse"),
-        };
-        words
-    }
-
-    /// The node names in a listing (one or more per line, `,`-separated host lists
-    /// already expanded by the caller), each once, in order.
-    pub fn names(listing: &str) -> Vec<String> {
-        let mut out: Vec<String> = Vec::new();
-        for n in listing
-            .split(|c: char| c.is_whitespace())
-            .filter(|n| !n.is_empty())
-        {
-            if !out.iter().any(|o| o == n) {
-                out.push(n.to_string());
-            }
-        }
-        out
-    }
-
-    /// The target spec of each node.
-    pub fn specs(&self, nodes: &[String]) -> Result<Vec<SlurmSpec>, String> {
-        nodes
-            .iter()
-            .map(|n| SlurmSpec::new(n, self.job, self.partition.as_deref(), self.immediate))
-            .collect()
-    }
-}
+mod tests;

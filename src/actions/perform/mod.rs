@@ -35,7 +35,7 @@ pub struct Action<'a> {
     pub effect: Effect,
     /// One line for previews: what it does, e.g. `touch /tmp/demo/f1`.
     pub summary: String,
-    /// Whether it deletes, rebuilds or restores something (or may: `classify.rs`), as
+    /// Whether it deletes, rebuilds or restores something (or may: `base/classify/`), as
     /// previews and plans mark it.
     pub class: Class,
     /// The script the argv runs (`sh -c BODY sh ARG…`), shown by its name.

@@ -83,7 +83,7 @@ pub struct Change {
     /// naming that change in each hole.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub known_after: Vec<usize>,
-    /// May delete: runbook cannot tell from its words (`classify.rs`).
+    /// May delete: runbook cannot tell from its words (`base/classify/`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub may_delete: bool,
     /// Planned inside a `parallel()`: the changes of one run of such changes in a step

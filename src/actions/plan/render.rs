@@ -20,7 +20,7 @@ pub struct ChangeText<'a> {
     /// The command as it runs on its target (named scripts by name): `actions::shown`.
     pub shown: &'a str,
     pub destructive: bool,
-    /// Runbook cannot tell whether it deletes (`classify.rs`): marked as such.
+    /// Runbook cannot tell whether it deletes (`base/classify/`): marked as such.
     pub may_delete: bool,
     /// The exact command line, and whether it has standard input, where known (a plan;
     /// the preview's events carry only `shown`): the Markdown shows it when it differs.

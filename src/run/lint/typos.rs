@@ -19,37 +19,17 @@
 //! stops a correct runbook, so where in doubt nothing is said.
 //!
 //! What is known comes from the caller ([`Known`]): the engine reads it from the live VM
-//! and the API reference, never from a list written here.
+//! and the API reference (`typos/known.rs`), never from a list written here.
 
 use full_moon::ast::{
     self, BinOp, Block, Call, Expression, Field, FunctionArgs, FunctionBody, Index, LastStmt,
     Parameter, Prefix, Stmt, Suffix, Var,
 };
 use full_moon::tokenizer::{TokenReference, TokenType};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
-/// The names the API defines, as the engine found them.
-#[derive(Debug, Default, Clone)]
-pub struct Known {
-    /// Global API tables (`cache`, `string`, …) and their keys.
-    pub tables: BTreeMap<String, BTreeSet<String>>,
-    /// Stdlib modules by `require` name (`runbook.text`) and their keys.
-    pub modules: BTreeMap<String, BTreeSet<String>>,
-    /// A target handle's methods (`exec`, `pct`, …).
-    pub target_methods: BTreeSet<String>,
-    /// A target handle's fields (`name`).
-    pub target_fields: BTreeSet<String>,
-    /// Methods of a handle that return a handle (`pct`, `docker`, …).
-    pub target_derivers: BTreeSet<String>,
-    /// Globals that return a handle (`target`, `ssh`).
-    pub target_makers: BTreeSet<String>,
-    /// Globals that return a list of handles (`targets`).
-    pub target_lists: BTreeSet<String>,
-    /// The exact options tables a function or method takes, by how it is called
-    /// (`cache.clear`, `step`; `:exec` for a target handle's method): (argument index,
-    /// the keys it takes).
-    pub options: BTreeMap<String, Vec<(usize, BTreeSet<String>)>>,
-}
+mod known;
+pub use known::{api_functions, api_tables, Known};
 
 /// One misspelt name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -696,132 +676,6 @@ impl<'k> Walker<'k> {
             }
         }
         Kind::Unknown
-    }
-}
-
-/// The names of the API's tables: the globals of a sandbox VM that holds a table,
-/// taken before any runbook ran in it (`_G` and `params`, which hold the runbook's own,
-/// left out).
-pub fn api_tables(fresh: &mlua::Lua) -> Vec<String> {
-    use mlua::Value;
-    fresh
-        .globals()
-        .pairs::<Value, Value>()
-        .flatten()
-        .filter_map(|(k, v)| match (k, v) {
-            (Value::String(name), Value::Table(_)) => Some(name.to_string_lossy()),
-            _ => None,
-        })
-        // `_G` holds the runbook's own globals too, and `params` the runbook's params
-        // (whose misspellings the params proxy names when read).
-        .filter(|name| name != "_G" && name != "params")
-        .collect()
-}
-
-/// Each function of the API, as a fresh sandbox VM holds it (taken with `api_tables`,
-/// before any runbook ran): a global function (`step`) or an API table's (`cache.clear`),
-/// by name, and the function's identity. A name whose function the runbook's top level
-/// replaced (a helper module that wraps `step`, `function cache.clear(…)`) is no longer
-/// the API's, and its options are not the definitions'.
-pub fn api_functions(vm: &mlua::Lua) -> BTreeMap<String, usize> {
-    use mlua::Value;
-    let mut out = BTreeMap::new();
-    for (k, v) in vm.globals().pairs::<Value, Value>().flatten() {
-        let Value::String(name) = k else { continue };
-        let name = name.to_string_lossy();
-        match v {
-            Value::Function(f) => {
-                out.insert(name, f.to_pointer() as usize);
-            }
-            Value::Table(t) if name != "_G" && name != "params" => {
-                for (k, v) in t.pairs::<Value, Value>().flatten() {
-                    if let (Value::String(key), Value::Function(f)) = (k, v) {
-                        out.insert(
-                            format!("{name}.{}", key.to_string_lossy()),
-                            f.to_pointer() as usize,
-                        );
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    out
-}
-
-impl Known {
-    /// Keeps the options of the functions that are still the API's: the same in the
-    /// runbook's VM after its top level ran (`now`) as in a fresh one (`before`). A
-    /// handle's methods (`:exec`) cannot be replaced.
-    pub fn keep_options_of_unchanged(
-        &mut self,
-        before: &BTreeMap<String, usize>,
-        now: &BTreeMap<String, usize>,
-    ) {
-        self.options.retain(|callee, _| {
-            callee.starts_with(':')
-                || (before.contains_key(callee) && before.get(callee) == now.get(callee))
-        });
-    }
-
-    /// What the API defines, from its one source: its tables (`api_tables`, taken from
-    /// the runbook's VM before the runbook ran), their keys and the stdlib modules'
-    /// exports as the runbook's own VM (`live`, after its top level ran) holds them;
-    /// the target handle's methods and fields as its `UserData` registers them; what
-    /// returns a handle and the options tables' keys from the `/// Lua:` blocks, as
-    /// build.rs tabled them (`embedded::api`).
-    pub fn read(api_tables: &[String], live: &mlua::Lua) -> Known {
-        use mlua::{Table, Value};
-        let keys = |t: &Table| -> BTreeSet<String> {
-            t.pairs::<Value, Value>()
-                .flatten()
-                .filter_map(|(k, _)| match k {
-                    Value::String(s) => Some(s.to_string_lossy()),
-                    _ => None,
-                })
-                .collect()
-        };
-        let mut known = Known::default();
-        for name in api_tables {
-            if let Ok(t) = live.globals().raw_get::<Table>(name.as_str()) {
-                known.tables.insert(name.clone(), keys(&t));
-            }
-        }
-        // The sandbox's own: the global may be the runbook's, run here without the
-        // load's deadline.
-        if let Ok(require) =
-            live.named_registry_value::<mlua::Function>(crate::run::sandbox::REQUIRE_KEY)
-        {
-            for (stem, _) in crate::base::embedded::STDLIB {
-                let name = format!("runbook.{stem}");
-                if let Ok(t) = require.call::<Table>(name.as_str()) {
-                    known.modules.insert(name, keys(&t));
-                }
-            }
-        }
-        known.read_table();
-        // The handle's methods and fields as its `UserData` impl registers them (the
-        // reference must name the same: a unit test holds it to that).
-        let (methods, fields) = crate::lua_api::target::handle_api();
-        known.target_methods = methods;
-        known.target_fields = fields;
-        known
-    }
-
-    /// The handle makers and options tables build.rs read from the `/// Lua:` blocks
-    /// (`embedded::api`).
-    fn read_table(&mut self) {
-        use crate::base::embedded::api;
-        let set = |names: &[&str]| names.iter().map(|n| n.to_string()).collect();
-        self.target_makers = set(api::TARGET_MAKERS);
-        self.target_lists = set(api::TARGET_LISTS);
-        self.target_derivers = set(api::TARGET_DERIVERS);
-        for (callee, index, keys) in api::OPTIONS {
-            self.options
-                .entry(callee.to_string())
-                .or_default()
-                .push((*index, set(keys)));
-        }
     }
 }
 

@@ -1,5 +1,7 @@
+use super::protocol::keep_from;
 use super::*;
 use crate::base::cancel::Cancel;
+use crate::targets::Group;
 
 /// A shell the loop is tested under: one of the harness's (`testing::shells`), the
 /// loop given to it as `sh -c LOOP sh`, or as runbook starts it (`session-start.sh`,
