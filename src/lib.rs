@@ -20,7 +20,7 @@ pub mod events {
     pub use crate::actions::events::{
         Effect, ErrorEvent, Event, Level, RunOutcome, ScriptRef, Stamped, StepOutcome, Stream,
     };
-    pub use crate::targets::Hop;
+    pub use crate::targets::{Container, Hop};
 }
 
 use clap::Parser;

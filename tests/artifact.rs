@@ -202,11 +202,9 @@ fn a_cache_larger_than_a_commands_output_comes_back_whole() {
         c["archive_bytes"].parse::<u64>().unwrap() > 14 * 1024 * 1024,
         "{c:?}"
     );
-    let reads = out
-        .of_kind("action_started")
-        .iter()
-        .filter(|a| a["summary"].as_str().unwrap().contains("part "))
-        .count();
+    let events = out.run_events();
+    let reads = pick!(events, Event::ActionStarted { summary, .. } if summary.contains("part "))
+        .len();
     assert_eq!(reads, 3, "6 MiB a read");
     let left: Vec<_> = std::fs::read_dir(d.path())
         .unwrap()
@@ -214,17 +212,11 @@ fn a_cache_larger_than_a_commands_output_comes_back_whole() {
         .filter(|e| e.file_name().to_string_lossy().contains("runbook-pack"))
         .collect();
     assert!(left.is_empty(), "the packed file is deleted: {left:?}");
-    let pieces: Vec<u64> = out
-        .of_kind("action_started")
-        .iter()
-        .filter(|a| a["summary"].as_str().unwrap().contains("part "))
-        .map(|a| a["action"].as_u64().unwrap())
-        .collect();
-    let shown = out
-        .of_kind("output")
-        .iter()
-        .filter(|o| pieces.contains(&o["action"].as_u64().unwrap()) && o["stream"] == "stdout")
-        .count();
+    let pieces: Vec<u64> = pick!(events, Event::ActionStarted { summary, action, .. }
+        if summary.contains("part ") => *action);
+    let shown = pick!(events, Event::Output { action, stream: Stream::Stdout, .. }
+        if pieces.contains(action))
+    .len();
     assert_eq!(shown, 0, "the archive's bytes are no output events");
     std::fs::remove_dir_all(&cache).unwrap();
     run(&env, &[("op", "restore"), ("paths", s(&cache))])
@@ -243,12 +235,11 @@ fn dry_run_plans_capture_and_restore_and_changes_nothing() {
         .dry_run()
         .run();
     out.assert_exit(0);
-    let planned = out.of_kind("action_planned");
+    let planned = pick!(out.run_events(), Event::ActionPlanned { summary, .. } => summary.clone());
     assert!(
-        planned.iter().any(|p| p["summary"]
-            .as_str()
-            .unwrap()
-            .starts_with(&format!("pack {} into artifact ", s(&cache)))),
+        planned
+            .iter()
+            .any(|p| p.starts_with(&format!("pack {} into artifact ", s(&cache)))),
         "{planned:?}"
     );
     assert_eq!(results(&out)[0]["planned"], "true");
@@ -259,9 +250,9 @@ fn dry_run_plans_capture_and_restore_and_changes_nothing() {
         .offline()
         .run();
     out.assert_exit(0);
-    let planned = out.of_kind("action_planned");
+    let planned = pick!(out.run_events(), Event::ActionPlanned { summary, .. } => summary.clone());
     assert!(
-        planned.iter().any(|p| p["summary"]
+        planned.iter().any(|p| *p
             == format!(
                 "pack {} (size unknown with --offline) into artifact 'test-cache' in {}",
                 s(&cache),
@@ -278,18 +269,15 @@ fn dry_run_plans_capture_and_restore_and_changes_nothing() {
         .dry_run()
         .run();
     out.assert_exit(0);
-    let planned = out.of_kind("action_planned");
-    let restore = planned
-        .iter()
-        .find(|p| {
-            p["summary"]
-                .as_str()
-                .unwrap()
-                .starts_with(&format!("restore {} from artifact", s(&cache)))
-        })
-        .unwrap_or_else(|| panic!("{planned:?}"));
-    assert_eq!(restore["destructive"], true);
-    let shown = restore["command"].as_str().unwrap();
+    let events = out.run_events();
+    let planned = pick!(events, Event::ActionPlanned { .. });
+    let (destructive, shown) = pick!(planned, Event::ActionPlanned { summary, destructive, command, .. }
+        if summary.starts_with(&format!("restore {} from artifact", s(&cache)))
+        => (*destructive, command))
+    .into_iter()
+    .next()
+    .unwrap_or_else(|| panic!("{planned:?}"));
+    assert!(destructive);
     assert!(
         shown.contains("artifact-unpack.sh") && shown.contains("bytes of binary data, sha256"),
         "{shown}"
@@ -390,9 +378,9 @@ fn a_flipped_byte_is_refused_before_anything_is_extracted() {
     assert!(out.describe().contains("nothing was restored"));
     assert_eq!(tree(&cache), before);
     assert!(
-        out.of_kind("action_started")
+        pick!(out.run_events(), Event::ActionStarted { summary, .. } => summary.clone())
             .iter()
-            .all(|a| !a["summary"].as_str().unwrap().starts_with("restore ")),
+            .all(|s| !s.starts_with("restore ")),
         "no restore command ran"
     );
     let v = Run::cmd(&env, ["artifacts", "verify"]).run();
@@ -796,11 +784,8 @@ fn a_team_store_over_ssh_keeps_what_one_host_captured_for_another_to_restore() {
 
     let plan = on("capture", "node1").dry_run().run();
     plan.assert_exit(0);
-    let planned: Vec<String> = plan
-        .of_kind("action_planned")
-        .iter()
-        .map(|a| a["summary"].as_str().unwrap().to_string())
-        .collect();
+    let planned: Vec<String> =
+        pick!(plan.run_events(), Event::ActionPlanned { summary, .. } => summary.clone());
     assert!(
         planned.iter().any(|p| p.starts_with("pack ")
             && p.ends_with(&format!("into artifact 'test-cache' in {store}"))),
@@ -840,26 +825,22 @@ fn a_team_store_over_ssh_keeps_what_one_host_captured_for_another_to_restore() {
     std::fs::remove_dir_all(&cache).unwrap();
     let plan = on("restore", "node3").dry_run().run();
     plan.assert_exit(0);
-    let reads: Vec<String> = plan
-        .of_kind("action_started")
-        .iter()
-        .filter(|a| a["target"] == "files")
-        .map(|a| format!("{} {}", a["effect"], a["summary"]))
-        .collect();
+    let events = plan.run_events();
+    let reads: Vec<(Effect, &String)> = pick!(events, Event::ActionStarted { target, effect, summary, .. }
+        if target == "files" => (*effect, summary));
     assert!(
         reads
             .iter()
-            .any(|r| r.contains("read") && r.contains("list the artifacts in")),
+            .any(|(e, s)| *e == Effect::Read && s.contains("list the artifacts in")),
         "{reads:?}"
     );
     assert!(
-        reads.iter().all(|r| r.starts_with("\"read\"")),
+        reads.iter().all(|(e, _)| *e == Effect::Read),
         "only reads on the store: {reads:?}"
     );
-    assert!(plan
-        .of_kind("action_planned")
-        .iter()
-        .any(|a| a["summary"].as_str().unwrap().starts_with("restore ")));
+    assert!(events.iter().any(
+        |e| matches!(e, Event::ActionPlanned { summary, .. } if summary.starts_with("restore "))
+    ));
     assert!(!cache.exists(), "a dry-run restores nothing");
 
     let out = on("restore", "node3").run();
@@ -932,9 +913,9 @@ fn a_flipped_byte_in_a_team_store_is_refused_before_anything_is_extracted() {
     assert!(said.contains("nothing was restored"), "{said}");
     assert_eq!(tree(&cache), before);
     assert!(
-        out.of_kind("action_started")
+        pick!(out.run_events(), Event::ActionStarted { summary, .. } => summary.clone())
             .iter()
-            .all(|a| !a["summary"].as_str().unwrap().starts_with("restore ")),
+            .all(|s| !s.starts_with("restore ")),
         "no restore command ran"
     );
     let v = artifacts(&env, &fleet, &store, &["verify"]).run();
@@ -1165,9 +1146,9 @@ fn bad_store_spellings_unknown_hosts_and_unreachable_ones_are_clear_errors() {
     .run();
     out.assert_exit(1);
     assert!(
-        out.of_kind("action_started")
+        pick!(out.run_events(), Event::ActionStarted { summary, .. } => summary.clone())
             .iter()
-            .all(|a| !a["summary"].as_str().unwrap().starts_with("pack ")),
+            .all(|s| !s.starts_with("pack ")),
         "nothing was packed"
     );
     let cli = artifacts(&env, &fleet, "files", &["list"])

@@ -136,11 +136,9 @@ fn clears_under_tmp_and_a_declared_root_after_a_truthful_preview() {
     // Dry-run: real sizes in the preview (the look is a read), nothing deleted.
     let dry = scene.clear(&paths, &[], &["--dry-run"]);
     dry.assert_exit(0);
-    let planned: Vec<_> = dry.of_kind("action_planned");
-    let summaries: Vec<&str> = planned
-        .iter()
-        .filter_map(|e| e["summary"].as_str())
-        .collect();
+    let events = dry.run_events();
+    let planned = pick!(events, Event::ActionPlanned { .. });
+    let summaries = pick!(planned, Event::ActionPlanned { summary, .. } => summary.clone());
     let declared_real = std::fs::canonicalize(&declared).unwrap();
     assert_eq!(
         summaries,
@@ -162,9 +160,21 @@ fn clears_under_tmp_and_a_declared_root_after_a_truthful_preview() {
         ),
     ];
     for (e, want) in planned.iter().zip(&shown) {
-        assert_eq!(e["destructive"], true);
-        assert_eq!(e["command"], want.as_str());
-        assert_eq!(e["script"]["name"], "cache-delete.sh");
+        let Event::ActionPlanned {
+            destructive,
+            command,
+            script,
+            ..
+        } = e
+        else {
+            unreachable!()
+        };
+        assert!(*destructive, "{e:?}");
+        assert_eq!(command, want);
+        assert_eq!(
+            script.as_ref().map(|s| s.name.as_str()),
+            Some("cache-delete.sh")
+        );
     }
     assert!(inductor.join("big").exists() && declared.join("sub/f0").exists());
     let r = results(&dry);
@@ -215,10 +225,9 @@ fn clears_under_tmp_and_a_declared_root_after_a_truthful_preview() {
     let again = scene.clear(&paths, &[], &["--yes"]);
     again.assert_exit(0);
     assert!(results(&again).iter().all(|r| r["changed"] == "false"));
-    assert!(again
-        .of_kind("action_started")
-        .iter()
-        .all(|e| e["effect"] == "read"));
+    assert!(!again.run_events().iter().any(
+        |e| matches!(e, Event::ActionStarted { effect, .. } if *effect != Effect::Read)
+    ));
 }
 
 #[test]
@@ -289,9 +298,9 @@ fn hostile_paths_are_refused_and_nothing_is_deleted() {
     assert!(valid.join("f0").exists(), "the valid path was deleted");
     assert!(canary.exists() && std::fs::read_link(&link).is_ok());
     assert!(
-        out.of_kind("action_started")
-            .iter()
-            .all(|e| e["effect"] == "read"),
+        !out.run_events().iter().any(
+            |e| matches!(e, Event::ActionStarted { effect, .. } if *effect != Effect::Read)
+        ),
         "a change ran"
     );
     // The rules hold in a dry-run too (the preview fails the same way).
@@ -336,11 +345,10 @@ fn a_name_with_a_newline_on_the_way_cannot_add_records_to_the_probes_answer() {
             "{flags:?}: the directory the link leads to was deleted"
         );
         assert!(
-            out.of_kind("action_planned").is_empty()
-                && out
-                    .of_kind("action_started")
-                    .iter()
-                    .all(|e| e["effect"] == "read"),
+            !out.run_events().iter().any(|e| matches!(
+                e,
+                Event::ActionPlanned { .. } | Event::ActionStarted { effect: Effect::Change, .. }
+            )),
             "{flags:?}: a change was planned or ran"
         );
     }
@@ -411,10 +419,9 @@ fn keep_moves_aside_and_restore_brings_it_back() {
 
     let dry = scene.clear(&[s(&dir)], &[("keep", "true")], &["--dry-run"]);
     dry.assert_exit(0);
-    let summary = dry.of_kind("action_planned")[0]["summary"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let summary = pick!(dry.run_events(), Event::ActionPlanned { summary, .. } => summary.clone())
+        [0]
+        .clone();
     // 3 × 1234 + 10 bytes of regular files: directories count for nothing.
     let d = dir.display();
     assert_eq!(
@@ -493,13 +500,12 @@ fn keep_moves_aside_and_restore_brings_it_back() {
     );
 }
 
-/// The summaries of the changes a run planned (or started), in order.
-fn change_summaries(out: &Output, kind: &str) -> Vec<String> {
-    out.of_kind(kind)
-        .iter()
-        .filter(|e| e["effect"] == "change")
-        .map(|e| e["summary"].as_str().unwrap_or_default().to_string())
-        .collect()
+/// The summaries of the changes a run planned, in order.
+fn change_summaries(out: &Output) -> Vec<String> {
+    pick!(
+        out.run_events(),
+        Event::ActionPlanned { effect: Effect::Change, summary, .. } => summary.clone()
+    )
 }
 
 /// The kept copies beside `dir`, oldest first.
@@ -545,7 +551,7 @@ fn keep_prunes_the_kept_copies_beyond_keep_last() {
 
     let dry = scene.clear(&[s(&dir)], &[("keep", "true")], &["--dry-run"]);
     dry.assert_exit(0);
-    let planned = change_summaries(&dry, "action_planned");
+    let planned = change_summaries(&dry);
     assert_eq!(
         planned,
         vec![
@@ -562,11 +568,7 @@ fn keep_prunes_the_kept_copies_beyond_keep_last() {
         "{}",
         dry.describe()
     );
-    let said: Vec<String> = dry
-        .of_kind("log")
-        .iter()
-        .filter_map(|e| e["message"].as_str().map(str::to_string))
-        .collect();
+    let said: Vec<String> = dry.logs();
     let frees = format!(
         "cache.clear: {d}: keeping the newest 2 kept copies; deleting 2 older ones frees 3.0 MiB (3 files)"
     );
@@ -585,16 +587,16 @@ fn keep_prunes_the_kept_copies_beyond_keep_last() {
     // The real run does what the dry-run planned, command for command.
     let real = scene.clear(&[s(&dir)], &[("keep", "true")], &["--yes"]);
     real.assert_exit(0);
-    let commands = |out: &Output, kind: &str| -> Vec<String> {
-        out.of_kind(kind)
-            .iter()
-            .filter(|e| e["effect"] == "change")
-            .map(|e| e["command"].as_str().unwrap_or_default().to_string())
-            .collect()
-    };
+
     assert_eq!(
-        commands(&dry, "action_planned"),
-        commands(&real, "action_started")
+        pick!(
+            dry.run_events(),
+            Event::ActionPlanned { effect: Effect::Change, command, .. } => command.clone()
+        ),
+        pick!(
+            real.run_events(),
+            Event::ActionStarted { effect: Effect::Change, command, .. } => command.clone()
+        )
     );
     let made = PathBuf::from(&results(&real)[0]["kept_as"]);
     assert_eq!(kept_copies(&dir), vec![newest.clone(), made.clone()]);
@@ -681,7 +683,7 @@ fn every_primitive_measures_a_directory_the_same_way() {
         );
     }
     assert_eq!(
-        change_summaries(&out, "action_planned").last().unwrap(),
+        change_summaries(&out).last().unwrap(),
         &format!("delete {} (3.0 MiB, 3 files)", dir.display())
     );
 }
@@ -834,15 +836,16 @@ fn clears_torch_caches_inside_a_container_over_ssh() {
         node_had_one,
         "the node's /tmp is untouched"
     );
-    let started = out.of_kind("action_started");
-    let rm = started
-        .iter()
-        .find(|e| e["effect"] == "change")
+    let events = out.run_events();
+    let rm = pick!(events, Event::ActionStarted { effect: Effect::Change, .. })
+        .into_iter()
+        .next()
         .expect("one change");
     // As it runs in the container (the target is node1/ct200), the script by name.
-    assert_eq!(
-        rm["command"], "cache-delete.sh /tmp /tmp/torchinductor_root",
-        "{rm}"
+    assert!(
+        matches!(rm, Event::ActionStarted { command, .. }
+            if command == "cache-delete.sh /tmp /tmp/torchinductor_root"),
+        "{rm:?}"
     );
 }
 
@@ -933,24 +936,17 @@ fn a_parent_swapped_for_a_symlink_mid_clear_never_takes_the_clear_outside_the_ro
     out.assert_exit(0);
     assert!(swaps > 100, "the swapper ran ({swaps} swaps)");
     // The race was met: cache changes ran, and some of them acted (inside the root).
-    let cache_change = |e: &serde_json::Value| {
-        let summary = e["summary"].as_str().unwrap_or("");
-        e["effect"] == "change"
-            && ["delete ", "move aside ", "restore "]
-                .iter()
-                .any(|p| summary.starts_with(p))
+    let cache_change = |summary: &str| {
+        ["delete ", "move aside ", "restore "]
+            .iter()
+            .any(|p| summary.starts_with(p))
     };
-    let started: Vec<u64> = out
-        .of_kind("action_started")
-        .iter()
-        .filter(|e| cache_change(e))
-        .filter_map(|e| e["action"].as_u64())
-        .collect();
-    let acted = out
-        .of_kind("action_finished")
-        .iter()
-        .filter(|e| e["ok"] == true && started.contains(&e["action"].as_u64().unwrap_or(0)))
-        .count();
+    let events = out.run_events();
+    let started: Vec<u64> = pick!(events, Event::ActionStarted { effect: Effect::Change, summary, action, .. }
+        if cache_change(summary) => *action);
+    let acted = pick!(events, Event::ActionFinished { ok: true, action, .. }
+        if started.contains(action))
+    .len();
     assert!(
         started.len() > 10 && acted > 0,
         "{} cache changes ran, {acted} of them acted",
@@ -1019,12 +1015,10 @@ fn offline_plans_the_delete_script_with_the_roots_as_written() {
         &["--dry-run", "--offline"],
     );
     out.assert_exit(0);
-    let planned = out.of_kind("action_planned");
-    let commands: Vec<&str> = planned
-        .iter()
-        .filter(|e| e["effect"] == "change")
-        .map(|e| e["command"].as_str().unwrap())
-        .collect();
+    let commands: Vec<String> = pick!(
+        out.run_events(),
+        Event::ActionPlanned { effect: Effect::Change, command, .. } => command.clone()
+    );
     assert_eq!(
         commands,
         [

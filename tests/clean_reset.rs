@@ -47,18 +47,11 @@ fn known_good(env: &Env) -> Vec<serde_json::Value> {
 }
 
 /// (target, command) of every change, with timestamps made comparable.
-fn changes(events: &[serde_json::Value], kind: &str) -> Vec<(String, String)> {
+fn comparable_changes(events: &[Event], which: Changes) -> Vec<(String, String)> {
     let stamp = regex::Regex::new(r"\d{8}T?\d{6}\w*|\d{10,}").unwrap();
-    events
-        .iter()
-        .filter(|e| e["event"] == kind && e["effect"] == "change")
-        .map(|e| {
-            let cmd = e["command"].as_str().unwrap_or_default();
-            (
-                e["target"].as_str().unwrap_or_default().to_string(),
-                stamp.replace_all(cmd, "<ts>").into_owned(),
-            )
-        })
+    changes(events, which)
+        .into_iter()
+        .map(|(target, cmd)| (target, stamp.replace_all(&cmd, "<ts>").into_owned()))
         .collect()
 }
 
@@ -106,12 +99,8 @@ fn clean_reset_on_the_local_machine() {
     dry.assert_exit(0);
     assert!(!work.join("venv").exists(), "a dry-run builds nothing");
     let dry_events = dry.events();
-    let prunes: Vec<&str> = dry_events
-        .iter()
-        .filter(|e| e["event"] == "action_planned")
-        .filter_map(|e| e["summary"].as_str())
-        .filter(|s| s.starts_with("delete older kept copy"))
-        .collect();
+    let prunes = pick!(dry_events, Event::ActionPlanned { summary, .. }
+        if summary.starts_with("delete older kept copy") => summary.clone());
     assert_eq!(
         prunes,
         vec![
@@ -135,8 +124,8 @@ fn clean_reset_on_the_local_machine() {
     real.assert_exit(0);
     let (planned, done) = (dry.events(), real.events());
     assert_eq!(
-        changes(&planned, "action_planned"),
-        changes(&done, "action_started"),
+        comparable_changes(&planned, Changes::Planned),
+        comparable_changes(&done, Changes::Started),
         "the dry-run predicted the real run"
     );
 
@@ -180,32 +169,27 @@ fn clean_reset_on_the_local_machine() {
     again.assert_exit(0);
     let events = again.events();
     assert!(
-        events.iter().any(|e| e["event"] == "action_planned"
-            && e["summary"]
-                .as_str()
-                .is_some_and(|s| s.starts_with("start job "))),
+        events.iter().any(
+            |e| matches!(e, Event::ActionPlanned { summary, .. } if summary.starts_with("start job "))
+        ),
         "the relaunch is planned: {}",
         again.stdout_str()
     );
     assert!(
-        events.iter().any(|e| e["event"] == "step_finished"
-            && e["name"] == "stop the training job"
-            && e["outcome"] == "changed"),
+        events.iter().any(|e| matches!(e, Event::StepFinished {
+            name,
+            outcome: StepOutcome::Changed,
+            ..
+        } if name == "stop the training job")),
         "{}",
         again.stdout_str()
     );
-    let stop = events
-        .iter()
-        .filter(|e| e["event"] == "action_planned")
-        .filter_map(|e| e["summary"].as_str())
+    let stop = pick!(events, Event::ActionPlanned { summary, .. } => summary)
+        .into_iter()
         .find(|s| s.starts_with("stop job "))
         .unwrap_or_else(|| panic!("no planned stop: {}", again.stdout_str()));
     assert!(stop.contains(" (pid "), "{stop}");
-    let said: Vec<&str> = events
-        .iter()
-        .filter(|e| e["event"] == "log")
-        .filter_map(|e| e["message"].as_str())
-        .collect();
+    let said = logs(&events, None);
     assert!(!said.iter().any(|m| m.starts_with("stopped")), "{said:?}");
     // The training job keeps running after the run: stop it.
     stop_job(&env, r#"target("local")"#, "local", &[]);
@@ -340,7 +324,7 @@ fn the_offline_preview_claims_nothing() {
         out.describe()
     );
     assert!(
-        out.of_kind("action_planned").is_empty(),
+        pick!(out.run_events(), Event::ActionPlanned { .. }).is_empty(),
         "{}",
         out.describe()
     );
@@ -396,12 +380,8 @@ fn the_preview_names_the_wheel_index() {
     let install = |out: &Output| -> String {
         out.assert_exit(0);
         let events = out.events();
-        let builds: Vec<&str> = events
-            .iter()
-            .filter(|e| e["event"] == "action_planned")
-            .filter_map(|e| e["command"].as_str())
-            .filter(|c| c.contains(" fresh "))
-            .collect();
+        let builds = pick!(events, Event::ActionPlanned { command, .. }
+            if command.contains(" fresh ") => command.as_str());
         assert_eq!(builds.len(), 1, "{builds:?}");
         builds[0]
             .rsplit_once("' ")
@@ -522,10 +502,9 @@ fn warm_auto_restores_the_known_good_cache_where_the_key_matches() {
     let preview = run(&["--dry-run"]);
     preview.assert_exit(0);
     assert!(
-        preview
-            .of_kind("action_planned")
+        pick!(preview.run_events(), Event::ActionPlanned { summary, .. } => summary.clone())
             .iter()
-            .any(|e| e["summary"]
+            .any(|s| *s
                 == format!(
                     "pack {} into artifact 'compile-cache' in {}",
                     cache.display(),
@@ -538,8 +517,8 @@ fn warm_auto_restores_the_known_good_cache_where_the_key_matches() {
     let first = run(&["--yes"]);
     first.assert_exit(0);
     assert_eq!(
-        changes(&preview.events(), "action_planned"),
-        changes(&first.events(), "action_started"),
+        comparable_changes(&preview.events(), Changes::Planned),
+        comparable_changes(&first.events(), Changes::Started),
         "the first dry-run predicted the first run"
     );
     let why = said(&first, "artifact.restore: ");
@@ -595,11 +574,8 @@ fn warm_auto_restores_the_known_good_cache_where_the_key_matches() {
         compared.contains(&format!("git_head = {} ✓", head.trim())),
         "{compared}"
     );
-    let planned: Vec<String> = dry
-        .of_kind("action_planned")
-        .iter()
-        .filter_map(|e| e["summary"].as_str().map(str::to_string))
-        .collect();
+    let planned: Vec<String> =
+        pick!(dry.run_events(), Event::ActionPlanned { summary, .. } => summary.clone());
     assert!(
         planned
             .iter()
@@ -613,8 +589,8 @@ fn warm_auto_restores_the_known_good_cache_where_the_key_matches() {
     let real = run(&["--yes"]);
     real.assert_exit(0);
     assert_eq!(
-        changes(&dry.events(), "action_planned"),
-        changes(&real.events(), "action_started"),
+        comparable_changes(&dry.events(), Changes::Planned),
+        comparable_changes(&real.events(), Changes::Started),
         "the dry-run predicted the real run"
     );
     let warmup: Vec<String> = real

@@ -27,10 +27,7 @@ use std::time::{Duration, Instant};
 // helpers
 
 fn started_commands(out: &Output) -> Vec<String> {
-    out.of_kind("action_started")
-        .iter()
-        .map(|e| e["command"].as_str().unwrap_or_default().to_string())
-        .collect()
+    pick!(out.run_events(), Event::ActionStarted { command, .. } => command.clone())
 }
 
 /// `runbook run NAME.lua --yes --json`, `body` after the header, 90 s at most.

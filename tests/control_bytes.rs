@@ -5,7 +5,7 @@
 //! that runs, and what the record keeps, stay byte-exact.
 
 use crate::common::run::Run;
-use crate::common::Env;
+use crate::common::{Effect, Env, Event};
 
 /// Erases the line it is printed on, goes back to its start and writes over it.
 const NAME: &str = "d\x1b[2Kgone\rOVERWRITE";
@@ -84,18 +84,18 @@ fn control_bytes_in_a_name_are_shown_escaped_and_run_as_they_are() {
         "the command did not act on the name as it is:\n{screen}"
     );
     let events = env.last_record();
-    let started = events
-        .iter()
-        .find(|e| e["event"] == "action_started" && e["effect"] == "change")
+    let started = pick!(events, Event::ActionStarted { effect: Effect::Change, command, .. } => command)
+        .into_iter()
+        .next()
         .expect("a change started");
     assert!(
-        started["command"].as_str().unwrap().contains(NAME),
-        "the record keeps the command as it is: {started}"
+        started.contains(NAME),
+        "the record keeps the command as it is: {started:?}"
     );
     assert!(
         events
             .iter()
-            .any(|e| e["event"] == "output" && e["line"].as_str() == Some(NAME)),
+            .any(|e| matches!(e, Event::Output { line, .. } if line == NAME)),
         "the record keeps the output as it is"
     );
 

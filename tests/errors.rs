@@ -306,7 +306,7 @@ fn resume() {
         2,
     );
     Run::new(&env, "ok.lua").dry_run().expect_exit(0).run();
-    let dry = env.last_record()[0]["run_id"].as_str().unwrap().to_string();
+    let dry = run_id(&env.last_record());
     case(
         &env,
         "resume_a_dry_run",
@@ -318,7 +318,7 @@ fn resume() {
         .set("n", "1")
         .expect_exit(0)
         .run();
-    let other = env.last_record()[0]["run_id"].as_str().unwrap().to_string();
+    let other = run_id(&env.last_record());
     case(
         &env,
         "resume_another_runbook",

@@ -163,9 +163,8 @@ end)
     assert!(saved(), "{}", out.describe());
     let events = env.last_record();
     assert!(
-        events.iter().any(|e| e["event"] == "action_started"
-            && e["target"] == "local"
-            && e["summary"] == "save fingerprint 'good' of local"),
+        events.iter().any(|e| matches!(e, Event::ActionStarted { target, summary, .. }
+            if target == "local" && summary == "save fingerprint 'good' of local")),
         "{events:#?}"
     );
 }

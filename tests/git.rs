@@ -97,14 +97,11 @@ end)
     let status = git(&repo, &["status", "--porcelain"]);
     assert!(status.contains("?? staged.txt"), "and unstaged: {status}");
     // The restores were destructive changes, recorded as such.
-    let changes: Vec<_> = out
-        .events()
-        .into_iter()
-        .filter(|e| e["event"] == "action_started" && e["effect"] == "change")
-        .collect();
-    assert!(changes
-        .iter()
-        .any(|e| e["command"].as_str().unwrap().contains("checkout")));
+    let changes = pick!(
+        out.events(),
+        Event::ActionStarted { effect: Effect::Change, command, .. } => command.clone()
+    );
+    assert!(changes.iter().any(|c| c.contains("checkout")));
 }
 
 #[test]
@@ -151,13 +148,19 @@ step("restore", function() show("dry", git.restore(here, {{ repo = "{repo}" }}))
         logs[0],
         format!("dry {second} true true a.txt,b c.txt,keep.txt")
     );
-    let planned: Vec<_> = out
-        .events()
-        .into_iter()
-        .filter(|e| e["event"] == "action_planned")
-        .collect();
+    let events = out.events();
+    let planned = pick!(events, Event::ActionPlanned { .. });
     assert_eq!(planned.len(), 1, "{planned:?}");
-    assert_eq!(planned[0]["destructive"], true);
+    assert!(
+        matches!(
+            planned[0],
+            Event::ActionPlanned {
+                destructive: true,
+                ..
+            }
+        ),
+        "{planned:?}"
+    );
 }
 
 #[test]
@@ -187,11 +190,20 @@ end)
     assert_eq!(logs[1], format!("keep {first} false false "));
     let evs = out.events();
     assert!(
-        !evs.iter().any(|e| e["effect"] == "change"),
+        !evs.iter().any(is_change),
         "no change action at all: {evs:?}"
     );
-    let finished = evs.iter().find(|e| e["event"] == "step_finished").unwrap();
-    assert_eq!(finished["outcome"], "ok", "not \"changed\": {finished}");
+    let finished = pick!(evs, Event::StepFinished { .. })[0];
+    assert!(
+        matches!(
+            finished,
+            Event::StepFinished {
+                outcome: StepOutcome::Ok,
+                ..
+            }
+        ),
+        "not \"changed\": {finished:?}"
+    );
 }
 
 #[test]
@@ -260,7 +272,7 @@ end)
     );
     assert_eq!(read(&repo, "a.txt"), "edited\n");
     assert!(
-        !out.events().iter().any(|e| e["effect"] == "change"),
+        !out.events().iter().any(is_change),
         "nothing was changed"
     );
 }

@@ -253,16 +253,13 @@ end)
         "{:?}",
         out.logs()
     );
-    let planned = out
-        .of_kind("action_planned")
+    let events = out.run_events();
+    let (effect, command) = pick!(events, Event::ActionPlanned { effect, command, .. } => (effect, command))
         .into_iter()
         .next()
         .expect("the read is planned");
-    assert_eq!(planned["effect"], "read");
-    assert!(planned["command"]
-        .as_str()
-        .unwrap()
-        .starts_with("nvidia-smi --query-gpu=index,uuid,name,memory.total"));
+    assert_eq!(*effect, Effect::Read);
+    assert!(command.starts_with("nvidia-smi --query-gpu=index,uuid,name,memory.total"));
 }
 
 /// Over SSH, inside container 200: the pct double runs the command with the node's PATH,

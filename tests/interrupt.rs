@@ -8,7 +8,6 @@
 use crate::common::running::alive;
 use crate::common::*;
 
-use serde_json::Value;
 use std::time::{Duration, Instant};
 
 // ---------------------------------------------------------------------------------------
@@ -44,18 +43,15 @@ fn assert_gone(pid: i32, what: &str) {
 }
 
 /// The only run record, checked to be complete (`complete_record`).
-fn record(env: &Env) -> Vec<Value> {
+fn record(env: &Env) -> Vec<Event> {
     let files = env.record_files();
     assert_eq!(files.len(), 1, "exactly one run record: {files:?}");
     complete_record(&files[0])
 }
 
 /// The one `step_finished` event of step `index`.
-fn finished(events: &[Value], index: u64) -> &Value {
-    let all: Vec<&Value> = events
-        .iter()
-        .filter(|e| e["event"] == "step_finished" && e["index"] == index)
-        .collect();
+fn finished(events: &[Event], index: usize) -> &Event {
+    let all = pick!(events, Event::StepFinished { index: i, .. } if *i == index);
     assert_eq!(
         all.len(),
         1,
@@ -64,12 +60,41 @@ fn finished(events: &[Value], index: u64) -> &Value {
     all[0]
 }
 
-fn run_finished(events: &[Value]) -> &Value {
+/// The last event (a complete record's `run_finished`).
+fn run_finished(events: &[Event]) -> &Event {
     events.last().unwrap()
 }
 
-fn error_of(ev: &Value) -> &str {
-    ev["error"].as_str().unwrap_or("")
+/// The outcome and exit code of a `run_finished`.
+fn end_of(ev: &Event) -> (RunOutcome, i32) {
+    match ev {
+        Event::RunFinished {
+            outcome, exit_code, ..
+        } => (*outcome, *exit_code),
+        _ => panic!("not run_finished: {ev:?}"),
+    }
+}
+
+/// The fields of a `step_finished` these tests look at.
+fn outcome_of(ev: &Event) -> StepOutcome {
+    match ev {
+        Event::StepFinished { outcome, .. } => *outcome,
+        _ => panic!("not step_finished: {ev:?}"),
+    }
+}
+
+fn duration_of(ev: &Event) -> u64 {
+    match ev {
+        Event::StepFinished { duration_ms, .. } => *duration_ms,
+        _ => panic!("not step_finished: {ev:?}"),
+    }
+}
+
+fn error_of(ev: &Event) -> &str {
+    match ev {
+        Event::StepFinished { error, .. } => error.as_deref().unwrap_or(""),
+        _ => panic!("not step_finished: {ev:?}"),
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -112,27 +137,30 @@ fn signal_mid_step(sig: i32, code: i32, name: &str) {
 
     let events = record(&env);
     let end = run_finished(&events);
-    assert_eq!(end["outcome"], "interrupted", "{end}");
-    assert_eq!(end["exit_code"], code, "{end}");
+    assert_eq!(
+        end_of(end),
+        (RunOutcome::Interrupted, code),
+        "{end:?}"
+    );
     let long = finished(&events, 0);
-    assert_eq!(long["outcome"], "failed", "{long}");
+    assert_eq!(outcome_of(long), StepOutcome::Failed, "{long:?}");
     assert!(
         error_of(long).contains("interrupted"),
-        "the error says interrupted: {long}"
+        "the error says interrupted: {long:?}"
     );
     assert!(
         error_of(long).contains(name),
-        "the error names the signal {name}: {long}"
+        "the error names the signal {name}: {long:?}"
     );
     let later = step_skipped(&events, 1).expect("step 1 skipped");
     assert!(
-        later["reason"].as_str().unwrap().contains("interrupted"),
-        "{later}"
+        matches!(later, Event::StepSkipped { reason, .. } if reason.contains("interrupted")),
+        "{later:?}"
     );
     let cleanup = finished(&events, 2);
     assert!(
-        cleanup["outcome"] == "changed" || cleanup["outcome"] == "ok",
-        "{cleanup}"
+        matches!(outcome_of(cleanup), StepOutcome::Changed | StepOutcome::Ok),
+        "{cleanup:?}"
     );
 }
 
@@ -167,12 +195,15 @@ fn second_sigint_stops_the_always_step() {
 
     let events = record(&env);
     let end = run_finished(&events);
-    assert_eq!(end["outcome"], "interrupted", "{end}");
-    assert_eq!(end["exit_code"], 130, "{end}");
+    assert_eq!(
+        end_of(end),
+        (RunOutcome::Interrupted, 130),
+        "{end:?}"
+    );
     for index in [0, 1] {
         let ev = finished(&events, index);
-        assert_eq!(ev["outcome"], "failed", "{ev}");
-        assert!(error_of(ev).contains("interrupted"), "{ev}");
+        assert_eq!(outcome_of(ev), StepOutcome::Failed, "{ev:?}");
+        assert!(error_of(ev).contains("interrupted"), "{ev:?}");
     }
 }
 
@@ -209,27 +240,33 @@ fn command_timeout_kills_the_tree() {
     let events = record(&env);
     let unchecked = finished(&events, 0);
     assert!(
-        unchecked["outcome"] == "changed" || unchecked["outcome"] == "ok",
-        "{unchecked}"
+        matches!(outcome_of(unchecked), StepOutcome::Changed | StepOutcome::Ok),
+        "{unchecked:?}"
     );
     let checked = finished(&events, 1);
-    assert_eq!(checked["outcome"], "failed", "{checked}");
+    assert_eq!(outcome_of(checked), StepOutcome::Failed, "{checked:?}");
     assert!(
         error_of(checked).contains("timed out"),
-        "the error says timed out: {checked}"
+        "the error says timed out: {checked:?}"
     );
     assert!(
-        checked["duration_ms"].as_u64().unwrap() < 2500,
-        "stopped near its 300ms timeout: {checked}"
+        duration_of(checked) < 2500,
+        "stopped near its 300ms timeout: {checked:?}"
     );
-    let timed_out: Vec<&Value> = of_kind(&events, "action_finished")
-        .into_iter()
-        .filter(|e| e["timed_out"] == true)
-        .collect();
+    let timed_out = pick!(
+        events,
+        Event::ActionFinished {
+            timed_out: true,
+            ..
+        }
+    );
     assert_eq!(timed_out.len(), 2, "both shells timed out: {events:#?}");
     let end = run_finished(&events);
-    assert_eq!(end["outcome"], "failed", "{end}");
-    assert_eq!(end["exit_code"], 1, "{end}");
+    assert_eq!(
+        end_of(end),
+        (RunOutcome::Failed, 1),
+        "{end:?}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -252,10 +289,10 @@ fn step_timeout_stops_endless_lua() {
     );
     let events = record(&env);
     let spin = finished(&events, 0);
-    assert_eq!(spin["outcome"], "failed", "{spin}");
-    assert!(error_of(spin).contains("timed out"), "{spin}");
-    assert!(spin["duration_ms"].as_u64().unwrap() < 2000, "{spin}");
-    assert_eq!(run_finished(&events)["exit_code"], 1);
+    assert_eq!(outcome_of(spin), StepOutcome::Failed, "{spin:?}");
+    assert!(error_of(spin).contains("timed out"), "{spin:?}");
+    assert!(duration_of(spin) < 2000, "{spin:?}");
+    assert_eq!(end_of(run_finished(&events)).1, 1);
 }
 
 #[test]
@@ -279,9 +316,9 @@ fn step_timeout_stops_a_running_command() {
     assert_gone(pid, "the step's sleep 30");
     let events = record(&env);
     let sleepy = finished(&events, 0);
-    assert_eq!(sleepy["outcome"], "failed", "{sleepy}");
-    assert!(error_of(sleepy).contains("timed out"), "{sleepy}");
-    assert!(sleepy["duration_ms"].as_u64().unwrap() < 2000, "{sleepy}");
+    assert_eq!(outcome_of(sleepy), StepOutcome::Failed, "{sleepy:?}");
+    assert!(error_of(sleepy).contains("timed out"), "{sleepy:?}");
+    assert!(duration_of(sleepy) < 2000, "{sleepy:?}");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -315,20 +352,23 @@ fn run_timeout_stops_the_step_skips_the_rest_and_runs_always() {
 
     let events = record(&env);
     let long = finished(&events, 0);
-    assert_eq!(long["outcome"], "failed", "{long}");
-    assert!(error_of(long).contains("timeout"), "{long}");
+    assert_eq!(outcome_of(long), StepOutcome::Failed, "{long:?}");
+    assert!(error_of(long).contains("timeout"), "{long:?}");
     assert!(
         step_skipped(&events, 1).is_some(),
         "later is skipped: {events:#?}"
     );
     let cleanup = finished(&events, 2);
     assert!(
-        cleanup["outcome"] == "changed" || cleanup["outcome"] == "ok",
-        "{cleanup}"
+        matches!(outcome_of(cleanup), StepOutcome::Changed | StepOutcome::Ok),
+        "{cleanup:?}"
     );
     let end = run_finished(&events);
-    assert_eq!(end["outcome"], "failed", "{end}");
-    assert_eq!(end["exit_code"], 1, "{end}");
+    assert_eq!(
+        end_of(end),
+        (RunOutcome::Failed, 1),
+        "{end:?}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -349,22 +389,19 @@ fn retries_try_three_times_then_fail() {
         "two 100ms delays between attempts, but the run took {took:?}"
     );
     let events = record(&env);
-    let attempts: Vec<u64> = of_kind(&events, "step_started")
-        .iter()
-        .map(|e| e["attempt"].as_u64().unwrap())
-        .collect();
+    let attempts: Vec<u32> = pick!(events, Event::StepStarted { attempt, .. } => *attempt);
     assert_eq!(attempts, vec![1, 2, 3], "{events:#?}");
     let flaky = finished(&events, 0);
-    assert_eq!(flaky["outcome"], "failed", "{flaky}");
-    assert!(error_of(flaky).contains("still broken"), "{flaky}");
-    let warnings = of_kind(&events, "log")
-        .into_iter()
-        .filter(|e| e["level"] == "warn")
-        .count();
+    assert_eq!(outcome_of(flaky), StepOutcome::Failed, "{flaky:?}");
+    assert!(error_of(flaky).contains("still broken"), "{flaky:?}");
+    let warnings = logs(&events, Some(Level::Warn)).len();
     assert_eq!(warnings, 2, "one retry warning per retry: {events:#?}");
     let end = run_finished(&events);
-    assert_eq!(end["outcome"], "failed", "{end}");
-    assert_eq!(end["exit_code"], 1, "{end}");
+    assert_eq!(
+        end_of(end),
+        (RunOutcome::Failed, 1),
+        "{end:?}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -392,17 +429,20 @@ fn lua_sleep_waits_and_sigint_ends_it() {
 
     let events = record(&env);
     let nap = finished(&events, 0);
-    assert_eq!(nap["outcome"], "ok", "{nap}");
+    assert_eq!(outcome_of(nap), StepOutcome::Ok, "{nap:?}");
     assert!(
-        nap["duration_ms"].as_u64().unwrap() >= 200,
-        "sleep(\"200ms\") slept: {nap}"
+        duration_of(nap) >= 200,
+        "sleep(\"200ms\") slept: {nap:?}"
     );
     let long = finished(&events, 1);
-    assert_eq!(long["outcome"], "failed", "{long}");
-    assert!(error_of(long).contains("interrupted"), "{long}");
+    assert_eq!(outcome_of(long), StepOutcome::Failed, "{long:?}");
+    assert!(error_of(long).contains("interrupted"), "{long:?}");
     let end = run_finished(&events);
-    assert_eq!(end["outcome"], "interrupted", "{end}");
-    assert_eq!(end["exit_code"], 130, "{end}");
+    assert_eq!(
+        end_of(end),
+        (RunOutcome::Interrupted, 130),
+        "{end:?}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -427,25 +467,22 @@ fn every_output_line_is_an_event_and_in_the_result() {
     assert!(copied.iter().zip(&expected).all(|(a, b)| a == b));
 
     let events = record(&env);
-    let seq_action = of_kind(&events, "action_started")
-        .into_iter()
-        .find(|e| e["command"].as_str().unwrap_or("").contains("seq"))
-        .expect("the seq action")["action"]
-        .clone();
-    let lines: Vec<&str> = events
-        .iter()
-        .filter(|e| e["event"] == "output" && e["action"] == seq_action)
-        .map(|e| {
-            assert_eq!(e["stream"], "stdout", "{e}");
-            e["line"].as_str().unwrap()
-        })
-        .collect();
+    let seq_action = pick!(events, Event::ActionStarted { action, command, .. }
+        if command.contains("seq") => *action)
+    .into_iter()
+    .next()
+    .expect("the seq action");
+    let lines: Vec<&str> = pick!(events, Event::Output { action, stream, line, .. }
+        if *action == seq_action => {
+            assert_eq!(*stream, Stream::Stdout, "{line}");
+            line.as_str()
+        });
     assert_eq!(lines.len(), 20000, "one output event per line");
     assert!(
         lines.iter().zip(&expected).all(|(a, b)| a == b),
         "output events are the lines, in order"
     );
-    assert_eq!(run_finished(&events)["outcome"], "ok");
+    assert_eq!(end_of(run_finished(&events)).0, RunOutcome::Ok);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -468,11 +505,14 @@ fn sigint_stops_a_step_busy_in_lua() {
     );
     let events = record(&env);
     let spin = finished(&events, 0);
-    assert_eq!(spin["outcome"], "failed", "{spin}");
-    assert!(error_of(spin).contains("interrupted"), "{spin}");
+    assert_eq!(outcome_of(spin), StepOutcome::Failed, "{spin:?}");
+    assert!(error_of(spin).contains("interrupted"), "{spin:?}");
     let end = run_finished(&events);
-    assert_eq!(end["outcome"], "interrupted", "{end}");
-    assert_eq!(end["exit_code"], 130, "{end}");
+    assert_eq!(
+        end_of(end),
+        (RunOutcome::Interrupted, 130),
+        "{end:?}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -556,12 +596,15 @@ fn stuck_step_ends_on(sig: i32, code: i32, name: &str) {
     // its final event and the signal's exit code.
     let events = record(&env);
     let stuck = finished(&events, 0);
-    assert_eq!(stuck["outcome"], "failed", "{stuck}");
-    assert!(error_of(stuck).contains("interrupted"), "{stuck}");
-    assert!(error_of(stuck).contains("stuck_step.lua:"), "{stuck}");
+    assert_eq!(outcome_of(stuck), StepOutcome::Failed, "{stuck:?}");
+    assert!(error_of(stuck).contains("interrupted"), "{stuck:?}");
+    assert!(error_of(stuck).contains("stuck_step.lua:"), "{stuck:?}");
     let end = run_finished(&events);
-    assert_eq!(end["outcome"], "interrupted", "{end}");
-    assert_eq!(end["exit_code"], code, "{end}");
+    assert_eq!(
+        end_of(end),
+        (RunOutcome::Interrupted, code),
+        "{end:?}"
+    );
 }
 
 #[test]

@@ -6,7 +6,6 @@
 //! Each read here appends a line to a counter file on the real machine and prints the
 //! count, so the file says how many times the read was really sent.
 use crate::common::*;
-use serde_json::Value;
 use std::path::Path;
 
 /// A read that counts how often it is sent, in `file`.
@@ -23,11 +22,13 @@ fn sent(file: &Path) -> usize {
         .unwrap_or(0)
 }
 
-fn started(events: &[Value]) -> Vec<&Value> {
-    events
-        .iter()
-        .filter(|e| e["event"] == "action_started")
-        .collect()
+fn started(events: &[Event]) -> Vec<&Event> {
+    pick!(events, Event::ActionStarted { .. })
+}
+
+/// Whether each action that started was answered from the plan's dry-run.
+fn replayed(events: &[Event]) -> Vec<bool> {
+    pick!(events, Event::ActionStarted { replayed, .. } => *replayed)
 }
 
 /// A runbook of reads only needs no confirmation, so `run` without `--yes` makes its
@@ -55,18 +56,18 @@ end)
     let events = env.last_record();
     let reads = started(&events);
     assert_eq!(reads.len(), 2, "{reads:#?}");
-    assert!(reads.iter().all(|e| e["replayed"] == true), "{reads:#?}");
+    assert!(replayed(&events).iter().all(|r| *r), "{reads:#?}");
     // What the answer printed flows through the real run as if it had run.
     assert!(
         events
             .iter()
-            .any(|e| e["event"] == "output" && e["line"] == "1"),
+            .any(|e| matches!(e, Event::Output { line, .. } if line == "1")),
         "{events:#?}"
     );
     assert!(
         events
             .iter()
-            .any(|e| e["event"] == "log" && e["message"] == "count 1"),
+            .any(|e| matches!(e, Event::Log { message, .. } if message == "count 1")),
         "{events:#?}"
     );
     let all = env.all_records();
@@ -84,10 +85,7 @@ end)
     Run::new(&env, &file).yes().expect_exit(0).run();
     assert_eq!(sent(&a), 2);
     let events = env.last_record();
-    assert!(
-        started(&events).iter().all(|e| e.get("replayed").is_none()),
-        "{events:#?}"
-    );
+    assert!(replayed(&events).iter().all(|r| !r), "{events:#?}");
 }
 
 /// A wait (`sleep`) and a retry are there to see something new: the reads after them
@@ -139,11 +137,7 @@ end)
     // the dry-run's first answer (1, fails), attempt 2 sent (4) and passes.
     assert_eq!(sent(&c), 4, "{}", out.describe());
     let events = env.last_record();
-    let replayed: Vec<bool> = started(&events)
-        .iter()
-        .map(|e| e["replayed"] == true)
-        .collect();
-    assert_eq!(replayed, [true, false], "{events:#?}");
+    assert_eq!(replayed(&events), [true, false], "{events:#?}");
 }
 
 /// A plan that changes anything keeps no answers: any read may decide what is changed,
@@ -188,8 +182,5 @@ step("delete it", function() here:exec({{ "rm", "-rf", "--", "{dir}/" .. picked 
         "{screen}"
     );
     let events = env.last_record();
-    assert!(
-        started(&events).iter().all(|e| e.get("replayed").is_none()),
-        "{events:#?}"
-    );
+    assert!(replayed(&events).iter().all(|r| !r), "{events:#?}");
 }

@@ -266,12 +266,11 @@ end)
         assert_eq!(new.len(), 2, "{}", out.describe());
         let (first, second) = {
             let events = out.record();
-            let started: Vec<String> = events
-                .iter()
-                .filter(|e| e["event"] == "action_finished")
-                .filter_map(|e| e["stdout_tail"].as_str().map(|s| s.trim().to_string()))
-                .filter(|s| !s.is_empty())
-                .collect();
+            let started: Vec<String> =
+                pick!(events, Event::ActionFinished { stdout_tail, .. } => stdout_tail.trim().to_string())
+                    .into_iter()
+                    .filter(|s| !s.is_empty())
+                    .collect();
             (started[0].clone(), started[1].clone())
         };
         if first > second {

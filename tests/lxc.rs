@@ -293,9 +293,9 @@ end)
         .expect_exit(1)
         .run();
     let events = out.events();
-    let outcome = |i: u64| step_finished(&events, i)["outcome"].clone();
-    assert_eq!(outcome(0), "changed", "{}", out.describe());
-    assert_eq!(outcome(1), "failed", "{}", out.describe());
+    let outcome = |i: usize| step_outcome(&events, i);
+    assert_eq!(outcome(0), StepOutcome::Changed, "{}", out.describe());
+    assert_eq!(outcome(1), StepOutcome::Failed, "{}", out.describe());
     assert!(
         dir.host.join("made").exists(),
         "the change happened in the container"

@@ -19,7 +19,6 @@
 use crate::common;
 use crate::common::*;
 
-use serde_json::Value;
 use std::time::Duration;
 
 /// How long any run may take before the test kills it (a hang is a failure).
@@ -98,14 +97,19 @@ fn assert_refused(env: &Env, o: &Output, at: &str, msg: &str) {
 }
 
 /// The record ends with `run_finished`, and the `always` step ran.
-fn assert_complete(env: &Env, o: &Output) -> Vec<Value> {
+fn assert_complete(env: &Env, o: &Output) -> Vec<Event> {
     let events = env.last_record();
     let last = events.last().expect("a record");
-    assert_eq!(last["event"], "run_finished", "{o:?}\n{last}");
     assert!(
-        events.iter().any(|e| e["event"] == "step_finished"
-            && e["name"] == "cleanup"
-            && e["outcome"] == "ok"),
+        matches!(last, Event::RunFinished { .. }),
+        "{o:?}\n{last:?}"
+    );
+    assert!(
+        events.iter().any(|e| matches!(e, Event::StepFinished {
+            name,
+            outcome: StepOutcome::Ok,
+            ..
+        } if name == "cleanup")),
         "the always step ran\n{o:?}"
     );
     assert!(o.stderr_str().contains("always ran"), "{o:?}");
@@ -113,7 +117,7 @@ fn assert_complete(env: &Env, o: &Output) -> Vec<Value> {
 }
 
 /// Exit 1, the failed step's error names `at` and says `msg`, in stderr and the record.
-fn assert_step_failed(env: &Env, o: &Output, step: &str, at: &str, msg: &str) -> Vec<Value> {
+fn assert_step_failed(env: &Env, o: &Output, step: &str, at: &str, msg: &str) -> Vec<Event> {
     assert_eq!(o.status.code(), Some(1), "a failed step exits 1\n{o:?}");
     let line = o
         .stderr_str()
@@ -124,10 +128,17 @@ fn assert_step_failed(env: &Env, o: &Output, step: &str, at: &str, msg: &str) ->
     let events = assert_complete(env, o);
     let failed = events
         .iter()
-        .find(|e| e["event"] == "step_finished" && e["name"] == step)
+        .find(|e| matches!(e, Event::StepFinished { name, .. } if name == step))
         .unwrap_or_else(|| panic!("step {step} finished\n{o:?}"));
-    assert_eq!(failed["outcome"], "failed", "{failed}");
-    let error = failed["error"].as_str().unwrap_or_default();
+    let Event::StepFinished {
+        outcome: StepOutcome::Failed,
+        error,
+        ..
+    } = failed
+    else {
+        panic!("{failed:?}")
+    };
+    let error = error.as_deref().unwrap_or_default();
     assert!(error.contains(at) && error.contains(msg), "{error}");
     events
 }
@@ -347,7 +358,16 @@ end)"#,
             "timeout = {v} is no timeout\n{o:?}"
         );
         let events = assert_complete(&env, &o);
-        assert_eq!(events.last().unwrap()["outcome"], "ok", "{o:?}");
+        assert!(
+            matches!(
+                events.last(),
+                Some(Event::RunFinished {
+                    outcome: RunOutcome::Ok,
+                    ..
+                })
+            ),
+            "{o:?}"
+        );
     }
     env.write("n.lua", &runbook("step(\"s\", function() sleep(0.3) end)"));
     for v in ["0", "0.0", "0s", "0ms"] {
@@ -371,12 +391,12 @@ const NOFILE: u64 = 256;
 const SLOTS: i64 = 24;
 
 /// The most commands that were running at one time, from the record.
-fn most_at_once(events: &[Value]) -> i64 {
+fn most_at_once(events: &[Event]) -> i64 {
     let (mut now, mut most) = (0i64, 0i64);
     for e in events {
-        match e["event"].as_str() {
-            Some("action_started") => now += 1,
-            Some("action_finished") => now -= 1,
+        match e {
+            Event::ActionStarted { .. } => now += 1,
+            Event::ActionFinished { .. } => now -= 1,
             _ => {}
         }
         most = most.max(now);
@@ -403,12 +423,9 @@ end)"#
     );
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     let events = assert_complete(&env, &o);
-    let finished: Vec<&Value> = events
-        .iter()
-        .filter(|e| e["event"] == "action_finished")
-        .collect();
+    let finished = pick!(events, Event::ActionFinished { ok, .. } => *ok);
     assert_eq!(finished.len(), n, "every command ran");
-    assert!(finished.iter().all(|e| e["ok"] == true), "{o:?}");
+    assert!(finished.iter().all(|ok| *ok), "{o:?}");
     let most = most_at_once(&events);
     assert!(
         (1..=SLOTS).contains(&most),
@@ -442,10 +459,7 @@ end)"#
         &here("n.lua", &text),
         "step timed out after 1.0s",
     );
-    let started = events
-        .iter()
-        .filter(|e| e["event"] == "action_started")
-        .count() as i64;
+    let started = pick!(events, Event::ActionStarted { .. }).len() as i64;
     assert!(
         (1..=SLOTS).contains(&started),
         "only the commands that had a slot started ({started} of {n})\n{o:?}"

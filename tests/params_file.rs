@@ -149,8 +149,10 @@ fn the_demo_params_file_is_the_readme_command() {
     let params_of = |out: &Output| {
         out.events()
             .into_iter()
-            .find(|e| e["event"] == "run_started")
-            .map(|e| e["params"].clone())
+            .find_map(|e| match e {
+                Event::RunStarted { params, .. } => Some(params),
+                _ => None,
+            })
             .unwrap()
     };
     let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();

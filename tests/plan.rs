@@ -131,17 +131,12 @@ fn planned(plan: &Value) -> Vec<(String, String)> {
 }
 
 /// (target, command) of every change the record says was started, in order.
-fn applied(events: &[Value]) -> Vec<(String, String)> {
-    events
-        .iter()
-        .filter(|e| e["event"] == "action_started" && e["effect"] == "change")
-        .map(|e| {
-            (
-                e["target"].as_str().unwrap().to_string(),
-                e["command"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
+fn applied(events: &[Event]) -> Vec<(String, String)> {
+    pick!(
+        events,
+        Event::ActionStarted { effect: Effect::Change, target, command, .. }
+            => (target.clone(), command.clone())
+    )
 }
 
 /// The apply went through, made exactly the plan's changes in order, and its record
@@ -160,7 +155,11 @@ fn assert_applied_as_planned(env: &Env, what: &str, plan: &Value, out: &Output) 
         "{what}: the applied changes are not the plan's"
     );
     let sha = sha256_of(&plan_path(env));
-    assert_eq!(events[0]["plan"], Value::String(sha.clone()), "{what}");
+    assert!(
+        matches!(&events[0], Event::RunStarted { plan: Some(p), .. } if *p == sha),
+        "{what}: {:?}",
+        events[0]
+    );
     let history = env.cmd().arg("history").output().unwrap();
     assert!(
         stdout(&history).contains(&sha[..12]),
@@ -304,9 +303,15 @@ fn job_runs(env: &Env, target_expr: &str, job: &str, extra: &[String]) -> bool {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", describe(&out));
-    parse_ndjson(&out.stdout)
-        .iter()
-        .any(|e| e["event"] == "action_planned" && e["effect"] == "change")
+    stamped_of(parse_ndjson(&out.stdout)).iter().any(|s| {
+        matches!(
+            s.event,
+            Event::ActionPlanned {
+                effect: Effect::Change,
+                ..
+            }
+        )
+    })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -615,8 +620,7 @@ fn the_fleet_example_applies_its_plan_of_reads() {
     assert!(
         events
             .iter()
-            .any(|e| e["event"] == "log"
-                && e["message"].as_str().unwrap().starts_with("trainer runs ")),
+            .any(|e| matches!(e, Event::Log { message, .. } if message.starts_with("trainer runs "))),
         "{events:#?}"
     );
 
@@ -918,12 +922,9 @@ fn a_read_that_picks_another_directory_stops_the_apply_before_it() {
     assert_nothing_changed(&env, "pick");
     let events = env.last_record();
     assert!(
-        events.iter().any(|e| e["event"] == "log"
-            && e["level"] == "warn"
-            && e["message"]
-                .as_str()
-                .unwrap()
-                .contains("returned something else than when the plan was made")),
+        logs(&events, Some(Level::Warn))
+            .iter()
+            .any(|m| m.contains("returned something else than when the plan was made")),
         "the changed read is said too: {events:#?}"
     );
 }

@@ -295,11 +295,8 @@ end)
     assert_eq!(logged(&logs, "dry"), "nil true true nil false");
     assert!(!log.exists(), "nothing was started");
     assert!(!s.runtime.join("runbook/proc-never.pid").exists());
-    let planned: Vec<String> = out
-        .of_kind("action_planned")
-        .iter()
-        .map(|e| e["summary"].as_str().unwrap().to_string())
-        .collect();
+    let planned: Vec<String> =
+        pick!(out.run_events(), Event::ActionPlanned { summary, .. } => summary.clone());
     assert_eq!(planned.len(), 1, "{planned:?}");
     assert!(
         planned[0].starts_with("start job never in the background: sh -c "),

@@ -203,10 +203,7 @@ end)
     let err = step_error(&ev, 0);
     assert!(err.contains("deadhost"), "names the host: {err}");
     assert!(err.contains("Connection refused"), "says why: {err}");
-    let attempts: Vec<u64> = of_kind(&ev, "step_started")
-        .iter()
-        .map(|e| e["attempt"].as_u64().unwrap())
-        .collect();
+    let attempts: Vec<u32> = pick!(ev, Event::StepStarted { attempt, .. } => *attempt);
     assert_eq!(attempts, vec![1, 2, 3], "{ev:#?}");
 }
 
@@ -298,11 +295,17 @@ end)
     assert!(err.contains("node1"), "names the host: {err}");
     assert!(!err.contains("exit code 255"), "{err}");
     assert!(always.exists(), "the always step ran on local\n{out}");
-    assert_ne!(step_finished(&ev, 1)["outcome"], "failed", "{out}");
+    assert_ne!(step_outcome(&ev, 1), StepOutcome::Failed, "{out}");
     let record = env.complete_record();
     let end = record.last().unwrap();
-    assert_eq!(end["outcome"], "failed", "{end}");
-    assert_eq!(end["exit_code"], 1, "{end}");
+    let Event::RunFinished {
+        outcome, exit_code, ..
+    } = end
+    else {
+        panic!("{end:?}")
+    };
+    assert_eq!(*outcome, RunOutcome::Failed, "{end:?}");
+    assert_eq!(*exit_code, 1, "{end:?}");
 }
 
 #[test]
@@ -459,7 +462,16 @@ end)
         "the remote shell's background sleep survived Ctrl-C\n{out}"
     );
     let record = env.complete_record();
-    assert_eq!(record.last().unwrap()["outcome"], "interrupted");
+    assert!(
+        matches!(
+            record.last(),
+            Some(Event::RunFinished {
+                outcome: RunOutcome::Interrupted,
+                ..
+            })
+        ),
+        "{record:#?}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -614,7 +626,10 @@ end)
         err.contains("nul.lua:12") && err.contains("NUL byte") && err.contains("argument 2"),
         "{err}"
     );
-    assert!(out.of_kind("action_started").is_empty(), "nothing ran");
+    assert!(
+        pick!(out.run_events(), Event::ActionStarted { .. }).is_empty(),
+        "nothing ran"
+    );
 }
 
 #[test]

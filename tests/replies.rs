@@ -44,18 +44,8 @@ fn saved(env: &Env, saved: &Path, name: &str) -> String {
 }
 
 /// (step name, outcome) of every finished step, and the exit code.
-fn outcome(out: &Output) -> (i32, Vec<(String, String)>) {
-    let steps = out
-        .events()
-        .iter()
-        .filter(|e| e["event"] == "step_finished")
-        .map(|e| {
-            (
-                e["name"].as_str().unwrap_or_default().to_string(),
-                e["outcome"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-        .collect();
+fn outcome(out: &Output) -> (i32, Vec<(String, StepOutcome)>) {
+    let steps = pick!(out.events(), Event::StepFinished { name, outcome, .. } => (name.clone(), *outcome));
     (out.code(), steps)
 }
 
@@ -185,7 +175,7 @@ fn the_saved_clean_reset_passes_in_milliseconds() {
         started.elapsed()
     );
     assert_eq!(
-        out.logs_at("info")
+        out.logs_at(Level::Info)
             .iter()
             .filter(|l| l.starts_with("throughput ") && l.ends_with("(minimum 1.0)"))
             .count(),
@@ -212,12 +202,8 @@ fn a_failed_venv_verify_keeps_the_old_venv() {
         "{err}"
     );
     assert!(err.contains("ImportError: libcudart.so.12"), "{err}");
-    let skipped: Vec<String> = out
-        .of_kind("step_skipped")
-        .iter()
-        .filter(|e| e["reason"] == "an earlier step failed")
-        .map(|e| e["name"].as_str().unwrap_or_default().to_string())
-        .collect();
+    let skipped: Vec<String> = pick!(out.run_events(), Event::StepSkipped { name, reason, .. }
+        if reason == "an earlier step failed" => name.clone());
     for later in [
         "restore code to the known-good rev",
         "restore or clear the compile caches (kept aside)",
@@ -227,11 +213,8 @@ fn a_failed_venv_verify_keeps_the_old_venv() {
     }
     // Nothing after the build was sent: the code, the caches and the job stay as they were,
     // and the replies for them are left over.
-    let sent: Vec<String> = out
-        .of_kind("action_started")
-        .iter()
-        .map(|e| e["command"].as_str().unwrap_or_default().to_string())
-        .collect();
+    let sent: Vec<String> =
+        pick!(out.run_events(), Event::ActionStarted { command, .. } => command.clone());
     assert!(sent.last().unwrap().contains(" venv-build.sh "), "{sent:?}");
     let left = unused(&out);
     assert!(left.contains("venv-list.sh"), "{left}");
@@ -254,7 +237,7 @@ fn throughput_under_the_minimum_fails_with_the_line() {
         "{err}"
     );
     // The caches were moved aside by then: the cleanup step says how to put them back.
-    let warned = out.logs_at("warn").join("\n");
+    let warned = out.logs_at(Level::Warn).join("\n");
     assert!(
         warned.contains("runbook run cache-reset --set host=local"),
         "{warned}"
@@ -350,7 +333,7 @@ fn no_target_is_contacted_and_repeats_answer_in_order() {
         .expect_exit(0)
         .run();
     assert!(!marker.exists(), "touch did not run");
-    let logs = out.logs_at("info");
+    let logs = out.logs_at(Level::Info);
     assert!(
         logs.contains(&"gpus: GPU 0: NVIDIA H200".to_string()),
         "{logs:?}"

@@ -11,7 +11,6 @@ use crate::common::running::{alive, gone_within, Reap, Running};
 use crate::common::sshd::Fleet;
 use crate::common::*;
 
-use serde_json::Value;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -115,7 +114,7 @@ fn killed_run_leaves_a_copy(env: &Env, rb: &Path, pids: &Path, fleet: Option<&Fl
     let until = Instant::now() + Duration::from_secs(10);
     while !records(env)[0]
         .iter()
-        .any(|e| e["event"] == "action_pgid" && e["step"] == 1)
+        .any(|e| matches!(e, Event::ActionPgid { step: 1, .. }))
     {
         assert!(Instant::now() < until, "no action_pgid\n{}", first.output());
         std::thread::sleep(Duration::from_millis(20));
@@ -133,29 +132,21 @@ fn killed_run_leaves_a_copy(env: &Env, rb: &Path, pids: &Path, fleet: Option<&Fl
 
 /// All run records, in the order they started. A line still being written (a record
 /// read while its run runs) is left out.
-fn records(env: &Env) -> Vec<Vec<Value>> {
-    let mut all: Vec<Vec<Value>> = std::fs::read_dir(env.state().join("runs"))
+fn records(env: &Env) -> Vec<Vec<Event>> {
+    let mut all: Vec<Vec<Stamped>> = std::fs::read_dir(env.state().join("runs"))
         .unwrap()
         .flatten()
-        .map(|e| {
-            std::fs::read_to_string(e.path())
-                .unwrap()
-                .lines()
-                .filter_map(|l| serde_json::from_str(l).ok())
-                .collect::<Vec<Value>>()
-        })
+        .map(|e| read_stamped_so_far(&e.path()))
         .filter(|r| !r.is_empty())
         .collect();
-    all.sort_by_key(|r| r[0]["ts"].as_str().unwrap_or_default().to_string());
-    all
+    all.sort_by_key(|r| r[0].ts.clone());
+    all.into_iter()
+        .map(|r| r.into_iter().map(|s| s.event).collect())
+        .collect()
 }
 
-fn warnings(record: &[Value]) -> Vec<String> {
-    record
-        .iter()
-        .filter(|e| e["event"] == "log" && e["level"] == "warn")
-        .map(|e| e["message"].as_str().unwrap_or_default().to_string())
-        .collect()
+fn warnings(record: &[Event]) -> Vec<String> {
+    logs(record, Some(Level::Warn))
 }
 
 /// The whole flow: kill -9 mid-command, the copy survives; a dry-run resume names it and
@@ -175,7 +166,10 @@ fn resume_stops_the_earlier_copy(fleet: Option<&Fleet>, on: &str, target_name: &
         .stderr_text();
     assert!(alive(old), "a dry-run resume stops nothing");
     let dry_record = records(&env).pop().unwrap();
-    assert_eq!(dry_record[0]["mode"], "dry-run");
+    assert!(
+        matches!(&dry_record[0], Event::RunStarted { mode, .. } if mode == "dry-run"),
+        "{dry_record:#?}"
+    );
     let said = warnings(&dry_record).join("\n");
     assert!(
         said.contains(&format!("process group {old}")) && said.contains("a real resume stops it"),
@@ -219,7 +213,16 @@ fn resume_and_check(
     assert_eq!(copies(pids).len(), 2, "exactly one new copy");
 
     let record = records(env).pop().unwrap();
-    assert!(record[0]["resumed_from"].is_string(), "{record:?}");
+    assert!(
+        matches!(
+            &record[0],
+            Event::RunStarted {
+                resumed_from: Some(_),
+                ..
+            }
+        ),
+        "{record:?}"
+    );
     let said = warnings(&record);
     assert_eq!(said.len(), 1, "{said:?}");
     let w = &said[0];
@@ -233,10 +236,13 @@ fn resume_and_check(
         assert!(w.contains(part), "the warning names {part:?}: {w}");
     }
     // The warning comes before the step runs again.
-    let warn_at = record.iter().position(|e| e["event"] == "log").unwrap();
+    let warn_at = record
+        .iter()
+        .position(|e| matches!(e, Event::Log { .. }))
+        .unwrap();
     let step_at = record
         .iter()
-        .position(|e| e["event"] == "step_started" && e["name"] == "beat")
+        .position(|e| matches!(e, Event::StepStarted { name, .. } if name == "beat"))
         .unwrap();
     assert!(warn_at < step_at, "{record:#?}");
 }
@@ -287,15 +293,22 @@ fn resume_never_stops_a_process_that_only_has_the_same_number() {
         let edited: Vec<String> = original
             .lines()
             .map(|line| {
-                let mut ev: Value = serde_json::from_str(line).unwrap();
-                if ev["event"] == "action_pgid" && ev["step"] == 1 {
-                    ev["pgid"] = other.into();
+                let mut ev = parse_record_line(line);
+                if let Event::ActionPgid {
+                    step: 1,
+                    pgid,
+                    start_time,
+                    boot_id,
+                    ..
+                } = &mut ev.event
+                {
+                    *pgid = other as u32;
                     if let Some(start) = &edit {
-                        ev["start_time"] = start.parse::<u64>().unwrap().into();
-                        ev["boot_id"] = "00000000-0000-0000-0000-000000000000".into();
+                        *start_time = Some(start.parse().unwrap());
+                        *boot_id = Some("00000000-0000-0000-0000-000000000000".into());
                     }
                 }
-                ev.to_string()
+                serde_json::to_string(&ev).unwrap()
             })
             .collect();
         std::fs::write(&record_path, edited.join("\n") + "\n").unwrap();
@@ -350,11 +363,11 @@ fn resume_refuses_when_it_cannot_prove_who_runs() {
         .unwrap()
         .lines()
         .map(|line| {
-            let mut ev: Value = serde_json::from_str(line).unwrap();
-            if ev["event"] == "action_pgid" && ev["step"] == 1 {
-                ev["pgid"] = group.into();
+            let mut ev = parse_record_line(line);
+            if let Event::ActionPgid { step: 1, pgid, .. } = &mut ev.event {
+                *pgid = group as u32;
             }
-            ev.to_string()
+            serde_json::to_string(&ev).unwrap()
         })
         .collect();
     std::fs::write(&record_path, edited.join("\n") + "\n").unwrap();
@@ -476,27 +489,26 @@ end)
         .run();
     let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
     let record = records(&env).pop().unwrap();
-    let groups: Vec<&Value> = record
-        .iter()
-        .filter(|e| e["event"] == "action_pgid")
-        .collect();
-    let targets: Vec<&str> = groups
-        .iter()
-        .map(|g| g["target"].as_str().unwrap())
-        .collect();
+    // (target, boot_id, start_time, via) of each group; its pgid is a number by its type.
+    let groups = pick!(record, Event::ActionPgid { target, boot_id, start_time, via, .. }
+        => (target.as_str(), boot_id.as_deref(), *start_time, via));
+    let targets: Vec<&str> = groups.iter().map(|g| g.0).collect();
     assert_eq!(
         targets,
         ["local", "node1", "node1", "node1", "node1/ct200"],
         "{record:#?}"
     );
     for g in &groups {
-        assert_eq!(g["boot_id"], boot.trim(), "{g}");
-        assert!(g["start_time"].as_u64().is_some(), "{g}");
-        assert!(g["pgid"].as_u64().is_some(), "{g}");
+        assert_eq!(g.1, Some(boot.trim()), "{g:?}");
+        assert!(g.2.is_some(), "{g:?}");
     }
-    assert!(groups[0].get("via").is_none(), "local needs no route");
-    assert_eq!(groups[1]["via"][0]["ssh"]["host"], "node1");
-    assert_eq!(groups[4]["via"][1]["pct"], 200);
+    assert!(groups[0].3.is_empty(), "local needs no route");
+    assert!(
+        matches!(&groups[1].3[0], Hop::Ssh { host, .. } if host == "node1"),
+        "{:?}",
+        groups[1].3
+    );
+    assert_eq!(groups[4].3[1], Hop::In(Container::Pct(200)));
 }
 
 /// A line a command prints that looks like a group report (`\036runbook-pgid=…`, naming
@@ -535,20 +547,11 @@ end)
             .expect_exit(0)
             .run();
         let record = out.record();
-        let planted: Vec<&Value> = record
-            .iter()
-            .filter(|e| e["event"] == "action_pgid" && e["pgid"] == pid)
-            .collect();
+        let planted = pick!(record, Event::ActionPgid { pgid, .. } if *pgid == pid);
         assert!(planted.is_empty(), "sessions {sessions}: {planted:#?}");
-        let said = record
-            .iter()
-            .filter(|e| {
-                e["event"] == "output"
-                    && e["line"]
-                        .as_str()
-                        .is_some_and(|l| l.starts_with(&format!("\u{1e}runbook-pgid={pid} ")))
-            })
-            .count();
+        let said = pick!(record, Event::Output { line, .. }
+            if line.starts_with(&format!("\u{1e}runbook-pgid={pid} ")))
+        .len();
         assert_eq!(
             said, 3,
             "sessions {sessions}: the line is each command's output"

@@ -161,7 +161,7 @@ impl Sandbox {
         assert!(
             events
                 .iter()
-                .any(|e| e["event"] == "step_skipped" && e["name"] == "after"),
+                .any(|e| matches!(e, Event::StepSkipped { name, .. } if name == "after")),
             "the step after the escape was skipped: {events:#?}"
         );
         self.assert_canary_untouched(o);
@@ -463,9 +463,8 @@ fn a_backtracking_pattern_ends_at_the_step_timeout() {
     );
     assert!(o.took < Duration::from_secs(20), "{o:?}");
     let events = sb.env.last_record();
-    assert_eq!(
-        events.last().unwrap()["event"],
-        "run_finished",
+    assert!(
+        matches!(events.last(), Some(Event::RunFinished { .. })),
         "{events:#?}"
     );
     sb.assert_canary_untouched(&o);
@@ -875,8 +874,10 @@ fn a_loop_with_the_hook_off_ends_within_the_watchdog_grace() {
     sb.assert_canary_untouched(&o);
     let events = sb.env.last_record();
     let last = events.last().unwrap();
-    assert_eq!(last["event"], "run_finished", "{events:#?}");
-    assert_eq!(last["exit_code"], 1, "{last}");
+    let Event::RunFinished { exit_code, .. } = last else {
+        panic!("{events:#?}")
+    };
+    assert_eq!(*exit_code, 1, "{last:?}");
 }
 
 /// SIGTERM during Lua code that runs with the hook off ends the run within the grace
@@ -902,8 +903,10 @@ fn a_signal_ends_a_loop_with_the_hook_off() {
     );
     let events = sb.env.last_record();
     let last = events.last().unwrap();
-    assert_eq!(last["event"], "run_finished", "{events:#?}");
-    assert_eq!(last["outcome"], "interrupted", "{last}");
+    let Event::RunFinished { outcome, .. } = last else {
+        panic!("{events:#?}")
+    };
+    assert_eq!(*outcome, RunOutcome::Interrupted, "{last:?}");
     assert_eq!(
         std::fs::read_to_string(&sb.canary).unwrap(),
         CANARY,
@@ -979,7 +982,9 @@ fn assert_exec_refused_in_coroutine(fixture: &str) {
     );
     let events = sb.env.last_record();
     assert!(
-        !events.iter().any(|e| e["event"] == "action_started"),
+        !events
+            .iter()
+            .any(|e| matches!(e, Event::ActionStarted { .. })),
         "no command started: {events:#?}"
     );
     std::thread::sleep(Duration::from_secs(5));

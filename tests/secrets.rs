@@ -190,17 +190,16 @@ step("say", function() here:exec({ "echo", "we deploy today" }, { read_only = tr
         .stderr_has("param 'word' is a secret of only 6 characters")
         .run();
     let events = env.last_record();
-    assert_eq!(events[0]["runbook"], "deploy", "{:#?}", events[0]);
-    assert!(
-        events[0]["path"].as_str().unwrap().ends_with("deploy.lua"),
-        "{:#?}",
-        events[0]
-    );
-    let out_line = events
-        .iter()
-        .find(|e| e["event"] == "output")
+    let Event::RunStarted { runbook, path, .. } = &events[0] else {
+        panic!("{:#?}", events[0])
+    };
+    assert_eq!(runbook, "deploy", "{:#?}", events[0]);
+    assert!(path.ends_with("deploy.lua"), "{:#?}", events[0]);
+    let out_line = pick!(events, Event::Output { line, .. } => line)
+        .into_iter()
+        .next()
         .expect("an output event");
-    assert_eq!(out_line["line"], "we *** today", "output is still masked");
+    assert_eq!(out_line, "we *** today", "output is still masked");
     Run::cmd(&env, ["history"]).stdout_has("deploy").run();
     // --resume last finds the run.
     Run::new(&env, &rb)
@@ -363,8 +362,8 @@ end)
     }
     assert!(saved.contains("rotate ***"), "{saved}");
     assert!(seen.contains("env 'TOKEN=***'"), "{seen}");
-    let failed = real.of_kind("step_finished");
-    let error = failed[1]["error"].as_str().unwrap();
+    let failed = pick!(real.run_events(), Event::StepFinished { error, .. } => error.clone());
+    let error = failed[1].as_deref().unwrap();
     assert!(
         error.contains("exit code 3") && error.ends_with("exit 3'"),
         "no stderr tail: {error}"

@@ -160,9 +160,13 @@ end)
     assert!(err.contains("connection lost to node1"), "{err}\n{out}");
     assert!(err.contains("does not run it again"), "{err}");
     assert!(
-        run.events()
-            .iter()
-            .any(|e| e["event"] == "action_finished" && e["connection_lost"] == true),
+        run.events().iter().any(|e| matches!(
+            e,
+            Event::ActionFinished {
+                connection_lost: true,
+                ..
+            }
+        )),
         "the record says the connection was lost, as a fact --resume reads\n{out}"
     );
     assert_eq!(file_lines(&runs).len(), 1, "the command ran once");
@@ -258,7 +262,7 @@ end)
     );
     let out = remote(&env, &fleet, &rb).expect_exit(0).run();
     let warned: Vec<String> = out
-        .logs_at("warn")
+        .logs_at(Level::Warn)
         .into_iter()
         .filter(|l| l.contains("cannot keep a session open"))
         .collect();
@@ -483,10 +487,8 @@ end)
         .expect("script (util-linux) runs");
     let said = String::from_utf8_lossy(&ran.stdout).into_owned();
     assert!(ran.status.success(), "{}: {said}", ran.status);
-    let seen: Vec<String> = env
-        .last_record()
+    let seen: Vec<String> = pick!(env.last_record(), Event::Log { message, .. } => message.clone())
         .iter()
-        .filter_map(|e| e["message"].as_str())
         .filter_map(|m| m.strip_prefix("seen: "))
         .map(str::to_string)
         .collect();

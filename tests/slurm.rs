@@ -5,7 +5,7 @@
 use crate::common;
 
 use crate::common::slurm::Cluster;
-use crate::common::{Env, Run};
+use crate::common::{Effect, Env, Event, Hop, Run};
 use std::time::Duration;
 
 fn run<'e>(env: &'e Env, c: &Cluster, rb: &std::path::Path) -> Run<'e> {
@@ -86,12 +86,11 @@ end)
         );
     }
     // Records name the node and the job, and how to reach them again.
-    let started = out.of_kind("action_pgid");
+    let events = out.run_events();
+    let started = pick!(events, Event::ActionPgid { .. });
     assert!(
-        started
-            .iter()
-            .any(|e| e["via"][0]["slurm"]["node"] == c.nodes[1].as_str()
-                && e["via"][0]["slurm"]["job"] == c.job),
+        started.iter().any(|e| matches!(e, Event::ActionPgid { via, .. }
+            if matches!(via.first(), Some(Hop::Slurm(s)) if s.node == c.nodes[1] && s.job == Some(c.job)))),
         "{started:?}"
     );
     assert!(c.wait_no_steps(Duration::from_secs(5)).is_empty());
@@ -500,13 +499,10 @@ fn the_example_resets_every_node_of_a_job() {
             assert!(kept, "{n}: the stale cache is kept aside");
         }
         // Every command of the reset ran on the nodes through the job's steps.
-        let started = out.of_kind("action_started");
+        let started = pick!(out.run_events(), Event::ActionStarted { target, .. } => target.clone());
         for n in &c.nodes {
             let name = format!("slurm:{n}?job={}", c.job);
-            assert!(
-                started.iter().any(|e| e["target"] == name.as_str()),
-                "{name}"
-            );
+            assert!(started.contains(&name), "{name}");
         }
         assert!(c.wait_no_steps(Duration::from_secs(10)).is_empty());
     }
@@ -549,7 +545,10 @@ fn the_example_applies_exactly_its_plan() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|c| (c["target"].to_string(), c["shown"].to_string()))
+        .map(|c| {
+            let text = |key: &str| c[key].as_str().unwrap().to_string();
+            (text("target"), text("shown"))
+        })
         .collect();
     assert!(planned.len() >= 3 * 3, "{planned:?}");
     let out = Run::cmd(&env, ["apply"])
@@ -559,12 +558,11 @@ fn the_example_applies_exactly_its_plan() {
         .timeout(Duration::from_secs(240))
         .expect_exit(0)
         .run();
-    let applied: Vec<(String, String)> = out
-        .of_kind("action_started")
-        .iter()
-        .filter(|e| e["effect"] == "change")
-        .map(|e| (e["target"].to_string(), e["command"].to_string()))
-        .collect();
+    let applied: Vec<(String, String)> = pick!(
+        out.run_events(),
+        Event::ActionStarted { effect: Effect::Change, target, command, .. }
+            => (target.clone(), command.clone())
+    );
     assert_eq!(applied, planned);
     for n in &c.nodes {
         let code = std::fs::read_to_string(work.join(n).join("dflash/train.py")).unwrap();
@@ -767,10 +765,10 @@ end)
     std::thread::sleep(Duration::from_millis(500));
     first.signal(libc::SIGKILL);
     let _ = first.wait(Duration::from_secs(10));
-    let planted: Vec<serde_json::Value> = env
+    let planted: Vec<Event> = env
         .last_record()
         .into_iter()
-        .filter(|e| e["event"] == "action_pgid" && e["pgid"] == pid)
+        .filter(|e| matches!(e, Event::ActionPgid { pgid, .. } if *pgid == pid))
         .collect();
     std::fs::write(scratch.join("done"), "").unwrap();
     let resumed = run(&env, c, &rb).args(["--resume", "last"]).run();

@@ -143,20 +143,28 @@ fn json_ends_with_the_exit_code_of_the_error_or_the_run() {
         "runbook { name = \"fail\" }\nstep(\"s\", function() fail(\"no good\") end)\n",
     );
     let o = Run::new(&env, "fail.lua").yes().json().expect_exit(1).run();
+    let lines = o.lines();
+    assert!(lines.iter().all(|l| matches!(l, Line::Event(_))), "{lines:#?}");
     let events = o.events();
     let last = events.last().unwrap();
-    assert_eq!(last["event"], "run_finished", "{last}");
-    assert_eq!(last["outcome"], "failed", "{last}");
-    assert_eq!(last["exit_code"], 1, "{last}");
-    assert!(events.iter().all(|e| e["event"] != "error"));
+    let Event::RunFinished {
+        outcome, exit_code, ..
+    } = last
+    else {
+        panic!("{last:?}")
+    };
+    assert_eq!(*outcome, RunOutcome::Failed, "{last:?}");
+    assert_eq!(*exit_code, 1, "{last:?}");
     assert!(o.stderr.is_empty());
 
     let o = Run::new(&env, "nosuch.lua").json().expect_exit(2).run();
-    let events = o.events();
-    assert_eq!(events.len(), 1);
-    assert_eq!(events[0]["event"], "error");
-    assert_eq!(events[0]["exit_code"], 2);
-    assert_eq!(events[0]["message"], "no such runbook file: nosuch.lua");
+    let lines = o.lines();
+    assert_eq!(lines.len(), 1);
+    let Line::Error(error) = &lines[0] else {
+        panic!("{lines:#?}")
+    };
+    assert_eq!(error.exit_code, 2);
+    assert_eq!(error.message, "no such runbook file: nosuch.lua");
 }
 
 /// A signal before the run started (here: while the confirmation pass plans it) ends
@@ -189,11 +197,13 @@ fn a_signal_before_the_run_starts_ends_with_its_code_and_no_record() {
             "{}",
             run.output()
         );
-        let events = run.events();
-        assert_eq!(events.len(), 1, "{}", run.output());
-        assert_eq!(events[0]["event"], "error");
-        assert_eq!(events[0]["exit_code"], want);
-        assert_eq!(events[0]["message"], "interrupted");
+        let lines = run.lines();
+        assert_eq!(lines.len(), 1, "{}", run.output());
+        let Line::Error(error) = &lines[0] else {
+            panic!("{lines:#?}")
+        };
+        assert_eq!(error.exit_code, want);
+        assert_eq!(error.message, "interrupted");
         assert_eq!(env.record_count(), 0, "no record");
         assert!(!scratch.join("changed").exists());
     }

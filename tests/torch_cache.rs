@@ -205,7 +205,7 @@ fn expect_hit_counts_the_graphs_a_warm_up_still_compiled() {
     );
     assert_eq!(r["dir"], c.cache.display().to_string());
     assert_eq!(c.entries(), 3);
-    let warns = out.logs_at("warn");
+    let warns = out.logs_at(Level::Warn);
     assert!(
         warns.iter().any(|w| w.starts_with(
             "warm-up on local: the restored cache missed: 3 graphs compiled (FX graph cache entries in "
@@ -222,9 +222,9 @@ fn expect_hit_counts_the_graphs_a_warm_up_still_compiled() {
         (r["entries_before"].as_str(), r["entries_after"].as_str()),
         ("3", "3")
     );
-    assert!(out.logs_at("warn").is_empty(), "{:?}", out.logs_at("warn"));
+    assert!(out.logs_at(Level::Warn).is_empty(), "{:?}", out.logs_at(Level::Warn));
     assert!(out
-        .logs_at("info")
+        .logs_at(Level::Info)
         .iter()
         .any(|l| l.starts_with("warm-up on local: cache hit, nothing compiled (")));
 
@@ -267,7 +267,7 @@ fn torch_warmup_reads_inductors_own_counters() {
     assert_eq!(r["graphs_compiled"], "4");
     assert_eq!(r["torch"], "2.11.0+cpu");
     assert_eq!(r["inductor"], r["dir"]);
-    let warns = out.logs_at("warn");
+    let warns = out.logs_at(Level::Warn);
     assert!(
         warns.iter().any(|w| w.contains(
             "the restored cache missed: 4 graphs compiled (inductor's counters: 0 hit, 4 miss, 0 bypass; "
@@ -275,12 +275,10 @@ fn torch_warmup_reads_inductors_own_counters() {
         "{warns:?}"
     );
     // The preview names the wrapper, and the script's own output still streams.
-    let started: Vec<String> = out
-        .events()
-        .iter()
-        .filter(|e| e["event"] == "action_started" && e["effect"] == "change")
-        .map(|e| e["command"].as_str().unwrap().to_string())
-        .collect();
+    let started: Vec<String> = pick!(
+        out.events(),
+        Event::ActionStarted { effect: Effect::Change, command, .. } => command.clone()
+    );
     assert!(
         started[0].contains(&format!(
             "warmup-torch.sh {}/bin/python '' {} 4",
@@ -328,10 +326,10 @@ end)
     out.assert_exit(0);
     let dir = tmp.join("torchinductor_ops_1").display().to_string();
     assert!(
-        out.logs_at("info")
+        out.logs_at(Level::Info)
             .contains(&format!("dir={dir} inductor={dir} compiled=2")),
         "{:?}",
-        out.logs_at("info")
+        out.logs_at(Level::Info)
     );
 }
 
@@ -372,7 +370,7 @@ fn the_wrapper_runs_the_script_as_python_would() {
         r["hit"], "true",
         "the 2 graphs were cached by the first run"
     );
-    let warns = out.logs_at("warn");
+    let warns = out.logs_at(Level::Warn);
     assert!(
         warns.iter().any(|w| w.starts_with(
             "warm-up: the script left no torch report (it exited without running Python's exit handlers"
@@ -450,7 +448,7 @@ fn before_torch_2_7_files_are_the_fallback() {
     let (r, out) = c.ok("capture", &[]);
     assert_eq!(r["mode"], "files", "{r:?}");
     assert!(out
-        .logs_at("info")
+        .logs_at(Level::Info)
         .iter()
         .any(|l| l.starts_with("torch.capture: no Mega-Cache file at ")));
     c.ok("wipe", &[]);

@@ -2,7 +2,6 @@
 //! tests/fixtures/venv/make_wheels.py and installed with `no_index` + `find_links`.
 use crate::common::sshd::Fleet;
 use crate::common::*;
-use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -179,12 +178,13 @@ fn fresh_build_installs_verifies_and_reports() {
     let script = Command::new(case.venv.join("bin/rbdemo")).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&script.stdout).trim(), "2.0");
     case.assert_no_leftovers();
-    let build = out
-        .of_kind("action_started")
-        .into_iter()
-        .find(|e| e["effect"] == "change")
-        .expect("the build action");
-    let summary = build["summary"].as_str().unwrap();
+    let summary = pick!(
+        out.run_events(),
+        Event::ActionStarted { effect: Effect::Change, summary, .. } => summary.clone()
+    )
+    .into_iter()
+    .next()
+    .expect("the build action");
     assert!(
         summary.ends_with(&format!(
             "(python {}, rbdemo==2.0 from find-links {}, fresh)",
@@ -207,11 +207,21 @@ fn dry_run_plans_the_build_and_builds_nothing() {
     out.assert_exit(0);
     assert!(!case.venv.exists(), "a dry-run built the venv");
     case.assert_no_leftovers();
-    let planned = out.of_kind("action_planned");
+    let events = out.run_events();
+    let planned = pick!(events, Event::ActionPlanned { .. });
     assert_eq!(planned.len(), 1, "{planned:?}");
-    assert_eq!(planned[0]["effect"], "change");
+    let Event::ActionPlanned {
+        effect,
+        summary,
+        command,
+        ..
+    } = planned[0]
+    else {
+        unreachable!()
+    };
+    assert_eq!(*effect, Effect::Change);
     assert_eq!(
-        planned[0]["summary"],
+        *summary,
         format!(
             "build venv {} (python {}, rbdemo==1.0 from find-links {}, fresh)",
             case.venv.display(),
@@ -219,16 +229,21 @@ fn dry_run_plans_the_build_and_builds_nothing() {
             case.wheels.display()
         )
     );
-    let command = planned[0]["command"].as_str().unwrap();
     assert!(
         command.starts_with("env UV_PYTHON_DOWNLOADS=never venv-build.sh ")
             && command.ends_with(" rbdemo==1.0"),
         "{command}"
     );
     // The probe for uv is a read, so it ran.
-    let reads = out.of_kind("action_started");
+    let reads = pick!(events, Event::ActionStarted { .. });
     assert!(
-        reads.iter().all(|e| e["effect"] == "read") && !reads.is_empty(),
+        reads.iter().all(|e| matches!(
+            e,
+            Event::ActionStarted {
+                effect: Effect::Read,
+                ..
+            }
+        )) && !reads.is_empty(),
         "{reads:?}"
     );
     assert!(out
@@ -242,13 +257,12 @@ fn dry_run_plans_the_build_and_builds_nothing() {
         &[],
     );
     real.assert_exit(0);
-    let started: Vec<Value> = real
-        .of_kind("action_started")
-        .into_iter()
-        .filter(|e| e["effect"] == "change")
-        .collect();
+    let started = pick!(
+        real.run_events(),
+        Event::ActionStarted { effect: Effect::Change, command, .. } => command.clone()
+    );
     assert_eq!(started.len(), 1, "{started:?}");
-    assert_eq!(started[0]["command"], planned[0]["command"]);
+    assert_eq!(started[0], *command);
 }
 
 #[test]
@@ -435,15 +449,15 @@ fn missing_uv_is_a_clear_error() {
         Some(r#"packages = { "rbdemo==1.0" }, install_uv = true"#),
     );
     out.assert_exit(0);
-    let planned = out.of_kind("action_planned");
+    let planned = pick!(out.run_events(), Event::ActionPlanned { command, .. } => command.clone());
     assert_eq!(planned.len(), 2, "{planned:?}");
-    let install = planned[0]["command"].as_str().unwrap();
+    let install = &planned[0];
     assert!(
         install.contains("python3 -m pip install --user --no-index --find-links")
             && install.ends_with(" uv"),
         "{install}"
     );
-    let build = planned[1]["command"].as_str().unwrap();
+    let build = &planned[1];
     assert!(
         build.contains(&format!("{}/.local/bin/uv", home.display())),
         "{build}"
@@ -459,14 +473,14 @@ fn missing_uv_is_a_clear_error() {
         )),
     );
     out.assert_exit(0);
-    let planned = out.of_kind("action_planned");
-    let install = planned[0]["command"].as_str().unwrap();
+    let planned = pick!(out.run_events(), Event::ActionPlanned { command, .. } => command.clone());
+    let install = &planned[0];
     assert!(
         install.contains(&format!("--extra-index-url {torch} "))
             && !install.contains("--index-url "),
         "{install}"
     );
-    let build = planned[1]["command"].as_str().unwrap();
+    let build = &planned[1];
     assert!(
         build.contains(&format!(" --index-url {torch} ")) && build.ends_with(" torch==2.11.0"),
         "{build}"
@@ -529,12 +543,14 @@ fn fresh_build_over_ssh() {
     out.assert_exit(0);
     assert_eq!(case.rbdemo_version(), Ok("1.0".to_string()));
     assert!(out.logs().contains(&"package=rbdemo==1.0".to_string()));
-    let build = out
-        .of_kind("action_started")
-        .into_iter()
-        .find(|e| e["effect"] == "change")
-        .expect("the build action");
-    assert_eq!(build["target"], "node1");
+    let build = pick!(
+        out.run_events(),
+        Event::ActionStarted { effect: Effect::Change, target, .. } => target.clone()
+    )
+    .into_iter()
+    .next()
+    .expect("the build action");
+    assert_eq!(build, "node1");
     case.assert_no_leftovers();
 
     // Stopped half-way over SSH, the build cleans up after itself there too.
@@ -644,8 +660,8 @@ fn venv_rebuild_installs_from_the_index_url_mirror() {
     };
     let dry = run(&["--dry-run"]);
     dry.assert_exit(0);
-    let planned = dry.of_kind("action_planned");
-    let command = planned[0]["command"].as_str().unwrap();
+    let planned = pick!(dry.run_events(), Event::ActionPlanned { command, .. } => command.clone());
+    let command = &planned[0];
     assert!(
         command.ends_with(&format!(" --index-url {url} rbdemo==2.0")),
         "{command}"
@@ -653,13 +669,12 @@ fn venv_rebuild_installs_from_the_index_url_mirror() {
     let out = run(&["--yes"]);
     out.assert_exit(0);
     assert_eq!(case.rbdemo_version(), Ok("2.0".to_string()));
-    let started: Vec<Value> = out
-        .of_kind("action_started")
-        .into_iter()
-        .filter(|e| e["effect"] == "change")
-        .collect();
+    let started = pick!(
+        out.run_events(),
+        Event::ActionStarted { effect: Effect::Change, command, .. } => command.clone()
+    );
     assert_eq!(started.len(), 1, "{started:?}");
-    assert_eq!(started[0]["command"], planned[0]["command"]);
+    assert_eq!(started[0], planned[0]);
     let requests = mirror.requests();
     assert!(
         requests.contains("GET /simple/rbdemo/ HTTP")
@@ -688,12 +703,10 @@ fn venv_rebuild_previews_the_wheel_index() {
     };
     let build = |out: &Output| -> String {
         out.assert_exit(0);
-        out.of_kind("action_planned")
-            .iter()
-            .filter_map(|e| e["command"].as_str())
+        pick!(out.run_events(), Event::ActionPlanned { command, .. } => command.clone())
+            .into_iter()
             .find(|c| c.contains("torch==2.11.0"))
             .unwrap_or_else(|| panic!("no build planned: {}", out.describe()))
-            .to_string()
     };
     for (sets, tail) in [
         (
@@ -747,7 +760,7 @@ fn venv_rebuild_previews_the_wheel_index() {
             "{stderr}"
         );
         assert!(
-            out.of_kind("action_planned").is_empty(),
+            pick!(out.run_events(), Event::ActionPlanned { .. }).is_empty(),
             "{set}: nothing is planned"
         );
     }

@@ -78,7 +78,7 @@ fn a_warm_up_that_fills_its_cache_passes() {
     let rb = c.runbook(5, 0.0, &format!("expect_cache = \"{}\"", c.cache.display()));
     let out = c.run(&rb, &[]);
     out.assert_exit(0);
-    let info = out.logs_at("info");
+    let info = out.logs_at(Level::Info);
     assert!(
         info.contains(&"ok=true planned=false duration=number caches=1".to_string()),
         "{info:?}"
@@ -98,7 +98,7 @@ fn a_warm_up_that_fills_its_cache_passes() {
     // A second run adds files to a cache that already exists: it grew again.
     let out = c.run(&rb, &[]);
     out.assert_exit(0);
-    let info = out.logs_at("info");
+    let info = out.logs_at(Level::Info);
     let line = info.iter().find(|l| l.starts_with("cache ")).unwrap();
     assert!(line.contains(" 5/") && line.contains(" -> 10/"), "{line}");
 }
@@ -176,13 +176,15 @@ fn venv_picks_its_python() {
     let out = c.run(&rb, &[]);
     out.assert_exit(0);
     assert!(out.output_lines().contains(&"via-venv".to_string()));
-    let started = out
-        .events()
-        .into_iter()
-        .find(|e| e["event"] == "action_started" && e["effect"] == "change")
-        .unwrap();
+    let started = pick!(
+        out.events(),
+        Event::ActionStarted { effect: Effect::Change, command, .. } => command.clone()
+    )
+    .into_iter()
+    .next()
+    .unwrap();
     assert!(
-        started["command"].as_str().unwrap().contains(&format!(
+        started.contains(&format!(
             "{}/bin/python {}",
             venv.display(),
             c.script.display()
@@ -204,7 +206,7 @@ fn dry_run_plans_the_warm_up_and_measures_before() {
     let out = c.run(&rb, &["--dry-run"]);
     out.assert_exit(0);
     assert!(!c.marker.exists(), "the script did not run");
-    let info = out.logs_at("info");
+    let info = out.logs_at(Level::Info);
     assert!(
         info.contains(&"ok=true planned=true duration=number caches=1".to_string()),
         "{info:?}"
@@ -216,13 +218,10 @@ fn dry_run_plans_the_warm_up_and_measures_before() {
         "{line}"
     );
     let evs = out.events();
-    let planned: Vec<&serde_json::Value> = evs
-        .iter()
-        .filter(|e| e["event"] == "action_planned")
-        .collect();
+    let planned = pick!(evs, Event::ActionPlanned { effect, command, .. } => (*effect, command));
     assert_eq!(planned.len(), 1, "{planned:?}");
-    assert_eq!(planned[0]["effect"], "change");
-    let command = planned[0]["command"].as_str().unwrap();
+    let (effect, command) = planned[0];
+    assert_eq!(effect, Effect::Change);
     assert!(
         command.starts_with("env PYTHONUNBUFFERED=1 TORCHINDUCTOR_COMPILE_THREADS=1 python3 "),
         "{command}"
@@ -231,7 +230,7 @@ fn dry_run_plans_the_warm_up_and_measures_before() {
     // Offline: nothing runs, nothing is measured.
     let out = c.run(&rb, &["--dry-run", "--offline"]);
     out.assert_exit(0);
-    let info = out.logs_at("info");
+    let info = out.logs_at(Level::Info);
     let line = info.iter().find(|l| l.starts_with("cache ")).unwrap();
     assert!(line.ends_with("nil/nil -> nil/nil grew=nil"), "{line}");
 }
@@ -242,7 +241,7 @@ fn a_long_silence_warns_while_it_runs() {
     let rb = c.runbook(1, 2.6, "quiet_warning = \"1s\"");
     let out = c.run(&rb, &[]);
     out.assert_exit(0);
-    let warns = out.logs_at("warn");
+    let warns = out.logs_at(Level::Warn);
     // About one per silent second (2.6 s of sleep), with slack for a slow machine.
     assert!(
         (1..=5).contains(&warns.len()),
@@ -257,18 +256,26 @@ fn a_long_silence_warns_while_it_runs() {
     let evs = out.events();
     let warn_at = evs
         .iter()
-        .position(|e| e["event"] == "log" && e["level"] == "warn")
+        .position(|e| {
+            matches!(
+                e,
+                Event::Log {
+                    level: Level::Warn,
+                    ..
+                }
+            )
+        })
         .unwrap();
     let done_at = evs
         .iter()
-        .position(|e| e["event"] == "output" && e["line"] == "done")
+        .position(|e| matches!(e, Event::Output { line, .. } if line == "done"))
         .unwrap();
     assert!(warn_at < done_at);
 
     let rb = c.runbook(1, 1.5, "quiet_warning = false");
     let out = c.run(&rb, &[]);
     out.assert_exit(0);
-    assert!(out.logs_at("warn").is_empty());
+    assert!(out.logs_at(Level::Warn).is_empty());
 }
 
 #[test]
@@ -338,7 +345,7 @@ end)
         .json()
         .expect_exit(0)
         .run();
-    assert!(out.logs_at("info").contains(&"files_after=4".to_string()));
+    assert!(out.logs_at(Level::Info).contains(&"files_after=4".to_string()));
     assert_eq!(
         std::fs::read_dir(ct.join("tmp/inductor")).unwrap().count(),
         4
@@ -444,13 +451,13 @@ end)
     .unwrap();
     let dir = format!("/tmp/torchinductor_{}", user.trim());
     let out = run();
-    let info = out.logs_at("info");
+    let info = out.logs_at(Level::Info);
     assert!(
         info.contains(&format!("dir={dir} hit=false compiled=3 by=entries")),
         "{info:?}"
     );
     assert!(out
-        .logs_at("warn")
+        .logs_at(Level::Warn)
         .iter()
         .any(|w| w
             .starts_with("warm-up on node1/ct200: the restored cache missed: 3 graphs compiled")));
@@ -463,9 +470,9 @@ end)
     );
     let out = run();
     assert!(
-        out.logs_at("info")
+        out.logs_at(Level::Info)
             .contains(&format!("dir={dir} hit=true compiled=0 by=entries")),
         "{:?}",
-        out.logs_at("info")
+        out.logs_at(Level::Info)
     );
 }

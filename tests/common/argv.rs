@@ -2,7 +2,8 @@
 //! words (bytes that are not UTF-8 included) mixed with fragments that break naive
 //! quoting, sent through a target as `printf '%s\0' WORDS…`.
 
-use super::{parse_ndjson, Env, Output};
+use super::events::{parse_ndjson, Event, Line, Stamped};
+use super::{Env, Output};
 use proptest::prelude::*;
 use std::path::Path;
 
@@ -120,10 +121,15 @@ pub fn round_trips(env: &Env, utf8: bool, targets: &[(&str, &str)], run: impl Fn
             let out = run(&rb);
             if out.status.code() != Some(0) {
                 let err = parse_ndjson(&out.stdout)
-                    .iter()
+                    .into_iter()
                     .rev()
-                    .find(|e| e["event"] == "step_finished")
-                    .map(|e| e["error"].to_string())
+                    .find_map(|l| match l {
+                        Line::Event(Stamped {
+                            event: Event::StepFinished { error, .. },
+                            ..
+                        }) => Some(serde_json::to_string(&error).unwrap()),
+                        _ => None,
+                    })
                     .unwrap_or_else(|| {
                         format!(
                             "exit {:?}: {}{}",

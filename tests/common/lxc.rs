@@ -29,7 +29,7 @@
 //! it): then they fail.
 #![allow(dead_code)]
 
-use super::{Output, Run};
+use super::{Effect, Event, Output, Run};
 use std::ffi::OsString;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -769,10 +769,14 @@ pub fn on_ct<'e>(run: Run<'e>, dir: &CtDir<'_>, mode: EnvMode, path_first: &[&st
 
 /// How many change actions ran (started, not only planned).
 pub fn changes_started(out: &Output) -> usize {
-    out.of_kind("action_started")
-        .iter()
-        .filter(|e| e["effect"] == "change")
-        .count()
+    pick!(
+        out.run_events(),
+        Event::ActionStarted {
+            effect: Effect::Change,
+            ..
+        }
+    )
+    .len()
 }
 
 /// Generates one test per container kind: `NAME::busybox`, `NAME::busybox_util`,

@@ -4,6 +4,8 @@
 
 pub mod argv;
 #[macro_use]
+pub mod events;
+#[macro_use]
 pub mod lxc;
 pub mod mount;
 pub mod run;
@@ -14,10 +16,15 @@ pub mod slurm;
 pub mod sshd;
 
 #[allow(unused_imports)]
-pub use run::{
-    complete_record, logs, of_kind, step_error, step_errors, step_finished, step_skipped, Output,
-    Run, Step, FAILED,
+pub use events::{
+    changes, complete_record, is_change, latest_record, logs, parse_line, parse_ndjson, parse_record_line, read_jsonl, read_stamped,
+    read_stamped_so_far, run_id,
+    stamped_of, step_error, step_errors, step_finished, step_outcome, step_skipped, Changes, Container, Effect,
+    ErrorEvent, Event, Hop, Level, Line, RunOutcome, ScriptRef, Stamped, Step, StepOutcome,
+    Stream, FAILED,
 };
+#[allow(unused_imports)]
+pub use run::{Output, Run};
 
 use assert_cmd::Command;
 use std::path::{Path, PathBuf};
@@ -75,14 +82,19 @@ impl Env {
     }
 
     /// The events of the only (or latest) run record.
-    pub fn last_record(&self) -> Vec<serde_json::Value> {
-        run::latest_record(&self.state())
+    pub fn last_record(&self) -> Vec<Event> {
+        events::latest_record(&self.state())
     }
 
-    /// The latest run record, checked to be complete (`run::complete_record`).
-    pub fn complete_record(&self) -> Vec<serde_json::Value> {
+    /// The events of the only (or latest) run record, with their times.
+    pub fn last_record_stamped(&self) -> Vec<Stamped> {
+        events::latest_record_stamped(&self.state())
+    }
+
+    /// The latest run record, checked to be complete (`events::complete_record`).
+    pub fn complete_record(&self) -> Vec<Event> {
         let files = self.record_files();
-        run::complete_record(files.last().expect("a run record"))
+        events::complete_record(files.last().expect("a run record"))
     }
 
     /// Every run record in the state dir, concatenated (to look for what must not be in
@@ -96,7 +108,7 @@ impl Env {
 
     /// The run record files, oldest first.
     pub fn record_files(&self) -> Vec<PathBuf> {
-        run::record_files(&self.state())
+        events::record_files(&self.state())
     }
 
     pub fn record_count(&self) -> usize {
@@ -104,22 +116,6 @@ impl Env {
             .map(|d| d.count())
             .unwrap_or(0)
     }
-}
-
-pub fn read_jsonl(path: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("each record line is JSON"))
-        .collect()
-}
-
-pub fn parse_ndjson(stdout: &[u8]) -> Vec<serde_json::Value> {
-    String::from_utf8_lossy(stdout)
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).expect("each --json line is JSON"))
-        .collect()
 }
 
 /// uv's binary itself (not a pyenv shim, which needs pyenv's environment), or `None`.

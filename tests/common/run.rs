@@ -20,8 +20,8 @@
 //! the test instead of the suite. A failed expectation panics with [`Output::describe`].
 
 use super::running::Running;
-use super::{parse_ndjson, read_jsonl, Env};
-use serde_json::Value;
+use super::events::*;
+use super::Env;
 use std::cell::OnceCell;
 use std::ffi::{OsStr, OsString};
 use std::io::{Read, Write};
@@ -494,11 +494,11 @@ impl Output {
             (None, Some(code)) => format!("exit {code} after {:?}", self.took),
             (None, None) => format!("{} after {:?}", self.status, self.took),
         };
-        let failed: Vec<String> = parse_lenient(&self.stdout)
-            .iter()
-            .filter(|e| e["event"] == "step_finished" && e["outcome"] == "failed")
-            .map(|e| format!("  step {} {}: {}", e["index"], e["name"], e["error"]))
-            .collect();
+        let failed: Vec<String> = pick!(
+            parse_lenient(&self.stdout),
+            Event::StepFinished { index, name, outcome: StepOutcome::Failed, error, .. }
+                => format!("  step {index} {name:?}: {:?}", error.as_deref().unwrap_or_default())
+        );
         let shown = if stdout.len() <= STDOUT_SHOWN {
             "--- stdout ---".to_string()
         } else {
@@ -516,18 +516,31 @@ impl Output {
         )
     }
 
-    /// The events a `--json` run printed.
-    pub fn events(&self) -> Vec<Value> {
+    /// The lines a `--json` run printed: its events, or the `error` line of a command
+    /// that failed before a run started.
+    pub fn lines(&self) -> Vec<Line> {
         parse_ndjson(&self.stdout)
     }
 
+    /// The events a `--json` run printed, with their times (an `error` line fails the
+    /// test: see [`Output::lines`]).
+    pub fn stamped(&self) -> Vec<Stamped> {
+        stamped_of(self.lines())
+    }
+
+    /// The events a `--json` run printed (an `error` line fails the test: see
+    /// [`Output::lines`]).
+    pub fn events(&self) -> Vec<Event> {
+        self.stamped().into_iter().map(|s| s.event).collect()
+    }
+
     /// The events of the state dir's latest run record.
-    pub fn record(&self) -> Vec<Value> {
+    pub fn record(&self) -> Vec<Event> {
         latest_record(&self.state)
     }
 
     /// The run's events: what `--json` printed, else its record.
-    fn run_events(&self) -> Vec<Value> {
+    pub fn run_events(&self) -> Vec<Event> {
         if self.json {
             self.events()
         } else {
@@ -535,30 +548,19 @@ impl Output {
         }
     }
 
-    /// The run's events of one kind (`--json` output, else the record).
-    pub fn of_kind(&self, kind: &str) -> Vec<Value> {
-        of_kind(&self.run_events(), kind)
-            .into_iter()
-            .cloned()
-            .collect()
-    }
-
     /// The messages the runbook logged, in order.
     pub fn logs(&self) -> Vec<String> {
         logs(&self.run_events(), None)
     }
 
-    /// The messages the runbook logged at `level` (`info`, `warn`, …).
-    pub fn logs_at(&self, level: &str) -> Vec<String> {
+    /// The messages the runbook logged at `level`.
+    pub fn logs_at(&self, level: Level) -> Vec<String> {
         logs(&self.run_events(), Some(level))
     }
 
     /// The lines the run's commands printed (`output` events), in order.
     pub fn output_lines(&self) -> Vec<String> {
-        self.of_kind("output")
-            .iter()
-            .filter_map(|e| e["line"].as_str().map(str::to_string))
-            .collect()
+        pick!(self.run_events(), Event::Output { line, .. } => line.clone())
     }
 
     /// The error of a step that failed: see [`step_error`].
@@ -574,150 +576,6 @@ impl Output {
     pub fn step_errors(&self) -> String {
         step_errors(&self.run_events())
     }
-}
-
-/// Which step `step_error` means.
-#[derive(Debug, Clone, Copy)]
-pub enum Step<'s> {
-    /// The first step that failed.
-    Failed,
-    /// The step of this name (its last `step_finished`: retries finish more than once).
-    Named(&'s str),
-    /// The step at this index (its last `step_finished`).
-    Index(u64),
-}
-
-/// The first step that failed, for `step_error(FAILED)`.
-pub const FAILED: Step<'static> = Step::Failed;
-
-impl<'s> From<&'s str> for Step<'s> {
-    fn from(name: &'s str) -> Self {
-        Step::Named(name)
-    }
-}
-
-impl From<u64> for Step<'_> {
-    fn from(index: u64) -> Self {
-        Step::Index(index)
-    }
-}
-
-fn find_step<'v>(events: &'v [Value], step: Step<'_>) -> Option<&'v Value> {
-    let finished = events.iter().filter(|e| e["event"] == "step_finished");
-    match step {
-        Step::Failed => finished.into_iter().find(|e| e["outcome"] == "failed"),
-        Step::Named(name) => finished.into_iter().rev().find(|e| e["name"] == name),
-        Step::Index(i) => finished.into_iter().rev().find(|e| e["index"] == i),
-    }
-}
-
-fn failed_error(ev: &Value, step: Step<'_>) -> String {
-    assert_eq!(ev["outcome"], "failed", "{step:?} did not fail: {ev}");
-    ev["error"].as_str().unwrap_or_default().to_string()
-}
-
-/// The error of a step that failed, from a run's events (its `--json` output or its
-/// record): the first failed step ([`FAILED`]), or a step by name or index. The test fails
-/// when that step did not finish, or finished without failing.
-pub fn step_error<'s>(events: &[Value], step: impl Into<Step<'s>>) -> String {
-    let step = step.into();
-    let ev =
-        find_step(events, step).unwrap_or_else(|| panic!("no {step:?} finished in {events:#?}"));
-    failed_error(ev, step)
-}
-
-/// The last `step_finished` of a step: by name or index, or the first that failed.
-pub fn step_finished<'v, 's>(events: &'v [Value], step: impl Into<Step<'s>>) -> &'v Value {
-    let step = step.into();
-    find_step(events, step).unwrap_or_else(|| panic!("no {step:?} finished in {events:#?}"))
-}
-
-/// The `step_skipped` of the step at `index`, if it was skipped.
-pub fn step_skipped(events: &[Value], index: u64) -> Option<&Value> {
-    events
-        .iter()
-        .find(|e| e["event"] == "step_skipped" && e["index"] == index)
-}
-
-/// Every failed step's error, one a line.
-pub fn step_errors(events: &[Value]) -> String {
-    events
-        .iter()
-        .filter(|e| e["event"] == "step_finished")
-        .filter_map(|e| e["error"].as_str())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// The events of one kind.
-pub fn of_kind<'v>(events: &'v [Value], kind: &str) -> Vec<&'v Value> {
-    events.iter().filter(|e| e["event"] == kind).collect()
-}
-
-/// The messages of `log` events (at `level`, when given), in order.
-pub fn logs(events: &[Value], level: Option<&str>) -> Vec<String> {
-    events
-        .iter()
-        .filter(|e| e["event"] == "log" && level.is_none_or(|l| e["level"] == l))
-        .filter_map(|e| e["message"].as_str().map(str::to_string))
-        .collect()
-}
-
-/// The run record files in a state dir, oldest first (by modification time, then name).
-pub fn record_files(state: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(state.join("runs"))
-        .map(|d| d.flatten().map(|e| e.path()).collect())
-        .unwrap_or_default();
-    files.sort_by_key(|p| (std::fs::metadata(p).unwrap().modified().unwrap(), p.clone()));
-    files
-}
-
-/// A record checked to be complete: newline-terminated lines, each valid JSON, from
-/// `run_started` to exactly one `run_finished` at the end.
-pub fn complete_record(path: &Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    assert!(
-        text.ends_with('\n'),
-        "{} ends with a complete line",
-        path.display()
-    );
-    let events: Vec<Value> = text
-        .lines()
-        .enumerate()
-        .map(|(i, l)| {
-            serde_json::from_str(l).unwrap_or_else(|e| {
-                panic!("{} line {} is not JSON ({e}): {l}", path.display(), i + 1)
-            })
-        })
-        .collect();
-    assert_eq!(events[0]["event"], "run_started", "{events:#?}");
-    assert_eq!(
-        events.last().unwrap()["event"],
-        "run_finished",
-        "the record ends with run_finished: {events:#?}"
-    );
-    assert_eq!(of_kind(&events, "run_finished").len(), 1, "{events:#?}");
-    events
-}
-
-/// The events of the latest run record in a state dir.
-pub fn latest_record(state: &Path) -> Vec<Value> {
-    let files = record_files(state);
-    read_jsonl(
-        files
-            .last()
-            .unwrap_or_else(|| panic!("no run record in {}", state.display())),
-    )
-}
-
-/// The JSON lines of `stdout`, passing over any that are not JSON (for failure messages
-/// of runs that were not `--json`).
-fn parse_lenient(stdout: &[u8]) -> Vec<Value> {
-    String::from_utf8_lossy(stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
 }
 
 /// `word` quoted for `sh -c`.

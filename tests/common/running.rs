@@ -6,7 +6,8 @@
 //! runbook that still runs. `alive` and `Reap` look after the processes it started.
 
 use super::run::tail_of;
-use super::{parse_ndjson, Env};
+use super::events::{parse_ndjson, stamped_of, Event, Line};
+use super::Env;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -66,9 +67,16 @@ impl Running {
         std::fs::read_to_string(&self.err).unwrap_or_default()
     }
 
-    /// The events of a `--json` run, from what it printed so far.
-    pub fn events(&self) -> Vec<serde_json::Value> {
+    /// The lines of a `--json` run, from what it printed so far: its events, or the
+    /// `error` line of a command that failed before a run started.
+    pub fn lines(&self) -> Vec<Line> {
         parse_ndjson(&std::fs::read(&self.out).unwrap_or_default())
+    }
+
+    /// The events of a `--json` run, from what it printed so far (an `error` line fails
+    /// the test: see [`Running::lines`]).
+    pub fn events(&self) -> Vec<Event> {
+        stamped_of(self.lines()).into_iter().map(|s| s.event).collect()
     }
 
     pub fn signal(&self, sig: i32) {
