@@ -203,8 +203,8 @@ fn a_cache_larger_than_a_commands_output_comes_back_whole() {
         "{c:?}"
     );
     let events = out.run_events();
-    let reads = pick!(events, Event::ActionStarted { summary, .. } if summary.contains("part "))
-        .len();
+    let reads =
+        pick!(events, Event::ActionStarted { summary, .. } if summary.contains("part ")).len();
     assert_eq!(reads, 3, "6 MiB a read");
     let left: Vec<_> = std::fs::read_dir(d.path())
         .unwrap()
@@ -271,12 +271,13 @@ fn dry_run_plans_capture_and_restore_and_changes_nothing() {
     out.assert_exit(0);
     let events = out.run_events();
     let planned = pick!(events, Event::ActionPlanned { .. });
-    let (destructive, shown) = pick!(planned, Event::ActionPlanned { summary, destructive, command, .. }
+    let (destructive, shown) =
+        pick!(planned, Event::ActionPlanned { summary, destructive, command, .. }
         if summary.starts_with(&format!("restore {} from artifact", s(&cache)))
         => (*destructive, command))
-    .into_iter()
-    .next()
-    .unwrap_or_else(|| panic!("{planned:?}"));
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("{planned:?}"));
     assert!(destructive);
     assert!(
         shown.contains("artifact-unpack.sh") && shown.contains("bytes of binary data, sha256"),

@@ -225,9 +225,10 @@ fn clears_under_tmp_and_a_declared_root_after_a_truthful_preview() {
     let again = scene.clear(&paths, &[], &["--yes"]);
     again.assert_exit(0);
     assert!(results(&again).iter().all(|r| r["changed"] == "false"));
-    assert!(!again.run_events().iter().any(
-        |e| matches!(e, Event::ActionStarted { effect, .. } if *effect != Effect::Read)
-    ));
+    assert!(!again
+        .run_events()
+        .iter()
+        .any(|e| matches!(e, Event::ActionStarted { effect, .. } if *effect != Effect::Read)));
 }
 
 #[test]
@@ -298,9 +299,9 @@ fn hostile_paths_are_refused_and_nothing_is_deleted() {
     assert!(valid.join("f0").exists(), "the valid path was deleted");
     assert!(canary.exists() && std::fs::read_link(&link).is_ok());
     assert!(
-        !out.run_events().iter().any(
-            |e| matches!(e, Event::ActionStarted { effect, .. } if *effect != Effect::Read)
-        ),
+        !out.run_events()
+            .iter()
+            .any(|e| matches!(e, Event::ActionStarted { effect, .. } if *effect != Effect::Read)),
         "a change ran"
     );
     // The rules hold in a dry-run too (the preview fails the same way).
@@ -347,7 +348,11 @@ fn a_name_with_a_newline_on_the_way_cannot_add_records_to_the_probes_answer() {
         assert!(
             !out.run_events().iter().any(|e| matches!(
                 e,
-                Event::ActionPlanned { .. } | Event::ActionStarted { effect: Effect::Change, .. }
+                Event::ActionPlanned { .. }
+                    | Event::ActionStarted {
+                        effect: Effect::Change,
+                        ..
+                    }
             )),
             "{flags:?}: a change was planned or ran"
         );
@@ -419,9 +424,8 @@ fn keep_moves_aside_and_restore_brings_it_back() {
 
     let dry = scene.clear(&[s(&dir)], &[("keep", "true")], &["--dry-run"]);
     dry.assert_exit(0);
-    let summary = pick!(dry.run_events(), Event::ActionPlanned { summary, .. } => summary.clone())
-        [0]
-        .clone();
+    let summary =
+        pick!(dry.run_events(), Event::ActionPlanned { summary, .. } => summary.clone())[0].clone();
     // 3 × 1234 + 10 bytes of regular files: directories count for nothing.
     let d = dir.display();
     assert_eq!(
@@ -837,10 +841,16 @@ fn clears_torch_caches_inside_a_container_over_ssh() {
         "the node's /tmp is untouched"
     );
     let events = out.run_events();
-    let rm = pick!(events, Event::ActionStarted { effect: Effect::Change, .. })
-        .into_iter()
-        .next()
-        .expect("one change");
+    let rm = pick!(
+        events,
+        Event::ActionStarted {
+            effect: Effect::Change,
+            ..
+        }
+    )
+    .into_iter()
+    .next()
+    .expect("one change");
     // As it runs in the container (the target is node1/ct200), the script by name.
     assert!(
         matches!(rm, Event::ActionStarted { command, .. }

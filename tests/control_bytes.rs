@@ -84,10 +84,11 @@ fn control_bytes_in_a_name_are_shown_escaped_and_run_as_they_are() {
         "the command did not act on the name as it is:\n{screen}"
     );
     let events = env.last_record();
-    let started = pick!(events, Event::ActionStarted { effect: Effect::Change, command, .. } => command)
-        .into_iter()
-        .next()
-        .expect("a change started");
+    let started =
+        pick!(events, Event::ActionStarted { effect: Effect::Change, command, .. } => command)
+            .into_iter()
+            .next()
+            .expect("a change started");
     assert!(
         started.contains(NAME),
         "the record keeps the command as it is: {started:?}"

@@ -15,7 +15,6 @@ use crate::common::running::{alive, stat_fields, Reap, Running};
 use crate::common::sshd::Fleet;
 use crate::common::*;
 
-use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -107,8 +106,12 @@ fn survivors(pids: &[i32], limit: Duration) -> Vec<String> {
     }
 }
 
-fn record_of(env: &Env, run_id: &str) -> Vec<Value> {
-    complete_record(&env.state().join("runs").join(format!("{run_id}.jsonl")))
+fn record_path(env: &Env, run_id: &str) -> PathBuf {
+    env.state().join("runs").join(format!("{run_id}.jsonl"))
+}
+
+fn record_of(env: &Env, run_id: &str) -> Vec<Event> {
+    complete_record(&record_path(env, run_id))
 }
 
 /// The run ids in the state dir.
@@ -129,11 +132,30 @@ fn run_ids(env: &Env) -> Vec<String> {
     ids
 }
 
-fn started_steps(events: &[Value]) -> Vec<u64> {
-    of_kind(events, "step_started")
-        .iter()
-        .map(|e| e["index"].as_u64().unwrap())
-        .collect()
+fn started_steps(events: &[Event]) -> Vec<usize> {
+    pick!(events, Event::StepStarted { index, .. } => *index)
+}
+
+/// The `reason` of the `step_skipped` of the step at `index` (the test fails when it was
+/// not skipped).
+fn skip_reason(events: &[Event], index: usize) -> String {
+    match step_skipped(events, index) {
+        Some(Event::StepSkipped { reason, .. }) => reason.clone(),
+        _ => panic!("step {index} was not skipped: {events:#?}"),
+    }
+}
+
+/// The run's end: (outcome, exit code, failed steps).
+fn run_end(events: &[Event]) -> (RunOutcome, i32, usize) {
+    match events.last() {
+        Some(Event::RunFinished {
+            outcome,
+            exit_code,
+            failed,
+            ..
+        }) => (*outcome, *exit_code, *failed),
+        _ => panic!("the events end with run_finished: {events:#?}"),
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -171,23 +193,13 @@ fn host_lost_mid_step_then_resume_finishes_the_run() {
     assert_eq!(ids.len(), 1, "{ids:?}");
     let first_id = ids[0].clone();
     let first = record_of(&env, &first_id);
-    let s0 = step_finished(&first, 0);
-    assert_eq!(s0["outcome"], "changed", "{s0}");
-    let s1 = step_finished(&first, 1);
-    assert_eq!(s1["outcome"], "failed", "{s1}");
-    let err = s1["error"].as_str().unwrap();
+    assert_eq!(step_outcome(&first, 0), StepOutcome::Changed);
+    let err = step_error(&first, 1);
     assert!(err.contains("connection lost to node1"), "{err}\n{out}");
-    let after = step_skipped(&first, 2).expect("step 2 skipped");
-    assert_eq!(after["reason"], "an earlier step failed", "{after}");
-    let cleanup = step_finished(&first, 3);
-    assert_ne!(cleanup["outcome"], "failed", "{cleanup}");
+    assert_eq!(skip_reason(&first, 2), "an earlier step failed");
+    assert_ne!(step_outcome(&first, 3), StepOutcome::Failed);
     assert_eq!(file_lines(&dir.join("always.log")), ["ran"]);
-    let end = first.last().unwrap();
-    assert_eq!(
-        (&end["outcome"], &end["exit_code"], &end["failed"]),
-        (&Value::from("failed"), &Value::from(1), &Value::from(1)),
-        "{end}"
-    );
+    assert_eq!(run_end(&first), (RunOutcome::Failed, 1, 1));
 
     // The host comes back on the same port; the long step can now finish.
     fleet.node("node1").start();
@@ -205,19 +217,16 @@ fn host_lost_mid_step_then_resume_finishes_the_run() {
     assert_eq!(ids.len(), 2, "{ids:?}");
     let second_id = ids.iter().find(|i| **i != first_id).unwrap();
     let second = record_of(&env, second_id);
-    assert_eq!(second[0]["resumed_from"], first_id.as_str(), "{show}");
-    let s0 = step_skipped(&second, 0).expect("step 0 skipped on resume");
-    assert_eq!(
-        s0["reason"],
-        format!("done in run {first_id}").as_str(),
-        "{s0}"
-    );
+    let Event::RunStarted { resumed_from, .. } = &second[0] else {
+        panic!("the record starts with run_started: {second:#?}")
+    };
+    assert_eq!(resumed_from.as_deref(), Some(first_id.as_str()), "{show}");
+    assert_eq!(skip_reason(&second, 0), format!("done in run {first_id}"));
     assert_eq!(started_steps(&second), [1, 2, 3], "{show}");
     for i in 1..=3 {
-        let f = step_finished(&second, i);
-        assert_ne!(f["outcome"], "failed", "{f}");
+        assert_ne!(step_outcome(&second, i), StepOutcome::Failed, "step {i}");
     }
-    assert_eq!(second.last().unwrap()["outcome"], "ok");
+    assert_eq!(run_end(&second).0, RunOutcome::Ok);
     // What ran where, from the host's side.
     assert_eq!(file_lines(&dir.join("prepare.log")), ["prepared"]);
     assert_eq!(file_lines(&dir.join("long.log")), ["done"]);
@@ -318,16 +327,12 @@ fn signal_remote(sig: i32, code: i32, name: &str, container: bool) {
     let ids = run_ids(&env);
     assert_eq!(ids.len(), 1, "{ids:?}");
     let events = record_of(&env, &ids[0]);
-    let end = events.last().unwrap();
-    assert_eq!(end["outcome"], "interrupted", "{end}");
-    assert_eq!(end["exit_code"], code, "{end}");
-    let long = step_finished(&events, 0);
-    assert_eq!(long["outcome"], "failed", "{long}");
-    let err = long["error"].as_str().unwrap_or_default();
-    assert!(err.contains(&format!("interrupted ({name})")), "{long}");
-    let later = step_skipped(&events, 1).expect("step 1 skipped");
-    assert_eq!(later["reason"], "the run was interrupted", "{later}");
-    assert_ne!(step_finished(&events, 2)["outcome"], "failed");
+    let (outcome, exit_code, _) = run_end(&events);
+    assert_eq!((outcome, exit_code), (RunOutcome::Interrupted, code));
+    let err = step_error(&events, 0);
+    assert!(err.contains(&format!("interrupted ({name})")), "{err}");
+    assert_eq!(skip_reason(&events, 1), "the run was interrupted");
+    assert_ne!(step_outcome(&events, 2), StepOutcome::Failed);
     eprintln!(
         "drill 2: {name} {}: exit {got} after {took:?}; gone: {described:?}",
         if container {
@@ -746,9 +751,7 @@ fn twenty_hosts_in_parallel_with_three_down() {
     let took = run_fleet20(&env, &fleet, &DOWN, Duration::from_secs(90));
     let ids = run_ids(&env);
     let events = record_of(&env, &ids[0]);
-    let step = step_finished(&events, 0);
-    assert_eq!(step["outcome"], "failed");
-    let err = step["error"].as_str().unwrap();
+    let err = step_error(&events, 0);
     assert!(err.contains("3 of 20 failed"), "{err}");
     let failed_lines: Vec<&str> = err.lines().skip(1).collect();
     assert_eq!(failed_lines.len(), 3, "one line per failed host: {err}");
@@ -763,15 +766,14 @@ fn twenty_hosts_in_parallel_with_three_down() {
         );
         assert!(line.contains("Connection refused"), "the cause: {line}");
     }
-    let oks = of_kind(&events, "log")
+    let oks = logs(&events, None)
         .iter()
-        .filter(|e| e["message"].as_str().unwrap_or("").ends_with(": ok"))
+        .filter(|m| m.ends_with(": ok"))
         .count();
     assert_eq!(oks, 17, "{events:#?}");
     assert!(step_skipped(&events, 1).is_none());
-    assert_ne!(step_finished(&events, 1)["outcome"], "failed");
-    let end = events.last().unwrap();
-    assert_eq!(end["exit_code"], 1);
+    assert_ne!(step_outcome(&events, 1), StepOutcome::Failed);
+    assert_eq!(run_end(&events).1, 1);
     eprintln!("drill 5: 17 of 20 hosts changed, 3 refused, in {took:?}\n{err}");
 }
 
@@ -799,11 +801,9 @@ fn twenty_hosts_in_parallel_with_three_silent() {
     fleet.write_client_files();
     let env = Env::new();
     let took = run_fleet20(&env, &fleet, &SILENT, Duration::from_secs(120));
-    let events = record_of(&env, &run_ids(&env)[0]);
-    let err = step_finished(&events, 0)["error"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = &run_ids(&env)[0];
+    let events = record_of(&env, id);
+    let err = step_error(&events, 0);
     assert!(err.contains("3 of 20 failed"), "{err}");
     for host in SILENT {
         assert!(
@@ -815,10 +815,12 @@ fn twenty_hosts_in_parallel_with_three_silent() {
     }
     // The healthy hosts' changes start at once, not one connect timeout per silent host
     // listed before them; the silent hosts time out together.
-    let first = chrono_ms(events[0]["ts"].as_str().unwrap());
-    let latest_start = of_kind(&events, "action_started")
+    let stamped = read_stamped(&record_path(&env, id));
+    let first = chrono_ms(&stamped[0].ts);
+    let latest_start = stamped
         .iter()
-        .map(|e| chrono_ms(e["ts"].as_str().unwrap()) - first)
+        .filter(|s| matches!(s.event, Event::ActionStarted { .. }))
+        .map(|s| chrono_ms(&s.ts) - first)
         .max()
         .unwrap();
     assert!(

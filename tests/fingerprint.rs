@@ -163,7 +163,9 @@ end)
     assert!(saved(), "{}", out.describe());
     let events = env.last_record();
     assert!(
-        events.iter().any(|e| matches!(e, Event::ActionStarted { target, summary, .. }
+        events
+            .iter()
+            .any(|e| matches!(e, Event::ActionStarted { target, summary, .. }
             if target == "local" && summary == "save fingerprint 'good' of local")),
         "{events:#?}"
     );

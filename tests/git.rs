@@ -271,10 +271,7 @@ end)
         logs[4]
     );
     assert_eq!(read(&repo, "a.txt"), "edited\n");
-    assert!(
-        !out.events().iter().any(is_change),
-        "nothing was changed"
-    );
+    assert!(!out.events().iter().any(is_change), "nothing was changed");
 }
 
 #[test]

@@ -254,10 +254,11 @@ end)
         out.logs()
     );
     let events = out.run_events();
-    let (effect, command) = pick!(events, Event::ActionPlanned { effect, command, .. } => (effect, command))
-        .into_iter()
-        .next()
-        .expect("the read is planned");
+    let (effect, command) =
+        pick!(events, Event::ActionPlanned { effect, command, .. } => (effect, command))
+            .into_iter()
+            .next()
+            .expect("the read is planned");
     assert_eq!(*effect, Effect::Read);
     assert!(command.starts_with("nvidia-smi --query-gpu=index,uuid,name,memory.total"));
 }

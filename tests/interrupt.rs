@@ -137,11 +137,7 @@ fn signal_mid_step(sig: i32, code: i32, name: &str) {
 
     let events = record(&env);
     let end = run_finished(&events);
-    assert_eq!(
-        end_of(end),
-        (RunOutcome::Interrupted, code),
-        "{end:?}"
-    );
+    assert_eq!(end_of(end), (RunOutcome::Interrupted, code), "{end:?}");
     let long = finished(&events, 0);
     assert_eq!(outcome_of(long), StepOutcome::Failed, "{long:?}");
     assert!(
@@ -195,11 +191,7 @@ fn second_sigint_stops_the_always_step() {
 
     let events = record(&env);
     let end = run_finished(&events);
-    assert_eq!(
-        end_of(end),
-        (RunOutcome::Interrupted, 130),
-        "{end:?}"
-    );
+    assert_eq!(end_of(end), (RunOutcome::Interrupted, 130), "{end:?}");
     for index in [0, 1] {
         let ev = finished(&events, index);
         assert_eq!(outcome_of(ev), StepOutcome::Failed, "{ev:?}");
@@ -240,7 +232,10 @@ fn command_timeout_kills_the_tree() {
     let events = record(&env);
     let unchecked = finished(&events, 0);
     assert!(
-        matches!(outcome_of(unchecked), StepOutcome::Changed | StepOutcome::Ok),
+        matches!(
+            outcome_of(unchecked),
+            StepOutcome::Changed | StepOutcome::Ok
+        ),
         "{unchecked:?}"
     );
     let checked = finished(&events, 1);
@@ -262,11 +257,7 @@ fn command_timeout_kills_the_tree() {
     );
     assert_eq!(timed_out.len(), 2, "both shells timed out: {events:#?}");
     let end = run_finished(&events);
-    assert_eq!(
-        end_of(end),
-        (RunOutcome::Failed, 1),
-        "{end:?}"
-    );
+    assert_eq!(end_of(end), (RunOutcome::Failed, 1), "{end:?}");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -364,11 +355,7 @@ fn run_timeout_stops_the_step_skips_the_rest_and_runs_always() {
         "{cleanup:?}"
     );
     let end = run_finished(&events);
-    assert_eq!(
-        end_of(end),
-        (RunOutcome::Failed, 1),
-        "{end:?}"
-    );
+    assert_eq!(end_of(end), (RunOutcome::Failed, 1), "{end:?}");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -397,11 +384,7 @@ fn retries_try_three_times_then_fail() {
     let warnings = logs(&events, Some(Level::Warn)).len();
     assert_eq!(warnings, 2, "one retry warning per retry: {events:#?}");
     let end = run_finished(&events);
-    assert_eq!(
-        end_of(end),
-        (RunOutcome::Failed, 1),
-        "{end:?}"
-    );
+    assert_eq!(end_of(end), (RunOutcome::Failed, 1), "{end:?}");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -430,19 +413,12 @@ fn lua_sleep_waits_and_sigint_ends_it() {
     let events = record(&env);
     let nap = finished(&events, 0);
     assert_eq!(outcome_of(nap), StepOutcome::Ok, "{nap:?}");
-    assert!(
-        duration_of(nap) >= 200,
-        "sleep(\"200ms\") slept: {nap:?}"
-    );
+    assert!(duration_of(nap) >= 200, "sleep(\"200ms\") slept: {nap:?}");
     let long = finished(&events, 1);
     assert_eq!(outcome_of(long), StepOutcome::Failed, "{long:?}");
     assert!(error_of(long).contains("interrupted"), "{long:?}");
     let end = run_finished(&events);
-    assert_eq!(
-        end_of(end),
-        (RunOutcome::Interrupted, 130),
-        "{end:?}"
-    );
+    assert_eq!(end_of(end), (RunOutcome::Interrupted, 130), "{end:?}");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -473,10 +449,10 @@ fn every_output_line_is_an_event_and_in_the_result() {
     .next()
     .expect("the seq action");
     let lines: Vec<&str> = pick!(events, Event::Output { action, stream, line, .. }
-        if *action == seq_action => {
-            assert_eq!(*stream, Stream::Stdout, "{line}");
-            line.as_str()
-        });
+    if *action == seq_action => {
+        assert_eq!(*stream, Stream::Stdout, "{line}");
+        line.as_str()
+    });
     assert_eq!(lines.len(), 20000, "one output event per line");
     assert!(
         lines.iter().zip(&expected).all(|(a, b)| a == b),
@@ -508,11 +484,7 @@ fn sigint_stops_a_step_busy_in_lua() {
     assert_eq!(outcome_of(spin), StepOutcome::Failed, "{spin:?}");
     assert!(error_of(spin).contains("interrupted"), "{spin:?}");
     let end = run_finished(&events);
-    assert_eq!(
-        end_of(end),
-        (RunOutcome::Interrupted, 130),
-        "{end:?}"
-    );
+    assert_eq!(end_of(end), (RunOutcome::Interrupted, 130), "{end:?}");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -600,11 +572,7 @@ fn stuck_step_ends_on(sig: i32, code: i32, name: &str) {
     assert!(error_of(stuck).contains("interrupted"), "{stuck:?}");
     assert!(error_of(stuck).contains("stuck_step.lua:"), "{stuck:?}");
     let end = run_finished(&events);
-    assert_eq!(
-        end_of(end),
-        (RunOutcome::Interrupted, code),
-        "{end:?}"
-    );
+    assert_eq!(end_of(end), (RunOutcome::Interrupted, code), "{end:?}");
 }
 
 #[test]

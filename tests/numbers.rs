@@ -100,10 +100,7 @@ fn assert_refused(env: &Env, o: &Output, at: &str, msg: &str) {
 fn assert_complete(env: &Env, o: &Output) -> Vec<Event> {
     let events = env.last_record();
     let last = events.last().expect("a record");
-    assert!(
-        matches!(last, Event::RunFinished { .. }),
-        "{o:?}\n{last:?}"
-    );
+    assert!(matches!(last, Event::RunFinished { .. }), "{o:?}\n{last:?}");
     assert!(
         events.iter().any(|e| matches!(e, Event::StepFinished {
             name,

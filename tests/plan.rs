@@ -618,9 +618,9 @@ fn the_fleet_example_applies_its_plan_of_reads() {
     assert_applied_as_planned(&env, "gpu-uptime", &plan, &out);
     let events = env.last_record();
     assert!(
-        events
-            .iter()
-            .any(|e| matches!(e, Event::Log { message, .. } if message.starts_with("trainer runs "))),
+        events.iter().any(
+            |e| matches!(e, Event::Log { message, .. } if message.starts_with("trainer runs "))
+        ),
         "{events:#?}"
     );
 

@@ -246,23 +246,20 @@ fn a_preview_line_runs_by_hand_through_runbook_script() {
         .run()
         .stderr_text();
     let record = env.last_record();
-    let started: Vec<&serde_json::Value> = record
-        .iter()
-        .filter(|e| e["event"] == "action_started" && e["script"]["name"] == "cache-probe.sh")
-        .collect();
+    let started = started_running(&record, "cache-probe.sh");
     assert_eq!(started.len(), 3, "two sizes and the clear's look");
-    let command = started[0]["command"].as_str().unwrap();
+    let Event::ActionStarted {
+        command, action, ..
+    } = started[0]
+    else {
+        unreachable!()
+    };
     assert!(
         stderr.contains(&format!("      $ {command}\n")),
         "-v shows the record's command line:\n{stderr}"
     );
     assert!(command.starts_with("cache-probe.sh size "), "{command}");
-    let id = &started[0]["action"];
-    let printed: Vec<&str> = record
-        .iter()
-        .filter(|e| e["event"] == "output" && e["action"] == *id && e["stream"] == "stdout")
-        .map(|e| e["line"].as_str().unwrap())
-        .collect();
+    let printed = lines_of(&record, *action, Stream::Stdout);
     assert!(!printed.is_empty());
     let ran = sh(&by_hand(command, "cache-probe.sh"), env.tmp.path());
     assert!(ran.status.success(), "{ran:?}");
@@ -294,17 +291,15 @@ fn a_preview_line_runs_by_hand_through_runbook_script() {
         .run()
         .events();
     assert!(!b.exists());
-    let delete = events
-        .iter()
-        .find(|e| e["event"] == "action_started" && e["script"]["name"] == "cache-delete.sh")
-        .expect("the deletion ran");
-    assert_eq!(delete["command"], line.as_str());
-    let said: Vec<&str> = events
-        .iter()
-        .filter(|e| e["event"] == "output" && e["action"] == delete["action"])
-        .filter(|e| e["stream"] == "stdout")
-        .map(|e| e["line"].as_str().unwrap())
-        .collect();
+    let delete = started_running(&events, "cache-delete.sh");
+    let Some(Event::ActionStarted {
+        command, action, ..
+    }) = delete.first()
+    else {
+        panic!("the deletion ran: {events:#?}")
+    };
+    assert_eq!(command, &line);
+    let said = lines_of(&events, *action, Stream::Stdout);
     assert_eq!(
         String::from_utf8_lossy(&ran.stdout)
             .lines()
@@ -329,43 +324,40 @@ fn the_record_and_json_carry_each_body_once() {
         .expect_exit(0)
         .run();
     for (what, events) in [("--json", out.events()), ("record", env.last_record())] {
-        let scripts: Vec<&serde_json::Value> =
-            events.iter().filter(|e| e["event"] == "script").collect();
-        let names: Vec<&str> = scripts
-            .iter()
-            .map(|e| e["name"].as_str().unwrap())
-            .collect();
+        let scripts = pick!(events, Event::Script { name, sha256, body } => (name, sha256, body));
+        let names: Vec<&str> = scripts.iter().map(|(name, _, _)| name.as_str()).collect();
         assert_eq!(names, ["cache-probe.sh", "cache-delete.sh"], "{what}");
-        for s in &scripts {
-            let name = s["name"].as_str().unwrap();
-            let body = s["body"].as_str().unwrap();
+        let pos = |want: &dyn Fn(&Event) -> bool| events.iter().position(want).unwrap();
+        for (name, sha256, body) in &scripts {
             let printed = Run::cmd(&env, ["script", name]).expect_exit(0).run();
             assert_eq!(printed.stdout, body.as_bytes(), "{what}: {name}");
             let sha = format!("{:x}", Sha256::digest(&printed.stdout));
-            assert_eq!(s["sha256"], sha.as_str(), "{what}: {name}");
-            let pos = |e: &serde_json::Value| events.iter().position(|x| x == e).unwrap();
-            let users: Vec<&serde_json::Value> = events
+            assert_eq!(sha256.as_str(), sha, "{what}: {name}");
+            let body_at = pos(&|e| matches!(e, Event::Script { name: n, .. } if n == *name));
+            let users: Vec<(usize, &Event)> = events
                 .iter()
-                .filter(|e| e["script"]["name"] == name)
+                .enumerate()
+                .filter(|(_, e)| script_of(e).is_some_and(|s| &s.name == *name))
                 .collect();
             assert!(!users.is_empty(), "{what}: nothing runs {name}");
-            for u in &users {
-                assert_eq!(u["script"]["sha256"], sha.as_str());
-                assert!(pos(u) > pos(s), "{what}: {name} used before its body came");
-                let command = u["command"].as_str().unwrap();
+            for (at, u) in &users {
+                assert_eq!(script_of(u).unwrap().sha256, sha);
+                assert!(*at > body_at, "{what}: {name} used before its body came");
+                let (Event::ActionPlanned { command, .. } | Event::ActionStarted { command, .. }) =
+                    u
+                else {
+                    unreachable!()
+                };
                 assert!(command.starts_with(&format!("{name} ")), "{command}");
             }
         }
-        let cache_probes = events
-            .iter()
-            .filter(|e| e["event"] == "action_started" && e["script"]["name"] == "cache-probe.sh")
-            .count();
+        let cache_probes = started_running(&events, "cache-probe.sh").len();
         assert!(
             cache_probes >= 3,
             "{what}: one body for {cache_probes} runs"
         );
         let text = serde_json::to_string(&events).unwrap();
-        let probe_body = scripts[0]["body"].as_str().unwrap();
+        let probe_body = scripts[0].2.as_str();
         let line = probe_body.lines().find(|l| l.len() > 40).unwrap();
         let escaped = serde_json::to_string(line).unwrap();
         let copies = text.matches(&escaped[1..escaped.len() - 1]).count();

@@ -45,7 +45,8 @@ fn saved(env: &Env, saved: &Path, name: &str) -> String {
 
 /// (step name, outcome) of every finished step, and the exit code.
 fn outcome(out: &Output) -> (i32, Vec<(String, StepOutcome)>) {
-    let steps = pick!(out.events(), Event::StepFinished { name, outcome, .. } => (name.clone(), *outcome));
+    let steps =
+        pick!(out.events(), Event::StepFinished { name, outcome, .. } => (name.clone(), *outcome));
     (out.code(), steps)
 }
 

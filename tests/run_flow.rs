@@ -52,27 +52,6 @@ fn args(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
 }
 
-/// (target, command) of every event of `kind` whose effect is "change".
-fn changes(events: &[Value], kind: &str) -> Vec<(String, String)> {
-    of_kind(events, kind)
-        .into_iter()
-        .filter(|e| e["effect"] == "change")
-        .map(|e| {
-            (
-                e["target"].as_str().unwrap().to_string(),
-                e["command"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
-}
-
-fn run_id(events: &[Value]) -> String {
-    events[0]["run_id"]
-        .as_str()
-        .expect("run_started first")
-        .to_string()
-}
-
 /// A param as `runbook show` lists it.
 struct ShownParam {
     name: String,
@@ -205,9 +184,7 @@ fn dry_run_plans_exactly_the_changes_a_real_run_makes() {
         );
         let dry_events = dry.events();
         assert!(
-            of_kind(&dry_events, "action_started")
-                .iter()
-                .all(|e| e["effect"] == "read"),
+            changes(&dry_events, Changes::Started).is_empty(),
             "{}: a dry-run started a change",
             file.display()
         );
@@ -222,8 +199,8 @@ fn dry_run_plans_exactly_the_changes_a_real_run_makes() {
         );
         let real_events = real.events();
 
-        let planned = changes(&dry_events, "action_planned");
-        let started = changes(&real_events, "action_started");
+        let planned = changes(&dry_events, Changes::Planned);
+        let started = changes(&real_events, Changes::Started);
         assert_eq!(
             planned,
             started,
@@ -279,13 +256,13 @@ fn offline_dry_run_contacts_nothing_for_every_runbook() {
             o.describe()
         );
         let events = o.events();
-        assert_eq!(events[0]["mode"], "dry-run-offline");
+        assert_eq!(mode_of(&events), "dry-run-offline");
         assert!(
-            of_kind(&events, "action_started").is_empty(),
+            pick!(events, Event::ActionStarted { .. }).is_empty(),
             "{}: --offline started an action",
             file.display()
         );
-        assert!(of_kind(&events, "output").is_empty());
+        assert!(pick!(events, Event::Output { .. }).is_empty());
         // Nothing was created in the scratch dir where its path params point.
         let created: Vec<_> = std::fs::read_dir(env.scratch())
             .unwrap()
@@ -313,11 +290,8 @@ fn offline_plans_reads_too() {
         .expect_exit(0)
         .run();
     let events = o.events();
-    let effects: Vec<&Value> = of_kind(&events, "action_planned")
-        .iter()
-        .map(|e| &e["effect"])
-        .collect();
-    assert_eq!(effects, ["read", "change"]);
+    let effects = pick!(events, Event::ActionPlanned { effect, .. } => *effect);
+    assert_eq!(effects, [Effect::Read, Effect::Change]);
     assert!(!dir.join("by-read").exists(), "offline ran a read");
 }
 
@@ -334,6 +308,8 @@ fn json_is_one_event_object_per_line() {
         .json()
         .expect_exit(0)
         .run();
+    // The wire format itself, read as plain JSON (what a consumer without runbook's
+    // types sees); the rest of the suite reads events as `runbook::events` types.
     let text = o.stdout_text();
     let mut kinds = Vec::new();
     for line in text.lines() {
@@ -366,13 +342,22 @@ fn json_is_one_event_object_per_line() {
     }
     let events = o.events();
     // The read in step 1 printed "looking".
-    assert!(of_kind(&events, "output")
-        .iter()
-        .any(|e| e["line"] == "looking" && e["stream"] == "stdout"));
-    let fin = events.last().unwrap();
-    assert_eq!(fin["outcome"], "ok");
-    assert_eq!(fin["exit_code"], 0);
-    assert_eq!(fin["skipped"], 1);
+    assert!(
+        !pick!(events, Event::Output { line, stream: Stream::Stdout, .. } if line == "looking")
+            .is_empty()
+    );
+    let Some(Event::RunFinished {
+        outcome,
+        exit_code,
+        skipped,
+        ..
+    }) = events.last()
+    else {
+        panic!("the events end with run_finished: {events:#?}")
+    };
+    assert_eq!(*outcome, RunOutcome::Ok);
+    assert_eq!(*exit_code, 0);
+    assert_eq!(*skipped, 1);
     // Nothing for humans on stdout in --json mode: the terminal view is off.
     assert!(!o.stderr_text().contains("step 1"), "{}", o.stderr_text());
 }
@@ -408,11 +393,19 @@ fn run_record_holds_the_same_events_and_log_prints_it() {
     );
     assert_eq!(env.last_record(), events);
 
-    let params = &events[0]["params"];
+    let Event::RunStarted {
+        params,
+        mode,
+        runbook,
+        ..
+    } = &events[0]
+    else {
+        panic!("the events start with run_started: {events:#?}")
+    };
     assert_eq!(params["count"], 3);
     assert_eq!(params["dir"], dir.display().to_string());
-    assert_eq!(events[0]["mode"], "real");
-    assert_eq!(events[0]["runbook"], "flow-preview");
+    assert_eq!(mode, "real");
+    assert_eq!(runbook, "flow-preview");
 
     let h = Run::cmd(&env, args(&["history"])).expect_exit(0).run();
     let line = h
@@ -454,7 +447,7 @@ fn dry_runs_are_recorded_as_such() {
         .expect_exit(0)
         .run();
     assert_eq!(env.record_count(), 1);
-    assert_eq!(env.last_record()[0]["mode"], "dry-run");
+    assert_eq!(mode_of(&env.last_record()), "dry-run");
     let h = Run::cmd(&env, args(&["history"])).run();
     assert!(h.stdout_text().contains("dry-run"), "{}", h.stdout_text());
 }
@@ -471,11 +464,10 @@ fn failed_first_run(env: &Env, file: &str, dir: &Path) -> String {
         .expect_exit(1)
         .run();
     let events = o.events();
-    let failed = of_kind(&events, "step_finished")
-        .into_iter()
-        .find(|e| e["outcome"] == "failed")
-        .expect("a failed step");
-    assert_eq!(failed["index"], 1);
+    let Event::StepFinished { index, .. } = step_finished(&events, FAILED) else {
+        unreachable!()
+    };
+    assert_eq!(*index, 1);
     assert_eq!(
         std::fs::read_to_string(dir.join("step1.log")).unwrap(),
         "a\n"
@@ -499,17 +491,17 @@ fn resume_skips_the_steps_that_succeeded() {
         .expect_exit(0)
         .run();
     let events = o.events();
-    assert_eq!(events[0]["resumed_from"], first.as_str());
-    let skipped = of_kind(&events, "step_skipped");
+    let Event::RunStarted { resumed_from, .. } = &events[0] else {
+        panic!("the events start with run_started: {events:#?}")
+    };
+    assert_eq!(resumed_from.as_deref(), Some(first.as_str()));
+    let skipped = pick!(events, Event::StepSkipped { index, reason, .. } => (*index, reason));
     assert_eq!(skipped.len(), 1, "{skipped:?}");
-    assert_eq!(skipped[0]["index"], 0);
-    let reason = skipped[0]["reason"].as_str().unwrap();
+    let (index, reason) = skipped[0];
+    assert_eq!(index, 0);
     assert!(reason.contains("done in run"), "{reason}");
     assert!(reason.contains(&first), "{reason}");
-    let started: Vec<&Value> = of_kind(&events, "step_started")
-        .iter()
-        .map(|e| &e["index"])
-        .collect();
+    let started = pick!(events, Event::StepStarted { index, .. } => *index);
     assert_eq!(started, [1]);
     // Step 1 did not run again; step 2 did.
     assert_eq!(
@@ -671,10 +663,10 @@ fn assert_invalid(o: &Output, needles: &[&str]) {
     for n in needles {
         assert!(text.contains(n), "expected {n:?} in:\n{text}");
     }
-    // With --json, the one event is the error itself.
-    let events = o.events();
+    // With --json, the one line is the error itself.
+    let lines = o.lines();
     assert!(
-        o.stdout_text().is_empty() || (events.len() == 1 && events[0]["event"] == "error"),
+        o.stdout_text().is_empty() || matches!(lines[..], [Line::Error(_)]),
         "an invalid run printed events: {}",
         o.stdout_text()
     );
@@ -793,9 +785,12 @@ fn param_values_from_set_env_and_defaults() {
         "count=7 flag=true color=red name=from-env"
     );
     let events = from_env.events();
-    assert_eq!(events[0]["params"]["name"], "from-env");
-    assert_eq!(events[0]["params"]["count"], 7);
-    assert_eq!(events[0]["params"]["flag"], true);
+    let Event::RunStarted { params, .. } = &events[0] else {
+        panic!("the events start with run_started: {events:#?}")
+    };
+    assert_eq!(params["name"], "from-env");
+    assert_eq!(params["count"], 7);
+    assert_eq!(params["flag"], true);
 
     // --set beats the environment.
     let both = Run::new(&env, fixture("params.lua"))
@@ -824,9 +819,8 @@ fn writing_to_params_fails_the_step_at_its_line() {
         .expect_exit(1)
         .run();
     let events = o.events();
-    let fin = of_kind(&events, "step_finished");
-    assert_eq!(fin[0]["outcome"], "failed");
-    let err = fin[0]["error"].as_str().unwrap();
+    assert_eq!(step_outcome(&events, 0), StepOutcome::Failed);
+    let err = step_error(&events, 0);
     assert!(err.contains("params_write.lua:8:"), "{err}");
     assert!(err.contains("read-only"), "{err}");
 }
@@ -863,10 +857,14 @@ fn what_the_top_level_logs_is_shown_once_by_the_run_and_kept_in_its_record() {
         );
     }
     let record = env.last_record();
-    let logs: Vec<&serde_json::Value> = record.iter().filter(|e| e["event"] == "log").collect();
-    assert_eq!(logs[0]["message"], "loaded from the top", "{logs:?}");
-    assert_eq!(logs[0]["step"], serde_json::Value::Null, "{logs:?}");
-    assert_eq!(logs[1]["level"], "warn", "{logs:?}");
+    let logs =
+        pick!(record, Event::Log { step, level, message } => (*step, *level, message.as_str()));
+    assert_eq!(
+        logs[0],
+        (None, Level::Info, "loaded from the top"),
+        "{logs:?}"
+    );
+    assert_eq!(logs[1].1, Level::Warn, "{logs:?}");
 }
 
 #[test]
@@ -876,10 +874,7 @@ fn rawset_and_rawget_do_not_get_past_the_read_only_params() {
     let env = Env::new();
     let o = Run::new(&env, fixture("params_rawset.lua")).json().run();
     let events = o.events();
-    let logs: Vec<String> = of_kind(&events, "log")
-        .iter()
-        .map(|e| e["message"].as_str().unwrap().to_string())
-        .collect();
+    let logs = logs(&events, None);
     assert_eq!(logs.len(), 4, "{logs:?}");
     assert!(logs[0].starts_with("rawget: false"), "{logs:?}");
     assert!(logs[0].contains("table expected"), "{logs:?}");
@@ -1061,7 +1056,7 @@ step("noop", function() end)
     .run();
     let files = env.record_files();
     let id = files[0].file_stem().unwrap().to_string_lossy().into_owned();
-    assert_eq!(env.last_record()[0]["run_id"], id.as_str());
+    assert_eq!(run_id(&env.last_record()), id);
     Run::cmd(&env, args(&["log", &id])).expect_exit(0).run();
 }
 
@@ -1098,32 +1093,33 @@ fn retries_when_and_unchecked_commands() {
         .run();
     let events = o.events();
 
-    let attempts: Vec<(u64, u64)> = of_kind(&events, "step_started")
-        .iter()
-        .map(|e| (e["index"].as_u64().unwrap(), e["attempt"].as_u64().unwrap()))
-        .collect();
+    let attempts = pick!(events, Event::StepStarted { index, attempt, .. } => (*index, *attempt));
     assert_eq!(attempts, [(0, 1), (0, 2), (0, 3), (2, 1)]);
     assert_eq!(
         std::fs::read_to_string(dir.join("count")).unwrap().trim(),
         "3"
     );
-    let warnings = of_kind(&events, "log")
-        .into_iter()
-        .filter(|e| e["level"] == "warn")
-        .count();
+    let warnings = logs(&events, Some(Level::Warn)).len();
     assert_eq!(warnings, 2, "one warning per retry");
 
-    let skipped = of_kind(&events, "step_skipped");
+    let skipped =
+        pick!(events, Event::StepSkipped { index, reason, .. } => (*index, reason.as_str()));
     assert_eq!(skipped.len(), 1);
-    assert_eq!(skipped[0]["index"], 1);
-    assert!(skipped[0]["reason"].as_str().unwrap().contains("when"));
+    assert_eq!(skipped[0].0, 1);
+    assert!(skipped[0].1.contains("when"), "{skipped:?}");
     assert!(!dir.join("never").exists());
 
     assert!(logs(&events, None).contains(&"code=3 ok=false".to_string()));
-    let fin = events.last().unwrap();
-    assert_eq!(fin["outcome"], "ok");
-    assert_eq!(fin["skipped"], 1);
-    assert_eq!(fin["failed"], 0);
+    let Some(Event::RunFinished {
+        outcome,
+        skipped,
+        failed,
+        ..
+    }) = events.last()
+    else {
+        panic!("the events end with run_finished: {events:#?}")
+    };
+    assert_eq!((*outcome, *skipped, *failed), (RunOutcome::Ok, 1, 0));
 }
 
 #[test]
@@ -1141,26 +1137,35 @@ fn a_failing_step_stops_the_run_but_always_steps_run() {
     assert!(!dir.join("after").exists(), "a step after the failure ran");
     assert!(dir.join("cleanup").exists(), "the always step did not run");
 
-    let finished: Vec<(u64, &str)> = of_kind(&events, "step_finished")
-        .iter()
-        .map(|e| (e["index"].as_u64().unwrap(), e["outcome"].as_str().unwrap()))
-        .collect();
-    assert_eq!(finished, [(0, "changed"), (1, "failed"), (3, "changed")]);
-    let failed = of_kind(&events, "step_finished")[1];
-    let err = failed["error"].as_str().unwrap();
+    let finished = pick!(events, Event::StepFinished { index, outcome, .. } => (*index, *outcome));
+    assert_eq!(
+        finished,
+        [
+            (0, StepOutcome::Changed),
+            (1, StepOutcome::Failed),
+            (3, StepOutcome::Changed)
+        ]
+    );
+    let err = step_error(&events, 1);
     assert!(err.contains("failing.lua:13"), "{err}");
     assert!(err.contains("exit code 7"), "{err}");
     assert!(err.contains("about to fail"), "{err}");
-    let skipped = of_kind(&events, "step_skipped");
-    assert_eq!(skipped.len(), 1);
-    assert_eq!(skipped[0]["index"], 2);
-    assert_eq!(skipped[0]["reason"], "an earlier step failed");
-    let fin = events.last().unwrap();
-    assert_eq!(fin["outcome"], "failed");
-    assert_eq!(fin["exit_code"], 1);
+    let skipped =
+        pick!(events, Event::StepSkipped { index, reason, .. } => (*index, reason.as_str()));
+    assert_eq!(skipped, [(2, "an earlier step failed")]);
+    let Some(Event::RunFinished {
+        outcome,
+        exit_code,
+        ok,
+        failed,
+        ..
+    }) = events.last()
+    else {
+        panic!("the events end with run_finished: {events:#?}")
+    };
     assert_eq!(
-        (fin["ok"].as_u64(), fin["failed"].as_u64()),
-        (Some(2), Some(1))
+        (*outcome, *exit_code, *ok, *failed),
+        (RunOutcome::Failed, 1, 2, 1)
     );
 
     // The terminal view says which step failed and why.
@@ -1198,8 +1203,8 @@ fn read_only_commands_run_during_a_dry_run_and_changes_do_not() {
     assert!(dir.join("by-read").exists(), "the read did not run");
     assert!(!dir.join("by-change").exists(), "the dry-run made a change");
     let events = o.events();
-    assert_eq!(of_kind(&events, "action_started").len(), 1);
-    assert_eq!(changes(&events, "action_planned").len(), 1);
+    assert_eq!(pick!(events, Event::ActionStarted { .. }).len(), 1);
+    assert_eq!(changes(&events, Changes::Planned).len(), 1);
 
     std::fs::remove_file(dir.join("by-read")).unwrap();
     Run::cmd(&env, [base.clone(), args(&["--yes"])].concat())
@@ -1446,7 +1451,10 @@ fn bare_names_are_found_in_the_current_dir_then_runbooks() {
         let o = Run::new(&env, name).json().run();
         assert_eq!(o.code(), 0, "{name}: {}", o.describe());
         let events = o.events();
-        assert_eq!(events[0]["runbook"], expected, "{name}");
+        let Event::RunStarted { runbook, .. } = &events[0] else {
+            panic!("{name}: the events start with run_started: {events:#?}")
+        };
+        assert_eq!(runbook, expected, "{name}");
         // Other subcommands find it the same way.
         let s = Run::cmd(&env, args(&["show", name])).run();
         assert!(s.stdout_text().starts_with(expected), "{}", s.describe());
@@ -1662,9 +1670,7 @@ step("later", function() here:exec({ "touch", params.dir .. "/later" }) end)
     );
     let events = env.last_record();
     assert!(
-        !events
-            .iter()
-            .any(|e| e["event"] == "action_started" && e["effect"] == "change"),
+        changes(&events, Changes::Started).is_empty(),
         "no change started: {events:#?}"
     );
 }
@@ -1783,11 +1789,12 @@ fn json_errors_before_the_run_are_events_on_stdout() {
     ] {
         let o = Run::cmd(&env, args(&argv)).run();
         assert_eq!(o.code(), 2, "{what}: {}", o.describe());
-        let events = o.events();
-        assert_eq!(events.len(), 1, "{what}: {}", o.describe());
-        assert_eq!(events[0]["event"], "error", "{what}");
-        assert_eq!(events[0]["exit_code"], 2, "{what}");
-        assert!(!events[0]["message"].as_str().unwrap().is_empty(), "{what}");
+        let lines = o.lines();
+        let [Line::Error(error)] = &lines[..] else {
+            panic!("{what}: one error line: {}", o.describe())
+        };
+        assert_eq!(error.exit_code, 2, "{what}");
+        assert!(!error.message.is_empty(), "{what}");
     }
 }
 
@@ -1814,9 +1821,14 @@ end)
         .expect_exit(1)
         .run();
     let events = o.events();
-    let fin = events.last().unwrap();
-    assert_eq!(fin["failed"], 1, "{fin}");
-    assert_eq!(fin["changed"], 1, "the failed step changed 4 files: {fin}");
+    let Some(Event::RunFinished {
+        failed, changed, ..
+    }) = events.last()
+    else {
+        panic!("the events end with run_finished: {events:#?}")
+    };
+    assert_eq!(*failed, 1, "{events:#?}");
+    assert_eq!(*changed, 1, "the failed step changed 4 files: {events:#?}");
 }
 
 /// A plan whose dry-run fails cannot be confirmed: exit 2, nothing changed, the reason
@@ -1942,9 +1954,8 @@ step("clean up", {{ always = true }}, function() here:exec({{ "touch", "{}" }}) 
         assert_eq!(status.code(), Some(0), "json={json}");
         assert!(done.exists(), "json={json}: the always step did not run");
         let record = env.last_record();
-        assert_eq!(
-            record.last().unwrap()["event"],
-            "run_finished",
+        assert!(
+            matches!(record.last(), Some(Event::RunFinished { .. })),
             "json={json}: the record broke off"
         );
     }

@@ -499,7 +499,8 @@ fn the_example_resets_every_node_of_a_job() {
             assert!(kept, "{n}: the stale cache is kept aside");
         }
         // Every command of the reset ran on the nodes through the job's steps.
-        let started = pick!(out.run_events(), Event::ActionStarted { target, .. } => target.clone());
+        let started =
+            pick!(out.run_events(), Event::ActionStarted { target, .. } => target.clone());
         for n in &c.nodes {
             let name = format!("slurm:{n}?job={}", c.job);
             assert!(started.contains(&name), "{name}");

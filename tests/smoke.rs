@@ -144,7 +144,10 @@ fn json_ends_with_the_exit_code_of_the_error_or_the_run() {
     );
     let o = Run::new(&env, "fail.lua").yes().json().expect_exit(1).run();
     let lines = o.lines();
-    assert!(lines.iter().all(|l| matches!(l, Line::Event(_))), "{lines:#?}");
+    assert!(
+        lines.iter().all(|l| matches!(l, Line::Event(_))),
+        "{lines:#?}"
+    );
     let events = o.events();
     let last = events.last().unwrap();
     let Event::RunFinished {

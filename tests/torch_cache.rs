@@ -222,7 +222,11 @@ fn expect_hit_counts_the_graphs_a_warm_up_still_compiled() {
         (r["entries_before"].as_str(), r["entries_after"].as_str()),
         ("3", "3")
     );
-    assert!(out.logs_at(Level::Warn).is_empty(), "{:?}", out.logs_at(Level::Warn));
+    assert!(
+        out.logs_at(Level::Warn).is_empty(),
+        "{:?}",
+        out.logs_at(Level::Warn)
+    );
     assert!(out
         .logs_at(Level::Info)
         .iter()

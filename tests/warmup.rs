@@ -345,7 +345,9 @@ end)
         .json()
         .expect_exit(0)
         .run();
-    assert!(out.logs_at(Level::Info).contains(&"files_after=4".to_string()));
+    assert!(out
+        .logs_at(Level::Info)
+        .contains(&"files_after=4".to_string()));
     assert_eq!(
         std::fs::read_dir(ct.join("tmp/inductor")).unwrap().count(),
         4

@@ -11,8 +11,8 @@
 //! { effect: Effect::Change, .. })` every planned change.
 
 pub use runbook::events::{
-    Container, Effect, ErrorEvent, Event, Hop, Level, RunOutcome, ScriptRef, Stamped,
-    StepOutcome, Stream,
+    Container, Effect, ErrorEvent, Event, Hop, Level, RunOutcome, ScriptRef, Stamped, StepOutcome,
+    Stream,
 };
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
@@ -42,6 +42,7 @@ macro_rules! pick {
 /// One line of `--json` stdout: an event of the run, or the `error` line the command
 /// prints instead when it fails before a run starts.
 #[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)] // test-only, and built once per line read
 pub enum Line {
     Event(Stamped),
     Error(ErrorEvent),
@@ -70,9 +71,8 @@ pub fn parse_ndjson(stdout: &[u8]) -> Vec<Line> {
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, l)| {
-            parse_line(l).unwrap_or_else(|e| {
-                panic!("--json line {} is not an event ({e}): {l}", i + 1)
-            })
+            parse_line(l)
+                .unwrap_or_else(|e| panic!("--json line {} is not an event ({e}): {l}", i + 1))
         })
         .collect()
 }
@@ -334,9 +334,43 @@ pub enum Changes {
 /// (target, command) of each change action of that kind, in order.
 pub fn changes(events: &[Event], which: Changes) -> Vec<(String, String)> {
     match which {
-        Changes::Planned => pick!(events, Event::ActionPlanned { effect: Effect::Change, target, command, .. }
-            => (target.clone(), command.clone())),
-        Changes::Started => pick!(events, Event::ActionStarted { effect: Effect::Change, target, command, .. }
-            => (target.clone(), command.clone())),
+        Changes::Planned => {
+            pick!(events, Event::ActionPlanned { effect: Effect::Change, target, command, .. }
+            => (target.clone(), command.clone()))
+        }
+        Changes::Started => {
+            pick!(events, Event::ActionStarted { effect: Effect::Change, target, command, .. }
+            => (target.clone(), command.clone()))
+        }
+    }
+}
+
+/// The script an action runs (`action_planned` or `action_started`), if it runs one.
+pub fn script_of(e: &Event) -> Option<&ScriptRef> {
+    match e {
+        Event::ActionPlanned { script, .. } | Event::ActionStarted { script, .. } => {
+            script.as_ref()
+        }
+        _ => None,
+    }
+}
+
+/// The `action_started` events of the actions that run the script `name`.
+pub fn started_running<'v>(events: &'v [Event], name: &str) -> Vec<&'v Event> {
+    pick!(events, e @ Event::ActionStarted { .. }
+        if script_of(e).is_some_and(|s| s.name == name) => e)
+}
+
+/// The lines action `id` printed on `stream`, in order.
+pub fn lines_of(events: &[Event], id: u64, stream: Stream) -> Vec<&str> {
+    pick!(events, Event::Output { action, stream: s, line, .. }
+        if *action == id && *s == stream => line.as_str())
+}
+
+/// The mode the run says it ran in (its `run_started`, which comes first).
+pub fn mode_of(events: &[Event]) -> String {
+    match events.first() {
+        Some(Event::RunStarted { mode, .. }) => mode.clone(),
+        _ => panic!("the events do not start with run_started: {events:#?}"),
     }
 }

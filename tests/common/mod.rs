@@ -16,13 +16,7 @@ pub mod slurm;
 pub mod sshd;
 
 #[allow(unused_imports)]
-pub use events::{
-    changes, complete_record, is_change, latest_record, logs, parse_line, parse_ndjson, parse_record_line, read_jsonl, read_stamped,
-    read_stamped_so_far, run_id,
-    stamped_of, step_error, step_errors, step_finished, step_outcome, step_skipped, Changes, Container, Effect,
-    ErrorEvent, Event, Hop, Level, Line, RunOutcome, ScriptRef, Stamped, Step, StepOutcome,
-    Stream, FAILED,
-};
+pub use events::*;
 #[allow(unused_imports)]
 pub use run::{Output, Run};
 

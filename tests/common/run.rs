@@ -19,8 +19,8 @@
 //! terminal); it is killed after [`Run::timeout`] (10 minutes unless set), so a hang fails
 //! the test instead of the suite. A failed expectation panics with [`Output::describe`].
 
-use super::running::Running;
 use super::events::*;
+use super::running::Running;
 use super::Env;
 use std::cell::OnceCell;
 use std::ffi::{OsStr, OsString};

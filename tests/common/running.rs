@@ -5,8 +5,8 @@
 //! output when runbook exits too early or takes too long; dropping a `Running` kills a
 //! runbook that still runs. `alive` and `Reap` look after the processes it started.
 
-use super::run::tail_of;
 use super::events::{parse_ndjson, stamped_of, Event, Line};
+use super::run::tail_of;
 use super::Env;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus, Stdio};
@@ -76,7 +76,10 @@ impl Running {
     /// The events of a `--json` run, from what it printed so far (an `error` line fails
     /// the test: see [`Running::lines`]).
     pub fn events(&self) -> Vec<Event> {
-        stamped_of(self.lines()).into_iter().map(|s| s.event).collect()
+        stamped_of(self.lines())
+            .into_iter()
+            .map(|s| s.event)
+            .collect()
     }
 
     pub fn signal(&self, sig: i32) {
