@@ -1,8 +1,22 @@
 //! GPUs on a target, as `nvidia-smi` reports them: two CSV queries (the GPUs, then the
 //! compute processes on them), both reads. `require` checks a probe against what a job
-//! needs and names whatever is short.
+//! needs and names whatever is short. `health` reads what says whether a GPU is broken
+//! (`nvidia-smi -q -x`, the kernel log's Xid lines, DCGM's diagnostic when asked) and
+//! judges it in `gpu/health.rs`.
+//!
+//! Beside this file: `gpu/smi_xml.rs` (the XML report, across driver generations),
+//! `gpu/kernel_log.rs` (the Xid lines `sh/gpu_kernel_log.sh` cuts out), `gpu/xid.rs`
+//! (NVIDIA's Xid catalog, `gpu/xid_catalog.toml`), `gpu/dcgm.rs` (`dcgmi diag -j`).
+
+pub mod dcgm;
+pub mod health;
+mod kernel_log;
+mod smi_xml;
+mod xid;
 
 use super::{Cmd, Ran, Result, Step};
+use crate::base::script;
+use health::{Health, Smi};
 use serde::Serialize;
 use std::time::Duration;
 
@@ -65,6 +79,8 @@ pub struct Requirement {
     pub min_free_mib: Option<u64>,
     /// A substring of the GPU name (case-insensitive); other GPUs are not counted.
     pub name: Option<String>,
+    /// Fail on a critical health finding (`health` with these options).
+    pub healthy: Option<HealthOptions>,
 }
 
 impl Default for Requirement {
@@ -74,6 +90,7 @@ impl Default for Requirement {
             idle: false,
             min_free_mib: None,
             name: None,
+            healthy: None,
         }
     }
 }
@@ -116,7 +133,241 @@ pub async fn require(step: &Step<'_>, need: &Requirement) -> Result<Probe> {
         return Ok(probe);
     }
     check(&probe.gpus, need).map_err(|why| step.fail(format!("{}: {why}", step.target.name())))?;
+    if let Some(opts) = &need.healthy {
+        if let Some(h) = health(step, opts).await? {
+            if let Some(why) = critical(&h) {
+                return Err(step.fail(format!("{}: {why}", step.target.name())));
+            }
+        }
+    }
     Ok(probe)
+}
+
+/// What `gpu.health` is asked.
+#[derive(Debug, Clone, Default)]
+pub struct HealthOptions {
+    /// Only Xids logged this long ago or later count (default: since boot).
+    pub since: Option<Duration>,
+    /// `dcgmi diag -r LEVEL` (1, 2 or 3), when asked.
+    pub dcgm: Option<u8>,
+    /// How long DCGM's diagnostic may take (default by level: `dcgm_timeout`).
+    pub dcgm_timeout: Option<Duration>,
+    /// A target without nvidia-smi is no finding but a note (`verdict = "ok"`, no GPUs).
+    pub optional: bool,
+}
+
+/// How long `dcgmi diag -r LEVEL` may run before it counts as hung: NVIDIA gives level 1
+/// about a minute, level 2 a few minutes, level 3 up to half an hour on 8 GPUs.
+pub fn dcgm_timeout(level: u8) -> Duration {
+    Duration::from_secs(match level {
+        1 => 5 * 60,
+        2 => 20 * 60,
+        _ => 90 * 60,
+    })
+}
+
+/// The kernel-log read's own limit (journalctl over a large journal is the slow one).
+const KERNEL_LOG_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The GPUs' health: `nvidia-smi -q -x`, the kernel log's Xid lines, and DCGM's
+/// diagnostic when asked; all reads. `None` when they were only planned (`--offline`).
+/// What is broken is a finding, not an error: only a target that cannot be asked at all
+/// (no nvidia-smi and not `optional`, output that is not a report) fails the step.
+pub async fn health(step: &Step<'_>, opts: &HealthOptions) -> Result<Option<Health>> {
+    let target = step.target.name();
+    if opts.optional && !has_nvidia_smi(step).await? {
+        let mut h = health::assess(Smi::NoDevices, None, None, None, &target);
+        h.notes = vec![format!(
+            "no nvidia-smi on {target}: no NVIDIA driver here, nothing to check"
+        )];
+        return Ok(Some(h));
+    }
+    let argv = ["nvidia-smi", "-q", "-x"];
+    let smi = step
+        .read(
+            Cmd::new(argv).timeout(QUERY_TIMEOUT),
+            "nvidia-smi: the GPUs' full report",
+        )
+        .await?;
+    let log = step
+        .read(
+            Cmd::script(&script::GPU_KERNEL_LOG, Vec::<String>::new()).timeout(KERNEL_LOG_TIMEOUT),
+            "the kernel log's NVIDIA Xid lines",
+        )
+        .await?;
+    let dcgm = match opts.dcgm {
+        Some(level) => {
+            let timeout = opts.dcgm_timeout.unwrap_or_else(|| dcgm_timeout(level));
+            let argv = [
+                "dcgmi".to_string(),
+                "diag".into(),
+                "-r".into(),
+                level.to_string(),
+                "-j".into(),
+            ];
+            let ran = step
+                .read(
+                    Cmd::new(argv).timeout(timeout),
+                    format!("DCGM diagnostic, level {level}"),
+                )
+                .await?;
+            Some((level, ran))
+        }
+        None => None,
+    };
+    let Ran::Done { out, .. } = &smi else {
+        return Ok(None);
+    };
+    let mut notes = Vec::new();
+    let smi = match read_smi(step, &smi, out.code, out.timed_out)? {
+        Some(smi) => smi,
+        None => {
+            return Err(step.fail(format!(
+                "gpu.health: {}",
+                super::needs(
+                    "nvidia-smi",
+                    &target,
+                    "gpu.health asks the NVIDIA driver through it; not found on PATH: no NVIDIA \
+                     driver here, or a container without the host's driver tools?"
+                )
+            )))
+        }
+    };
+    let kernel = if log.ok() {
+        Some(kernel_log::parse(&log.stdout()).map_err(|e| {
+            step.fail(format!(
+                "gpu.health on {target}: unexpected kernel-log answer: {e}"
+            ))
+        })?)
+    } else {
+        notes.push(log.failure(
+            "reading the kernel log for Xid errors",
+            Some(&target),
+            Some(KERNEL_LOG_TIMEOUT),
+        ));
+        None
+    };
+    let dcgm = match dcgm {
+        None => None,
+        Some((level, ran)) => read_dcgm(level, &ran, &target, &mut notes),
+    };
+    let since = opts.since.map(|d| d.as_secs_f64());
+    let mut h = health::assess(smi, kernel.as_ref(), dcgm, since, &target);
+    notes.append(&mut h.notes);
+    h.notes = notes;
+    Ok(Some(h))
+}
+
+/// Whether the target has nvidia-smi: asked first when its absence is no error, since a
+/// local command that cannot start fails the read itself where a remote shell exits 127.
+/// Planned (`--offline`): as if it had.
+async fn has_nvidia_smi(step: &Step<'_>) -> Result<bool> {
+    let cmd = Cmd::script(&script::NEED, ["nvidia-smi", "the NVIDIA driver's tool"]);
+    let ran = step.read(cmd, "is nvidia-smi there?").await?;
+    Ok(ran.ok())
+}
+
+/// `nvidia-smi -q -x`'s answer; `None` when there is no nvidia-smi.
+fn read_smi(step: &Step<'_>, ran: &Ran, code: Option<i32>, timed_out: bool) -> Result<Option<Smi>> {
+    let stdout = ran.stdout();
+    let said = first_words(&stdout, &ran.stderr());
+    let target = step.target.name();
+    if timed_out {
+        return Ok(Some(Smi::Failed {
+            code: None,
+            said: format!(
+                "nvidia-smi did not answer within {} s (a hung driver)",
+                QUERY_TIMEOUT.as_secs()
+            ),
+            report: None,
+        }));
+    }
+    if said.contains(NO_DEVICES) {
+        return Ok(Some(Smi::NoDevices));
+    }
+    let report = || smi_xml::parse(&stdout);
+    match code {
+        Some(0) => report().map(|r| Some(Smi::Report(r))).map_err(|e| {
+            step.fail(format!(
+                "gpu.health on {target}: unexpected nvidia-smi -q -x output: {e}"
+            ))
+        }),
+        Some(127) => Ok(None),
+        Some(c) if health::is_health_failure(c) => Ok(Some(Smi::Failed {
+            code: Some(c),
+            said,
+            report: report().ok(),
+        })),
+        _ => {
+            let why = ran.failed("nvidia-smi -q -x", Some(&target), Some(QUERY_TIMEOUT));
+            Err(step.fail(format!("gpu.health: {why}: {said}")))
+        }
+    }
+}
+
+/// The first line nvidia-smi said: its own errors go to stdout, a shell's to stderr.
+fn first_words(stdout: &str, stderr: &str) -> String {
+    stdout
+        .lines()
+        .chain(stderr.lines())
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('<'))
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// DCGM's answer; a missing or unreachable DCGM is a note, never an error.
+fn read_dcgm(level: u8, ran: &Ran, target: &str, notes: &mut Vec<String>) -> Option<dcgm::Dcgm> {
+    let out = ran.outcome()?;
+    if out.timed_out {
+        return Some(dcgm::Dcgm::timed_out(level));
+    }
+    if out.code == Some(127) {
+        notes.push(format!(
+            "no dcgmi on {target}: DCGM diagnostics were not run"
+        ));
+        return None;
+    }
+    // dcgmi exits non-zero when a test fails, with the JSON all the same.
+    match dcgm::parse(level, &ran.stdout()) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            // Its own words when it failed (no host engine, say), else why its JSON was
+            // not a result.
+            let said = match out.code {
+                Some(0) => e,
+                _ => first_words(&ran.stdout(), &ran.stderr()),
+            };
+            notes.push(format!(
+                "dcgmi diag -r {level} on {target} gave no result ({}): {said}",
+                out.why(None)
+            ));
+            None
+        }
+    }
+}
+
+/// The critical findings of a health report, each as `GPU 3: WHAT → ACTION`; `None`
+/// when there is none.
+pub fn critical(h: &Health) -> Option<String> {
+    let mut lines = Vec::new();
+    for g in &h.gpus {
+        for f in g
+            .findings
+            .iter()
+            .filter(|f| f.severity == health::Verdict::Critical)
+        {
+            lines.push(format!("{}: {} → {}", g.label(), f.detail, f.action.name()));
+        }
+    }
+    for f in h
+        .findings
+        .iter()
+        .filter(|f| f.severity == health::Verdict::Critical)
+    {
+        lines.push(format!("{} → {}", f.detail, f.action.name()));
+    }
+    (!lines.is_empty()).then(|| lines.join("; "))
 }
 
 /// Runs one query. `None` when it was only planned; "" when the driver sees no GPU.

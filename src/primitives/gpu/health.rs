@@ -1,0 +1,597 @@
+//! The verdict on a target's GPUs: what `nvidia-smi -q -x`, the kernel log's Xid lines
+//! and (when asked) DCGM's diagnostic say, turned into findings in NVIDIA's own terms.
+//! Each finding names its check, says what was seen, and gives the recovery in NVML's
+//! vocabulary (`nvmlDeviceGetGpuRecoveryAction` and the Xid catalog's resolutions), so a
+//! runbook can branch on it. Pure: the commands run in `gpu.rs`.
+
+use super::dcgm::Dcgm;
+use super::kernel_log::{same_device, KernelLog, Source, XidLine};
+use super::smi_xml::{SmiGpu, SmiReport};
+use super::xid;
+use serde::{Deserialize, Serialize};
+
+/// How bad: the whole target's verdict is its worst finding's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Ok,
+    Warn,
+    Critical,
+}
+
+/// What recovers from a finding, least to most disruptive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    None,
+    RestartApp,
+    GpuReset,
+    DrainAndReset,
+    NodeReboot,
+    ContactSupport,
+}
+
+impl Action {
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::None => "none",
+            Action::RestartApp => "restart_app",
+            Action::GpuReset => "gpu_reset",
+            Action::DrainAndReset => "drain_and_reset",
+            Action::NodeReboot => "node_reboot",
+            Action::ContactSupport => "contact_support",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Finding {
+    /// Which check: `memory.remap_pending`, `clocks.hw_slowdown`, `pcie.width`, `xid`, …
+    pub check: String,
+    pub severity: Verdict,
+    pub detail: String,
+    pub action: Action,
+}
+
+impl Finding {
+    fn new(check: &str, severity: Verdict, action: Action, detail: impl Into<String>) -> Self {
+        Finding {
+            check: check.to_string(),
+            severity,
+            detail: detail.into(),
+            action,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuHealth {
+    /// `nvidia-smi`'s index; `None` for a device only the kernel log names.
+    pub index: Option<u32>,
+    pub uuid: Option<String>,
+    pub name: Option<String>,
+    pub pci_bus_id: Option<String>,
+    pub verdict: Verdict,
+    /// The strongest action its findings call for.
+    pub action: Action,
+    pub findings: Vec<Finding>,
+}
+
+impl GpuHealth {
+    /// "GPU 3", or "GPU at 0000:3b:00" for one nvidia-smi does not list.
+    pub fn label(&self) -> String {
+        match (self.index, &self.pci_bus_id) {
+            (Some(i), _) => format!("GPU {i}"),
+            (None, Some(pci)) => format!("GPU at {pci}"),
+            (None, None) => "a GPU".into(),
+        }
+    }
+}
+
+/// One Xid line, with what the catalog says of it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct XidEvent {
+    pub xid: u32,
+    /// The catalog's name; `None` for an Xid it does not know (`known = false`).
+    pub name: Option<String>,
+    pub known: bool,
+    pub severity: Verdict,
+    pub action: Action,
+    /// The index of the GPU it names, when nvidia-smi lists that device.
+    pub gpu: Option<u32>,
+    pub pci: Option<String>,
+    pub at_s: Option<f64>,
+    pub message: String,
+}
+
+/// What the kernel log said; `readable = false` (and a note) where it could not be read,
+/// so that "no Xid" is never said of a log nobody saw.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct XidReport {
+    pub readable: bool,
+    pub source: Option<Source>,
+    pub events: Vec<XidEvent>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Health {
+    pub verdict: Verdict,
+    pub gpus: Vec<GpuHealth>,
+    /// Findings of the node rather than of one GPU (nvidia-smi itself failing).
+    pub findings: Vec<Finding>,
+    pub xid: XidReport,
+    pub dcgm: Option<Dcgm>,
+    pub driver_version: Option<String>,
+    /// What could not be looked at, and why.
+    pub notes: Vec<String>,
+}
+
+/// `nvidia-smi -q -x`'s answer: a report, or an exit status that is itself a finding.
+pub enum Smi {
+    Report(SmiReport),
+    /// `No devices were found` (exit 6): nothing to check.
+    NoDevices,
+    /// A failure the tool's exit status names (nvidia-smi(1), RETURN VALUE), or no
+    /// answer at all (`code = None`: it hung); with the report it printed all the same
+    /// (an infoROM warning comes with one).
+    Failed {
+        code: Option<i32>,
+        said: String,
+        report: Option<SmiReport>,
+    },
+}
+
+/// NVML's clocks event reasons (`nvmlClocksEventReasons`), by their names in the XML.
+const CLOCK_REASON_BITS: [(&str, u64); 9] = [
+    ("gpu_idle", 0x1),
+    ("applications_clocks_setting", 0x2),
+    ("sw_power_cap", 0x4),
+    ("hw_slowdown", 0x8),
+    ("sync_boost", 0x10),
+    ("sw_thermal_slowdown", 0x20),
+    ("hw_thermal_slowdown", 0x40),
+    ("hw_power_brake_slowdown", 0x80),
+    ("display_clocks_setting", 0x100),
+];
+
+/// The GPU's own findings, from its `nvidia-smi -q -x` section.
+pub fn gpu_findings(g: &SmiGpu) -> Vec<Finding> {
+    use Action as A;
+    use Verdict as V;
+    let mut f = Vec::new();
+    if let Some(n) = g.ecc_volatile_uncorrectable.filter(|n| *n > 0) {
+        f.push(Finding::new(
+            "memory.ecc_volatile",
+            V::Critical,
+            A::GpuReset,
+            format!("{n} uncorrectable ECC error(s) since the driver loaded"),
+        ));
+    } else if let Some(n) = g.ecc_aggregate_uncorrectable.filter(|n| *n > 0) {
+        f.push(Finding::new(
+            "memory.ecc_aggregate",
+            V::Warn,
+            A::None,
+            format!(
+                "{n} uncorrectable ECC error(s) over the GPU's life, none since the driver loaded"
+            ),
+        ));
+    }
+    if g.sram_threshold_exceeded == Some(true) {
+        f.push(Finding::new(
+            "memory.sram_threshold",
+            V::Critical,
+            A::ContactSupport,
+            "SRAM uncorrectable errors passed NVIDIA's threshold for replacing the GPU",
+        ));
+    }
+    if g.retired_pages_pending == Some(true) {
+        f.push(Finding::new(
+            "memory.retired_pages_pending",
+            V::Critical,
+            A::GpuReset,
+            "memory pages wait to be retired: they take effect when the GPU is reset",
+        ));
+    }
+    if g.remapped_rows_pending == Some(true) {
+        f.push(Finding::new(
+            "memory.remap_pending",
+            V::Critical,
+            A::GpuReset,
+            "a memory row remap is pending: it takes effect when the GPU is reset",
+        ));
+    }
+    if g.remapped_rows_failure == Some(true) {
+        f.push(Finding::new(
+            "memory.remap_failure",
+            V::Critical,
+            A::ContactSupport,
+            "row remapping failed: the GPU has no spare rows left for its bad memory",
+        ));
+    }
+    f.extend(clock_findings(&g.clock_reasons_active));
+    if let (Some(cur), Some(max)) = (g.pcie_width_current, g.pcie_width_max) {
+        if cur < max {
+            f.push(Finding::new(
+                "pcie.width",
+                V::Warn,
+                A::GpuReset,
+                format!("PCIe link trained to x{cur} of x{max} (a reset retrains it; a link that comes back narrow points at the slot or riser)"),
+            ));
+        }
+    }
+    if let (Some(cur), Some(max)) = (g.pcie_gen_current, g.pcie_gen_max) {
+        // An idle GPU lowers its link speed to save power; only a busy one is slow.
+        let busy = g.utilization_pct.is_some_and(|u| u > 0);
+        if cur < max && busy {
+            f.push(Finding::new(
+                "pcie.gen",
+                V::Warn,
+                A::GpuReset,
+                format!("PCIe link at gen {cur} of gen {max} while the GPU is busy"),
+            ));
+        }
+    }
+    if let Some(t) = g.temperature_c {
+        if let Some(off) = g.temperature_shutdown_c.filter(|off| t >= *off) {
+            f.push(Finding::new(
+                "temperature",
+                V::Critical,
+                A::ContactSupport,
+                format!("{t} °C, at its shutdown threshold ({off} °C)"),
+            ));
+        } else if let Some(slow) = g.temperature_slowdown_c.filter(|slow| t >= *slow) {
+            f.push(Finding::new(
+                "temperature",
+                V::Warn,
+                A::None,
+                format!("{t} °C, at or above its slowdown threshold ({slow} °C): it runs slower; check cooling"),
+            ));
+        }
+    }
+    if g.persistence_mode == Some(false) {
+        f.push(Finding::new(
+            "persistence_mode",
+            V::Warn,
+            A::None,
+            "persistence mode is off: the driver tears the GPU down between jobs (slow starts; nvidia-smi -pm 1)",
+        ));
+    }
+    match (g.mig_current, g.mig_pending) {
+        (Some(cur), Some(pending)) if cur != pending => f.push(Finding::new(
+            "mig_mode",
+            V::Warn,
+            A::GpuReset,
+            format!(
+                "MIG mode is {} and turns {} at the next GPU reset",
+                on_off(cur),
+                on_off(pending)
+            ),
+        )),
+        (Some(true), _) => f.push(Finding::new(
+            "mig_mode",
+            V::Warn,
+            A::None,
+            "MIG mode is on: the GPU is split into instances and a job sees one of them",
+        )),
+        _ => {}
+    }
+    f
+}
+
+fn on_off(b: bool) -> &'static str {
+    if b {
+        "on"
+    } else {
+        "off"
+    }
+}
+
+/// Clock event reasons that are the hardware holding the GPU back (a software power cap
+/// or an idle GPU is normal), with NVML's bitmask of every active reason.
+fn clock_findings(active: &[String]) -> Vec<Finding> {
+    let mask: u64 = CLOCK_REASON_BITS
+        .iter()
+        .filter(|(name, _)| active.iter().any(|a| a == name))
+        .map(|(_, bit)| bit)
+        .sum();
+    let hw = [
+        ("hw_slowdown", "hardware slowdown"),
+        ("hw_thermal_slowdown", "hardware thermal slowdown"),
+        ("hw_power_brake_slowdown", "hardware power brake slowdown"),
+    ];
+    hw.iter()
+        .filter(|(name, _)| active.iter().any(|a| a == name))
+        .map(|(name, words)| {
+            Finding::new(
+                &format!("clocks.{name}"),
+                Verdict::Warn,
+                Action::None,
+                format!("{words} active (NVML clocks event reasons {mask:#06x}): clocks are held down; check cooling and power"),
+            )
+        })
+        .collect()
+}
+
+/// An Xid line read through the catalog.
+pub fn xid_event(line: &XidLine, gpus: &[SmiGpu]) -> XidEvent {
+    let entry = xid::lookup(line.xid);
+    let gpu = line.pci.as_deref().and_then(|pci| {
+        gpus.iter()
+            .find(|g| {
+                g.pci_bus_id
+                    .as_deref()
+                    .is_some_and(|id| same_device(pci, id))
+            })
+            .map(|g| g.index)
+    });
+    XidEvent {
+        xid: line.xid,
+        name: entry.map(|e| e.name.clone()),
+        known: entry.is_some(),
+        severity: entry.map_or(Verdict::Warn, |e| e.severity),
+        action: entry.map_or(Action::None, |e| e.action),
+        gpu,
+        pci: line.pci.clone(),
+        at_s: line.at_s,
+        message: line.message.clone(),
+    }
+}
+
+/// One finding per Xid number of one device: a storm of one Xid is one finding.
+fn xid_findings<'a>(events: impl Iterator<Item = &'a XidEvent>) -> Vec<Finding> {
+    let mut by_xid: Vec<(u32, Vec<&XidEvent>)> = Vec::new();
+    for e in events {
+        match by_xid.iter_mut().find(|(x, _)| *x == e.xid) {
+            Some((_, list)) => list.push(e),
+            None => by_xid.push((e.xid, vec![e])),
+        }
+    }
+    by_xid
+        .into_iter()
+        .map(|(xid, list)| {
+            let last = list[list.len() - 1];
+            let name = match &last.name {
+                Some(n) => format!("Xid {xid} ({n})"),
+                None => format!(
+                    "Xid {xid} (not in runbook's Xid catalog: see NVIDIA's Xid documentation)"
+                ),
+            };
+            let times = match list.len() {
+                1 => String::new(),
+                n => format!(", {n} times"),
+            };
+            let when = last
+                .at_s
+                .map(|s| format!(", last {s:.0} s after boot"))
+                .unwrap_or_default();
+            Finding::new(
+                "xid",
+                last.severity,
+                last.action,
+                format!("{name}{times}{when}"),
+            )
+        })
+        .collect()
+}
+
+/// The verdict from everything that was read. `since_s`: only Xids stamped that many
+/// seconds before the log's uptime, or later, count.
+pub fn assess(
+    smi: Smi,
+    log: Option<&KernelLog>,
+    dcgm: Option<Dcgm>,
+    since_s: Option<f64>,
+    target: &str,
+) -> Health {
+    let mut notes = Vec::new();
+    let mut node = Vec::new();
+    let mut driver_version = None;
+    let smi_gpus = match smi {
+        Smi::Report(r) => {
+            driver_version = r.driver_version;
+            r.gpus
+        }
+        Smi::NoDevices => {
+            notes.push(format!("nvidia-smi on {target} found no GPU"));
+            Vec::new()
+        }
+        Smi::Failed { code, said, report } => {
+            node.push(smi_failure(code, &said));
+            match report {
+                Some(r) => {
+                    driver_version = r.driver_version;
+                    r.gpus
+                }
+                None => Vec::new(),
+            }
+        }
+    };
+    let mut gpus: Vec<GpuHealth> = smi_gpus
+        .iter()
+        .map(|g| GpuHealth {
+            index: Some(g.index),
+            uuid: g.uuid.clone(),
+            name: g.name.clone(),
+            pci_bus_id: g.pci_bus_id.clone(),
+            verdict: Verdict::Ok,
+            action: Action::None,
+            findings: gpu_findings(g),
+        })
+        .collect();
+
+    let xid = match log {
+        None => XidReport {
+            readable: false,
+            source: None,
+            events: Vec::new(),
+        },
+        Some(log) if log.source.is_none() => {
+            notes.push(format!(
+                "the kernel log of {target} could not be read ({}): Xid errors were not checked",
+                log.unreadable.join("; ")
+            ));
+            XidReport {
+                readable: false,
+                source: None,
+                events: Vec::new(),
+            }
+        }
+        Some(log) => {
+            let from = match (since_s, log.uptime_s) {
+                (Some(since), Some(up)) => Some(up - since),
+                _ => None,
+            };
+            if let (Some(first), true) = (log.first_at_s, from.is_none_or(|f| f < 0.0)) {
+                if first > 60.0 {
+                    notes.push(format!(
+                        "the kernel log of {target} starts {first:.0} s after boot: Xids older than that were overwritten"
+                    ));
+                }
+            }
+            if log.dropped > 0 {
+                notes.push(format!(
+                    "{} more Xid lines than the {} read were in the kernel log of {target}",
+                    log.dropped,
+                    log.xids.len()
+                ));
+            }
+            let events: Vec<XidEvent> = log
+                .xids
+                .iter()
+                .filter(|l| match (from, l.at_s) {
+                    (Some(from), Some(at)) => at >= from,
+                    _ => true,
+                })
+                .map(|l| xid_event(l, &smi_gpus))
+                .collect();
+            XidReport {
+                readable: true,
+                source: log.source,
+                events,
+            }
+        }
+    };
+    for g in gpus.iter_mut() {
+        let mine = xid
+            .events
+            .iter()
+            .filter(|e| e.gpu == g.index && e.gpu.is_some());
+        g.findings.extend(xid_findings(mine));
+    }
+    // Xids of a device nvidia-smi does not list (a GPU that fell off the bus is often
+    // missing from its report): a GPU entry of its own, named by its PCI address.
+    let mut orphans: Vec<&str> = Vec::new();
+    for e in xid.events.iter().filter(|e| e.gpu.is_none()) {
+        let pci = e.pci.as_deref().unwrap_or("");
+        if !orphans.contains(&pci) {
+            orphans.push(pci);
+        }
+    }
+    for pci in orphans {
+        let mine = xid
+            .events
+            .iter()
+            .filter(|e| e.gpu.is_none() && e.pci.as_deref().unwrap_or("") == pci);
+        let findings = xid_findings(mine);
+        if pci.is_empty() {
+            node.extend(findings);
+        } else {
+            gpus.push(GpuHealth {
+                index: None,
+                uuid: None,
+                name: None,
+                pci_bus_id: Some(pci.to_string()),
+                verdict: Verdict::Ok,
+                action: Action::None,
+                findings,
+            });
+        }
+    }
+    if let Some(d) = &dcgm {
+        for (gpu, finding) in d.findings() {
+            match gpu.and_then(|i| gpus.iter_mut().find(|g| g.index == Some(i))) {
+                Some(g) => g.findings.push(finding),
+                None => node.push(finding),
+            }
+        }
+    }
+    for g in gpus.iter_mut() {
+        g.verdict = worst(&g.findings);
+        g.action = strongest(&g.findings);
+    }
+    let verdict = gpus
+        .iter()
+        .map(|g| g.verdict)
+        .chain(std::iter::once(worst(&node)))
+        .max()
+        .unwrap_or(Verdict::Ok);
+    Health {
+        verdict,
+        gpus,
+        findings: node,
+        xid,
+        dcgm,
+        driver_version,
+        notes,
+    }
+}
+
+fn worst(f: &[Finding]) -> Verdict {
+    f.iter().map(|f| f.severity).max().unwrap_or(Verdict::Ok)
+}
+
+fn strongest(f: &[Finding]) -> Action {
+    f.iter().map(|f| f.action).max().unwrap_or(Action::None)
+}
+
+/// nvidia-smi's exit statuses that say the GPUs or the driver are in trouble
+/// (nvidia-smi(1), RETURN VALUE), as a finding of the node.
+fn smi_failure(code: Option<i32>, said: &str) -> Finding {
+    let Some(code) = code else {
+        return Finding::new("nvidia_smi", Verdict::Critical, Action::NodeReboot, said);
+    };
+    let (severity, action, what) = match code {
+        8 => (
+            Verdict::Critical,
+            Action::ContactSupport,
+            "a GPU's external power cables are not properly attached",
+        ),
+        9 => (
+            Verdict::Critical,
+            Action::NodeReboot,
+            "the NVIDIA driver is not loaded",
+        ),
+        10 => (
+            Verdict::Critical,
+            Action::NodeReboot,
+            "the NVIDIA kernel module detected an interrupt issue with a GPU",
+        ),
+        14 => (
+            Verdict::Warn,
+            Action::ContactSupport,
+            "a GPU's infoROM is corrupted",
+        ),
+        15 => (
+            Verdict::Critical,
+            Action::NodeReboot,
+            "a GPU has fallen off the bus or is otherwise inaccessible",
+        ),
+        _ => (Verdict::Critical, Action::NodeReboot, "nvidia-smi failed"),
+    };
+    let said = said.trim();
+    let detail = if said.is_empty() {
+        format!("{what} (nvidia-smi exit status {code})")
+    } else {
+        format!("{what} (nvidia-smi exit status {code}: {said})")
+    };
+    Finding::new("nvidia_smi", severity, action, detail)
+}
+
+/// The exit statuses `smi_failure` reads as a finding; any other failure of nvidia-smi
+/// fails the call instead.
+pub fn is_health_failure(code: i32) -> bool {
+    matches!(code, 8 | 9 | 10 | 14 | 15)
+}
+
+#[cfg(test)]
+mod tests;
