@@ -208,6 +208,22 @@ pub fn gpu_findings(g: &SmiGpu) -> Vec<Finding> {
             "row remapping failed: the GPU has no spare rows left for its bad memory",
         ));
     }
+    if g.repair_pending == Some(true) {
+        f.push(Finding::new(
+            "memory.repair_pending",
+            V::Critical,
+            A::GpuReset,
+            "a channel or TPC repair is pending: it takes effect when the GPU is reset",
+        ));
+    }
+    if let Some(asked) = &g.recovery_action {
+        f.push(Finding::new(
+            "recovery_action",
+            V::Critical,
+            recovery(asked),
+            format!("the driver asks for recovery: {asked}"),
+        ));
+    }
     f.extend(clock_findings(&g.clock_reasons_active));
     if let (Some(cur), Some(max)) = (g.pcie_width_current, g.pcie_width_max) {
         if cur < max {
@@ -231,23 +247,7 @@ pub fn gpu_findings(g: &SmiGpu) -> Vec<Finding> {
             ));
         }
     }
-    if let Some(t) = g.temperature_c {
-        if let Some(off) = g.temperature_shutdown_c.filter(|off| t >= *off) {
-            f.push(Finding::new(
-                "temperature",
-                V::Critical,
-                A::ContactSupport,
-                format!("{t} °C, at its shutdown threshold ({off} °C)"),
-            ));
-        } else if let Some(slow) = g.temperature_slowdown_c.filter(|slow| t >= *slow) {
-            f.push(Finding::new(
-                "temperature",
-                V::Warn,
-                A::None,
-                format!("{t} °C, at or above its slowdown threshold ({slow} °C): it runs slower; check cooling"),
-            ));
-        }
-    }
+    f.extend(temperature(g));
     if g.persistence_mode == Some(false) {
         f.push(Finding::new(
             "persistence_mode",
@@ -276,6 +276,70 @@ pub fn gpu_findings(g: &SmiGpu) -> Vec<Finding> {
         _ => {}
     }
     f
+}
+
+/// At or past the slowdown or shutdown temperature: absolute thresholds where the GPU
+/// gives them, else (Hopper on) its margin below T.Limit against the margins of each.
+fn temperature(g: &SmiGpu) -> Option<Finding> {
+    let (now, slow, off) = match (g.temperature_c, g.tlimit_margin_c) {
+        (Some(t), _)
+            if g.temperature_slowdown_c.is_some() || g.temperature_shutdown_c.is_some() =>
+        {
+            let off = g.temperature_shutdown_c.filter(|off| t >= *off);
+            let slow = g.temperature_slowdown_c.filter(|slow| t >= *slow);
+            (
+                format!("{t} °C"),
+                slow.map(|s| format!("{s} °C")),
+                off.map(|o| format!("{o} °C")),
+            )
+        }
+        (t, Some(m)) => {
+            let off = g.tlimit_shutdown_c.filter(|off| m <= *off);
+            let slow = g.tlimit_slowdown_c.filter(|slow| m <= *slow);
+            let t = t.map(|t| format!("{t} °C, ")).unwrap_or_default();
+            let margin = |x: i64| format!("{x} °C from T.Limit");
+            (
+                format!("{t}{}", margin(m)),
+                slow.map(margin),
+                off.map(margin),
+            )
+        }
+        _ => return None,
+    };
+    if let Some(off) = off {
+        return Some(Finding::new(
+            "temperature",
+            Verdict::Critical,
+            Action::ContactSupport,
+            format!("{now}: at its shutdown threshold ({off})"),
+        ));
+    }
+    slow.map(|slow| {
+        Finding::new(
+            "temperature",
+            Verdict::Warn,
+            Action::None,
+            format!(
+                "{now}: at or past its slowdown threshold ({slow}); it runs slower, check cooling"
+            ),
+        )
+    })
+}
+
+/// NVML's recovery action as nvidia-smi words it (`GPU Reset`, `Node Reboot`, `Drain P2P`,
+/// `Drain and Reset`), in the vocabulary findings use.
+fn recovery(asked: &str) -> Action {
+    let key: String = asked
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .collect::<String>()
+        .to_ascii_lowercase();
+    match key.as_str() {
+        "gpureset" | "reset" => Action::GpuReset,
+        "nodereboot" | "reboot" => Action::NodeReboot,
+        "drainp2p" | "drainandreset" => Action::DrainAndReset,
+        _ => Action::ContactSupport,
+    }
 }
 
 fn on_off(b: bool) -> &'static str {

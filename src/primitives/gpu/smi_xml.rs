@@ -8,7 +8,13 @@
 //!   `sram_*`/`dram_*` counters, the SRAM uncorrectable one split into `_parity` and
 //!   `_secded` on newer drivers;
 //! - retired pages: `pending_blacklist` (470) or `pending_retirement`;
-//! - remapped rows: only on GPUs that remap (Ampere on); absent or `N/A` elsewhere.
+//! - remapped rows: only on GPUs that remap (Ampere on); absent or `N/A` elsewhere;
+//! - temperature: absolute thresholds (`gpu_temp_slow_threshold`) up to Ampere; Hopper
+//!   reports margins below its T.Limit instead (`gpu_temp_tlimit`,
+//!   `gpu_temp_slow_tlimit_threshold`), and the absolute elements are gone;
+//! - what the driver asks for: `gpu_reset_status/{reset_required,
+//!   drain_and_reset_recommended}` (535 to 550), then `gpu_recovery_action` (570 on);
+//! - `ecc_errors/{channel,tpc}_repair_pending` (580 on).
 //!
 //! A value a GPU does not report (`N/A`, `Not Supported`, `[N/A]`, `Unknown Error`, or an
 //! element missing altogether) is `None`: the checks say nothing about what is unknown.
@@ -37,6 +43,11 @@ pub struct SmiGpu {
     pub retired_pages_double_bit: Option<u64>,
     pub remapped_rows_pending: Option<bool>,
     pub remapped_rows_failure: Option<bool>,
+    /// A channel or TPC repair waits for the next GPU reset (580 on).
+    pub repair_pending: Option<bool>,
+    /// What the driver itself asks for: `gpu_recovery_action` (570 on) or what the older
+    /// `gpu_reset_status` says, in NVML's words (`GPU Reset`, `Drain and Reset`, …).
+    pub recovery_action: Option<String>,
     /// The active clock event (throttle) reasons, by NVML's name without its prefix
     /// (`hw_slowdown`, `hw_thermal_slowdown`, `hw_power_brake_slowdown`, …).
     pub clock_reasons_active: Vec<String>,
@@ -49,6 +60,11 @@ pub struct SmiGpu {
     pub temperature_slowdown_c: Option<i64>,
     /// Where it shuts down.
     pub temperature_shutdown_c: Option<i64>,
+    /// Hopper on: how far below its T.Limit the GPU runs, and the margins at which it
+    /// slows down and shuts down (negative: past the limit).
+    pub tlimit_margin_c: Option<i64>,
+    pub tlimit_slowdown_c: Option<i64>,
+    pub tlimit_shutdown_c: Option<i64>,
     pub utilization_pct: Option<u32>,
 }
 
@@ -130,6 +146,14 @@ fn gpu(index: u32, g: Node) -> SmiGpu {
         ),
         remapped_rows_pending: flag(g, &["remapped_rows", "remapped_row_pending"]),
         remapped_rows_failure: flag(g, &["remapped_rows", "remapped_row_failure"]),
+        repair_pending: any_flag(
+            g,
+            &[
+                &["ecc_errors", "channel_repair_pending"],
+                &["ecc_errors", "tpc_repair_pending"],
+            ],
+        ),
+        recovery_action: recovery_action(g),
         clock_reasons_active,
         pcie_gen_current: number(g, &[link[0], link[1], "pcie_gen", "current_link_gen"]),
         pcie_gen_max: number(g, &[link[0], link[1], "pcie_gen", "max_link_gen"]),
@@ -138,6 +162,9 @@ fn gpu(index: u32, g: Node) -> SmiGpu {
         temperature_c: number(g, &["temperature", "gpu_temp"]),
         temperature_slowdown_c: number(g, &["temperature", "gpu_temp_slow_threshold"]),
         temperature_shutdown_c: number(g, &["temperature", "gpu_temp_max_threshold"]),
+        tlimit_margin_c: number(g, &["temperature", "gpu_temp_tlimit"]),
+        tlimit_slowdown_c: number(g, &["temperature", "gpu_temp_slow_tlimit_threshold"]),
+        tlimit_shutdown_c: number(g, &["temperature", "gpu_temp_max_tlimit_threshold"]),
         utilization_pct: number(g, &["utilization", "gpu_util"]),
     }
 }
@@ -170,6 +197,24 @@ fn uncorrectable(g: Node, which: &str) -> Option<u64> {
         .then(|| parts.iter().flatten().sum())
 }
 
+/// `gpu_recovery_action` when it asks for something; else what `gpu_reset_status` says.
+fn recovery_action(g: Node) -> Option<String> {
+    if let Some(a) = value(g, &["gpu_recovery_action"]) {
+        return (!a.eq_ignore_ascii_case("none")).then(|| a.to_string());
+    }
+    let status = ["gpu_reset_status"];
+    if flag(g, &[status[0], "drain_and_reset_recommended"]) == Some(true) {
+        return Some("Drain and Reset".into());
+    }
+    (flag(g, &[status[0], "reset_required"]) == Some(true)).then(|| "GPU Reset".into())
+}
+
+/// Whether any of the flags is set; `None` when none is reported.
+fn any_flag(n: Node, paths: &[&[&str]]) -> Option<bool> {
+    let seen: Vec<bool> = paths.iter().filter_map(|p| flag(n, p)).collect();
+    (!seen.is_empty()).then(|| seen.contains(&true))
+}
+
 fn child<'a, 'i>(n: Node<'a, 'i>, name: &str) -> Option<Node<'a, 'i>> {
     n.children().find(|c| c.has_tag_name(name))
 }
@@ -186,9 +231,15 @@ fn text<'a>(n: Node<'a, '_>) -> Option<&'a str> {
     let v = n.text()?.trim();
     let unreported = v.is_empty()
         || v.starts_with('[')
-        || ["N/A", "Not Supported", "Unknown Error", "Not Available"]
-            .iter()
-            .any(|u| v.eq_ignore_ascii_case(u));
+        || [
+            "N/A",
+            "Not Supported",
+            "Unknown Error",
+            "Not Available",
+            "Requested functionality has been deprecated",
+        ]
+        .iter()
+        .any(|u| v.eq_ignore_ascii_case(u));
     (!unreported).then_some(v)
 }
 

@@ -302,3 +302,147 @@ fn nvidia_smi_failures_are_findings_of_the_node() {
     assert_eq!(none.verdict, Verdict::Ok);
     assert_eq!(none.notes, ["nvidia-smi on n found no GPU"]);
 }
+
+/// Every `nvidia-smi -q -x` fixture (drivers 470, 535, 550, 570 and 580, each
+/// generation's layout; tests/fixtures/nvidia-smi/README.md) gives exactly the findings
+/// its README row lists.
+#[test]
+fn every_driver_generations_fixture_gives_its_findings() {
+    use Action as A;
+    use Verdict as V;
+    let expected: &[(&str, &[(&str, u32, Verdict, Action)])] = &[
+        ("d470-v100x2", &[]),
+        (
+            "d470-v100x2-ecc-volatile",
+            &[("memory.ecc_volatile", 1, V::Critical, A::GpuReset)],
+        ),
+        (
+            "d470-v100x2-retired-pending",
+            &[("memory.retired_pages_pending", 0, V::Critical, A::GpuReset)],
+        ),
+        (
+            "d470-v100x2-hw-slowdown",
+            &[("clocks.hw_slowdown", 1, V::Warn, A::None)],
+        ),
+        (
+            "d470-v100x2-temp-slowdown",
+            &[("temperature", 0, V::Warn, A::None)],
+        ),
+        (
+            "d470-v100x2-persistence-off",
+            &[("persistence_mode", 1, V::Warn, A::None)],
+        ),
+        (
+            "d470-v100x2-pcie-gen1",
+            &[("pcie.gen", 0, V::Warn, A::GpuReset)],
+        ),
+        ("d535-a100x2", &[]),
+        (
+            "d535-a100x2-ecc-aggregate",
+            &[("memory.ecc_aggregate", 0, V::Warn, A::None)],
+        ),
+        ("d535-a100x2-ecc-disabled", &[]),
+        (
+            "d535-a100x2-hw-thermal",
+            &[
+                ("clocks.hw_slowdown", 0, V::Warn, A::None),
+                ("clocks.hw_thermal_slowdown", 0, V::Warn, A::None),
+            ],
+        ),
+        (
+            "d535-a100x2-pcie-x4",
+            &[("pcie.width", 1, V::Warn, A::GpuReset)],
+        ),
+        (
+            "d535-a100x2-remap-failure",
+            &[("memory.remap_failure", 1, V::Critical, A::ContactSupport)],
+        ),
+        (
+            "d535-a100x2-temp-slowdown",
+            &[("temperature", 1, V::Warn, A::None)],
+        ),
+        ("d550-h100x2", &[]),
+        (
+            "d550-h100x2-ecc-volatile-sram",
+            &[("memory.ecc_volatile", 0, V::Critical, A::GpuReset)],
+        ),
+        ("d550-h100x2-mig", &[("mig_mode", 1, V::Warn, A::None)]),
+        (
+            "d550-h100x2-power-brake",
+            &[
+                ("clocks.hw_slowdown", 0, V::Warn, A::None),
+                ("clocks.hw_power_brake_slowdown", 0, V::Warn, A::None),
+            ],
+        ),
+        (
+            "d550-h100x2-remap-pending",
+            &[("memory.remap_pending", 1, V::Critical, A::GpuReset)],
+        ),
+        (
+            "d550-h100x2-temp-slowdown",
+            &[("temperature", 0, V::Warn, A::None)],
+        ),
+        ("d570-h200x4", &[]),
+        ("d570-h200x4-na", &[]),
+        (
+            "d570-h200x4-pcie-gen1",
+            &[("pcie.gen", 2, V::Warn, A::GpuReset)],
+        ),
+        (
+            "d570-h200x4-sram-threshold",
+            &[
+                ("memory.ecc_aggregate", 1, V::Warn, A::None),
+                ("memory.sram_threshold", 1, V::Critical, A::ContactSupport),
+            ],
+        ),
+        ("h200x8", &[]),
+        ("a100x4", &[]),
+        ("na-fields", &[("mig_mode", 0, V::Warn, A::None)]),
+    ];
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nvidia-smi");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let xml = entry.unwrap().path().join("q.xml");
+        if xml.exists() {
+            seen += 1;
+            let name = xml
+                .parent()
+                .unwrap()
+                .file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .to_string();
+            assert!(
+                expected.iter().any(|(n, _)| *n == name),
+                "fixture {name} has no expectation here"
+            );
+        }
+    }
+    assert_eq!(seen, expected.len());
+    for (fixture, want) in expected {
+        let xml = std::fs::read_to_string(dir.join(fixture).join("q.xml")).unwrap();
+        let report =
+            super::super::smi_xml::parse(&xml).unwrap_or_else(|e| panic!("{fixture}: {e}"));
+        assert!(!report.gpus.is_empty(), "{fixture}");
+        let h = assess(Smi::Report(report), Some(&log_with(&[])), None, None, "n");
+        let mut got: Vec<(String, u32, Verdict, Action)> = h
+            .gpus
+            .iter()
+            .flat_map(|g| {
+                g.findings
+                    .iter()
+                    .map(move |f| (f.check.clone(), g.index.unwrap(), f.severity, f.action))
+            })
+            .collect();
+        got.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut want: Vec<(String, u32, Verdict, Action)> = want
+            .iter()
+            .map(|(c, i, s, a)| (c.to_string(), *i, *s, *a))
+            .collect();
+        want.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(got, want, "{fixture}: {:#?}", h.gpus);
+        let worst = want.iter().map(|w| w.2).max().unwrap_or(Verdict::Ok);
+        assert_eq!(h.verdict, worst, "{fixture}");
+    }
+}
