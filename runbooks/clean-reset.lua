@@ -1,5 +1,6 @@
 -- clean-reset: the "clean reset then warm" recovery for a polluted training environment.
 --
+-- GPU health (a broken GPU stops everything: a clean reset will not fix it) →
 -- fingerprint + drift → GPU preflight → stop the job → fresh venv → code back to the
 -- known-good rev → the known-good compile cache put back where its key matches, else the
 -- caches moved aside → single-threaded warm-up that must fill the cache → relaunch →
@@ -68,6 +69,11 @@ runbook {
       help = "artifact store: a directory, or ssh://HOST/DIR on a team file server (empty: the state dir's)",
     },
     wait = { default = "10m", help = "how long to wait for the throughput line" },
+    ignore_health = {
+      type = "boolean",
+      default = false,
+      help = "go on when a GPU is critical (gpu.health): its findings are still reported",
+    },
   },
 }
 
@@ -101,6 +107,42 @@ local store = params.store ~= "" and params.store or nil
 local function artifact_opts()
   return { name = params.artifact, paths = { caches.inductor }, venv = params.venv, repo = params.repo, store = store }
 end
+
+-- Before anything changes: a GPU with a pending row remap or an Xid 79 is not fixed by a
+-- fresh venv. A machine with no NVIDIA driver has nothing to check (a CPU test box).
+step("GPU health", function()
+  local h = gpu.health(box, { optional = true })
+  if h.planned then return end
+  for _, note in ipairs(h.notes) do
+    log.info(note)
+  end
+  local critical = {}
+  for _, g in ipairs(h.gpus) do
+    for _, f in ipairs(g.findings) do
+      local line = g.label .. ": " .. f.detail .. " → " .. f.action
+      if f.severity == "critical" then
+        critical[#critical + 1] = line
+      else
+        log.warn(line)
+      end
+    end
+  end
+  for _, f in ipairs(h.findings) do
+    local line = box.name .. ": " .. f.detail .. " → " .. f.action
+    if f.severity == "critical" then
+      critical[#critical + 1] = line
+    else
+      log.warn(line)
+    end
+  end
+  if #critical == 0 then return end
+  local why = table.concat(critical, "; ")
+  if params.ignore_health then
+    log.warn(why .. ": going on (ignore_health = true)")
+  else
+    fail(why .. ": a clean reset will not help (--set ignore_health=true goes on anyway)")
+  end
+end)
 
 step("fingerprint and drift", function()
   -- Before the job is stopped: a restore that cannot happen must not cost the job. (Whether

@@ -172,7 +172,7 @@ async fn require(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Va
     probe_to_lua(&lua, &found)
 }
 
-/// Lua: gpu.health(t, [opts]) -> { verdict, gpus = { { index, uuid, name, verdict, action, findings }, … }, findings, xid, dcgm, notes }
+/// Lua: gpu.health(t, [opts]) -> { verdict, gpus = { { label, index, uuid, name, verdict, action, findings }, … }, findings, xid, dcgm, notes }
 ///
 /// Whether `t`'s GPUs are broken, in NVIDIA's own terms: a polluted environment is
 /// fixed by a clean reset, a GPU with a pending row remap or an Xid 79 is not. Reads
@@ -202,7 +202,8 @@ async fn require(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Va
 /// pci, at_s, message }, … } }`: `readable = false` (and a note) where the kernel log
 /// could not be read, as inside most containers, so that "no Xid" is never claimed of a
 /// log nobody saw. A device the kernel log names and nvidia-smi does not list (a GPU
-/// that fell off the bus) is a GPU of its own, with `index = nil` and its `pci_bus_id`.
+/// that fell off the bus) is a GPU of its own, with `index = nil` and its `pci_bus_id`;
+/// `label` names either kind as messages do (`GPU 3`, `GPU at 0000:3b:00`).
 /// `dcgm = { level, passed, timed_out, version, tests = { { name, result, gpu, detail } } }`,
 /// or nil with a note when not asked, when `dcgmi` is missing or its host engine is not
 /// running (never an error). Options ([`HealthOptions`]):
@@ -211,7 +212,7 @@ async fn require(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Va
 /// local h = gpu.health(box, { since = "24h" })
 /// for _, g in ipairs(h.gpus) do
 ///   for _, f in ipairs(g.findings) do
-///     log.warn(("GPU %s: %s → %s"):format(g.index or g.pci_bus_id, f.detail, f.action))
+///     log.warn(("%s: %s → %s"):format(g.label, f.detail, f.action))
 ///   end
 /// end
 /// if h.verdict == "critical" then fail("the GPUs are broken: a clean reset will not help") end
@@ -229,6 +230,7 @@ async fn require(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Va
 /// ---@field notes? string[] what could not be looked at, and why
 /// ---@field planned? boolean `--offline`: nothing was looked at
 /// ---@class runbook.GpuHealthGpu
+/// ---@field label string `GPU 3`, or `GPU at 0000:3b:00`
 /// ---@field index? integer nil for a device only the kernel log names
 /// ---@field uuid? string
 /// ---@field name? string

@@ -357,7 +357,7 @@ pub fn critical(h: &Health) -> Option<String> {
             .iter()
             .filter(|f| f.severity == health::Verdict::Critical)
         {
-            lines.push(format!("{}: {} → {}", g.label(), f.detail, f.action.name()));
+            lines.push(format!("{}: {} → {}", g.label, f.detail, f.action.name()));
         }
     }
     for f in h

@@ -66,6 +66,8 @@ impl Finding {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GpuHealth {
+    /// How messages name it: `GPU 3`, or `GPU at 0000:3b:00` ([`GpuHealth::label`]).
+    pub label: String,
     /// `nvidia-smi`'s index; `None` for a device only the kernel log names.
     pub index: Option<u32>,
     pub uuid: Option<String>,
@@ -78,12 +80,23 @@ pub struct GpuHealth {
 }
 
 impl GpuHealth {
-    /// "GPU 3", or "GPU at 0000:3b:00" for one nvidia-smi does not list.
-    pub fn label(&self) -> String {
-        match (self.index, &self.pci_bus_id) {
+    /// A GPU with no findings yet, named by its index or, for one nvidia-smi does not
+    /// list, by its PCI address.
+    fn new(index: Option<u32>, pci_bus_id: Option<String>) -> Self {
+        let label = match (index, &pci_bus_id) {
             (Some(i), _) => format!("GPU {i}"),
             (None, Some(pci)) => format!("GPU at {pci}"),
             (None, None) => "a GPU".into(),
+        };
+        GpuHealth {
+            label,
+            index,
+            uuid: None,
+            name: None,
+            pci_bus_id,
+            verdict: Verdict::Ok,
+            action: Action::None,
+            findings: Vec::new(),
         }
     }
 }
@@ -473,13 +486,10 @@ pub fn assess(
     let mut gpus: Vec<GpuHealth> = smi_gpus
         .iter()
         .map(|g| GpuHealth {
-            index: Some(g.index),
             uuid: g.uuid.clone(),
             name: g.name.clone(),
-            pci_bus_id: g.pci_bus_id.clone(),
-            verdict: Verdict::Ok,
-            action: Action::None,
             findings: gpu_findings(g),
+            ..GpuHealth::new(Some(g.index), g.pci_bus_id.clone())
         })
         .collect();
 
@@ -561,13 +571,8 @@ pub fn assess(
             node.extend(findings);
         } else {
             gpus.push(GpuHealth {
-                index: None,
-                uuid: None,
-                name: None,
-                pci_bus_id: Some(pci.to_string()),
-                verdict: Verdict::Ok,
-                action: Action::None,
                 findings,
+                ..GpuHealth::new(None, Some(pci.to_string()))
             });
         }
     }

@@ -249,7 +249,7 @@ fn since_drops_older_xids_and_an_unlisted_device_is_a_gpu_of_its_own() {
         (lost.index, lost.pci_bus_id.as_deref()),
         (None, Some("0000:af:00"))
     );
-    assert_eq!(lost.label(), "GPU at 0000:af:00");
+    assert_eq!(lost.label, "GPU at 0000:af:00");
     assert_eq!(h.verdict, Verdict::Critical);
 }
 
