@@ -293,7 +293,7 @@ fn read_smi(step: &Step<'_>, ran: &Ran, code: Option<i32>, timed_out: bool) -> R
             ))
         }),
         Some(127) => Ok(None),
-        Some(c) if health::is_health_failure(c) => Ok(Some(Smi::Failed {
+        Some(c) if health::is_health_failure(c, &said) => Ok(Some(Smi::Failed {
             code: Some(c),
             said,
             report: report().ok(),

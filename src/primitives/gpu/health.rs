@@ -619,7 +619,13 @@ fn smi_failure(code: Option<i32>, said: &str) -> Finding {
     let Some(code) = code else {
         return Finding::new("nvidia_smi", Verdict::Critical, Action::NodeReboot, said);
     };
+    let lost = code == 15 || said.contains(LOST);
     let (severity, action, what) = match code {
+        _ if lost => (
+            Verdict::Critical,
+            Action::NodeReboot,
+            "a GPU has fallen off the bus or is otherwise inaccessible",
+        ),
         8 => (
             Verdict::Critical,
             Action::ContactSupport,
@@ -640,11 +646,6 @@ fn smi_failure(code: Option<i32>, said: &str) -> Finding {
             Action::ContactSupport,
             "a GPU's infoROM is corrupted",
         ),
-        15 => (
-            Verdict::Critical,
-            Action::NodeReboot,
-            "a GPU has fallen off the bus or is otherwise inaccessible",
-        ),
         _ => (Verdict::Critical, Action::NodeReboot, "nvidia-smi failed"),
     };
     let said = said.trim();
@@ -656,10 +657,16 @@ fn smi_failure(code: Option<i32>, said: &str) -> Finding {
     Finding::new("nvidia_smi", severity, action, detail)
 }
 
-/// The exit statuses `smi_failure` reads as a finding; any other failure of nvidia-smi
+/// What nvidia-smi says, whatever its exit status, when it cannot reach a GPU that is
+/// there: `Unable to determine the device handle for GPU 0000:03:00.0: GPU is lost.
+/// Reboot the system to recover this GPU` (or `: Unknown Error`).
+const LOST: &str = "Unable to determine the device handle for GPU";
+
+/// The failures `smi_failure` reads as a finding: the exit statuses that say the GPUs or
+/// the driver are in trouble, and a GPU it cannot reach. Any other failure of nvidia-smi
 /// fails the call instead.
-pub fn is_health_failure(code: i32) -> bool {
-    matches!(code, 8 | 9 | 10 | 14 | 15)
+pub fn is_health_failure(code: i32, said: &str) -> bool {
+    matches!(code, 8 | 9 | 10 | 14 | 15) || said.contains(LOST)
 }
 
 #[cfg(test)]

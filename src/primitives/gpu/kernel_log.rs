@@ -206,6 +206,62 @@ mod tests {
         assert!(!same_device("0000:3b:00", "00000000:3C:00.0"));
     }
 
+    /// The script as sent, under dash, bash --posix and busybox sh, with the dmesg and
+    /// journalctl doubles (tests/bin/gpu-node) first on PATH: an Xid capture, dmesg
+    /// refused with journalctl reading the same log, and a container that sees neither.
+    /// busybox sh runs its own applets before anything on PATH (a standalone shell), so
+    /// there it reads this machine's kernel log with busybox's dmesg, as on an
+    /// Alpine-like target (the tests run as root, who may read it).
+    #[test]
+    fn the_script_reads_the_log_under_every_shell() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let doubles = root.join("tests/bin/gpu-node");
+        for sh in crate::testing::shells() {
+            if sh.name == "busybox sh" {
+                let out = sh.run(crate::base::script::GPU_KERNEL_LOG.body, &[] as &[&str]);
+                assert!(out.status.success(), "{out:?}");
+                let log = parse(&String::from_utf8_lossy(&out.stdout)).unwrap();
+                assert_eq!(log.source, Some(Source::Dmesg), "{log:?}");
+                assert!(
+                    log.unreadable.is_empty() && log.first_at_s.is_some(),
+                    "{log:?}"
+                );
+                continue;
+            }
+            let run = |fixture: &str| {
+                let out = sh
+                    .command(crate::base::script::GPU_KERNEL_LOG.body, &[] as &[&str])
+                    .env("PATH", format!("{}:{}", doubles.display(), sh.path()))
+                    .env("KMSG_FIXTURE", fixture)
+                    .output()
+                    .unwrap();
+                assert!(out.status.success(), "{}: {out:?}", sh.name);
+                parse(&String::from_utf8_lossy(&out.stdout)).unwrap()
+            };
+            let log = run("xid-79");
+            assert_eq!(log.source, Some(Source::Dmesg), "{}", sh.name);
+            let xids: Vec<u32> = log.xids.iter().map(|x| x.xid).collect();
+            assert_eq!(xids, [79, 154], "{}", sh.name);
+            assert_eq!(log.xids[0].pci.as_deref(), Some("0000:4c:00"));
+            assert_eq!(log.xids[0].at_s, Some(6034.441796));
+            assert_eq!(log.first_at_s, Some(0.0));
+            assert!(log.uptime_s.is_some(), "{}: /proc/uptime", sh.name);
+            let restricted = run("dmesg-restricted");
+            assert_eq!(restricted.source, Some(Source::Journalctl), "{}", sh.name);
+            let blind = run("container");
+            assert_eq!(blind.source, None, "{}", sh.name);
+            assert_eq!(
+                blind.unreadable,
+                [
+                    "dmesg: read kernel buffer failed: Operation not permitted",
+                    "journalctl -k: no kernel messages (it cannot see the kernel's log)"
+                ],
+                "{}",
+                sh.name
+            );
+        }
+    }
+
     #[test]
     fn takes_the_first_source_that_read_the_log() {
         let out = "uptime 5000.25\nsource dmesg\nlines 0\nxids 0\nstatus 1\n\

@@ -15,6 +15,8 @@
 scan() {
   { "$@" 2>&1; printf '\n@status %s\n' "$?"; } | awk '
     /^@status / { status = $2; next }
+    # journalctl notices, not kernel lines (an old journalctl prints them despite -q).
+    /^-- / || /^No journal files were found/ { next }
     /NVRM: Xid/ { if (xids < 2000) print "xid " $0; xids++ }
     NF { n++; if (n == 1) print "first " $0; said = $0 }
     END {
