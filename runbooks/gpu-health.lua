@@ -54,9 +54,10 @@ step("health", function()
     log.warn(note)
   end
   local critical = {}
-  local function report(label, verdict, findings)
+  local function report(label, name, verdict, findings)
+    local shown = name and (label .. " " .. name) or label
     if #findings == 0 then
-      log.info(label .. ": ok")
+      log.info(shown .. ": ok")
       return
     end
     local parts = {}
@@ -64,7 +65,7 @@ step("health", function()
       parts[#parts + 1] = f.detail .. " → " .. f.action
       if f.severity == "critical" then critical[#critical + 1] = label .. ": " .. f.detail .. " → " .. f.action end
     end
-    local line = ("%s: %s: %s"):format(label, verdict, table.concat(parts, "; "))
+    local line = ("%s: %s: %s"):format(shown, verdict, table.concat(parts, "; "))
     if verdict == "ok" then
       log.info(line)
     else
@@ -72,9 +73,9 @@ step("health", function()
     end
   end
   for _, g in ipairs(h.gpus) do
-    report(g.label .. (g.name and (" " .. g.name) or ""), g.verdict, g.findings)
+    report(g.label, g.name, g.verdict, g.findings)
   end
-  if #h.findings > 0 then report(box.name, h.verdict, h.findings) end
+  if #h.findings > 0 then report(box.name, nil, h.verdict, h.findings) end
   if h.dcgm then log.info(("DCGM level %d: %s"):format(h.dcgm.level, h.dcgm.passed and "passed" or "not passed")) end
   if #critical > 0 then fail(table.concat(critical, "; ")) end
 end)

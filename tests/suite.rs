@@ -21,6 +21,7 @@ mod fingerprint;
 mod fmt;
 mod git;
 mod gpu;
+mod gpu_health;
 mod identity;
 mod interrupt;
 mod kept_reads;

@@ -175,7 +175,8 @@ const KERNEL_LOG_TIMEOUT: Duration = Duration::from_secs(60);
 /// (no nvidia-smi and not `optional`, output that is not a report) fails the step.
 pub async fn health(step: &Step<'_>, opts: &HealthOptions) -> Result<Option<Health>> {
     let target = step.target.name();
-    if opts.optional && !has_nvidia_smi(step).await? {
+    let mut dcgm_missing = false;
+    if opts.optional && !has(step, "nvidia-smi", "the NVIDIA driver's tool").await? {
         let mut h = health::assess(Smi::NoDevices, None, None, None, &target);
         h.notes = vec![format!(
             "no nvidia-smi on {target}: no NVIDIA driver here, nothing to check"
@@ -196,6 +197,10 @@ pub async fn health(step: &Step<'_>, opts: &HealthOptions) -> Result<Option<Heal
         )
         .await?;
     let dcgm = match opts.dcgm {
+        Some(_) if !has(step, "dcgmi", "NVIDIA DCGM's tool").await? => {
+            dcgm_missing = true;
+            None
+        }
         Some(level) => {
             let timeout = opts.dcgm_timeout.unwrap_or_else(|| dcgm_timeout(level));
             let argv = [
@@ -219,6 +224,11 @@ pub async fn health(step: &Step<'_>, opts: &HealthOptions) -> Result<Option<Heal
         return Ok(None);
     };
     let mut notes = Vec::new();
+    if dcgm_missing {
+        notes.push(format!(
+            "no dcgmi on {target}: DCGM diagnostics were not run"
+        ));
+    }
     let smi = match read_smi(step, &smi, out.code, out.timed_out)? {
         Some(smi) => smi,
         None => {
@@ -258,12 +268,12 @@ pub async fn health(step: &Step<'_>, opts: &HealthOptions) -> Result<Option<Heal
     Ok(Some(h))
 }
 
-/// Whether the target has nvidia-smi: asked first when its absence is no error, since a
-/// local command that cannot start fails the read itself where a remote shell exits 127.
-/// Planned (`--offline`): as if it had.
-async fn has_nvidia_smi(step: &Step<'_>) -> Result<bool> {
-    let cmd = Cmd::script(&script::NEED, ["nvidia-smi", "the NVIDIA driver's tool"]);
-    let ran = step.read(cmd, "is nvidia-smi there?").await?;
+/// Whether the target has `program`: asked first where its absence is a note, not an
+/// error, since a local command that cannot start fails the read itself where a remote
+/// shell exits 127. Planned (`--offline`): as if it had.
+async fn has(step: &Step<'_>, program: &str, what: &str) -> Result<bool> {
+    let cmd = Cmd::script(&script::NEED, [program, what]);
+    let ran = step.read(cmd, format!("is {program} there?")).await?;
     Ok(ran.ok())
 }
 

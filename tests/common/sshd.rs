@@ -211,6 +211,11 @@ impl Fleet {
         std::fs::write(d.join("ssh_config"), cfg).unwrap();
     }
 
+    /// The nodes' copy of tests/bin (what their sessions' PATH starts with).
+    pub fn doubles_bin(&self) -> PathBuf {
+        self.doubles.path().join("tests/bin")
+    }
+
     pub fn ssh_config(&self) -> PathBuf {
         self.dir.path().join("ssh_config")
     }

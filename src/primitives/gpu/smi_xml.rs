@@ -2,12 +2,13 @@
 //!
 //! The XML follows NVIDIA's `nvsmi_device_vN.dtd`, whose element names moved between
 //! drivers; each field below is looked up under every name a driver has used for it:
-//! - clock reasons: `clocks_throttle_reasons/clocks_throttle_reason_X` (up to the 535
-//!   series), `clocks_event_reasons/clocks_event_reason_X` (550 on);
-//! - ECC: `single_bit`/`double_bit` with a `total` (470 and before), then
-//!   `sram_*`/`dram_*` counters, the SRAM uncorrectable one split into `_parity` and
-//!   `_secded` on newer drivers;
-//! - retired pages: `pending_blacklist` (470) or `pending_retirement`;
+//! - clock reasons: `clocks_throttle_reasons/clocks_throttle_reason_X` (470 and before),
+//!   `clocks_event_reasons/clocks_event_reason_X` (535 on);
+//! - ECC: `single_bit`/`double_bit` with a `total` (Volta and before), then
+//!   `sram_*`/`dram_*` counters (Ampere on), the SRAM uncorrectable one split into
+//!   `_parity` and `_secded` from the 550 series;
+//! - retired pages: `pending_blacklist` and `pending_retirement` (one value, both names
+//!   in every generation), `N/A` from Ampere on (it remaps rows instead);
 //! - remapped rows: only on GPUs that remap (Ampere on); absent or `N/A` elsewhere;
 //! - temperature: absolute thresholds (`gpu_temp_slow_threshold`) up to Ampere; Hopper
 //!   reports margins below its T.Limit instead (`gpu_temp_tlimit`,
