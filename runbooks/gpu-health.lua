@@ -55,9 +55,9 @@ step("health", function()
   end
   local critical = {}
   local function report(label, name, verdict, findings)
-    local shown = name and (label .. " " .. name) or label
+    local title = name and (label .. " " .. name) or label
     if #findings == 0 then
-      log.info(shown .. ": ok")
+      log.info(title .. ": ok")
       return
     end
     local parts = {}
@@ -65,7 +65,7 @@ step("health", function()
       parts[#parts + 1] = f.detail .. " → " .. f.action
       if f.severity == "critical" then critical[#critical + 1] = label .. ": " .. f.detail .. " → " .. f.action end
     end
-    local line = ("%s: %s: %s"):format(shown, verdict, table.concat(parts, "; "))
+    local line = ("%s: %s: %s"):format(title, verdict, table.concat(parts, "; "))
     if verdict == "ok" then
       log.info(line)
     else

@@ -324,7 +324,14 @@ fn the_offline_preview_claims_nothing() {
         out.describe()
     );
     assert!(
-        pick!(out.run_events(), Event::ActionPlanned { .. }).is_empty(),
+        pick!(
+            out.run_events(),
+            Event::ActionPlanned {
+                effect: Effect::Change,
+                ..
+            }
+        )
+        .is_empty(),
         "{}",
         out.describe()
     );

@@ -38,7 +38,7 @@ step("health", function()
       log.info(("finding %s %s %s %s: %s"):format(g.label, f.check, f.severity, f.action, f.detail))
     end
   end
-  for _, f in ipairs(h.findings or {}) do
+  for _, f in ipairs(h.findings) do
     log.info(("node %s %s %s: %s"):format(f.check, f.severity, f.action, f.detail))
   end
   if h.xid then
@@ -49,7 +49,7 @@ step("health", function()
     log.info(("xid readable=%s source=%s events=%d known=%d"):format(
       tostring(h.xid.readable), tostring(h.xid.source), #h.xid.events, known))
   end
-  for _, n in ipairs(h.notes or {}) do
+  for _, n in ipairs(h.notes) do
     log.info("note " .. n)
   end
   if h.dcgm then

@@ -558,7 +558,7 @@ fn clean_reset_in_a_container_behind_ssh_applies_its_plan() {
         "   <details><summary>the exact command</summary>".into(),
         format!("\n   ssh -F {} node1 -- 'pct exec 200 -- ", fleet.ssh_config().display()),
         "on `node1/ct200`: start job plan-ct-".into(),
-        "- Step 2: GPU preflight: its \\`when\\` condition is false".into(),
+        "- Step 3: GPU preflight: its \\`when\\` condition is false".into(),
     ] {
         assert!(md.contains(&want), "no {want:?} in:\n{md}");
     }

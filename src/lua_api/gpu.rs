@@ -179,7 +179,8 @@ async fn require(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Va
 /// `nvidia-smi -q -x` (every driver generation's layout), the kernel log's `NVRM: Xid`
 /// lines (`dmesg`, or `journalctl -k` where dmesg is restricted), and runs DCGM's
 /// diagnostic when `opts.dcgm` asks. All reads: they run during `--dry-run` too; with
-/// `--offline` they are only planned and the result is `{ planned = true, gpus = {} }`.
+/// `--offline` they are only planned and the result is `{ planned = true }` with empty
+/// `gpus`, `findings` and `notes`.
 ///
 /// `verdict` (the whole target's, and each GPU's) is `"ok"`, `"warn"` or `"critical"`:
 /// its worst finding. Each finding is `{ check, severity, detail, action }`, `action`
@@ -223,11 +224,11 @@ async fn require(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Va
 /// ---@class runbook.GpuHealth
 /// ---@field verdict? "ok"|"warn"|"critical" nil when only planned
 /// ---@field gpus runbook.GpuHealthGpu[]
-/// ---@field findings? runbook.GpuFinding[] the target's own (nvidia-smi failing)
+/// ---@field findings runbook.GpuFinding[] the target's own (nvidia-smi failing)
 /// ---@field xid? runbook.GpuXidReport
 /// ---@field dcgm? runbook.GpuDcgm
 /// ---@field driver_version? string
-/// ---@field notes? string[] what could not be looked at, and why
+/// ---@field notes string[] what could not be looked at, and why
 /// ---@field planned? boolean `--offline`: nothing was looked at
 /// ---@class runbook.GpuHealthGpu
 /// ---@field label string `GPU 3`, or `GPU at 0000:3b:00`
@@ -278,7 +279,9 @@ async fn health(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Val
         None => {
             let planned = lua.create_table()?;
             planned.raw_set("planned", true)?;
-            planned.raw_set("gpus", lua.create_table()?)?;
+            for empty in ["gpus", "findings", "notes"] {
+                planned.raw_set(empty, lua.create_table()?)?;
+            }
             Ok(Value::Table(planned))
         }
     }

@@ -9,6 +9,7 @@
 //! (NVIDIA's Xid catalog, `gpu/xid_catalog.toml`), `gpu/dcgm.rs` (`dcgmi diag -j`).
 
 pub mod dcgm;
+mod finding;
 pub mod health;
 mod kernel_log;
 mod smi_xml;

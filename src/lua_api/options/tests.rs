@@ -62,6 +62,7 @@ fn all() -> Vec<(&'static str, &'static [&'static str], Check)> {
         entry::<proc::StopOptions>(),
         entry::<warmup::RunOptions>(),
         entry::<gpu::RequireOptions>(),
+        entry::<gpu::HealthOptions>(),
         entry::<fingerprint::TakeOptions>(),
         entry::<target::SshOptions>(),
         entry::<slurm::SlurmOptions>(),

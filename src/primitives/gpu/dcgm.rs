@@ -3,7 +3,7 @@
 //! Diagnostic"`, `entity_group`/`entity_id`) both nest tests under `test_categories`;
 //! the reader walks that shape and takes each result's status, GPU and words.
 
-use super::health::{Action, Finding, Verdict};
+use super::finding::{Action, Finding, Verdict};
 use serde::Serialize;
 use serde_json::Value;
 

@@ -5,64 +5,11 @@
 //! runbook can branch on it. Pure: the commands run in `gpu.rs`.
 
 use super::dcgm::Dcgm;
+pub use super::finding::{Action, Finding, Verdict};
 use super::kernel_log::{same_device, KernelLog, Source, XidLine};
 use super::smi_xml::{SmiGpu, SmiReport};
 use super::xid;
-use serde::{Deserialize, Serialize};
-
-/// How bad: the whole target's verdict is its worst finding's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    Ok,
-    Warn,
-    Critical,
-}
-
-/// What recovers from a finding, least to most disruptive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Action {
-    None,
-    RestartApp,
-    GpuReset,
-    DrainAndReset,
-    NodeReboot,
-    ContactSupport,
-}
-
-impl Action {
-    pub fn name(self) -> &'static str {
-        match self {
-            Action::None => "none",
-            Action::RestartApp => "restart_app",
-            Action::GpuReset => "gpu_reset",
-            Action::DrainAndReset => "drain_and_reset",
-            Action::NodeReboot => "node_reboot",
-            Action::ContactSupport => "contact_support",
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Finding {
-    /// Which check: `memory.remap_pending`, `clocks.hw_slowdown`, `pcie.width`, `xid`, …
-    pub check: String,
-    pub severity: Verdict,
-    pub detail: String,
-    pub action: Action,
-}
-
-impl Finding {
-    fn new(check: &str, severity: Verdict, action: Action, detail: impl Into<String>) -> Self {
-        Finding {
-            check: check.to_string(),
-            severity,
-            detail: detail.into(),
-            action,
-        }
-    }
-}
+use serde::Serialize;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GpuHealth {
@@ -348,6 +295,7 @@ fn recovery(asked: &str) -> Action {
         .collect::<String>()
         .to_ascii_lowercase();
     match key.as_str() {
+        "none" => Action::None,
         "gpureset" | "reset" => Action::GpuReset,
         "nodereboot" | "reboot" => Action::NodeReboot,
         "drainp2p" | "drainandreset" => Action::DrainAndReset,
@@ -401,16 +349,37 @@ pub fn xid_event(line: &XidLine, gpus: &[SmiGpu]) -> XidEvent {
             })
             .map(|g| g.index)
     });
+    let (mut severity, mut action) = (
+        entry.map_or(Verdict::Warn, |e| e.severity),
+        entry.map_or(Action::None, |e| e.action),
+    );
+    if let Some(asked) = recovery_change(line) {
+        (severity, action) = (Verdict::Critical, asked);
+    }
     XidEvent {
         xid: line.xid,
         name: entry.map(|e| e.name.clone()),
         known: entry.is_some(),
-        severity: entry.map_or(Verdict::Warn, |e| e.severity),
-        action: entry.map_or(Action::None, |e| e.action),
+        severity,
+        action,
         gpu,
         pci: line.pci.clone(),
         at_s: line.at_s,
         message: line.message.clone(),
+    }
+}
+
+/// Xid 154 says what the driver now asks for: `GPU recovery action changed from 0x0
+/// (None) to 0x2 (Node Reboot Required)`. `None` for any other line, or one back to none.
+fn recovery_change(line: &XidLine) -> Option<Action> {
+    if line.xid != 154 {
+        return None;
+    }
+    let (_, to) = line.message.rsplit_once(" to ")?;
+    let words = to.split_once('(')?.1.split(')').next()?;
+    match recovery(words.trim_end_matches(" Required").trim()) {
+        Action::None => None,
+        a => Some(a),
     }
 }
 

@@ -1,7 +1,7 @@
 //! NVIDIA's Xid catalog: what each Xid number means, how bad it is and what recovers
 //! from it. The catalog is data (`xid_catalog.toml`, which names its sources), read once.
 
-use super::health::{Action, Verdict};
+use super::finding::{Action, Verdict};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::sync::LazyLock;

@@ -5,6 +5,9 @@ use super::super::kernel_log::{KernelLog, Source, XidLine};
 use super::super::smi_xml::{SmiGpu, SmiReport};
 use super::*;
 
+/// A finding as the tests compare them: check, GPU index, severity, action.
+type Expected<'a> = (&'a str, u32, Verdict, Action);
+
 fn gpu(index: u32, pci: &str) -> SmiGpu {
     SmiGpu {
         index,
@@ -60,7 +63,8 @@ fn a_sound_gpu_is_ok() {
 
 #[test]
 fn each_failure_is_one_finding_with_its_action() {
-    let cases: Vec<(fn(&mut SmiGpu), &str, Verdict, Action)> = vec![
+    type Case = (fn(&mut SmiGpu), &'static str, Verdict, Action);
+    let cases: Vec<Case> = vec![
         (
             |g| g.ecc_volatile_uncorrectable = Some(2),
             "memory.ecc_volatile",
@@ -310,7 +314,7 @@ fn nvidia_smi_failures_are_findings_of_the_node() {
 fn every_driver_generations_fixture_gives_its_findings() {
     use Action as A;
     use Verdict as V;
-    let expected: &[(&str, &[(&str, u32, Verdict, Action)])] = &[
+    let expected: &[(&str, &[Expected])] = &[
         ("d470-v100x2", &[]),
         (
             "d470-v100x2-ecc-volatile",
@@ -445,4 +449,33 @@ fn every_driver_generations_fixture_gives_its_findings() {
         let worst = want.iter().map(|w| w.2).max().unwrap_or(Verdict::Ok);
         assert_eq!(h.verdict, worst, "{fixture}");
     }
+}
+
+#[test]
+fn xid_154_carries_the_recovery_the_driver_asks_for() {
+    let line = |message: &str| XidLine {
+        xid: 154,
+        pci: Some("0000:18:00".into()),
+        at_s: Some(10.0),
+        message: message.into(),
+    };
+    let gpus = [gpu(0, "00000000:18:00.0")];
+    let reboot = xid_event(
+        &line("GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)"),
+        &gpus,
+    );
+    assert_eq!(
+        (reboot.severity, reboot.action),
+        (Verdict::Critical, Action::NodeReboot)
+    );
+    let reset = xid_event(
+        &line("GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"),
+        &gpus,
+    );
+    assert_eq!(reset.action, Action::GpuReset);
+    let back = xid_event(
+        &line("GPU recovery action changed from 0x1 (GPU Reset Required) to 0x0 (None)"),
+        &gpus,
+    );
+    assert_eq!(back.action, Action::None);
 }
