@@ -54,9 +54,18 @@ fn review_reads_the_classifier_calls_safe_delete_in_a_dry_run() {
         let dir = victim(&env, &format!("case{n}"));
         let rb = env.write(
             &format!("read{n}.lua"),
-            &format!(
-                "runbook {{ name = \"read{n}\" }}\nlocal here = target(\"local\")\nstep(\"look\", function()\n  here:exec({argv}, {{ read_only = true, cwd = {dir:?}, stdin = \"x\\n\" }})\nend)\n",
-                dir = dir.display().to_string()
+            &subst(
+                r#"runbook { name = "read@n@" }
+local here = target("local")
+step("look", function()
+  here:exec(@argv@, { read_only = true, cwd = @dir@, stdin = "x\n" })
+end)
+"#,
+                &[
+                    ("n", &n),
+                    ("argv", &argv),
+                    ("dir", &format!("{:?}", dir.display().to_string())),
+                ],
             ),
         );
         let out = Run::cmd(&env, ["run", "--dry-run"]).arg(&rb).run();
@@ -81,9 +90,18 @@ fn review_reads_the_classifier_calls_safe_delete_in_a_dry_run() {
         std::fs::write(dir.join("e.sh"), "rm x\n").unwrap();
         let rb = env.write(
             &format!("env{n}.lua"),
-            &format!(
-                "runbook {{ name = \"env{n}\" }}\nlocal here = target(\"local\")\nstep(\"look\", function()\n  here:exec({{ \"bash\", \"-c\", \"true\" }}, {{ read_only = true, cwd = {:?}, env = {env_table} }})\nend)\n",
-                dir.display().to_string()
+            &subst(
+                r#"runbook { name = "env@n@" }
+local here = target("local")
+step("look", function()
+  here:exec({ "bash", "-c", "true" }, { read_only = true, cwd = @dir@, env = @env_table@ })
+end)
+"#,
+                &[
+                    ("n", &n),
+                    ("dir", &format!("{:?}", dir.display().to_string())),
+                    ("env_table", &env_table),
+                ],
             ),
         );
         let out = Run::cmd(&env, ["run", "--dry-run"]).arg(&rb).run();
@@ -115,9 +133,17 @@ fn review_reads_the_classifier_calls_safe_delete_in_a_dry_run() {
     let branch = git(&dir, &["branch", "--show-current"]).trim().to_string();
     let rb = env.write(
         "switch.lua",
-        &format!(
-            "runbook {{ name = \"switch\" }}\nlocal here = target(\"local\")\nstep(\"look\", function()\n  here:exec({{ \"git\", \"switch\", \"-q\", \"--discard-changes\", {branch:?} }}, {{ read_only = true, cwd = {:?} }})\nend)\n",
-            dir.display().to_string()
+        &subst(
+            r#"runbook { name = "switch" }
+local here = target("local")
+step("look", function()
+  here:exec({ "git", "switch", "-q", "--discard-changes", @branch@ }, { read_only = true, cwd = @dir@ })
+end)
+"#,
+            &[
+                ("branch", &format!("{branch:?}")),
+                ("dir", &format!("{:?}", dir.display().to_string())),
+            ],
         ),
     );
     let out = Run::cmd(&env, ["run", "--dry-run"]).arg(&rb).run();
@@ -128,9 +154,14 @@ fn review_reads_the_classifier_calls_safe_delete_in_a_dry_run() {
     let dir = victim(&env, "devfd");
     let rb = env.write(
         "devfd.lua",
-        &format!(
-            "runbook {{ name = \"devfd\" }}\nlocal here = target(\"local\")\nstep(\"look\", function()\n  here:shell(\"echo > /dev/fd/../../..{}/x\", {{ read_only = true }})\nend)\n",
-            dir.display()
+        &subst(
+            r#"runbook { name = "devfd" }
+local here = target("local")
+step("look", function()
+  here:shell("echo > /dev/fd/../../..@dir@/x", { read_only = true })
+end)
+"#,
+            &[("dir", &dir.display())],
         ),
     );
     let out = Run::cmd(&env, ["run", "--dry-run"]).arg(&rb).run();
@@ -197,14 +228,28 @@ fn review_reordered_changes_are_shown_in_an_order_that_does_not_run() {
         let env = Env::new();
         let log = env.tmp.path().join("log");
         let body = if one_step {
-            format!(
-                "runbook {{ name = \"order\" }}\nlocal here = target(\"local\")\nstep(\"all\", function()\n  here:shell(\"echo delete >> {l}\", {{ summary = \"delete the data\" }})\n  here:shell(\"echo backup >> {l}\", {{ summary = \"back up the data\" }})\nend)\n",
-                l = log.display()
+            subst(
+                r#"runbook { name = "order" }
+local here = target("local")
+step("all", function()
+  here:shell("echo delete >> @l@", { summary = "delete the data" })
+  here:shell("echo backup >> @l@", { summary = "back up the data" })
+end)
+"#,
+                &[("l", &log.display())],
             )
         } else {
-            format!(
-                "runbook {{ name = \"order\" }}\nlocal here = target(\"local\")\nstep(\"delete\", function()\n  here:shell(\"echo delete >> {l}\", {{ summary = \"delete the data\" }})\nend)\nstep(\"backup\", function()\n  here:shell(\"echo backup >> {l}\", {{ summary = \"back up the data\" }})\nend)\n",
-                l = log.display()
+            subst(
+                r#"runbook { name = "order" }
+local here = target("local")
+step("delete", function()
+  here:shell("echo delete >> @l@", { summary = "delete the data" })
+end)
+step("backup", function()
+  here:shell("echo backup >> @l@", { summary = "back up the data" })
+end)
+"#,
+                &[("l", &log.display())],
             )
         };
         let rb = env.write("order.lua", &body);
@@ -234,9 +279,17 @@ fn review_a_fake_mask_defers_the_command_check_past_the_first_change() {
     let log = env.tmp.path().join("log");
     let rb = env.write(
         "mask.lua",
-        &format!(
-            "runbook {{ name = \"mask\" }}\nlocal here = target(\"local\")\nstep(\"one\", function()\n  here:shell(\"echo one >> {l}\")\nend)\nstep(\"two\", function()\n  here:shell(\"echo two >> {l}\")\nend)\n",
-            l = log.display()
+        &subst(
+            r#"runbook { name = "mask" }
+local here = target("local")
+step("one", function()
+  here:shell("echo one >> @l@")
+end)
+step("two", function()
+  here:shell("echo two >> @l@")
+end)
+"#,
+            &[("l", &log.display())],
         ),
     );
     let mut plan = plan_of(&env, &rb);
@@ -259,9 +312,16 @@ fn review_edited_read_summaries_and_notes_are_shown_and_applied() {
     let log = env.tmp.path().join("log");
     let rb = env.write(
         "notes.lua",
-        &format!(
-            "runbook {{ name = \"notes\" }}\nlocal here = target(\"local\")\nstep(\"one\", function()\n  local r = here:exec({{ \"true\" }}, {{ read_only = true, summary = \"look at the backup\" }})\n  log.info(\"backup missing\")\n  here:shell(\"echo one >> {l}\")\nend)\n",
-            l = log.display()
+        &subst(
+            r#"runbook { name = "notes" }
+local here = target("local")
+step("one", function()
+  local r = here:exec({ "true" }, { read_only = true, summary = "look at the backup" })
+  log.info("backup missing")
+  here:shell("echo one >> @l@")
+end)
+"#,
+            &[("l", &log.display())],
         ),
     );
     let mut plan = plan_of(&env, &rb);

@@ -25,9 +25,13 @@ fn a_throughput_that_is_not_a_measurement_is_refused_at_its_line() {
     ] {
         let rb = env.write(
             "capture.lua",
-            &format!(
-                "runbook {{ name = \"capture\" }}\nstep(\"capture\", function()\n  artifact.capture(target(\"local\"), {{ name = \"c\", paths = \"{}\", throughput = {value} }})\nend)\n",
-                cache.path().display()
+            &subst(
+                r#"runbook { name = "capture" }
+step("capture", function()
+  artifact.capture(target("local"), { name = "c", paths = "@cache@", throughput = @value@ })
+end)
+"#,
+                &[("cache", &cache.path().display()), ("value", &value)],
             ),
         );
         let out = Run::new(&env, &rb).yes().json().run();
@@ -44,9 +48,13 @@ fn a_throughput_that_is_not_a_measurement_is_refused_at_its_line() {
     }
     let rb = env.write(
         "capture.lua",
-        &format!(
-            "runbook {{ name = \"capture\" }}\nstep(\"capture\", function()\n  artifact.capture(target(\"local\"), {{ name = \"c\", paths = \"{}\", throughput = 21.5 }})\nend)\n",
-            cache.path().display()
+        &subst(
+            r#"runbook { name = "capture" }
+step("capture", function()
+  artifact.capture(target("local"), { name = "c", paths = "@cache@", throughput = 21.5 })
+end)
+"#,
+            &[("cache", &cache.path().display())],
         ),
     );
     Run::new(&env, &rb).yes().expect_exit(0).run();

@@ -34,7 +34,11 @@ fn started_commands(out: &Output) -> Vec<String> {
 fn ct<'e>(env: &'e Env, name: &str, body: &str) -> Run<'e> {
     let rb = env.write(
         &format!("{name}.lua"),
-        &format!("runbook {{ name = \"{name}\" }}\n{body}"),
+        &subst(
+            r#"runbook { name = "@name@" }
+@body@"#,
+            &[("name", &name), ("body", &body)],
+        ),
     );
     Run::new(env, rb)
         .yes()
@@ -172,17 +176,18 @@ fn commands_run_inside_docker_podman_and_kube() {
         let made = format!("made-by-{name}-{}", std::process::id());
         let out = doubles.run(
             &env,
-            &format!(
-                r#"local t = {target}
+            &subst(
+                r#"local t = @target@
 step("inside", function()
-  local r = t:exec({{ "sh", "-c", 'pwd; printf "%s|%s|" "$X" "$1"; cat; : > /tmp/{made}', "sh", "a b" }},
-                   {{ env = {{ X = "x y\nz" }}, cwd = "/tmp", stdin = "in" }})
+  local r = t:exec({ "sh", "-c", 'pwd; printf "%s|%s|" "$X" "$1"; cat; : > /tmp/@made@', "sh", "a b" },
+                   { env = { X = "x y\nz" }, cwd = "/tmp", stdin = "in" })
   if r.stdout ~= "/tmp\nx y\nz|a b|in" then fail("got " .. r.stdout) end
-  local bad = t:exec({{ "sh", "-c", "echo oops >&2; exit 7" }}, {{ check = false, read_only = true }})
+  local bad = t:exec({ "sh", "-c", "echo oops >&2; exit 7" }, { check = false, read_only = true })
   if bad.code ~= 7 then fail("exit code " .. tostring(bad.code)) end
   if not bad.stderr:find("oops", 1, true) then fail("stderr " .. bad.stderr) end
 end)
-"#
+"#,
+                &[("target", &target), ("made", &made)],
             ),
         );
         out.assert_exit(0);
@@ -266,12 +271,13 @@ fn a_timeout_kills_the_tree_inside_each_container() {
         let t0 = Instant::now();
         let out = doubles.run(
             &env,
-            &format!(
-                r#"local t = {target}
-step("stuck", {{ timeout = "2s" }}, function()
-  t:exec({{ "sh", "-c", "trap '' TERM; {needle} & {needle}" }}, {{ read_only = true }})
+            &subst(
+                r#"local t = @target@
+step("stuck", { timeout = "2s" }, function()
+  t:exec({ "sh", "-c", "trap '' TERM; @needle@ & @needle@" }, { read_only = true })
 end)
-"#
+"#,
+                &[("target", &target), ("needle", &needle)],
             ),
         );
         assert_eq!(out.status.code(), Some(1), "{name}: {}", out.describe());
@@ -298,12 +304,13 @@ fn ctrl_c_kills_the_tree_inside_the_container() {
         .on(ct(
             &env,
             "ctrl-c",
-            &format!(
+            &subst(
                 r#"local t = target("local"):docker("trainer")
 step("long", function()
-  t:exec({{ "sh", "-c", "trap '' TERM INT; {needle} & {needle}" }}, {{ read_only = true }})
+  t:exec({ "sh", "-c", "trap '' TERM INT; @needle@ & @needle@" }, { read_only = true })
 end)
-"#
+"#,
+                &[("needle", &needle)],
             ),
         ))
         .spawn();
@@ -343,7 +350,11 @@ end)
                 &second,
                 // Another run of the same runbook: runs of other runbooks go beside it.
                 "holder",
-                &format!("step(\"change\", function() {target}:exec({{ \"true\" }}) end)\n"),
+                &subst(
+                    r#"step("change", function() @target@:exec({ "true" }) end)
+"#,
+                    &[("target", &target)],
+                ),
             ))
             .args(["--lock-wait", "0"])
             .run()
@@ -413,9 +424,10 @@ fn the_real_docker_client_sends_our_argv_and_its_errors_read_clearly() {
         let out = ct(
             &env,
             "ct",
-            &format!(
-                "step(\"exec\", function() target(\"local\"):docker(\"trainer\"):exec({{ {} }}, {{ read_only = true }}) end)\n",
-                lua.join(", ")
+            &subst(
+                r#"step("exec", function() target("local"):docker("trainer"):exec({ @argv@ }, { read_only = true }) end)
+"#,
+                &[("argv", &lua.join(", "))],
             ),
         )
         .env("PATH", &path)
@@ -552,12 +564,13 @@ fn the_real_kubectl_sends_our_argv_and_its_errors_read_clearly() {
         let out = ct(
             &env,
             "ct",
-            &format!(
+            &subst(
                 r#"step("exec", function()
-  target("local"):kube("{pod}", {{ namespace = "ml", container = "{container}" }})
-    :exec({{ "printf", "%s|", "-n", "--", "a b&c=d" }}, {{ read_only = true }})
+  target("local"):kube("@pod@", { namespace = "ml", container = "@container@" })
+    :exec({ "printf", "%s|", "-n", "--", "a b&c=d" }, { read_only = true })
 end)
-"#
+"#,
+                &[("pod", &pod), ("container", &container)],
             ),
         )
         .path_first(kubectl.parent().unwrap())
@@ -723,16 +736,17 @@ fn lxc_commands_run_inside_under_both_env_modes() {
         let out = ct(
             &env,
             "ct",
-            &format!(
-                r#"local box = target("local"):lxc("{LXC}"{opts})
+            &subst(
+                r#"local box = target("local"):lxc("@LXC@"@opts@)
 step("in the container", function()
-  local r = box:exec({{ "sh", "-c", 'cat /proc/1/comm; pwd; printf "%s|%s|%s|" "$X" "$1" "${{RB_CLIENT_ONLY-unset}}"; cat', "sh", "a b" }},
-                     {{ env = {{ X = "x y\nz" }}, cwd = "/tmp", stdin = "in", read_only = true }})
-  if r.stdout ~= "init\n/tmp\nx y\nz|a b|{client}|in" then fail("got " .. r.stdout) end
-  local bad = box:exec({{ "sh", "-c", "exit 7" }}, {{ check = false, read_only = true }})
+  local r = box:exec({ "sh", "-c", 'cat /proc/1/comm; pwd; printf "%s|%s|%s|" "$X" "$1" "${RB_CLIENT_ONLY-unset}"; cat', "sh", "a b" },
+                     { env = { X = "x y\nz" }, cwd = "/tmp", stdin = "in", read_only = true })
+  if r.stdout ~= "init\n/tmp\nx y\nz|a b|@client@|in" then fail("got " .. r.stdout) end
+  local bad = box:exec({ "sh", "-c", "exit 7" }, { check = false, read_only = true })
   if bad.code ~= 7 then fail("exit code " .. tostring(bad.code)) end
 end)
-"#
+"#,
+                &[("LXC", &LXC), ("opts", &opts), ("client", &client)],
             ),
         )
         .env("RB_CLIENT_ONLY", "from-client")
@@ -761,19 +775,20 @@ fn lxc_timeouts_locks_and_refusals() {
     let out = ct(
         &env,
         "ct",
-        &format!(
-            r#"local box = target("local"):lxc("{LXC}")
-step("change", function() box:exec({{ "touch", "/tmp/lxc-made" }}) end)
+        &subst(
+            r#"local box = target("local"):lxc("@LXC@")
+step("change", function() box:exec({ "touch", "/tmp/lxc-made" }) end)
 step("missing", function()
-  local ok, err = pcall(function() return target("local"):lxc("runbook-no-such-ct"):exec({{ "true" }}, {{ read_only = true }}) end)
+  local ok, err = pcall(function() return target("local"):lxc("runbook-no-such-ct"):exec({ "true" }, { read_only = true }) end)
   if ok or not tostring(err):find("LXC container 'runbook-no-such-ct' on local is not running or does not exist (lxc-attach: ", 1, true) then
     fail(tostring(err))
   end
 end)
-step("stuck", {{ timeout = "2s" }}, function()
-  box:exec({{ "sh", "-c", "trap '' TERM; sleep 3181 & sleep 3181" }}, {{ read_only = true }})
+step("stuck", { timeout = "2s" }, function()
+  box:exec({ "sh", "-c", "trap '' TERM; sleep 3181 & sleep 3181" }, { read_only = true })
 end)
-"#
+"#,
+            &[("LXC", &LXC)],
         ),
     )
     .expect_exit(1)
@@ -1139,29 +1154,30 @@ fn real_podman_runs_locks_times_out_and_refuses_clearly() {
     let out = ct(
         &env,
         "ct",
-        &format!(
-            r#"local box = target("local"):podman("{PODMAN}")
+        &subst(
+            r#"local box = target("local"):podman("@PODMAN@")
 step("inside", function()
-  local r = box:exec({{ "sh", "-c", 'cat /proc/1/comm; pwd; printf "%s|%s|" "$X" "$1"; cat; touch /tmp/podman-made', "sh", "a b" }},
-                     {{ env = {{ X = "x y\nz" }}, cwd = "/tmp", stdin = "in" }})
+  local r = box:exec({ "sh", "-c", 'cat /proc/1/comm; pwd; printf "%s|%s|" "$X" "$1"; cat; touch /tmp/podman-made', "sh", "a b" },
+                     { env = { X = "x y\nz" }, cwd = "/tmp", stdin = "in" })
   if r.stdout ~= "sleep\n/tmp\nx y\nz|a b|in" then fail("got " .. r.stdout) end
-  local bad = box:exec({{ "sh", "-c", "exit 7" }}, {{ check = false, read_only = true }})
+  local bad = box:exec({ "sh", "-c", "exit 7" }, { check = false, read_only = true })
   if bad.code ~= 7 then fail("exit code " .. tostring(bad.code)) end
 end)
 step("refusals", function()
-  local cases = {{
-    {{ target("local"):podman("runbook-no-such-ct"), "Podman container 'runbook-no-such-ct' on local does not exist (podman: Error: no container with name or ID" }},
-    {{ target("local"):podman("{PODMAN_STOPPED}"), "Podman container '{PODMAN_STOPPED}' on local is not running (podman: Error: can only create exec sessions on running containers" }},
-  }}
+  local cases = {
+    { target("local"):podman("runbook-no-such-ct"), "Podman container 'runbook-no-such-ct' on local does not exist (podman: Error: no container with name or ID" },
+    { target("local"):podman("@PODMAN_STOPPED@"), "Podman container '@PODMAN_STOPPED@' on local is not running (podman: Error: can only create exec sessions on running containers" },
+  }
   for i, c in ipairs(cases) do
-    local ok, err = pcall(function() return c[1]:exec({{ "true" }}, {{ read_only = true }}) end)
+    local ok, err = pcall(function() return c[1]:exec({ "true" }, { read_only = true }) end)
     if ok or not tostring(err):find(c[2], 1, true) then fail("case " .. i .. ": " .. tostring(err)) end
   end
 end)
-step("stuck", {{ timeout = "2s" }}, function()
-  box:exec({{ "sh", "-c", "trap '' TERM; sleep 3191 & sleep 3191" }}, {{ read_only = true }})
+step("stuck", { timeout = "2s" }, function()
+  box:exec({ "sh", "-c", "trap '' TERM; sleep 3191 & sleep 3191" }, { read_only = true })
 end)
-"#
+"#,
+            &[("PODMAN", &PODMAN), ("PODMAN_STOPPED", &PODMAN_STOPPED)],
         ),
     )
     .expect_exit(1)

@@ -22,7 +22,11 @@ fn df(dir: &Path) -> (u64, u64) {
 fn runbook(env: &Env, body: &str) -> PathBuf {
     env.write(
         "disk.lua",
-        &format!("runbook {{ name = \"disk\" }}\n{body}"),
+        &subst(
+            r#"runbook { name = "disk" }
+@body@"#,
+            &[("body", &body)],
+        ),
     )
 }
 

@@ -172,14 +172,17 @@ fn prelude(example: &str) -> String {
         .collect();
     names.sort();
     names.dedup();
-    let params: Vec<String> = names.iter().map(|n| format!("{n} = {{}}")).collect();
-    format!(
-        r#"runbook {{ name = "doc-example", params = {{ {} }} }}
+    let params: Vec<String> = names
+        .iter()
+        .map(|n| subst("@n@ = {}", &[("n", &n)]))
+        .collect();
+    subst(
+        r#"runbook { name = "doc-example", params = { @params@ } }
 local here, node = target("local"), target("root@node.example")
 local box = node:pct(200)
 step("example", function()
 "#,
-        params.join(", ")
+        &[("params", &params.join(", "))],
     )
 }
 

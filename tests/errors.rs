@@ -349,12 +349,13 @@ fn confirmation() {
     let dir = env.scratch();
     env.write(
         "change.lua",
-        &format!(
-            "runbook {{ name = \"change\" }}\nlocal here = target(\"local\")\n\
-             step(\"make\", function() here:exec({{ \"touch\", \"{}/made\" }}) end)\n\
-             step(\"clear\", function() here:exec({{ \"rm\", \"-f\", \"--\", \"{}/made\" }}) end)\n",
-            dir.display(),
-            dir.display()
+        &subst(
+            r#"runbook { name = "change" }
+local here = target("local")
+step("make", function() here:exec({ "touch", "@dir@/made" }) end)
+step("clear", function() here:exec({ "rm", "-f", "--", "@dir@/made" }) end)
+"#,
+            &[("dir", &dir.display())],
         ),
     );
     case(&env, "needs_confirmation", &["run", "change.lua"], 2);
@@ -439,8 +440,9 @@ fn step_failures() {
         .local_addr()
         .unwrap()
         .port();
-    let host_refuses = format!(
-        r#"ssh("127.0.0.1", {{ port = {port}, connect_timeout = "2s" }}):exec({{ "true" }}, {{ read_only = true }})"#
+    let host_refuses = subst(
+        r#"ssh("127.0.0.1", { port = @port@, connect_timeout = "2s" }):exec({ "true" }, { read_only = true })"#,
+        &[("port", &port)],
     );
     // The options with a misspelt key are built before the call: one written in the call
     // is refused as the file loads (tests/typos.rs); this is the run's own refusal.
@@ -490,8 +492,14 @@ fn step_failures() {
         let file = format!("{name}.lua");
         env.write(
             &file,
-            &format!(
-                "runbook {{ name = \"shape\" }}\nlocal here = target(\"local\")\nstep(\"{name}\", {opts}function()\n  {body}\nend)\n"
+            &subst(
+                r#"runbook { name = "shape" }
+local here = target("local")
+step("@name@", @opts@function()
+  @body@
+end)
+"#,
+                &[("name", &name), ("opts", &opts), ("body", &body)],
             ),
         );
         let out = Run::new(&env, file.as_str())
@@ -512,10 +520,15 @@ fn lock_held() {
     let started = env.scratch().join("started");
     env.write(
         "hold.lua",
-        &format!(
-            "runbook {{ name = \"hold\" }}\nlocal here = target(\"local\")\n\
-             step(\"hold\", function()\n  here:exec({{ \"touch\", \"{}\" }})\n  here:exec({{ \"sleep\", \"30\" }})\nend)\n",
-            started.display()
+        &subst(
+            r#"runbook { name = "hold" }
+local here = target("local")
+step("hold", function()
+  here:exec({ "touch", "@started@" })
+  here:exec({ "sleep", "30" })
+end)
+"#,
+            &[("started", &started.display())],
         ),
     );
     env.write(
@@ -542,10 +555,15 @@ fn interrupted() {
     let dir = env.scratch();
     env.write(
         "slow_plan.lua",
-        &format!(
-            "runbook {{ name = \"slow-plan\" }}\nlocal here = target(\"local\")\n\
-             step(\"s\", function()\n  here:exec({{ \"sh\", \"-c\", 'touch \"$1\"; sleep 30', \"sh\", \"{0}/planning\" }}, {{ read_only = true }})\n  here:exec({{ \"touch\", \"{0}/changed\" }})\nend)\n",
-            dir.display()
+        &subst(
+            r#"runbook { name = "slow-plan" }
+local here = target("local")
+step("s", function()
+  here:exec({ "sh", "-c", 'touch "$1"; sleep 30', "sh", "@dir@/planning" }, { read_only = true })
+  here:exec({ "touch", "@dir@/changed" })
+end)
+"#,
+            &[("dir", &dir.display())],
         ),
     );
     let mut run = Run::new(&env, "slow_plan.lua").spawn();
@@ -559,12 +577,16 @@ fn interrupted() {
 
     env.write(
         "mid_step.lua",
-        &format!(
-            "runbook {{ name = \"mid-step\" }}\nlocal here = target(\"local\")\n\
-             step(\"long\", function()\n  here:exec({{ \"sh\", \"-c\", 'touch \"$1\"; sleep 30', \"sh\", \"{0}/running\" }})\nend)\n\
-             step(\"later\", function() end)\n\
-             step(\"clean up\", {{ always = true }}, function() end)\n",
-            dir.display()
+        &subst(
+            r#"runbook { name = "mid-step" }
+local here = target("local")
+step("long", function()
+  here:exec({ "sh", "-c", 'touch "$1"; sleep 30', "sh", "@dir@/running" })
+end)
+step("later", function() end)
+step("clean up", { always = true }, function() end)
+"#,
+            &[("dir", &dir.display())],
         ),
     );
     let mut run = Run::new(&env, "mid_step.lua").yes().spawn();
@@ -598,9 +620,13 @@ fn remote() {
     let pid = env.scratch().join("remote.pid");
     env.write(
         "lost.lua",
-        &format!(
-            "runbook {{ name = \"lost\" }}\nstep(\"long\", function()\n  target(\"node1\"):exec({{ \"sh\", \"-c\", 'echo $$ > \"$1\"; exec sleep 30', \"sh\", \"{}\" }})\nend)\n",
-            pid.display()
+        &subst(
+            r#"runbook { name = "lost" }
+step("long", function()
+  target("node1"):exec({ "sh", "-c", 'echo $$ > "$1"; exec sleep 30', "sh", "@pid@" })
+end)
+"#,
+            &[("pid", &pid.display())],
         ),
     );
     let mut run = Run::new(&env, "lost.lua").ssh(&fleet).yes().spawn();
@@ -640,10 +666,12 @@ fn saved_plans() {
          step(\"look\", function() here:exec({ \"sh\", \"-c\", \"echo no such file >&2; exit 1\" }, { read_only = true }) end)\n",
     );
     case(&env, "plan_incomplete", &["plan", "plan_fails.lua"], 1);
-    let body = format!(
-        "runbook {{ name = \"change\" }}\nlocal here = target(\"local\")\n\
-         step(\"make\", function() here:exec({{ \"touch\", \"{}/made\" }}) end)\n",
-        dir.display()
+    let body = subst(
+        r#"runbook { name = "change" }
+local here = target("local")
+step("make", function() here:exec({ "touch", "@dir@/made" }) end)
+"#,
+        &[("dir", &dir.display())],
     );
     env.write("change.lua", &body);
     Run::cmd(&env, ["plan", "change.lua", "-o", "p.json"])
@@ -671,10 +699,12 @@ fn edited_plans() {
     let dir = env.scratch();
     env.write(
         "clear.lua",
-        &format!(
-            "runbook {{ name = \"clear\" }}\nlocal here = target(\"local\")\n\
-             step(\"clear\", function() here:exec({{ \"rm\", \"-rf\", \"--\", \"{}/junk\" }}) end)\n",
-            dir.display()
+        &subst(
+            r#"runbook { name = "clear" }
+local here = target("local")
+step("clear", function() here:exec({ "rm", "-rf", "--", "@dir@/junk" }) end)
+"#,
+            &[("dir", &dir.display())],
         ),
     );
     std::fs::create_dir_all(dir.join("junk")).unwrap();

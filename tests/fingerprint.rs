@@ -28,17 +28,17 @@ fn take_save_load_and_diff() {
     std::fs::write(cache.join("k"), vec![0u8; 10_000]).unwrap();
     let rb = env.write(
         "fp.lua",
-        &format!(
+        &subst(
             r#"
-runbook {{ name = "fp" }}
+runbook { name = "fp" }
 local here = target("local")
-local scope = {{ repo = "{repo}", caches = {{ "{cache}" }} }}
+local scope = { repo = "@repo@", caches = { "@cache@" } }
 step("first", function()
   local fp = fingerprint.take(here, scope)
   if fingerprint.load("good", fp) then return end
   if not fp.python then fail("no python version") end
   if not fp.git_head or #fp.git_head ~= 40 then fail("no git head: " .. tostring(fp.git_head)) end
-  if not fp.caches["{cache}"] then fail("cache not measured") end
+  if not fp.caches["@cache@"] then fail("cache not measured") end
   fingerprint.save("good", fp)
 end)
 step("later", function()
@@ -49,8 +49,7 @@ step("later", function()
   for _, c in ipairs(changes) do log.warn("changed: " .. c.what .. " " .. tostring(c.before) .. " -> " .. tostring(c.after)) end
 end)
 "#,
-            repo = repo.display(),
-            cache = cache.display()
+            &[("repo", &repo.display()), ("cache", &cache.display())],
         ),
     );
     Run::new(&env, &rb).yes().expect_exit(0).run();
@@ -103,19 +102,19 @@ fn save_is_held_to_the_plan() {
     let dir = env.scratch();
     let rb = env.write(
         "fp.lua",
-        &format!(
+        &subst(
             r#"
-runbook {{ name = "fp" }}
+runbook { name = "fp" }
 local here = target("local")
 step("touch what the file names", function()
-  local which = here:exec({{ "cat", "{dir}/which" }}, {{ read_only = true }}).stdout
-  here:exec({{ "touch", "{dir}/" .. which }})
+  local which = here:exec({ "cat", "@dir@/which" }, { read_only = true }).stdout
+  here:exec({ "touch", "@dir@/" .. which })
 end)
-step("save", {{ always = true }}, function()
-  fingerprint.save("good", fingerprint.take(here, {{}}))
+step("save", { always = true }, function()
+  fingerprint.save("good", fingerprint.take(here, {}))
 end)
 "#,
-            dir = dir.display()
+            &[("dir", &dir.display())],
         ),
     );
     let plan = env.tmp.path().join("plan.json");
@@ -351,15 +350,15 @@ fn torch_is_known_by_its_version_file_without_an_import() {
     .unwrap();
     let rb = env.write(
         "fp.lua",
-        &format!(
+        &subst(
             r#"
-runbook {{ name = "fp-torch" }}
+runbook { name = "fp-torch" }
 step("take", function()
-  local fp = fingerprint.take(target("local"), {{ venv = "{venv}" }})
+  local fp = fingerprint.take(target("local"), { venv = "@venv@" })
   log.info(("torch=%s cuda=%s"):format(tostring(fp.torch), tostring(fp.cuda)))
 end)
 "#,
-            venv = venv.display()
+            &[("venv", &venv.display())],
         ),
     );
     let out = Run::new(&env, &rb).yes().json().run();

@@ -60,18 +60,18 @@ fn restores_modified_files_to_head_and_to_an_older_commit() {
     git(&repo, &["add", "staged.txt"]);
     let rb = env.write(
         "restore.lua",
-        &format!(
+        &subst(
             r#"
-runbook {{ name = "restore" }}
+runbook { name = "restore" }
 local here = target("local")
-local R = "{repo}"
-{SHOW}
-step("to HEAD", function() show("head", git.restore(here, {{ repo = R }})) end)
+local R = "@repo@"
+@SHOW@
+step("to HEAD", function() show("head", git.restore(here, { repo = R })) end)
 step("to the first commit", function()
-  show("old", git.restore(here, {{ repo = R, rev = "HEAD~1", paths = {{ "a.txt", R .. "/added.txt" }} }}))
+  show("old", git.restore(here, { repo = R, rev = "HEAD~1", paths = { "a.txt", R .. "/added.txt" } }))
 end)
 "#,
-            repo = repo.display()
+            &[("repo", &repo.display()), ("SHOW", &SHOW)],
         ),
     );
     let out = git_run(&env, &rb).yes().expect_exit(0).run();
@@ -114,14 +114,14 @@ fn dry_run_lists_the_files_and_changes_nothing() {
     }
     let rb = env.write(
         "preview.lua",
-        &format!(
+        &subst(
             r#"
-runbook {{ name = "preview" }}
+runbook { name = "preview" }
 local here = target("local")
-{SHOW}
-step("restore", function() show("dry", git.restore(here, {{ repo = "{repo}" }})) end)
+@SHOW@
+step("restore", function() show("dry", git.restore(here, { repo = "@repo@" })) end)
 "#,
-            repo = repo.display()
+            &[("SHOW", &SHOW), ("repo", &repo.display())],
         ),
     );
     let stderr = Run::new(&env, &rb)
@@ -171,17 +171,21 @@ fn a_clean_tree_is_a_no_op() {
     write(&repo, "untracked.txt", "mine\n");
     let rb = env.write(
         "noop.lua",
-        &format!(
+        &subst(
             r#"
-runbook {{ name = "noop" }}
+runbook { name = "noop" }
 local here = target("local")
-{SHOW}
+@SHOW@
 step("restore", function()
-  show("noop", git.restore(here, {{ repo = "{repo}" }}))
-  show("keep", git.restore(here, {{ repo = "{repo}", rev = "{first}", paths = {{ "keep.txt" }} }}))
+  show("noop", git.restore(here, { repo = "@repo@" }))
+  show("keep", git.restore(here, { repo = "@repo@", rev = "@first@", paths = { "keep.txt" } }))
 end)
 "#,
-            repo = repo.display()
+            &[
+                ("SHOW", &SHOW),
+                ("repo", &repo.display()),
+                ("first", &first),
+            ],
         ),
     );
     let out = git_run(&env, &rb).expect_exit(0).run();
@@ -216,26 +220,25 @@ fn refuses_unknown_revs_and_paths_outside_the_repo() {
     std::fs::create_dir_all(&not_repo).unwrap();
     let rb = env.write(
         "refuse.lua",
-        &format!(
+        &subst(
             r#"
-runbook {{ name = "refuse" }}
+runbook { name = "refuse" }
 local here = target("local")
-local R = "{repo}"
+local R = "@repo@"
 local function try(opts)
   local ok, err = pcall(git.restore, here, opts)
-  if ok then fail("accepted " .. tostring(opts.rev) .. " " .. table.concat(opts.paths or {{}}, ",")) end
+  if ok then fail("accepted " .. tostring(opts.rev) .. " " .. table.concat(opts.paths or {}, ",")) end
   log.info(tostring(err))
 end
 step("refuse", function()
-  try({{ repo = R, rev = "no-such-rev" }})
-  try({{ repo = R, paths = {{ "../outside.txt" }} }})
-  try({{ repo = R, paths = {{ "/etc/passwd" }} }})
-  try({{ repo = R, paths = {{ "sub/../../x" }} }})
-  try({{ repo = "{plain}" }})
+  try({ repo = R, rev = "no-such-rev" })
+  try({ repo = R, paths = { "../outside.txt" } })
+  try({ repo = R, paths = { "/etc/passwd" } })
+  try({ repo = R, paths = { "sub/../../x" } })
+  try({ repo = "@plain@" })
 end)
 "#,
-            repo = repo.display(),
-            plain = not_repo.display()
+            &[("repo", &repo.display()), ("plain", &not_repo.display())],
         ),
     );
     let out = git_run(&env, &rb).yes().expect_exit(0).run();
@@ -284,19 +287,19 @@ fn head_and_status_parse_odd_names() {
     git(&repo, &["mv", "keep.txt", "kept now.txt"]);
     let rb = env.write(
         "look.lua",
-        &format!(
+        &subst(
             r#"
-runbook {{ name = "look" }}
+runbook { name = "look" }
 local here = target("local")
 step("look", function()
-  local h = git.head(here, "{repo}")
+  local h = git.head(here, "@repo@")
   log.info("head " .. h.rev .. " " .. h.short .. " " .. tostring(h.branch) .. " " .. h.subject)
-  local s = git.status(here, "{repo}")
+  local s = git.status(here, "@repo@")
   log.info("clean " .. tostring(s.clean) .. " " .. #s.files)
   for _, f in ipairs(s.files) do log.info("[" .. f.status .. "|" .. f.path .. "|" .. tostring(f.from) .. "]") end
 end)
 "#,
-            repo = repo.display()
+            &[("repo", &repo.display())],
         ),
     );
     let out = git_run(&env, &rb).expect_exit(0).run();

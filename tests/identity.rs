@@ -24,19 +24,28 @@ fn holder(
 ) -> PathBuf {
     let mut body = String::new();
     for t in targets {
-        body.push_str(&format!("  {t}:exec({{ \"true\" }})\n"));
+        body.push_str(&subst(
+            r#"  @t@:exec({ "true" })
+"#,
+            &[("t", &t)],
+        ));
     }
     env.write(
         file,
-        &format!(
-            r#"runbook {{ name = "{name}", params = {{ sleep = {{ default = "0" }} }}{header} }}
+        &subst(
+            r#"runbook { name = "@name@", params = { sleep = { default = "0" } }@header@ }
 step("change", function()
-{body}  target("local"):exec({{ "touch", "{started}" }})
-  {last}:exec({{ "sleep", params.sleep }})
+@body@  target("local"):exec({ "touch", "@started@" })
+  @last@:exec({ "sleep", params.sleep })
 end)
 "#,
-            started = started.display(),
-            last = targets.last().unwrap()
+            &[
+                ("name", &name),
+                ("header", &header),
+                ("body", &body),
+                ("started", &started.display()),
+                ("last", &targets.last().unwrap()),
+            ],
         ),
     )
 }
@@ -212,9 +221,11 @@ fn a_plan_applied_where_the_proxy_now_leads_elsewhere_is_refused() {
     let marker = dir.join("changed");
     let rb = env.write(
         "touch.lua",
-        &format!(
-            "runbook {{ name = \"touch\" }}\nstep(\"touch\", function() target(\"m1\"):exec({{ \"touch\", \"{}\" }}) end)\n",
-            marker.display()
+        &subst(
+            r#"runbook { name = "touch" }
+step("touch", function() target("m1"):exec({ "touch", "@marker@" }) end)
+"#,
+            &[("marker", &marker.display())],
         ),
     );
     let plan = dir.join("plan.json");
@@ -274,9 +285,11 @@ fn a_local_plan_records_this_machine() {
     let dir = env.scratch();
     let rb = env.write(
         "here.lua",
-        &format!(
-            "runbook {{ name = \"here\" }}\nstep(\"s\", function() target(\"local\"):exec({{ \"touch\", \"{}\" }}) end)\n",
-            dir.join("x").display()
+        &subst(
+            r#"runbook { name = "here" }
+step("s", function() target("local"):exec({ "touch", "@file@" }) end)
+"#,
+            &[("file", &dir.join("x").display())],
         ),
     );
     let plan = dir.join("plan.json");
@@ -412,7 +425,12 @@ fn bad_lock_fields_name_the_field() {
     ] {
         let rb = env.write(
             "bad.lua",
-            &format!("runbook {{ name = \"bad\", {header} }}\nstep(\"s\", function() end)\n"),
+            &subst(
+                r#"runbook { name = "bad", @header@ }
+step("s", function() end)
+"#,
+                &[("header", &header)],
+            ),
         );
         let out = Run::cmd(&env, ["check".as_ref(), rb.as_os_str()])
             .expect_exit(2)
@@ -438,9 +456,11 @@ fn a_local_inventory_entry_keeps_its_name() {
     let marker = dir.join("x");
     let rb = env.write(
         "here.lua",
-        &format!(
-            "runbook {{ name = \"here\" }}\nstep(\"s\", function() target(\"workstation\"):exec({{ \"touch\", \"{}\" }}) end)\n",
-            marker.display()
+        &subst(
+            r#"runbook { name = "here" }
+step("s", function() target("workstation"):exec({ "touch", "@marker@" }) end)
+"#,
+            &[("marker", &marker.display())],
         ),
     );
     let plan = dir.join("plan.json");

@@ -10,9 +10,9 @@ use std::path::Path;
 
 /// A read that counts how often it is sent, in `file`.
 fn counted(file: &Path) -> String {
-    format!(
-        r#"here:exec({{ "sh", "-c", 'echo x >> "$1"; wc -l < "$1"', "sh", "{}" }}, {{ read_only = true }})"#,
-        file.display()
+    subst(
+        r#"here:exec({ "sh", "-c", 'echo x >> "$1"; wc -l < "$1"', "sh", "@file@" }, { read_only = true })"#,
+        &[("file", &file.display())],
     )
 }
 
@@ -38,17 +38,17 @@ fn replayed(events: &[Event]) -> Vec<bool> {
 fn a_run_of_reads_sends_each_read_once() {
     let env = Env::new();
     let a = env.scratch().join("a");
-    let body = format!(
-        r#"runbook {{ name = "reads", description = "reads only" }}
+    let body = subst(
+        r#"runbook { name = "reads", description = "reads only" }
 local here = target("local")
 step("look", function()
-  local r = {read}
+  local r = @read@
   log.info("count " .. r.stdout)
-  local tok = here:exec({{ "sh", "-c", "printf 'tok-%s-9' K33P" }}, {{ read_only = true, secret_output = true }})
+  local tok = here:exec({ "sh", "-c", "printf 'tok-%s-9' K33P" }, { read_only = true, secret_output = true })
   log.info("token " .. tok.stdout)
 end)
 "#,
-        read = counted(&a)
+        &[("read", &counted(&a))],
     );
     let file = env.write("reads.lua", &body);
     let out = Run::new(&env, &file).expect_exit(0).run();
@@ -99,17 +99,16 @@ fn reads_after_a_wait_or_in_a_retry_are_sent() {
         env.scratch().join("b"),
         env.scratch().join("c"),
     );
-    let waits = format!(
-        r#"runbook {{ name = "waits", description = "reads around a wait" }}
+    let waits = subst(
+        r#"runbook { name = "waits", description = "reads around a wait" }
 local here = target("local")
 step("before and after a wait", function()
-  {a}
+  @a@
   sleep(0)
-  {b}
+  @b@
 end)
 "#,
-        a = counted(&a),
-        b = counted(&b),
+        &[("a", &counted(&a)), ("b", &counted(&b))],
     );
     let file = env.write("waits.lua", &waits);
     let out = Run::new(&env, &file).expect_exit(0).run();
@@ -121,15 +120,15 @@ end)
         out.describe()
     );
 
-    let flaky = format!(
-        r#"runbook {{ name = "flaky", description = "a read that passes on its fourth try" }}
+    let flaky = subst(
+        r#"runbook { name = "flaky", description = "a read that passes on its fourth try" }
 local here = target("local")
-step("flaky", {{ retries = 2, delay = 0 }}, function()
-  local r = {c}
+step("flaky", { retries = 2, delay = 0 }, function()
+  local r = @c@
   if tonumber(r.stdout) < 4 then fail("only " .. r.stdout) end
 end)
 "#,
-        c = counted(&c)
+        &[("c", &counted(&c))],
     );
     let file = env.write("flaky.lua", &flaky);
     let out = Run::new(&env, &file).expect_exit(0).run();
@@ -154,19 +153,18 @@ fn a_run_that_changes_anything_sends_every_read_again() {
         std::fs::write(dir.join(d).join("f"), "x").unwrap();
     }
     let a = dir.join("a");
-    let body = format!(
-        r#"runbook {{ name = "pick", description = "a pick, then its delete in the next step" }}
+    let body = subst(
+        r#"runbook { name = "pick", description = "a pick, then its delete in the next step" }
 local here = target("local")
 local picked
 step("pick the idle one", function()
   -- Answers dir1 the first time it is sent, dir2 after (the world moved).
-  local r = {read}
+  local r = @read@
   picked = "dir" .. r.stdout:gsub("%s", "")
 end)
-step("delete it", function() here:exec({{ "rm", "-rf", "--", "{dir}/" .. picked }}) end)
+step("delete it", function() here:exec({ "rm", "-rf", "--", "@dir@/" .. picked }) end)
 "#,
-        read = counted(&a),
-        dir = dir.display()
+        &[("read", &counted(&a)), ("dir", &dir.display())],
     );
     let file = env.write("pick.lua", &body);
     let (code, screen) = Run::new(&env, &file).on_terminal("y\n");

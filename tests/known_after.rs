@@ -14,21 +14,22 @@ use std::path::{Path, PathBuf};
 fn runbook(env: &Env, target: &str, extra: &str) -> PathBuf {
     env.write(
         "known.lua",
-        &format!(
-            r#"runbook {{ name = "known-after", params = {{ base = {{ type = "path", required = true }} }} }}
-local here = target("{target}")
+        &subst(
+            r#"runbook { name = "known-after", params = { base = { type = "path", required = true } } }
+local here = target("@target@")
 local dir
 step("make a directory", function()
-  local r = here:exec({{ "mktemp", "-d", "--", params.base .. "/made.XXXXXX" }})
+  local r = here:exec({ "mktemp", "-d", "--", params.base .. "/made.XXXXXX" })
   dir = r.stdout:gsub("%s+$", "")
 end)
 step("fill it", function()
-  local name = here:exec({{ "cat", "--", params.base .. "/name" }}, {{ read_only = true }}).stdout
+  local name = here:exec({ "cat", "--", params.base .. "/name" }, { read_only = true }).stdout
   name = name:match("^%s*(.-)%s*$")
-  here:exec({{ "touch", dir .. "/" .. name }})
-  {extra}
+  here:exec({ "touch", dir .. "/" .. name })
+  @extra@
 end)
-"#
+"#,
+            &[("target", &target), ("extra", &extra)],
         ),
     )
 }

@@ -29,31 +29,38 @@ in_containers!(commands_run_under_both_env_modes, |ct: &Ct| {
     for mode in [EnvMode::Keep, EnvMode::Clear] {
         let env = Env::new();
         let dir = ct.dir();
-        let body = format!(
+        let body = subst(
             r#"step("in the container", function()
-  local r = box:exec({{ "sh", "-c", 'cat /proc/sys/kernel/hostname; pwd; printf "%s|%s|%s|" "$X" "$1" "${{RBT_OUTER-unset}}"; cat', "sh", "a b" }},
-                     {{ env = {{ X = "x y\nz" }}, cwd = "{cwd}", stdin = "in", read_only = true }})
-  local want = "{vmid}\n{cwd}\nx y\nz|a b|{outer}|in"
+  local r = box:exec({ "sh", "-c", 'cat /proc/sys/kernel/hostname; pwd; printf "%s|%s|%s|" "$X" "$1" "${RBT_OUTER-unset}"; cat', "sh", "a b" },
+                     { env = { X = "x y\nz" }, cwd = "@cwd@", stdin = "in", read_only = true })
+  local want = "@vmid@\n@cwd@\nx y\nz|a b|@outer@|in"
   if r.stdout ~= want then fail("got " .. r.stdout .. " want " .. want) end
-  local bad = box:exec({{ "sh", "-c", "exit 7" }}, {{ check = false, read_only = true }})
+  local bad = box:exec({ "sh", "-c", "exit 7" }, { check = false, read_only = true })
   if bad.code ~= 7 then fail("exit code " .. tostring(bad.code)) end
-  local sh = box:shell("echo $((6 * 7)) | tr 4 x", {{ read_only = true }})
+  local sh = box:shell("echo $((6 * 7)) | tr 4 x", { read_only = true })
   if sh.stdout ~= "x2\n" then fail("shell: " .. sh.stdout) end
 end)
 "#,
-            cwd = dir.path,
-            vmid = ct.vmid,
-            outer = if mode == EnvMode::Keep {
-                "outer"
-            } else {
-                "unset"
-            },
+            &[
+                ("cwd", &dir.path),
+                ("vmid", &ct.vmid),
+                (
+                    "outer",
+                    &if mode == EnvMode::Keep {
+                        "outer"
+                    } else {
+                        "unset"
+                    },
+                ),
+            ],
         );
         let rb = env.write(
             "ct.lua",
-            &format!(
-                "runbook {{ name = \"real-ct\" }}\nlocal box = {}\n{body}",
-                ct.lua()
+            &subst(
+                r#"runbook { name = "real-ct" }
+local box = @ct@
+@body@"#,
+                &[("ct", &ct.lua()), ("body", &body)],
             ),
         );
         lxc::on_ct(Run::new(&env, rb), &dir, mode, &[])
@@ -68,7 +75,10 @@ end)
 /// `sh -c` whose whole tree ignores SIGTERM (the trap is inherited), both of its
 /// `sleep`s named by `n`.
 fn stubborn_tree(n: u32) -> String {
-    format!(r#"{{ "sh", "-c", "trap '' TERM; sleep {n} & sleep {n}" }}"#)
+    subst(
+        r#"{ "sh", "-c", "trap '' TERM; sleep @n@ & sleep @n@" }"#,
+        &[("n", &n)],
+    )
 }
 
 /// Waits until `count` processes inside the container have `needle` in their command
@@ -110,15 +120,18 @@ in_containers!(
         dir.kill_on_drop(&format!("sleep {n}"));
         let started = Instant::now();
         let out = lxc::run(
-        &env,
-        &dir,
-        EnvMode::Keep,
-        &format!(
-            "step(\"stuck\", {{ timeout = \"2s\" }}, function()\n  box:exec({}, {{ read_only = true }})\nend)\n",
-            stubborn_tree(n)
-        ),
-        &[],
-    );
+            &env,
+            &dir,
+            EnvMode::Keep,
+            &subst(
+                r#"step("stuck", { timeout = "2s" }, function()
+  box:exec(@tree@, { read_only = true })
+end)
+"#,
+                &[("tree", &stubborn_tree(n))],
+            ),
+            &[],
+        );
         let took = started.elapsed();
         assert_eq!(out.status.code(), Some(1), "{}", out.describe());
         assert!(
@@ -145,10 +158,14 @@ in_containers!(ctrl_c_kills_the_tree_inside_the_container, |ct: &Ct| {
     dir.kill_on_drop(&format!("sleep {n}"));
     let rb = env.write(
         "ct.lua",
-        &format!(
-            "runbook {{ name = \"real-ct\" }}\nlocal box = {}\nstep(\"stuck\", function()\n  box:exec({}, {{ read_only = true }})\nend)\n",
-            ct.lua(),
-            stubborn_tree(n)
+        &subst(
+            r#"runbook { name = "real-ct" }
+local box = @ct@
+step("stuck", function()
+  box:exec(@tree@, { read_only = true })
+end)
+"#,
+            &[("ct", &ct.lua()), ("tree", &stubborn_tree(n))],
         ),
     );
     let mut run = lxc::on_ct(Run::new(&env, rb), &dir, EnvMode::Clear, &[])
@@ -186,7 +203,11 @@ fn where_flock_is_missing_the_run_lock_is_a_directory() {
             &env,
             &dir,
             mode,
-            &format!("step(\"change\", function() box:exec({{ \"touch\", \"{made}\" }}) end)\n"),
+            &subst(
+                r#"step("change", function() box:exec({ "touch", "@made@" }) end)
+"#,
+                &[("made", &made)],
+            ),
             &[],
         );
         assert_eq!(out.status.code(), Some(0), "{}", out.describe());
@@ -199,9 +220,15 @@ fn where_flock_is_missing_the_run_lock_is_a_directory() {
     let started = dir.host.join("made-by-runbook");
     let holder = env.write(
         "hold.lua",
-        &format!(
-            "runbook {{ name = \"busybox-hold\" }}\nlocal box = {}\nstep(\"hold\", function()\n  box:exec({{ \"touch\", \"{made}\" }})\n  box:exec({{ \"sleep\", \"8\" }})\nend)\n",
-            ct.lua()
+        &subst(
+            r#"runbook { name = "busybox-hold" }
+local box = @ct@
+step("hold", function()
+  box:exec({ "touch", "@made@" })
+  box:exec({ "sleep", "8" })
+end)
+"#,
+            &[("ct", &ct.lua()), ("made", &made)],
         ),
     );
     let mut first = lxc::on_ct(Run::new(&env, &holder), &dir, EnvMode::Keep, &[])
@@ -268,21 +295,23 @@ fn a_real_container_behind_ssh() {
     dir.kill_on_drop(&format!("sleep {n}"));
     let rb = env.write(
         "ct.lua",
-        &format!(
-            r#"runbook {{ name = "real-ct-over-ssh" }}
-local box = target("node1"):pct({vmid})
+        &subst(
+            r#"runbook { name = "real-ct-over-ssh" }
+local box = target("node1"):pct(@vmid@)
 step("run and change", function()
-  local r = box:exec({{ "cat", "/proc/sys/kernel/hostname" }}, {{ read_only = true }})
-  if r.stdout ~= "{vmid}\n" then fail("got " .. r.stdout) end
-  box:exec({{ "touch", "{made}" }})
+  local r = box:exec({ "cat", "/proc/sys/kernel/hostname" }, { read_only = true })
+  if r.stdout ~= "@vmid@\n" then fail("got " .. r.stdout) end
+  box:exec({ "touch", "@made@" })
 end)
-step("stuck", {{ timeout = "2s" }}, function()
-  box:exec({tree}, {{ read_only = true }})
+step("stuck", { timeout = "2s" }, function()
+  box:exec(@tree@, { read_only = true })
 end)
 "#,
-            vmid = ct.vmid,
-            made = dir.at("made"),
-            tree = stubborn_tree(n),
+            &[
+                ("vmid", &ct.vmid),
+                ("made", &dir.at("made")),
+                ("tree", &stubborn_tree(n)),
+            ],
         ),
     );
     let out = Run::new(&env, rb)

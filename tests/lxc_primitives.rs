@@ -94,20 +94,21 @@ in_containers!(cache_size_clear_keep_restore, |ct: &Ct| {
     let dir = ct.dir();
     fill_cache(&dir, "cache");
     let cache = dir.at("cache");
-    let roots = format!("cache_roots = {{ \"{}\" }}", dir.path);
+    let roots = subst(r#"cache_roots = { "@dir@" }"#, &[("dir", &dir.path)]);
     let holder = Holder::start(ct, &dir.at("cache/a"));
     let out = CtRun::new(&env, &dir, EnvMode::Keep).header(&roots).go(
-        &format!(
+        &subst(
             r#"step("size", function()
-  local s = cache.size(box, {{ "{cache}" }})
+  local s = cache.size(box, { "@cache@" })
   if s[1].bytes ~= 8 or s[1].files ~= 2 then fail(("got %s bytes, %s files"):format(s[1].bytes, s[1].files)) end
 end)
 step("in use", function()
-  local ok, err = pcall(cache.clear, box, {{ "{cache}" }})
+  local ok, err = pcall(cache.clear, box, { "@cache@" })
   if ok then fail("cleared while in use") end
   log.info("refused: " .. tostring(err))
 end)
-"#
+"#,
+            &[("cache", &cache)],
         ),
         &[],
     );
@@ -124,12 +125,13 @@ end)
     // `~/…` named nothing and the `~/.cache` root was `/.cache`).
     let home_relative = format!("~/{}", cache.trim_start_matches("/root/"));
     let out = CtRun::new(&env, &dir, EnvMode::Clear).go(
-        &format!(
+        &subst(
             r#"step("size", function()
-  local s = cache.size(box, {{ "{home_relative}" }})
+  local s = cache.size(box, { "@home_relative@" })
   log.info(s[1].resolved .. " " .. s[1].bytes)
 end)
-"#
+"#,
+            &[("home_relative", &home_relative)],
         ),
         &[],
     );
@@ -152,14 +154,17 @@ end)
     };
     let out = step(
         EnvMode::Clear,
-        &format!(r#"cache.clear(box, {{ "{cache}" }}, {{ keep = true }})"#),
+        &subst(
+            r#"cache.clear(box, { "@cache@" }, { keep = true })"#,
+            &[("cache", &cache)],
+        ),
     );
     out.assert_exit(0);
     assert!(!dir.host.join("cache").exists());
     assert_eq!(kept(&dir).len(), 1, "moved aside");
     let out = step(
         EnvMode::Keep,
-        &format!(r#"cache.restore(box, {{ "{cache}" }})"#),
+        &subst(r#"cache.restore(box, { "@cache@" })"#, &[("cache", &cache)]),
     );
     out.assert_exit(0);
     assert_eq!(
@@ -169,7 +174,7 @@ end)
     assert!(kept(&dir).is_empty(), "restored");
     let out = step(
         EnvMode::Clear,
-        &format!(r#"cache.clear(box, {{ "{cache}" }})"#),
+        &subst(r#"cache.clear(box, { "@cache@" })"#, &[("cache", &cache)]),
     );
     out.assert_exit(0);
     assert!(!dir.host.join("cache").exists(), "cleared");
@@ -188,15 +193,15 @@ in_containers!(proc_spawn_wait_for_stop, |ct: &Ct| {
         &env,
         &dir,
         EnvMode::Keep,
-        &format!(
+        &subst(
             r#"step("start", function()
-  local j = proc.spawn(box, {{ name = "{job}", log = "{log}", cwd = "{cwd}",
-    cmd = {{ "sh", "-c", "trap '' TERM; echo ready in $PWD; exec sleep {n}" }} }})
-  local m = proc.wait_for(box, {{ file = "{log}", pattern = "ready in (.*)", timeout = "20s" }})
+  local j = proc.spawn(box, { name = "@job@", log = "@log@", cwd = "@cwd@",
+    cmd = { "sh", "-c", "trap '' TERM; echo ready in $PWD; exec sleep @n@" } })
+  local m = proc.wait_for(box, { file = "@log@", pattern = "ready in (.*)", timeout = "20s" })
   log.info("pid=" .. j.pid .. " cwd=" .. m[1])
 end)
 "#,
-            cwd = dir.path,
+            &[("job", &job), ("log", &log), ("cwd", &dir.path), ("n", &n)],
         ),
         &[],
     );
@@ -214,12 +219,13 @@ end)
         &env,
         &dir,
         EnvMode::Clear,
-        &format!(
+        &subst(
             r#"step("stop", function()
-  local s = proc.stop(box, {{ name = "{job}", timeout = "1s" }})
+  local s = proc.stop(box, { name = "@job@", timeout = "1s" })
   log.info(("pid=%s was_running=%s killed=%s"):format(s.pid, s.was_running, s.killed))
 end)
-"#
+"#,
+            &[("job", &job)],
         ),
         &[],
     );
@@ -259,7 +265,7 @@ in_containers!(git_head_status_restore, |ct: &Ct| {
             ("git.head", format!("git.head(box, \"{r}\")")),
             (
                 "git.restore",
-                format!("git.restore(box, {{ repo = \"{r}\" }})"),
+                subst(r#"git.restore(box, { repo = "@r@" })"#, &[("r", &r)]),
             ),
         ] {
             let out = lxc::run(
@@ -281,16 +287,17 @@ in_containers!(git_head_status_restore, |ct: &Ct| {
         &env,
         &dir,
         EnvMode::Clear,
-        &format!(
+        &subst(
             r#"step("git", function()
-  local h = git.head(box, "{r}")
-  local s = git.status(box, "{r}")
+  local h = git.head(box, "@r@")
+  local s = git.status(box, "@r@")
   log.info(h.subject .. " " .. s.files[1].status .. " " .. s.files[1].path)
-  local done = git.restore(box, {{ repo = "{r}" }})
+  local done = git.restore(box, { repo = "@r@" })
   log.info(("restored %s to %s"):format(table.concat(done.files, ","), done.rev == h.rev and "HEAD" or done.rev))
-  if not git.status(box, "{r}").clean then fail("still dirty") end
+  if not git.status(box, "@r@").clean then fail("still dirty") end
 end)
-"#
+"#,
+            &[("r", &r)],
         ),
         &[],
     );
@@ -319,15 +326,18 @@ in_containers!(venv_build, |ct: &Ct| {
             &env,
             &dir,
             EnvMode::Keep,
-            &format!(
+            &subst(
                 r#"step("venv", function()
-  local v = venv.build(box, {{ path = "{venv}", no_index = true, find_links = "{wheels}",
-    packages = {{ "rbdemo==2.0" }}, verify = "import rbdemo"{uv} }})
+  local v = venv.build(box, { path = "@venv@", no_index = true, find_links = "@wheels@",
+    packages = { "rbdemo==2.0" }, verify = "import rbdemo"@uv@ })
   log.info("python " .. v.python .. " " .. v.packages[1].name .. "==" .. v.packages[1].version)
 end)
 "#,
-                venv = dir.at("venv"),
-                wheels = dir.at("wheels"),
+                &[
+                    ("venv", &dir.at("venv")),
+                    ("wheels", &dir.at("wheels")),
+                    ("uv", &uv),
+                ],
             ),
             &[],
         )
@@ -374,12 +384,13 @@ in_containers!(warmup_run, |ct: &Ct| {
         &env,
         &dir,
         EnvMode::Clear,
-        &format!(
+        &subst(
             r#"step("warm", function()
-  local w = warmup.run(box, {{ script = "{script}", args = {{ "{cache}" }}, expect_cache = {{ "{cache}" }} }})
+  local w = warmup.run(box, { script = "@script@", args = { "@cache@" }, expect_cache = { "@cache@" } })
   log.info(("%s: %s files"):format(w.caches[1].state, w.caches[1].files_after))
 end)
-"#
+"#,
+            &[("script", &script), ("cache", &cache)],
         ),
         &[],
     );
@@ -407,14 +418,14 @@ in_containers!(fingerprint_take, |ct: &Ct| {
         &env,
         &dir,
         EnvMode::Keep,
-        &format!(
+        &subst(
             r#"step("fp", function()
-  local fp = fingerprint.take(box, {{ repo = "{r}", caches = {{ "{cache}" }} }})
-  local c = fp.caches["{cache}"]
+  local fp = fingerprint.take(box, { repo = "@r@", caches = { "@cache@" } })
+  local c = fp.caches["@cache@"]
   log.info(("python=%s head=%s dirty=%d cache=%d/%d"):format(tostring(fp.python), tostring(fp.git_head ~= nil), #fp.git_dirty, c.bytes, c.files))
 end)
 "#,
-            cache = dir.at("cache"),
+            &[("r", &r), ("cache", &dir.at("cache"))],
         ),
         &[],
     );
@@ -471,15 +482,15 @@ in_containers!(artifact_capture_and_restore, |ct: &Ct| {
     ct.attach(&format!("chmod 755 '{}'", dir.at("cache/a/kernel.so")));
     let cache = dir.at("cache");
     let store = env.tmp.path().join("store");
-    let roots = format!("cache_roots = {{ \"{}\" }}", dir.path);
+    let roots = subst(r#"cache_roots = { "@dir@" }"#, &[("dir", &dir.path)]);
     let out = CtRun::new(&env, &dir, EnvMode::Keep).header(&roots).go(
-        &format!(
+        &subst(
             r#"step("capture", function()
-  local c = artifact.capture(box, {{ name = "ct", paths = "{cache}", store = "{store}" }})
+  local c = artifact.capture(box, { name = "ct", paths = "@cache@", store = "@store@" })
   log.info(("captured %d files, %d bytes"):format(c.files, c.bytes))
 end)
 "#,
-            store = store.display()
+            &[("cache", &cache), ("store", &store.display())],
         ),
         &[],
     );
@@ -494,13 +505,13 @@ end)
     dir.write("cache/a/k", "changed");
     std::fs::remove_file(dir.host.join("cache/j")).unwrap();
     let out = CtRun::new(&env, &dir, EnvMode::Clear).header(&roots).go(
-        &format!(
+        &subst(
             r#"step("restore", function()
-  local r = artifact.restore(box, {{ name = "ct", paths = "{cache}", store = "{store}", require = true }})
+  local r = artifact.restore(box, { name = "ct", paths = "@cache@", store = "@store@", require = true })
   log.info(("restored=%s kept=%s"):format(tostring(r.restored), tostring(r.kept and r.kept[1])))
 end)
 "#,
-            store = store.display()
+            &[("cache", &cache), ("store", &store.display())],
         ),
         &[],
     );

@@ -41,12 +41,13 @@ const ZEROS: &[&str] = &["0", "0.0", r#""0s""#, r#""0ms""#];
 
 /// A runbook around `body`, with an `always` step after it that logs `always ran`.
 fn runbook(body: &str) -> String {
-    format!(
-        r#"runbook {{ name = "numbers", description = "hostile numbers" }}
+    subst(
+        r#"runbook { name = "numbers", description = "hostile numbers" }
 local here = target("local")
-{body}
-step("cleanup", {{ always = true }}, function() log.info("always ran") end)
-"#
+@body@
+step("cleanup", { always = true }, function() log.info("always ran") end)
+"#,
+        &[("body", &body)],
     )
 }
 
@@ -190,9 +191,10 @@ fn overflowing_durations_in_declarations_are_refused_at_their_line() {
 fn overflowing_durations_in_calls_fail_the_step_at_their_line() {
     let env = Env::new();
     let log = env.scratch().join("wait.log");
-    let wait_for = format!(
-        "proc.wait_for(here, {{ file = \"{}\", pattern = \"x\", timeout = @V@ }})",
-        log.display()
+    // @V@ stays: the loop below puts each value there.
+    let wait_for = subst(
+        r#"proc.wait_for(here, { file = "@log@", pattern = "x", timeout = @V@ })"#,
+        &[("log", &log.display()), ("V", &"@V@")],
     );
     let places = [
         (
@@ -293,8 +295,11 @@ fn odd_counts_are_refused_at_their_line() {
         ("-1", "-1"),
         ("math.huge", "inf"),
     ] {
-        let text = runbook(&format!(
-            "step(\"s\", function()\n  parallel({{ 1, 2 }}, function(i) return i end, {{ limit = {limit} }}) -- HERE\nend)"
+        let text = runbook(&subst(
+            r#"step("s", function()
+  parallel({ 1, 2 }, function(i) return i end, { limit = @limit@ }) -- HERE
+end)"#,
+            &[("limit", &limit)],
         ));
         env.write("n.lua", &text);
         let o = run(&env, "n.lua", &[], None);
@@ -312,11 +317,12 @@ fn odd_counts_are_refused_at_their_line() {
 fn a_huge_parallel_limit_means_all_at_once() {
     let env = Env::new();
     for limit in ["math.maxinteger", "2^62", "4.0"] {
-        let text = runbook(&format!(
+        let text = runbook(&subst(
             r#"step("s", function()
-  local r = parallel({{ 1, 2, 3 }}, function(i) return i * 2 end, {{ limit = {limit} }})
+  local r = parallel({ 1, 2, 3 }, function(i) return i * 2 end, { limit = @limit@ })
   log.info("sum " .. (r[1] + r[2] + r[3]))
-end)"#
+end)"#,
+            &[("limit", &limit)],
         ));
         env.write("n.lua", &text);
         let o = run(&env, "n.lua", &[], None);
@@ -337,15 +343,15 @@ fn zero_means_no_timeout_in_every_spelling() {
         let _ = std::fs::remove_file(&log);
         // Each of these takes longer than no time at all: a zero that timed out at once
         // would fail it.
-        let text = runbook(&format!(
-            r#"step("step timeout", {{ timeout = {v} }}, function() sleep(0.3) end)
-step("exec timeout", function() here:exec({{ "sleep", "0.3" }}, {{ timeout = {v} }}) end)
-step("shell timeout", function() here:shell("sleep 0.3", {{ timeout = {v} }}) end)
+        let text = runbook(&subst(
+            r#"step("step timeout", { timeout = @v@ }, function() sleep(0.3) end)
+step("exec timeout", function() here:exec({ "sleep", "0.3" }, { timeout = @v@ }) end)
+step("shell timeout", function() here:shell("sleep 0.3", { timeout = @v@ }) end)
 step("wait_for timeout", function()
-  here:shell("(sleep 1; echo ready >> '{log}') >/dev/null 2>&1 &")
-  proc.wait_for(here, {{ file = "{log}", pattern = "ready", timeout = {v} }})
+  here:shell("(sleep 1; echo ready >> '@log@') >/dev/null 2>&1 &")
+  proc.wait_for(here, { file = "@log@", pattern = "ready", timeout = @v@ })
 end)"#,
-            log = log.display()
+            &[("v", &v), ("log", &log.display())],
         ));
         env.write("n.lua", &text);
         let o = run(&env, "n.lua", &[], None);
@@ -405,12 +411,13 @@ fn most_at_once(events: &[Event]) -> i64 {
 fn thousands_of_local_commands_queue_instead_of_running_out_of_files() {
     let env = Env::new();
     let n = 2000;
-    let text = runbook(&format!(
+    let text = runbook(&subst(
         r#"step("fan out", function()
-  local items = {{}}
-  for i = 1, {n} do items[i] = i end
-  parallel(items, function(i) here:exec({{ "true" }}, {{ read_only = true }}) end, {{ limit = {n} }})
-end)"#
+  local items = {}
+  for i = 1, @n@ do items[i] = i end
+  parallel(items, function(i) here:exec({ "true" }, { read_only = true }) end, { limit = @n@ })
+end)"#,
+        &[("n", &n)],
     ));
     env.write("n.lua", &text);
     let o = run(&env, "n.lua", &[], Some(NOFILE));
@@ -435,12 +442,13 @@ end)"#
 fn after_a_step_timeout_queued_commands_never_start() {
     let env = Env::new();
     let n = 500;
-    let text = runbook(&format!(
-        r#"step("fan out", {{ timeout = "1s" }}, function()
-  local items = {{}}
-  for i = 1, {n} do items[i] = i end
-  parallel(items, function(i) here:exec({{ "sleep", "5" }}, {{ read_only = true }}) end, {{ limit = {n} }}) -- HERE
-end)"#
+    let text = runbook(&subst(
+        r#"step("fan out", { timeout = "1s" }, function()
+  local items = {}
+  for i = 1, @n@ do items[i] = i end
+  parallel(items, function(i) here:exec({ "sleep", "5" }, { read_only = true }) end, { limit = @n@ }) -- HERE
+end)"#,
+        &[("n", &n)],
     ));
     env.write("n.lua", &text);
     let o = run(&env, "n.lua", &[], Some(NOFILE));
@@ -476,13 +484,14 @@ fn many_commands_on_one_ssh_host_queue_for_its_channels() {
     let fleet = common::sshd::Fleet::start(1);
     let env = Env::new();
     let n = 40;
-    let text = runbook(&format!(
+    let text = runbook(&subst(
         r#"local node = target("node1")
 step("fan out", function()
-  local items = {{}}
-  for i = 1, {n} do items[i] = i end
-  parallel(items, function(i) node:exec({{ "sleep", "0.2" }}, {{ read_only = true }}) end, {{ limit = {n} }})
-end)"#
+  local items = {}
+  for i = 1, @n@ do items[i] = i end
+  parallel(items, function(i) node:exec({ "sleep", "0.2" }, { read_only = true }) end, { limit = @n@ })
+end)"#,
+        &[("n", &n)],
     ));
     env.write("n.lua", &text);
     let args = fleet.args();

@@ -250,7 +250,15 @@ fn demo_sets(repo: &Path, work: &Path, job: &str) -> Vec<String> {
 fn run_snippet(env: &Env, target_expr: &str, lua: &str, extra: &[String]) -> Output {
     let rb = env.write(
         "snippet.lua",
-        &format!("runbook {{ name = \"snippet\" }}\nlocal T = {target_expr}\nstep(\"s\", function()\n{lua}\nend)\n"),
+        &subst(
+            r#"runbook { name = "snippet" }
+local T = @target_expr@
+step("s", function()
+@lua@
+end)
+"#,
+            &[("target_expr", &target_expr), ("lua", &lua)],
+        ),
     );
     // Sandboxed as the runs under test are: jobs' pid files are under HOME.
     sandboxed(env)
@@ -267,7 +275,7 @@ fn stop_job(env: &Env, target_expr: &str, job: &str, extra: &[String]) {
     let out = run_snippet(
         env,
         target_expr,
-        &format!("proc.stop(T, {{ name = \"{name}\" }})"),
+        &subst(r#"proc.stop(T, { name = "@name@" })"#, &[("name", &name)]),
         extra,
     );
     assert!(out.status.success(), "{}", describe(&out));
@@ -278,9 +286,9 @@ fn start_job(env: &Env, target_expr: &str, job: &str, log: &Path, extra: &[Strin
     let out = run_snippet(
         env,
         target_expr,
-        &format!(
-            "proc.spawn(T, {{ name = \"{name}\", cmd = {{ \"sleep\", \"120\" }}, log = \"{}\" }})",
-            log.display()
+        &subst(
+            r#"proc.spawn(T, { name = "@name@", cmd = { "sleep", "120" }, log = "@log@" })"#,
+            &[("name", &name), ("log", &log.display())],
         ),
         extra,
     );
@@ -293,7 +301,13 @@ fn job_runs(env: &Env, target_expr: &str, job: &str, extra: &[String]) -> bool {
     // A dry-run of a stop plans it only when the job runs.
     let rb = env.write(
         "probe.lua",
-        &format!("runbook {{ name = \"probe\" }}\nlocal T = {target_expr}\nstep(\"s\", function() proc.stop(T, {{ name = \"{name}\" }}) end)\n"),
+        &subst(
+            r#"runbook { name = "probe" }
+local T = @target_expr@
+step("s", function() proc.stop(T, { name = "@name@" }) end)
+"#,
+            &[("target_expr", &target_expr), ("name", &name)],
+        ),
     );
     let out = sandboxed(env)
         .arg("run")
@@ -764,17 +778,19 @@ fn a_change_made_in_when_is_not_open_again_for_the_body() {
     let count = dir.join("count");
     let rb = env.write(
         "when.lua",
-        &format!(
-            r#"runbook {{ name = "when" }}
+        &subst(
+            r#"runbook { name = "when" }
 local here = target("local")
-local function bump() here:exec({{ "sh", "-c", "echo x >> {c}" }}) end
-step("s", {{ when = function() bump(); return true end }}, function()
-  local r = here:exec({{ "cat", "{choice}" }}, {{ read_only = true }})
+local function bump() here:exec({ "sh", "-c", "echo x >> @c@" }) end
+step("s", { when = function() bump(); return true end }, function()
+  local r = here:exec({ "cat", "@choice@" }, { read_only = true })
   if r.stdout:match("B") then bump() end
 end)
 "#,
-            c = count.display(),
-            choice = dir.join("choice").display()
+            &[
+                ("c", &count.display()),
+                ("choice", &dir.join("choice").display()),
+            ],
         ),
     );
     make_plan(&env, &rb, &[]);

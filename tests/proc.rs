@@ -72,20 +72,20 @@ fn a_job_outlives_the_run_and_a_later_run_stops_it() {
     let log = s.env.scratch().join("ticker.log");
     let rb = s.env.write(
         "spawn.lua",
-        &format!(
+        &subst(
             r#"
-runbook {{ name = "spawn" }}
+runbook { name = "spawn" }
 local here = target("local")
 step("start", function()
-  local job = proc.spawn(here, {{ name = "ticker", log = "{log}", cmd = {TICKER} }})
+  local job = proc.spawn(here, { name = "ticker", log = "@log@", cmd = @TICKER@ })
   log.info("pid=" .. job.pid)
   log.info("name=" .. job.name .. " " .. job.log)
-  local m = proc.wait_for(here, {{ file = "{log}", pattern = "step ([0-9]+) (?P<rate>[0-9.]+) Ktok/s", timeout = "10s" }})
+  local m = proc.wait_for(here, { file = "@log@", pattern = "step ([0-9]+) (?P<rate>[0-9.]+) Ktok/s", timeout = "10s" })
   log.info("rate=" .. m[2] .. " " .. m.captures[2] .. " " .. m.captures.rate)
   log.info("line=" .. m.line)
 end)
 "#,
-            log = log.display()
+            &[("log", &log.display()), ("TICKER", &TICKER)],
         ),
     );
     let t0 = Instant::now();
@@ -149,20 +149,20 @@ fn stop_kills_a_job_that_ignores_term() {
     let log = s.env.scratch().join("stubborn.log");
     let rb = s.env.write(
         "stubborn.lua",
-        &format!(
+        &subst(
             r#"
-runbook {{ name = "stubborn" }}
+runbook { name = "stubborn" }
 local here = target("local")
 step("start and stop", function()
-  local job = proc.spawn(here, {{ name = "stubborn", log = "{log}",
-    cmd = {{ "sh", "-c", 'trap "" TERM; echo ready; while :; do sleep 0.1; done' }} }})
+  local job = proc.spawn(here, { name = "stubborn", log = "@log@",
+    cmd = { "sh", "-c", 'trap "" TERM; echo ready; while :; do sleep 0.1; done' } })
   log.info("pid=" .. job.pid)
-  proc.wait_for(here, {{ file = "{log}", pattern = "^ready$", from_start = true, timeout = "10s" }})
-  local r = proc.stop(here, {{ pid = job.pid, timeout = "500ms" }})
+  proc.wait_for(here, { file = "@log@", pattern = "^ready$", from_start = true, timeout = "10s" })
+  local r = proc.stop(here, { pid = job.pid, timeout = "500ms" })
   log.info("stop=" .. r.pid .. " " .. tostring(r.was_running) .. " " .. tostring(r.killed))
 end)
 "#,
-            log = log.display()
+            &[("log", &log.display())],
         ),
     );
     let out = s.run(&rb).yes().run();
@@ -180,22 +180,24 @@ fn wait_for_times_out_with_the_last_lines() {
     let log = s.env.scratch().join("loading.log");
     let rb = s.env.write(
         "slow.lua",
-        &format!(
+        &subst(
             r#"
-runbook {{ name = "slow" }}
+runbook { name = "slow" }
 local here = target("local")
 step("wait", function()
-  local job = proc.spawn(here, {{ name = "loader", log = "{log}",
-    cmd = {{ "sh", "-c", 'i=0; while :; do i=$((i+1)); echo "loading shard $i"; sleep 0.1; done' }} }})
+  local job = proc.spawn(here, { name = "loader", log = "@log@",
+    cmd = { "sh", "-c", 'i=0; while :; do i=$((i+1)); echo "loading shard $i"; sleep 0.1; done' } })
   log.info("pid=" .. job.pid)
-  local ok, err = pcall(proc.wait_for, here, {{ file = "{missing}", pattern = "x", timeout = "1s" }})
+  local ok, err = pcall(proc.wait_for, here, { file = "@missing@", pattern = "x", timeout = "1s" })
   log.info("missing=" .. tostring(err))
-  proc.wait_for(here, {{ file = "{log}", pattern = "[0-9.]+ Ktok/s", timeout = "2s" }})
+  proc.wait_for(here, { file = "@log@", pattern = "[0-9.]+ Ktok/s", timeout = "2s" })
 end)
-step("clean up", {{ always = true }}, function() proc.stop(here, {{ name = "loader" }}) end)
+step("clean up", { always = true }, function() proc.stop(here, { name = "loader" }) end)
 "#,
-            log = log.display(),
-            missing = s.env.scratch().join("nope.log").display()
+            &[
+                ("log", &log.display()),
+                ("missing", &s.env.scratch().join("nope.log").display()),
+            ],
         ),
     );
     let t0 = Instant::now();
@@ -232,22 +234,22 @@ fn the_same_name_is_refused_while_its_job_runs() {
     let log = s.env.scratch().join("dup.log");
     let rb = s.env.write(
         "dup.lua",
-        &format!(
+        &subst(
             r#"
-runbook {{ name = "dup" }}
+runbook { name = "dup" }
 local here = target("local")
 step("twice", function()
-  local job = proc.spawn(here, {{ name = "dup", log = "{log}", cmd = {{ "sleep", "30" }} }})
+  local job = proc.spawn(here, { name = "dup", log = "@log@", cmd = { "sleep", "30" } })
   log.info("pid=" .. job.pid)
-  local ok, err = pcall(proc.spawn, here, {{ name = "dup", log = "{log}", cmd = {{ "sleep", "30" }} }})
+  local ok, err = pcall(proc.spawn, here, { name = "dup", log = "@log@", cmd = { "sleep", "30" } })
   log.info("second=" .. tostring(ok) .. " " .. tostring(err))
-  proc.stop(here, {{ name = "dup" }})
-  local again = proc.spawn(here, {{ name = "dup", log = "{log}", cmd = {{ "sleep", "30" }} }})
+  proc.stop(here, { name = "dup" })
+  local again = proc.spawn(here, { name = "dup", log = "@log@", cmd = { "sleep", "30" } })
   log.info("again=" .. again.pid)
-  proc.stop(here, {{ name = "dup" }})
+  proc.stop(here, { name = "dup" })
 end)
 "#,
-            log = log.display()
+            &[("log", &log.display())],
         ),
     );
     let out = s.run(&rb).yes().run();
@@ -272,19 +274,19 @@ fn dry_run_starts_nothing_and_does_not_wait() {
     let log = s.env.scratch().join("never.log");
     let rb = s.env.write(
         "dry.lua",
-        &format!(
+        &subst(
             r#"
-runbook {{ name = "dry" }}
+runbook { name = "dry" }
 local here = target("local")
 step("all", function()
-  local job = proc.spawn(here, {{ name = "never", log = "{log}", cwd = "/tmp", env = {{ X = "1" }}, cmd = {TICKER} }})
-  local m = proc.wait_for(here, {{ file = "{log}", pattern = "Ktok/s", timeout = "1m" }})
-  local st = proc.stop(here, {{ name = "never" }})
+  local job = proc.spawn(here, { name = "never", log = "@log@", cwd = "/tmp", env = { X = "1" }, cmd = @TICKER@ })
+  local m = proc.wait_for(here, { file = "@log@", pattern = "Ktok/s", timeout = "1m" })
+  local st = proc.stop(here, { name = "never" })
   log.info("dry=" .. tostring(job.pid) .. " " .. tostring(job.planned) .. " " .. tostring(m.planned)
            .. " " .. tostring(m.line) .. " " .. tostring(st.was_running))
 end)
 "#,
-            log = log.display()
+            &[("log", &log.display()), ("TICKER", &TICKER)],
         ),
     );
     let t0 = Instant::now();
@@ -316,22 +318,22 @@ fn over_ssh_a_job_outlives_the_connection() {
     let name = format!("ssh-ticker-{}", std::process::id());
     let rb = env.write(
         "spawn.lua",
-        &format!(
+        &subst(
             r#"
-runbook {{ name = "spawn-remote" }}
+runbook { name = "spawn-remote" }
 local node = target("node1")
 local box = node:pct(200)
 step("start", function()
-  local a = proc.spawn(node, {{ name = "{name}", log = "{node_log}", cmd = {TICKER} }})
+  local a = proc.spawn(node, { name = "@name@", log = "@node_log@", cmd = @TICKER@ })
   log.info("node=" .. a.pid)
-  local b = proc.spawn(box, {{ name = "ticker", log = "/root/job.log", cwd = "/root", cmd = {TICKER} }})
+  local b = proc.spawn(box, { name = "ticker", log = "/root/job.log", cwd = "/root", cmd = @TICKER@ })
   log.info("box=" .. b.pid)
-  proc.wait_for(node, {{ file = "{node_log}", pattern = "Ktok/s", timeout = "10s" }})
-  local m = proc.wait_for(box, {{ file = "/root/job.log", pattern = "([0-9.]+) Ktok/s", timeout = "10s" }})
+  proc.wait_for(node, { file = "@node_log@", pattern = "Ktok/s", timeout = "10s" })
+  local m = proc.wait_for(box, { file = "/root/job.log", pattern = "([0-9.]+) Ktok/s", timeout = "10s" })
   log.info("rate=" .. m[1])
 end)
 "#,
-            node_log = node_log.display()
+            &[("name", &name), ("node_log", &node_log.display()), ("TICKER", &TICKER)],
         ),
     );
     let t0 = Instant::now();
@@ -361,16 +363,17 @@ end)
 
     let stop = env.write(
         "stop.lua",
-        &format!(
+        &subst(
             r#"
-runbook {{ name = "stop-remote" }}
+runbook { name = "stop-remote" }
 local node = target("node1")
 step("stop", function()
-  local a = proc.stop(node, {{ name = "{name}" }})
-  local b = proc.stop(node:pct(200), {{ name = "ticker" }})
+  local a = proc.stop(node, { name = "@name@" })
+  local b = proc.stop(node:pct(200), { name = "ticker" })
   log.info("stopped=" .. a.pid .. " " .. tostring(a.was_running) .. " " .. b.pid .. " " .. tostring(b.was_running))
 end)
-"#
+"#,
+            &[("name", &name)],
         ),
     );
     let out = Run::new(&env, &stop).ssh(&fleet).yes().json().run();
@@ -390,17 +393,16 @@ fn wait_for_ends_at_the_step_timeout_and_on_sigint() {
     let ready = s.env.scratch().join("ready");
     let rb = s.env.write(
         "quiet.lua",
-        &format!(
+        &subst(
             r#"
-runbook {{ name = "quiet", params = {{ limit = {{ default = "1m" }} }} }}
+runbook { name = "quiet", params = { limit = { default = "1m" } } }
 local here = target("local")
-step("wait", {{ timeout = params.limit }}, function()
-  here:exec({{ "touch", "{ready}" }})
-  proc.wait_for(here, {{ file = "{log}", pattern = "never", timeout = "1m" }})
+step("wait", { timeout = params.limit }, function()
+  here:exec({ "touch", "@ready@" })
+  proc.wait_for(here, { file = "@log@", pattern = "never", timeout = "1m" })
 end)
 "#,
-            log = log.display(),
-            ready = ready.display()
+            &[("ready", &ready.display()), ("log", &log.display())],
         ),
     );
     let t0 = Instant::now();
@@ -498,21 +500,21 @@ fn wait_for_reads_the_job_output_from_where_it_started() {
     std::fs::write(&log, "step 1 25.0 Ktok/s\n").unwrap();
     let rb = s.env.write(
         "fast.lua",
-        &format!(
-            r#"runbook {{ name = "fast" }}
+        &subst(
+            r#"runbook { name = "fast" }
 local here = target("local")
 step("start and wait", function()
-  local j = proc.spawn(here, {{ name = "fast", log = "{log}",
-    cmd = {{ "sh", "-c", 'echo "READY 12.5 Ktok/s"; exec sleep 30' }} }})
+  local j = proc.spawn(here, { name = "fast", log = "@log@",
+    cmd = { "sh", "-c", 'echo "READY 12.5 Ktok/s"; exec sleep 30' } })
   log.info("pid=" .. j.pid)
-  local m = proc.wait_for(here, {{ file = "{log}", pattern = "([0-9.]+) Ktok/s", timeout = "5s" }})
+  local m = proc.wait_for(here, { file = "@log@", pattern = "([0-9.]+) Ktok/s", timeout = "5s" })
   log.info("rate=" .. m[1])
-  local again = proc.wait_for(here, {{ file = "{log}", pattern = "READY", timeout = "5s", since = j }})
+  local again = proc.wait_for(here, { file = "@log@", pattern = "READY", timeout = "5s", since = j })
   log.info("since=" .. again.line)
 end)
-step("stop", function() proc.stop(here, {{ name = "fast" }}) end)
+step("stop", function() proc.stop(here, { name = "fast" }) end)
 "#,
-            log = log.display()
+            &[("log", &log.display())],
         ),
     );
     let out = s.run(&rb).yes().run();

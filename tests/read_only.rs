@@ -51,9 +51,18 @@ fn a_read_that_deletes_is_refused_at_its_line_in_every_mode() {
         let dir = victim(&env, &format!("case{n}"));
         let rb = env.write(
             &format!("read{n}.lua"),
-            &format!(
-                "runbook {{ name = \"read{n}\" }}\nlocal here = target(\"local\")\nstep(\"look\", function()\n  here:exec({argv}, {{ read_only = true, cwd = {dir:?}, stdin = \"x\\n\" }})\nend)\n",
-                dir = dir.display().to_string()
+            &subst(
+                r#"runbook { name = "read@n@" }
+local here = target("local")
+step("look", function()
+  here:exec(@argv@, { read_only = true, cwd = @dir@, stdin = "x\n" })
+end)
+"#,
+                &[
+                    ("n", &n),
+                    ("argv", &argv),
+                    ("dir", &format!("{:?}", dir.display().to_string())),
+                ],
             ),
         );
         for mode in MODES {
@@ -80,9 +89,14 @@ fn a_shell_read_that_deletes_is_refused_even_when_called_harmless() {
     let dir = victim(&env, "shell");
     let rb = env.write(
         "shell.lua",
-        &format!(
-            "runbook {{ name = \"shell\" }}\nlocal here = target(\"local\")\nstep(\"look\", function()\n  here:shell(\"ls; sudo -u root rm -f x\", {{ read_only = true, destructive = false, cwd = {:?} }})\nend)\n",
-            dir.display().to_string()
+        &subst(
+            r#"runbook { name = "shell" }
+local here = target("local")
+step("look", function()
+  here:shell("ls; sudo -u root rm -f x", { read_only = true, destructive = false, cwd = @dir@ })
+end)
+"#,
+            &[("dir", &format!("{:?}", dir.display().to_string()))],
         ),
     );
     for mode in MODES {

@@ -87,20 +87,20 @@ fn parallel_over_a_fleet_with_one_host_down() {
     let marks = env.scratch();
     let rb = env.write(
         "fleet.lua",
-        &format!(
+        &subst(
             r#"
-runbook {{ name = "fleet" }}
-local hosts = {{}}
+runbook { name = "fleet" }
+local hosts = {}
 for i = 1, 6 do hosts[i] = target("node" .. i) end
 step("touch everywhere", function()
   parallel(hosts, function(t)
-    t:exec({{ "touch", "{marks}/" .. t.name }})
+    t:exec({ "touch", "@marks@/" .. t.name })
     return t.name
-  end, {{ limit = 3 }})
+  end, { limit = 3 })
 end)
-step("after", {{ always = true }}, function() log.info("cleanup ran") end)
+step("after", { always = true }, function() log.info("cleanup ran") end)
 "#,
-            marks = marks.display()
+            &[("marks", &marks.display())],
         ),
     );
     let out = remote(&env, &fleet, &rb).expect_exit(1).run();
@@ -130,17 +130,17 @@ fn a_run_lock_keeps_two_runs_apart() {
     let started = env.scratch().join("started");
     let rb = env.write(
         "hold.lua",
-        &format!(
+        &subst(
             r#"
-runbook {{ name = "hold", params = {{ sleep = {{ default = "0" }} }} }}
+runbook { name = "hold", params = { sleep = { default = "0" } } }
 local box = target("node1"):pct(200)
 step("change", function()
-  box:exec({{ "touch", "/tmp/x" }})
-  target("local"):exec({{ "touch", "{started}" }})
-  box:exec({{ "sleep", params.sleep }})
+  box:exec({ "touch", "/tmp/x" })
+  target("local"):exec({ "touch", "@started@" })
+  box:exec({ "sleep", params.sleep })
 end)
 "#,
-            started = started.display()
+            &[("started", &started.display())],
         ),
     );
     let mut first = Run::new(&env, &rb)
@@ -272,16 +272,17 @@ fn one_host_under_two_names_does_not_lock_itself_out() {
     let env = Env::new();
     let rb = env.write(
         "two_names.lua",
-        &format!(
-            r#"runbook {{ name = "two-names" }}
-local by_alias, by_address = target("node1"), target("root@127.0.0.1:{port}")
+        &subst(
+            r#"runbook { name = "two-names" }
+local by_alias, by_address = target("node1"), target("root@127.0.0.1:@port@")
 step("change by both names", function()
-  by_alias:exec({{ "true" }})
-  by_address:exec({{ "true" }})
-  by_alias:pct(200):exec({{ "true" }})
-  by_address:pct(200):exec({{ "true" }})
+  by_alias:exec({ "true" })
+  by_address:exec({ "true" })
+  by_alias:pct(200):exec({ "true" })
+  by_address:pct(200):exec({ "true" })
 end)
-"#
+"#,
+            &[("port", &port)],
         ),
     );
     remote(&env, &fleet, &rb)

@@ -223,14 +223,15 @@ fn silent_host_fails_after_the_connect_timeout() {
     let cfg = bare_config(&env, &[]);
     let rb = env.write(
         "silent.lua",
-        &format!(
+        &subst(
             r#"
-runbook {{ name = "silent" }}
-local node = ssh("127.0.0.1", {{ port = {port}, connect_timeout = "1s" }})
+runbook { name = "silent" }
+local node = ssh("127.0.0.1", { port = @port@, connect_timeout = "1s" })
 step("probe", function()
-  node:exec({{ "true" }})
+  node:exec({ "true" })
 end)
-"#
+"#,
+            &[("port", &port)],
         ),
     );
     let started = Instant::now();
@@ -261,19 +262,21 @@ fn host_killed_mid_command_is_connection_lost() {
     let always = scratch.join("always");
     let rb = env.write(
         "killed.lua",
-        &format!(
+        &subst(
             r#"
-runbook {{ name = "killed" }}
+runbook { name = "killed" }
 local node = target("node1")
 step("long", function()
-  node:exec({{ "sh", "-c", 'echo $$ > "$1"; exec sleep 30', "sh", {started} }})
+  node:exec({ "sh", "-c", 'echo $$ > "$1"; exec sleep 30', "sh", @started@ })
 end)
-step("clean up", {{ always = true }}, function()
-  target("local"):exec({{ "touch", {always} }})
+step("clean up", { always = true }, function()
+  target("local"):exec({ "touch", @always@ })
 end)
 "#,
-            started = lua_path(&started),
-            always = lua_path(&always),
+            &[
+                ("started", &lua_path(&started)),
+                ("always", &lua_path(&always)),
+            ],
         ),
     );
     let mut run = run(&env, &fleet, &rb).spawn();
@@ -319,28 +322,30 @@ fn host_killed_in_parallel_leaves_the_other_host_alone() {
     let done2 = scratch.join("done2");
     let rb = env.write(
         "parallel_killed.lua",
-        &format!(
+        &subst(
             r#"
-runbook {{ name = "parallel-killed" }}
-local jobs = {{
-  {{ node = target("node1"), mark = {started1} }},
-  {{ node = target("node2"), mark = {started2} }},
-}}
-local results = {{}}
+runbook { name = "parallel-killed" }
+local jobs = {
+  { node = target("node1"), mark = @started1@ },
+  { node = target("node2"), mark = @started2@ },
+}
+local results = {}
 step("both", function()
   local ok, err = pcall(parallel, jobs, function(job)
-    job.node:exec({{ "sh", "-c", 'echo $$ > "$1"; exec sleep 3', "sh", job.mark }})
+    job.node:exec({ "sh", "-c", 'echo $$ > "$1"; exec sleep 3', "sh", job.mark })
     results[job.mark] = "ok"
-  end, {{ limit = 2 }})
-  if results[{started2}] == "ok" then
-    target("local"):exec({{ "touch", {done2} }})
+  end, { limit = 2 })
+  if results[@started2@] == "ok" then
+    target("local"):exec({ "touch", @done2@ })
   end
   if not ok then error(err, 0) end
 end)
 "#,
-            started1 = lua_path(&started1),
-            started2 = lua_path(&started2),
-            done2 = lua_path(&done2),
+            &[
+                ("started1", &lua_path(&started1)),
+                ("started2", &lua_path(&started2)),
+                ("done2", &lua_path(&done2)),
+            ],
         ),
     );
     let mut run = run(&env, &fleet, &rb).spawn();
@@ -377,17 +382,18 @@ fn timeout_leaves_no_process(container: bool) {
     let tag = std::process::id();
     let rb = env.write(
         "timeout.lua",
-        &format!(
+        &subst(
             r#"
-runbook {{ name = "remote-timeout" }}
-local t = {on}
+runbook { name = "remote-timeout" }
+local t = @on@
 step("slow", function()
-  local r = t:exec({{ "sh", "-c", "sleep 300.{tag} & sleep 301.{tag}; wait" }}, {{ timeout = "500ms", check = false }})
+  local r = t:exec({ "sh", "-c", "sleep 300.@tag@ & sleep 301.@tag@; wait" }, { timeout = "500ms", check = false })
   if not r.timed_out or r.ok then
     fail("expected a timeout, got ok=" .. tostring(r.ok) .. " code=" .. tostring(r.code))
   end
 end)
-"#
+"#,
+            &[("on", &on), ("tag", &tag)],
         ),
     );
     let started = Instant::now();
@@ -425,16 +431,15 @@ fn sigint_stops_the_remote_process_tree() {
     let child = scratch.join("child.pid");
     let rb = env.write(
         "sigint.lua",
-        &format!(
+        &subst(
             r#"
-runbook {{ name = "remote-sigint" }}
+runbook { name = "remote-sigint" }
 local node = target("node1")
 step("long", function()
-  node:exec({{ "sh", "-c", 'echo $$ > "$1"; sleep 305 & echo $! > "$2"; wait', "sh", {shell}, {child} }})
+  node:exec({ "sh", "-c", 'echo $$ > "$1"; sleep 305 & echo $! > "$2"; wait', "sh", @shell@, @child@ })
 end)
 "#,
-            shell = lua_path(&shell),
-            child = lua_path(&child),
+            &[("shell", &lua_path(&shell)), ("child", &lua_path(&child))],
         ),
     );
     let mut run = run(&env, &fleet, &rb).spawn();
@@ -483,13 +488,14 @@ fn unknown_ctid(read_only: bool) {
     let env = Env::new();
     let rb = env.write(
         "missing.lua",
-        &format!(
+        &subst(
             r#"
-runbook {{ name = "missing-ct" }}
+runbook { name = "missing-ct" }
 step("in ct 999", function()
-  target("node1"):pct(999):exec({{ "true" }}, {{ read_only = {read_only} }})
+  target("node1"):pct(999):exec({ "true" }, { read_only = @read_only@ })
 end)
-"#
+"#,
+            &[("read_only", &read_only)],
         ),
     );
     let out = run(&env, &fleet, &rb).run();

@@ -303,9 +303,9 @@ fn nowhere(env: &Env, marker: &Path) -> PathBuf {
         "nowhere.lua",
         &NOWHERE.replace(
             "token = {",
-            &format!(
-                "marker = {{ default = {:?} }}, token = {{",
-                marker.display().to_string()
+            &subst(
+                "marker = { default = @marker@ }, token = {",
+                &[("marker", &format!("{:?}", marker.display().to_string()))],
             ),
         ),
     )
@@ -558,9 +558,15 @@ fn a_confirmed_run_saves_each_command_once() {
     let marker = env.tmp.path().join("made");
     let rb = env.write(
         "ask.lua",
-        &format!(
-            "runbook {{ name = \"ask\" }}\nlocal here = target(\"local\")\nstep(\"s\", function()\n  here:exec({{ \"uname\", \"-s\" }}, {{ read_only = true }})\n  here:exec({{ \"touch\", {:?} }})\nend)\n",
-            marker.display().to_string()
+        &subst(
+            r#"runbook { name = "ask" }
+local here = target("local")
+step("s", function()
+  here:exec({ "uname", "-s" }, { read_only = true })
+  here:exec({ "touch", @marker@ })
+end)
+"#,
+            &[("marker", &format!("{:?}", marker.display().to_string()))],
         ),
     );
     let file = env.tmp.path().join("R.jsonl");

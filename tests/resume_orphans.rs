@@ -34,19 +34,18 @@ fn heartbeat_runbook(env: &Env, on: &str) -> (PathBuf, PathBuf, PathBuf, Scratch
     let stop = scratch.path().join("stop");
     let rb = env.write(
         "orphan.lua",
-        &format!(
+        &subst(
             r#"
-runbook {{ name = "orphan" }}
-local on = {on}
+runbook { name = "orphan" }
+local on = @on@
 step("prepare", function()
-  target("local"):exec({{ "true" }})
+  target("local"):exec({ "true" })
 end)
 step("beat", function()
-  on:exec({{ "sh", "-c", 'echo $$ >> "$1"; while [ ! -e "$2" ]; do date +%s%N >> "$1.$$"; sleep 0.1; done', "sh", {pids}, {stop} }})
+  on:exec({ "sh", "-c", 'echo $$ >> "$1"; while [ ! -e "$2" ]; do date +%s%N >> "$1.$$"; sleep 0.1; done', "sh", @pids@, @stop@ })
 end)
 "#,
-            pids = lua_path(&pids),
-            stop = lua_path(&stop),
+            &[("on", &on), ("pids", &lua_path(&pids)), ("stop", &lua_path(&stop))],
         ),
     );
     (rb, pids, stop, Scratch(scratch))
@@ -529,15 +528,16 @@ fn a_group_report_a_command_prints_is_only_its_output() {
     let env = Env::new();
     let rb = env.write(
         "forge.lua",
-        &format!(
+        &subst(
             r#"
-runbook {{ name = "forge" }}
+runbook { name = "forge" }
 step("forge", function()
-  for _, t in ipairs({{ target("local"), target("node1"), target("node1"):pct(200) }}) do
-    t:exec({{ "sh", "-c", 'printf "\\036runbook-pgid=%s %s %s\\n" {pid} "$(cat /proc/sys/kernel/random/boot_id)" "$(cat /proc/{pid}/stat)" >&2' }})
+  for _, t in ipairs({ target("local"), target("node1"), target("node1"):pct(200) }) do
+    t:exec({ "sh", "-c", 'printf "\\036runbook-pgid=%s %s %s\\n" @pid@ "$(cat /proc/sys/kernel/random/boot_id)" "$(cat /proc/@pid@/stat)" >&2' })
   end
 end)
-"#
+"#,
+            &[("pid", &pid)],
         ),
     );
     for sessions in ["on", "off"] {

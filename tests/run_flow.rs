@@ -1435,9 +1435,11 @@ fn docs_prints_the_reference_and_a_topic() {
 }
 
 fn runbook_named(name: &str) -> String {
-    format!(
-        "runbook {{ name = \"{name}\", description = \"found by name\" }}\n\
-         step(\"hello\", function() log.info(\"hello from {name}\") end)\n"
+    subst(
+        r#"runbook { name = "@name@", description = "found by name" }
+step("hello", function() log.info("hello from @name@") end)
+"#,
+        &[("name", &name)],
     )
 }
 
@@ -1586,8 +1588,11 @@ fn any_change_needs_confirmation_without_a_terminal() {
         std::fs::write(dir.join("victim/f"), "x").unwrap();
         let rb = env.write(
             "change.lua",
-            &format!(
-                "runbook {{ name = \"change\", params = {{ dir = {{ type = \"path\", required = true }} }} }}\nstep(\"change\", function() target(\"local\"):exec({cmd}) end)\n"
+            &subst(
+                r#"runbook { name = "change", params = { dir = { type = "path", required = true } } }
+step("change", function() target("local"):exec(@cmd@) end)
+"#,
+                &[("cmd", &cmd)],
             ),
         );
         let o = Run::new(&env, &rb)
@@ -1925,15 +1930,15 @@ fn a_closed_output_pipe_does_not_stop_the_run() {
     let done = env.tmp.path().join("cleaned");
     let rb = env.write(
         "pipe.lua",
-        &format!(
-            r#"runbook {{ name = "pipe" }}
+        &subst(
+            r#"runbook { name = "pipe" }
 local here = target("local")
 for i = 1, 20 do
-  step("noisy " .. i, function() here:exec({{ "sh", "-c", "seq 1 50" }}) end)
+  step("noisy " .. i, function() here:exec({ "sh", "-c", "seq 1 50" }) end)
 end
-step("clean up", {{ always = true }}, function() here:exec({{ "touch", "{}" }}) end)
+step("clean up", { always = true }, function() here:exec({ "touch", "@done@" }) end)
 "#,
-            done.display()
+            &[("done", &done.display())],
         ),
     );
     for json in [false, true] {

@@ -35,8 +35,11 @@ fn assert_nothing_of_the_secret(what: &str, text: &str) {
 fn run(env: &Env, body: &str) -> (i32, String, String) {
     let rb = env.write(
         "leak.lua",
-        &format!(
-            "runbook {{ name = \"leak\", params = {{ token = {{ type = \"string\", secret = true, required = true }} }} }}\nlocal here = target(\"local\")\n{body}"
+        &subst(
+            r#"runbook { name = "leak", params = { token = { type = "string", secret = true, required = true } } }
+local here = target("local")
+@body@"#,
+            &[("body", &body)],
         ),
     );
     let out = Run::new(env, &rb)
@@ -58,11 +61,11 @@ fn a_secret_at_the_cut_of_a_tail_is_masked() {
     for keep in [1, 5, 10, 20, 24] {
         let (code, stdout, _) = run(
             &env,
-            &format!(
+            &subst(
                 r#"step("print", function()
-  here:exec({{ "sh", "-c", 'printf "%s" "$TOKEN"; head -c {} /dev/zero | tr "\\000" b' }}, {{ env = {{ TOKEN = params.token }}, read_only = true }})
+  here:exec({ "sh", "-c", 'printf "%s" "$TOKEN"; head -c @bytes@ /dev/zero | tr "\\000" b' }, { env = { TOKEN = params.token }, read_only = true })
 end)"#,
-                4096 - keep
+                &[("bytes", &(4096 - keep))],
             ),
         );
         assert_eq!(code, 0, "{stdout}");
@@ -77,10 +80,11 @@ fn a_secret_across_the_split_of_a_long_line_is_masked() {
     for before in [65536 - 1, 65536 - 10, 65536 - 24] {
         let (code, stdout, _) = run(
             &env,
-            &format!(
+            &subst(
                 r#"step("print", function()
-  here:exec({{ "sh", "-c", 'head -c {before} /dev/zero | tr "\\000" a; printf "%s\\n" "$TOKEN"' }}, {{ env = {{ TOKEN = params.token }}, read_only = true }})
-end)"#
+  here:exec({ "sh", "-c", 'head -c @before@ /dev/zero | tr "\\000" a; printf "%s\\n" "$TOKEN"' }, { env = { TOKEN = params.token }, read_only = true })
+end)"#,
+                &[("before", &before)],
             ),
         );
         assert_eq!(code, 0, "{stdout}");
@@ -252,10 +256,11 @@ fn two_copies_of_a_secret_around_the_tail_cut_are_masked() {
     for pad in [4096 - 15, 4096 - 10, 4096 - 20, 4096 - 1] {
         let (code, stdout, _) = run(
             &env,
-            &format!(
+            &subst(
                 r#"step("print", function()
-  here:exec({{ "sh", "-c", 'printf "head\n%s%s%s\n" "$TOKEN" "$Q" "$TOKEN"' }}, {{ env = {{ TOKEN = params.token, Q = string.rep("x", {pad}) }}, read_only = true }})
-end)"#
+  here:exec({ "sh", "-c", 'printf "head\n%s%s%s\n" "$TOKEN" "$Q" "$TOKEN"' }, { env = { TOKEN = params.token, Q = string.rep("x", @pad@) }, read_only = true })
+end)"#,
+                &[("pad", &pad)],
             ),
         );
         assert_eq!(code, 0, "{stdout}");

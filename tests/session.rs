@@ -26,20 +26,20 @@ fn one_session_runs_every_command_of_a_host_and_of_a_container() {
     let host = scratch.join("host");
     let rb = env.write(
         "reuse.lua",
-        &format!(
+        &subst(
             r#"
-runbook {{ name = "reuse" }}
+runbook { name = "reuse" }
 local node = target("node1")
 local box = node:pct(200)
 step("many commands", function()
   for i = 1, 20 do
-    node:exec({{ "sh", "-c", 'echo "$PPID" >> "$1"', "sh", {host} }}, {{ read_only = true }})
+    node:exec({ "sh", "-c", 'echo "$PPID" >> "$1"', "sh", @host@ }, { read_only = true })
   end
-  local cmd = node:exec({{ "sh", "-c", 'tr "\\000" " " < /proc/$PPID/cmdline' }}, {{ read_only = true }})
+  local cmd = node:exec({ "sh", "-c", 'tr "\\000" " " < /proc/$PPID/cmdline' }, { read_only = true })
   log.info("loop: " .. cmd.stdout)
-  local seen = {{}}
+  local seen = {}
   for i = 1, 10 do
-    local r = box:exec({{ "sh", "-c", 'echo "$PPID"' }}, {{ read_only = true }})
+    local r = box:exec({ "sh", "-c", 'echo "$PPID"' }, { read_only = true })
     seen[r.stdout] = true
   end
   local n = 0
@@ -47,7 +47,7 @@ step("many commands", function()
   log.info("container parents: " .. n)
 end)
 "#,
-            host = lua_path(&host),
+            &[("host", &lua_path(&host))],
         ),
     );
     let out = remote(&env, &fleet, &rb).expect_exit(0).run();
@@ -77,21 +77,21 @@ fn parallel_on_one_host_uses_a_bounded_pool_of_sessions() {
     let seen = scratch.join("parents");
     let rb = env.write(
         "pool.lua",
-        &format!(
+        &subst(
             r#"
-runbook {{ name = "pool" }}
+runbook { name = "pool" }
 local node = target("node1")
-local jobs = {{}}
+local jobs = {}
 for i = 1, 12 do jobs[i] = i end
 step("two batches", function()
   for batch = 1, 2 do
     parallel(jobs, function()
-      node:exec({{ "sh", "-c", 'echo "$PPID" >> "$1"; sleep 0.3', "sh", {seen} }}, {{ read_only = true }})
-    end, {{ limit = 12 }})
+      node:exec({ "sh", "-c", 'echo "$PPID" >> "$1"; sleep 0.3', "sh", @seen@ }, { read_only = true })
+    end, { limit = 12 })
   end
 end)
 "#,
-            seen = lua_path(&seen),
+            &[("seen", &lua_path(&seen))],
         ),
     );
     let started = Instant::now();
@@ -125,23 +125,25 @@ fn a_session_killed_mid_command_loses_that_command_only() {
     let after = scratch.join("after");
     let rb = env.write(
         "killed.lua",
-        &format!(
+        &subst(
             r#"
-runbook {{ name = "killed-session" }}
+runbook { name = "killed-session" }
 local node = target("node1")
-step("warm", function() node:exec({{ "true" }}, {{ read_only = true }}) end)
+step("warm", function() node:exec({ "true" }, { read_only = true }) end)
 step("long", function()
   -- Fresh files, appended to: a read may not overwrite one (runbook refuses it).
-  node:exec({{ "sh", "-c", 'echo x >> "$3"; echo "$PPID" >> "$1"; echo $$ >> "$2"; exec sleep 30 >/dev/null 2>&1', "sh", {parent}, {sleeper}, {runs} }}, {{ read_only = true }})
+  node:exec({ "sh", "-c", 'echo x >> "$3"; echo "$PPID" >> "$1"; echo $$ >> "$2"; exec sleep 30 >/dev/null 2>&1', "sh", @parent@, @sleeper@, @runs@ }, { read_only = true })
 end)
-step("next", {{ always = true }}, function()
-  node:exec({{ "sh", "-c", 'echo "$PPID" >> "$1"', "sh", {after} }}, {{ read_only = true }})
+step("next", { always = true }, function()
+  node:exec({ "sh", "-c", 'echo "$PPID" >> "$1"', "sh", @after@ }, { read_only = true })
 end)
 "#,
-            parent = lua_path(&parent),
-            sleeper = lua_path(&sleeper),
-            runs = lua_path(&runs),
-            after = lua_path(&after),
+            &[
+                ("parent", &lua_path(&parent)),
+                ("sleeper", &lua_path(&sleeper)),
+                ("runs", &lua_path(&runs)),
+                ("after", &lua_path(&after)),
+            ],
         ),
     );
     let mut run = remote(&env, &fleet, &rb).spawn();
@@ -409,17 +411,16 @@ fn the_confirmation_pass_and_the_run_share_the_session() {
     let made = scratch.join("made");
     let rb = env.write(
         "confirm.lua",
-        &format!(
+        &subst(
             r#"
-runbook {{ name = "confirm-shares" }}
+runbook { name = "confirm-shares" }
 local node = target("node1")
 step("look, then change", function()
-  node:exec({{ "sh", "-c", 'echo "$PPID" >> "$1"', "sh", {seen} }}, {{ read_only = true }})
-  node:exec({{ "touch", {made} }})
+  node:exec({ "sh", "-c", 'echo "$PPID" >> "$1"', "sh", @seen@ }, { read_only = true })
+  node:exec({ "touch", @made@ })
 end)
 "#,
-            seen = lua_path(&seen),
-            made = lua_path(&made),
+            &[("seen", &lua_path(&seen)), ("made", &lua_path(&made))],
         ),
     );
     let (code, shown) = Run::new(&env, &rb).ssh(&fleet).on_terminal("y\n");

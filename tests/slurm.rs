@@ -5,7 +5,7 @@
 use crate::common;
 
 use crate::common::slurm::Cluster;
-use crate::common::{Effect, Env, Event, Hop, Run};
+use crate::common::{subst, Effect, Env, Event, Hop, Run};
 use std::time::Duration;
 
 fn run<'e>(env: &'e Env, c: &Cluster, rb: &std::path::Path) -> Run<'e> {
@@ -35,25 +35,27 @@ fn commands_run_as_steps_with_their_streams_codes_input_and_env() {
     let scratch = env.scratch();
     let rb = env.write(
         "basics.lua",
-        &format!(
-            r#"runbook {{ name = "slurm-basics" }}
-local cases = {{ target("slurm:{n}"), target("slurm:{n}?job={job}"), slurm("{n2}", {{ job = {job}, immediate = "5s" }}) }}
+        &subst(
+            r#"runbook { name = "slurm-basics" }
+local cases = { target("slurm:@n@"), target("slurm:@n@?job=@job@"), slurm("@n2@", { job = @job@, immediate = "5s" }) }
 step("basics", function()
   for _, t in ipairs(cases) do
-    local r = t:exec({{ "sh", "-c", "echo out; echo err >&2; exit 3" }}, {{ check = false, read_only = true }})
+    local r = t:exec({ "sh", "-c", "echo out; echo err >&2; exit 3" }, { check = false, read_only = true })
     if r.code ~= 3 or r.stdout ~= "out\n" or r.stderr ~= "err\n" then
       fail(t.name .. ": " .. r.code .. " [" .. r.stdout .. "] [" .. r.stderr .. "]")
     end
-    local r = t:exec({{ "sh", "-c", 'pwd; printf "%s|%s|" "$A" "$SLURMD_NODENAME"; cat; printf "|%s" "${{SLURM_JOB_ID}}"' }},
-      {{ cwd = "{scratch}", stdin = "in\nput", env = {{ A = "a 'b' $x\nz" }}, read_only = true }})
+    local r = t:exec({ "sh", "-c", 'pwd; printf "%s|%s|" "$A" "$SLURMD_NODENAME"; cat; printf "|%s" "${SLURM_JOB_ID}"' },
+      { cwd = "@scratch@", stdin = "in\nput", env = { A = "a 'b' $x\nz" }, read_only = true })
     log.info(t.name .. "=" .. r.stdout)
   end
 end)
 "#,
-            n = c.node,
-            n2 = c.nodes[1],
-            job = c.job,
-            scratch = scratch.display()
+            &[
+                ("n", &c.node),
+                ("job", &c.job),
+                ("n2", &c.nodes[1]),
+                ("scratch", &scratch.display()),
+            ],
         ),
     );
     let out = run(&env, c, &rb).expect_exit(0).run();
@@ -150,9 +152,9 @@ fn secret_env_values_stay_out_of_sruns_argv() {
     let env = Env::new();
     let rb = env.write(
         "secret.lua",
-        &format!(
+        &subst(
             r#"
-runbook {{ name = "slurm-secret", params = {{ token = {{ type = "string", secret = true, required = true }} }} }}
+runbook { name = "slurm-secret", params = { token = { type = "string", secret = true, required = true } } }
 local scan = [[
 sleep 5 & holder=$!
 n=0
@@ -161,18 +163,17 @@ for f in /proc/[0-9]*/cmdline; do
   case $c in *"$TOKEN"*) echo "LEAK $f: $c"; n=$((n+1));; esac
 done
 kill "$holder"
-[ "${{TOKEN%%-*}}:${{#TOKEN}}" = "s3cr3t:19" ] || {{ echo "wrong value"; exit 3; }}
+[ "${TOKEN%%-*}:${#TOKEN}" = "s3cr3t:19" ] || { echo "wrong value"; exit 3; }
 echo "checked, $n leaks"
 ]]
-for _, t in ipairs({{ target("slurm:{n}"), target("slurm:{n}?job={job}") }}) do
+for _, t in ipairs({ target("slurm:@n@"), target("slurm:@n@?job=@job@") }) do
   step("on " .. t.name, function()
-    local r = t:exec({{ "sh", "-c", scan }}, {{ env = {{ TOKEN = params.token }}, read_only = true }})
+    local r = t:exec({ "sh", "-c", scan }, { env = { TOKEN = params.token }, read_only = true })
     if not r.stdout:find("checked, 0 leaks", 1, true) then fail(r.stdout) end
   end)
 end
 "#,
-            n = c.node,
-            job = c.job
+            &[("n", &c.node), ("job", &c.job)],
         ),
     );
     let stdout = run(&env, c, &rb)
@@ -193,18 +194,16 @@ fn a_timeout_cancels_the_step() {
     let sleep = common::slurm::unique_sleep();
     let rb = env.write(
         "timeout.lua",
-        &format!(
-            r#"runbook {{ name = "slurm-timeout" }}
+        &subst(
+            r#"runbook { name = "slurm-timeout" }
 step("stuck", function()
-  for _, t in ipairs({{ target("slurm:{n}"), target("slurm:{n}?job={job}") }}) do
-    local r = t:exec({{ "sh", "-c", "trap '' TERM; {sleep} & wait; {sleep}" }}, {{ timeout = "2s", check = false, read_only = true }})
+  for _, t in ipairs({ target("slurm:@n@"), target("slurm:@n@?job=@job@") }) do
+    local r = t:exec({ "sh", "-c", "trap '' TERM; @sleep@ & wait; @sleep@" }, { timeout = "2s", check = false, read_only = true })
     if not r.timed_out then fail(t.name .. " did not time out") end
   end
 end)
 "#,
-            n = c.node,
-            job = c.job,
-            sleep = sleep
+            &[("n", &c.node), ("job", &c.job), ("sleep", &sleep)],
         ),
     );
     run(&env, c, &rb).expect_exit(0).run();
@@ -245,16 +244,18 @@ fn ctrl_c_cancels_the_step() {
     let sleep = common::slurm::unique_sleep();
     let rb = env.write(
         "ctrlc.lua",
-        &format!(
-            r#"runbook {{ name = "slurm-ctrl-c" }}
+        &subst(
+            r#"runbook { name = "slurm-ctrl-c" }
 step("long", function()
-  target("slurm:{n}?job={job}"):exec({{ "sh", "-c", "echo $$ >> {pid}; trap '' TERM INT; {sleep} & wait; {sleep}" }}, {{ read_only = true }})
+  target("slurm:@n@?job=@job@"):exec({ "sh", "-c", "echo $$ >> @pid@; trap '' TERM INT; @sleep@ & wait; @sleep@" }, { read_only = true })
 end)
 "#,
-            n = c.nodes[1],
-            job = c.job,
-            pid = scratch.join("pid").display(),
-            sleep = sleep
+            &[
+                ("n", &c.nodes[1]),
+                ("job", &c.job),
+                ("pid", &scratch.join("pid").display()),
+                ("sleep", &sleep),
+            ],
         ),
     );
     let mut running = run(&env, c, &rb).spawn();
@@ -295,22 +296,21 @@ fn selections_list_the_nodes_the_scheduler_knows() {
     );
     let rb = env.write(
         "select.lua",
-        &format!(
-            r#"runbook {{ name = "slurm-select" }}
+        &subst(
+            r#"runbook { name = "slurm-select" }
 local function names(list)
-  local out = {{}}
+  local out = {}
   for _, t in ipairs(list) do out[#out + 1] = t.name end
   return table.concat(out, " ")
 end
 step("select", function()
-  log.info("partition: " .. names(targets("slurm:partition={p}")))
-  log.info("job: " .. names(targets("slurm:job={job}")))
-  log.info("nodes: " .. names(targets("slurm:nodes=n[2-3]&job={job}")))
+  log.info("partition: " .. names(targets("slurm:partition=@p@")))
+  log.info("job: " .. names(targets("slurm:job=@job@")))
+  log.info("nodes: " .. names(targets("slurm:nodes=n[2-3]&job=@job@")))
   log.info("group: " .. names(targets("training")))
 end)
 "#,
-            p = c.partition,
-            job = c.job
+            &[("p", &c.partition), ("job", &c.job)],
         ),
     );
     let logs = run(&env, c, &rb).expect_exit(0).run().logs();
@@ -360,22 +360,22 @@ fn parallel_over_a_jobs_nodes_is_one_launch() {
     std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
     let rb = env.write(
         "fanout.lua",
-        &format!(
-            r#"runbook {{ name = "slurm-fanout" }}
+        &subst(
+            r#"runbook { name = "slurm-fanout" }
 step("read everywhere", function()
-  local rs = parallel(targets("slurm:job={job}"), function(t)
-    local r = t:exec({{ "sh", "-c", 'echo "on $SLURMD_NODENAME"; echo "err $SLURMD_NODENAME" >&2; [ "$SLURMD_NODENAME" != n2 ] || exit 4' }}, {{ read_only = true, check = false }})
+  local rs = parallel(targets("slurm:job=@job@"), function(t)
+    local r = t:exec({ "sh", "-c", 'echo "on $SLURMD_NODENAME"; echo "err $SLURMD_NODENAME" >&2; [ "$SLURMD_NODENAME" != n2 ] || exit 4' }, { read_only = true, check = false })
     return t.name .. "=" .. r.code .. ":" .. r.stdout .. ":" .. r.stderr
   end)
   for _, r in ipairs(rs) do log.info(r) end
 end)
 step("a node fails", function()
-  parallel(targets("slurm:job={job}"), function(t)
-    t:exec({{ "sh", "-c", '[ "$SLURMD_NODENAME" != n3 ]' }}, {{ read_only = true }})
+  parallel(targets("slurm:job=@job@"), function(t)
+    t:exec({ "sh", "-c", '[ "$SLURMD_NODENAME" != n3 ]' }, { read_only = true })
   end)
 end)
 "#,
-            job = c.job
+            &[("job", &c.job)],
         ),
     );
     let out = run(&env, c, &rb).path_first(&bin).expect_exit(1).run();
@@ -407,24 +407,26 @@ fn two_runs_on_one_node_exclude_each_other() {
     let scratch = env.scratch();
     let holder = env.write(
         "holder.lua",
-        &format!(
-            r#"runbook {{ name = "slurm-holder" }}
+        &subst(
+            r#"runbook { name = "slurm-holder" }
 step("hold", function()
-  target("slurm:{n}?job={job}"):exec({{ "sh", "-c", "touch {f}; sleep 6" }})
+  target("slurm:@n@?job=@job@"):exec({ "sh", "-c", "touch @f@; sleep 6" })
 end)
 "#,
-            n = c.nodes[2],
-            job = c.job,
-            f = scratch.join("holding").display()
+            &[
+                ("n", &c.nodes[2]),
+                ("job", &c.job),
+                ("f", &scratch.join("holding").display()),
+            ],
         ),
     );
     let other = env.write(
         "other.lua",
-        &format!(
-            r#"runbook {{ name = "slurm-other", lock = "machine" }}
-step("change", function() target("slurm:{n}"):exec({{ "true" }}) end)
+        &subst(
+            r#"runbook { name = "slurm-other", lock = "machine" }
+step("change", function() target("slurm:@n@"):exec({ "true" }) end)
 "#,
-            n = c.nodes[2]
+            &[("n", &c.nodes[2])],
         ),
     );
     let mut first = run(&env, c, &holder)
@@ -585,19 +587,18 @@ fn a_container_on_a_slurm_node() {
     std::fs::create_dir_all(root.join("ct/200/root")).unwrap();
     let rb = env.write(
         "pct.lua",
-        &format!(
-            r#"runbook {{ name = "slurm-pct" }}
+        &subst(
+            r#"runbook { name = "slurm-pct" }
 step("in the container", function()
-  local box = slurm("{n}", {{ job = {job} }}):pct(200)
-  local r = box:exec({{ "sh", "-c", 'echo "$A" >> /tmp/in-ct; cat /tmp/in-ct; exit 5' }}, {{ env = {{ A = "v a l" }}, check = false, read_only = true }})
+  local box = slurm("@n@", { job = @job@ }):pct(200)
+  local r = box:exec({ "sh", "-c", 'echo "$A" >> /tmp/in-ct; cat /tmp/in-ct; exit 5' }, { env = { A = "v a l" }, check = false, read_only = true })
   log.info(box.name .. "=" .. r.code .. ":" .. r.stdout)
 end)
 step("missing", function()
-  slurm("{n}", {{ job = {job} }}):pct(999):exec({{ "true" }}, {{ check = false, read_only = true }})
+  slurm("@n@", { job = @job@ }):pct(999):exec({ "true" }, { check = false, read_only = true })
 end)
 "#,
-            n = c.nodes[1],
-            job = c.job
+            &[("n", &c.nodes[1]), ("job", &c.job)],
         ),
     );
     let out = run(&env, c, &rb)
@@ -677,18 +678,16 @@ fn a_forged_task_line_does_not_get_another_step_cancelled() {
     );
     let rb = env.write(
         "forged-task.lua",
-        &format!(
-            r#"runbook {{ name = "slurm-forged-task" }}
+        &subst(
+            r#"runbook { name = "slurm-forged-task" }
 step("forge", function()
-  local r = target("slurm:{n}?job={job}"):exec({{ "sh", "-c", "printf '\\036runbook-slurm-task=%s 0 {n}\\n' {id} >&2; printf '\\036runbook-slurm-exit=0\\n' >&2; exec sleep 60" }},
-    {{ timeout = "3s", check = false, read_only = true }})
+  local r = target("slurm:@n@?job=@job@"):exec({ "sh", "-c", "printf '\\036runbook-slurm-task=%s 0 @n@\\n' @id@ >&2; printf '\\036runbook-slurm-exit=0\\n' >&2; exec sleep 60" },
+    { timeout = "3s", check = false, read_only = true })
   if not r.timed_out then fail("did not time out: " .. r.code) end
   log.info("stderr=" .. r.stderr)
 end)
 "#,
-            n = c.node,
-            job = c.job,
-            id = id,
+            &[("n", &c.node), ("job", &c.job), ("id", &id)],
         ),
     );
     let out = run(&env, c, &rb).expect_exit(0).run();
@@ -741,18 +740,20 @@ fn a_forged_group_report_is_not_stopped_by_resume() {
     std::thread::sleep(Duration::from_millis(300));
     let rb = env.write(
         "forged-group.lua",
-        &format!(
-            r#"runbook {{ name = "slurm-forged-group" }}
+        &subst(
+            r#"runbook { name = "slurm-forged-group" }
 step("fan", function()
-  parallel(targets("slurm:job={job}"), function(t)
-    t:exec({{ "sh", "-c", '[ -e {done} ] && exit 0; printf "\\036runbook-pgid=%s %s %s\\n" {pid} "$(cat /proc/sys/kernel/random/boot_id)" "$(cat /proc/{pid}/stat)" >&2; sleep 1; touch {dir}/"$SLURMD_NODENAME"; exec sleep 60' }}, {{ read_only = true }})
+  parallel(targets("slurm:job=@job@"), function(t)
+    t:exec({ "sh", "-c", '[ -e @done@ ] && exit 0; printf "\\036runbook-pgid=%s %s %s\\n" @pid@ "$(cat /proc/sys/kernel/random/boot_id)" "$(cat /proc/@pid@/stat)" >&2; sleep 1; touch @dir@/"$SLURMD_NODENAME"; exec sleep 60' }, { read_only = true })
   end)
 end)
 "#,
-            job = c.job,
-            pid = pid,
-            dir = scratch.display(),
-            done = scratch.join("done").display(),
+            &[
+                ("job", &c.job),
+                ("done", &scratch.join("done").display()),
+                ("pid", &pid),
+                ("dir", &scratch.display()),
+            ],
         ),
     );
     let mut first = Run::new(&env, &rb)

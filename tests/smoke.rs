@@ -35,10 +35,12 @@ fn each_error_class_ends_with_its_documented_code() {
     let scratch = env.scratch();
     env.write(
         "change.lua",
-        &format!(
-            "runbook {{ name = \"change\" }}\nlocal here = target(\"local\")\n\
-             step(\"s\", function() here:exec({{ \"touch\", \"{}/changed\" }}) end)\n",
-            scratch.display()
+        &subst(
+            r#"runbook { name = "change" }
+local here = target("local")
+step("s", function() here:exec({ "touch", "@scratch@/changed" }) end)
+"#,
+            &[("scratch", &scratch.display())],
         ),
     );
     env.write(
@@ -179,13 +181,15 @@ fn a_signal_before_the_run_starts_ends_with_its_code_and_no_record() {
         let scratch = env.scratch();
         env.write(
             "slow_plan.lua",
-            &format!(
-                "runbook {{ name = \"slow-plan\" }}\nlocal here = target(\"local\")\n\
-                 step(\"s\", function()\n\
-                   here:exec({{ \"sh\", \"-c\", 'touch \"$1\"; sleep 30', \"sh\", \"{0}/planning\" }}, {{ read_only = true }})\n\
-                   here:exec({{ \"touch\", \"{0}/changed\" }})\n\
-                 end)\n",
-                scratch.display()
+            &subst(
+                r#"runbook { name = "slow-plan" }
+local here = target("local")
+step("s", function()
+  here:exec({ "sh", "-c", 'touch "$1"; sleep 30', "sh", "@scratch@/planning" }, { read_only = true })
+  here:exec({ "touch", "@scratch@/changed" })
+end)
+"#,
+                &[("scratch", &scratch.display())],
             ),
         );
         let mut run = Run::new(&env, "slow_plan.lua").json().spawn();

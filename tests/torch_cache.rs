@@ -304,21 +304,23 @@ fn torch_warmup_reads_inductors_own_counters() {
     std::fs::create_dir_all(&tmp).unwrap();
     let rb = c.env.write(
         "default_dir.lua",
-        &format!(
+        &subst(
             r#"
-runbook {{ name = "default-dir" }}
+runbook { name = "default-dir" }
 local torch = require("runbook.torch")
 step("warm", function()
-  local w = torch.warmup(target("local"), {{
-    venv = "{venv}", script = "{trainer}", args = {{ 2 }}, expect_cache = "hit",
-    env = {{ TMPDIR = "{tmp}", USER = "ops:1" }},
-  }})
+  local w = torch.warmup(target("local"), {
+    venv = "@venv@", script = "@trainer@", args = { 2 }, expect_cache = "hit",
+    env = { TMPDIR = "@tmp@", USER = "ops:1" },
+  })
   log.info("dir=" .. w.cache_hit.dir .. " inductor=" .. w.torch.inductor .. " compiled=" .. w.cache_hit.graphs_compiled)
 end)
 "#,
-            venv = c.venv.display(),
-            trainer = c.trainer.display(),
-            tmp = tmp.display(),
+            &[
+                ("venv", &c.venv.display()),
+                ("trainer", &c.trainer.display()),
+                ("tmp", &tmp.display()),
+            ],
         ),
     );
     let out = Run::new(&c.env, &rb)
@@ -517,8 +519,11 @@ fn dry_run_and_bad_options() {
     let bad = |opts: &str| {
         let rb = c.env.write(
             "bad.lua",
-            &format!(
-                "runbook {{ name = \"bad\" }}\nstep(\"w\", function() warmup.run(target(\"local\"), {{ script = \"w.py\", {opts} }}) end)\n"
+            &subst(
+                r#"runbook { name = "bad" }
+step("w", function() warmup.run(target("local"), { script = "w.py", @opts@ }) end)
+"#,
+                &[("opts", &opts)],
             ),
         );
         let out = Run::new(&c.env, &rb).yes().json().run();

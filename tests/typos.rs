@@ -16,17 +16,17 @@ use crate::common::*;
 /// second step, on line 7, holds `typo`.
 fn with_typo(env: &Env, typo: &str) -> String {
     let made = env.scratch().join("made");
-    let body = format!(
-        r#"runbook {{ name = "typo", description = "a misspelt API name in its second step", params = {{ image = {{ default = "x" }} }} }}
+    let body = subst(
+        r#"runbook { name = "typo", description = "a misspelt API name in its second step", params = { image = { default = "x" } } }
 local here = target("local")
 local text = require("runbook.text")
 local box = here:pct(200)
-step("first: a change", function() here:exec({{ "touch", "{made}" }}) end)
+step("first: a change", function() here:exec({ "touch", "@made@" }) end)
 step("second", function()
-  {typo}
+  @typo@
 end)
 "#,
-        made = made.display()
+        &[("made", &made.display()), ("typo", &typo)],
     );
     env.write("typo.lua", &body);
     "typo.lua".into()
@@ -169,27 +169,27 @@ fn correct_runbooks_with_shadowing_are_not_reported() {
         "helpers.lua",
         "local M = {}\nfunction M.greet(t) return 'hi ' .. t.name end\nreturn M\n",
     );
-    let body = format!(
-        r#"runbook {{ name = "shadows", description = "names that look like typos and are not" }}
+    let body = subst(
+        r#"runbook { name = "shadows", description = "names that look like typos and are not" }
 local helpers = require("helpers")
 local text = require("runbook.text")
 function text.shout(s) return s:upper() end
-local cache = {{ clera = function() return "mine" end }}
+local cache = { clera = function() return "mine" end }
 local here = target("local")
-local function target(name) return {{ exce = function() return name end }} end
+local function target(name) return { exce = function() return name end } end
 local other = target("x")
-local box = {{ shel = function() end, nmae = "box" }}
+local box = { shel = function() end, nmae = "box" }
 step("run", function()
   local s = cache.clera() .. other:exce() .. text.shout("x") .. helpers.greet(here)
-  local here = {{ exce = function(self, v) return v end }}
+  local here = { exce = function(self, v) return v end }
   box.shel()
   log.info(s .. box.nmae .. here:exce("!") .. ("x"):rep(2))
-  for _, t in ipairs({{ {{ name = "n", run = function() end }} }}) do t:run() end
-  parallel({{ 1, 2 }}, function(n) return n end)
+  for _, t in ipairs({ { name = "n", run = function() end } }) do t:run() end
+  parallel({ 1, 2 }, function(n) return n end)
 end)
-step("touch", function() local h = _G.target("local"); h:exec({{ "touch", "{made}" }}) end)
+step("touch", function() local h = _G.target("local"); h:exec({ "touch", "@made@" }) end)
 "#,
-        made = made.display()
+        &[("made", &made.display())],
     );
     env.write("shadows.lua", &body);
     let out = Run::cmd(&env, ["check", "shadows.lua"]).run();

@@ -51,15 +51,15 @@ impl Case {
     /// A runbook with one step that builds the venv on `target` with the given extra
     /// options (Lua table fields), logging the result as `result <json-ish>` lines.
     fn runbook(&self, target: &str, extra: &str) -> PathBuf {
-        let body = format!(
+        let body = subst(
             r#"
-runbook {{ name = "venv" }}
-local t = target({target})
+runbook { name = "venv" }
+local t = target(@target@)
 step("build", function()
-  local v = venv.build(t, {{
-    path = {path}, python = {python}, no_index = true, find_links = {wheels},
-    {extra}
-  }})
+  local v = venv.build(t, {
+    path = @path@, python = @python@, no_index = true, find_links = @wheels@,
+    @extra@
+  })
   log.info("path=" .. v.path)
   log.info("python=" .. tostring(v.python))
   log.info("hash=" .. tostring(v.hash))
@@ -67,10 +67,13 @@ step("build", function()
   for _, p in ipairs(v.packages) do log.info("package=" .. p.name .. "==" .. p.version) end
 end)
 "#,
-            target = lua(target),
-            path = lua(&self.venv.display().to_string()),
-            python = lua(&self.python),
-            wheels = lua(&self.wheels.display().to_string()),
+            &[
+                ("target", &lua(target)),
+                ("path", &lua(&self.venv.display().to_string())),
+                ("python", &lua(&self.python)),
+                ("wheels", &lua(&self.wheels.display().to_string())),
+                ("extra", &extra),
+            ],
         );
         self.env.write("venv.lua", &body)
     }
@@ -468,8 +471,9 @@ fn missing_uv_is_a_clear_error() {
     let torch = "https://download.pytorch.org/whl/cu128";
     let out = run(
         &["--dry-run"],
-        Some(&format!(
-            r#"packages = {{ "torch==2.11.0" }}, index_url = "{torch}", install_uv = true"#
+        Some(&subst(
+            r#"packages = { "torch==2.11.0" }, index_url = "@torch@", install_uv = true"#,
+            &[("torch", &torch)],
         )),
     );
     out.assert_exit(0);
@@ -535,9 +539,9 @@ fn fresh_build_over_ssh() {
     };
     // The sshd session's PATH (/usr/local/bin:/usr/bin:/bin) may not hold uv (pyenv, a
     // user install): give its path.
-    let extra = format!(
-        r#"packages = {{ "rbdemo==1.0" }}, verify = "import rbdemo", uv = {}"#,
-        lua(&uv)
+    let extra = subst(
+        r#"packages = { "rbdemo==1.0" }, verify = "import rbdemo", uv = @uv@"#,
+        &[("uv", &lua(&uv))],
     );
     let out = run_on_node1(&extra);
     out.assert_exit(0);
@@ -554,9 +558,9 @@ fn fresh_build_over_ssh() {
     case.assert_no_leftovers();
 
     // Stopped half-way over SSH, the build cleans up after itself there too.
-    let extra = format!(
-        r#"packages = {{ "rbdemo==2.0" }}, verify = "import time; time.sleep(60)", timeout = "3s", uv = {}"#,
-        lua(&uv)
+    let extra = subst(
+        r#"packages = { "rbdemo==2.0" }, verify = "import time; time.sleep(60)", timeout = "3s", uv = @uv@"#,
+        &[("uv", &lua(&uv))],
     );
     let out = run_on_node1(&extra);
     out.assert_exit(1);

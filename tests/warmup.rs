@@ -44,14 +44,14 @@ impl Case {
     fn runbook(&self, n: u32, pause: f64, extra: &str) -> PathBuf {
         self.env.write(
             "warm.lua",
-            &format!(
+            &subst(
                 r#"
-runbook {{ name = "warm" }}
+runbook { name = "warm" }
 local here = target("local")
 step("warm", function()
-  local r = warmup.run(here, {{
-    script = "{script}", args = {{ "{cache}", {n}, {pause}, "{marker}" }}, {extra}
-  }})
+  local r = warmup.run(here, {
+    script = "@script@", args = { "@cache@", @n@, @pause@, "@marker@" }, @extra@
+  })
   log.info("ok=" .. tostring(r.ok) .. " planned=" .. tostring(r.planned)
     .. " duration=" .. type(r.duration) .. " caches=" .. #r.caches)
   for _, c in ipairs(r.caches) do
@@ -60,9 +60,14 @@ step("warm", function()
   end
 end)
 "#,
-                script = self.script.display(),
-                cache = self.cache.display(),
-                marker = self.marker.display(),
+                &[
+                    ("script", &self.script.display()),
+                    ("cache", &self.cache.display()),
+                    ("n", &n),
+                    ("pause", &pause),
+                    ("marker", &self.marker.display()),
+                    ("extra", &extra),
+                ],
             ),
         )
     }
@@ -112,10 +117,9 @@ fn a_warm_up_that_leaves_a_cache_empty_fails_naming_it() {
     let rb = c.runbook(
         0,
         0.0,
-        &format!(
-            "expect_cache = {{ \"{}\", \"{}\" }}",
-            c.cache.display(),
-            never.display()
+        &subst(
+            r#"expect_cache = { "@cache@", "@never@" }"#,
+            &[("cache", &c.cache.display()), ("never", &never.display())],
         ),
     );
     let out = c.run(&rb, &[]);

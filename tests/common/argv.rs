@@ -3,7 +3,7 @@
 //! quoting, sent through a target as `printf '%s\0' WORDS…`.
 
 use super::events::{parse_ndjson, Event, Line, Stamped};
-use super::{Env, Output};
+use super::{subst, Env, Output};
 use proptest::prelude::*;
 use std::path::Path;
 
@@ -55,11 +55,16 @@ pub fn argv_list(utf8: bool) -> impl Strategy<Value = Vec<Vec<u8>>> {
 /// A runbook that runs `printf '%s\0' WORDS…` for each case on `target` and fails on
 /// the first output that is not exactly the words, each followed by a NUL.
 pub fn roundtrip_runbook(target: &str, cases: &[Vec<Vec<u8>>]) -> String {
-    let mut lua =
-        format!("runbook {{ name = \"argv-roundtrip\" }}\nlocal t = {target}\nlocal cases = {{\n");
+    let mut lua = subst(
+        r#"runbook { name = "argv-roundtrip" }
+local t = @target@
+local cases = {
+"#,
+        &[("target", &target)],
+    );
     for case in cases {
         let words: Vec<String> = case.iter().map(|w| lua_str(w)).collect();
-        lua.push_str(&format!("  {{ {} }},\n", words.join(", ")));
+        lua.push_str(&subst("  { @words@ },\n", &[("words", &words.join(", "))]));
     }
     lua.push_str(
         r#"}

@@ -29,7 +29,7 @@
 //! it): then they fail.
 #![allow(dead_code)]
 
-use super::{Effect, Event, Output, Run};
+use super::{subst, Effect, Event, Output, Run};
 use std::ffi::OsString;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -734,9 +734,15 @@ impl<'a> CtRun<'a> {
         };
         let rb = self.env.write(
             "ct.lua",
-            &format!(
-                "runbook {{ name = \"real-ct\"{header} }}\nlocal box = {}\n{body}",
-                self.dir.ct.lua()
+            &subst(
+                r#"runbook { name = "real-ct"@header@ }
+local box = @ct@
+@body@"#,
+                &[
+                    ("header", &header),
+                    ("ct", &self.dir.ct.lua()),
+                    ("body", &body),
+                ],
             ),
         );
         let path_first: Vec<&str> = self.path_first.iter().map(String::as_str).collect();

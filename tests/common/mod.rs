@@ -5,6 +5,7 @@
 pub mod argv;
 #[macro_use]
 pub mod events;
+pub mod subst;
 #[macro_use]
 pub mod lxc;
 pub mod mount;
@@ -19,6 +20,8 @@ pub mod sshd;
 pub use events::*;
 #[allow(unused_imports)]
 pub use run::{Output, Run};
+#[allow(unused_imports)]
+pub use subst::subst;
 
 use assert_cmd::Command;
 use std::path::{Path, PathBuf};
