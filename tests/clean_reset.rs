@@ -9,9 +9,15 @@ use std::path::Path;
 fn stop_job(env: &Env, target: &str, job: &str, extra: &[String]) {
     let stop = env.write(
         "stop.lua",
-        &format!(
-            "runbook {{ name = \"stop\" }}\nstep(\"stop\", function() proc.stop({target}, {{ name = \"{job}-{}\" }}) end)\n",
-            std::process::id()
+        &subst(
+            r#"runbook { name = "stop" }
+step("stop", function() proc.stop(@target@, { name = "@job@-@pid@" }) end)
+"#,
+            &[
+                ("target", &target),
+                ("job", &job),
+                ("pid", &std::process::id()),
+            ],
         ),
     );
     Run::new(env, &stop).args(extra).yes().expect_exit(0).run();
@@ -344,9 +350,11 @@ fn the_offline_preview_claims_nothing() {
     std::fs::write(kept.path().join("k"), "kernel").unwrap();
     let capture = env.write(
         "capture.lua",
-        &format!(
-            "runbook {{ name = \"capture\" }}\nstep(\"capture\", function() artifact.capture(target(\"local\"), {{ name = \"compile-cache\", paths = \"{}\" }}) end)\n",
-            kept.path().display()
+        &subst(
+            r#"runbook { name = "capture" }
+step("capture", function() artifact.capture(target("local"), { name = "compile-cache", paths = "@kept@" }) end)
+"#,
+            &[("kept", &kept.path().display())],
         ),
     );
     Run::new(&env, &capture).yes().expect_exit(0).run();

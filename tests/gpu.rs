@@ -23,7 +23,10 @@ local here = target("local")
 fn runbook(env: &Env, body: &str) -> PathBuf {
     env.write(
         "gpu.lua",
-        &format!("runbook {{ name = \"gpu\" }}\n{PRELUDE}\n{body}"),
+        &subst(
+            "runbook { name = \"gpu\" }\n@prelude@\n@body@",
+            &[("prelude", &PRELUDE), ("body", &body)],
+        ),
     )
 }
 
