@@ -196,16 +196,17 @@ impl Locks {
         ];
         argv.extend(self.scope.borrow().iter().map(OsString::from));
         let (holder, answer) = target.hold(argv).await?;
-        // Named as the runbook names it, with where that is when it differs.
+        if let Ok("locked") = answer.as_deref() {
+            self.held.borrow_mut().push((key, holder));
+            return Ok(());
+        }
+        // Named as the runbook names it, with where that is when it differs: only for the
+        // message, and finding where a host is may spawn `ssh -G`.
         let shown = match (target.name(), self.key(target).await) {
             (name, dest) if name == dest => name,
             (name, dest) => format!("{name} ({dest})"),
         };
         match answer.as_deref() {
-            Ok("locked") => {
-                self.held.borrow_mut().push((key, holder));
-                Ok(())
-            }
             Ok(busy) if busy.starts_with("busy ") => {
                 holder.release().await;
                 let (lock, by) = busy["busy ".len()..]
