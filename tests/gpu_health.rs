@@ -613,3 +613,32 @@ end)
         );
     }
 });
+
+/// On a node of a real Slurm cluster, through srun (which gives a command runbook's
+/// environment, the doubles' PATH included), inside the running job's allocation.
+#[test]
+fn on_a_slurm_node_inside_its_job() {
+    let c = require_slurm!();
+    let env = Env::new();
+    let rb = report(&env);
+    let host = format!("slurm:{}?job={}", c.node, c.job);
+    let out = on_node(&env, &rb, "d550-h100x2-remap-pending", "clean")
+        .env("SLURM_CONF", &c.conf)
+        .set("host", &host)
+        .timeout(std::time::Duration::from_secs(90))
+        .expect_exit(0)
+        .run();
+    let logs = out.logs();
+    assert!(has(&logs, "verdict critical gpus 2"), "{logs:?}");
+    assert!(
+        has_prefix(
+            &logs,
+            "finding GPU 1 memory.remap_pending critical gpu_reset"
+        ),
+        "{logs:?}"
+    );
+    assert!(
+        has(&logs, "xid readable=true source=dmesg events=0 known=0"),
+        "{logs:?}"
+    );
+}
