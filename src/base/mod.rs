@@ -11,6 +11,7 @@ pub mod fsx;
 pub mod inventory;
 pub mod params;
 pub mod printable;
+pub mod project;
 pub mod quote;
 pub mod script;
 pub mod secrets;
