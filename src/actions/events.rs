@@ -29,6 +29,13 @@ pub enum Event {
         /// sha256 of the plan file this run applied (`runbook apply`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         plan: Option<String>,
+        /// Who signed the plan as its author (the principal of `allowed_signers`), when
+        /// it was signed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        author: Option<String>,
+        /// Who approved it, each once, in the order their approvals were verified.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        approvers: Vec<String>,
     },
     StepStarted {
         index: usize,

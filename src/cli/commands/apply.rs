@@ -138,6 +138,7 @@ pub async fn apply(args: ApplyArgs, verbose: bool, quiet: bool) -> Result<()> {
             plan: Box::new(plan),
             path: shown,
             yes: args.yes,
+            signed: None,
         },
         json: args.json,
         resume: None,

@@ -44,7 +44,16 @@ pub enum Approval {
         sha256: String,
         path: String,
         yes: bool,
+        /// The plan's sign-off, verified against the policy (`runbook.toml`).
+        signed: Option<SignOff>,
     },
+}
+
+/// Who signed a plan, as its verified signatures say.
+#[derive(Debug, Clone, Default)]
+pub struct SignOff {
+    pub author: String,
+    pub approvers: Vec<String>,
 }
 
 pub struct RunRequest {
@@ -146,6 +155,7 @@ pub async fn run(req: RunRequest) -> Result<()> {
                 path,
                 yes,
                 sha256,
+                ..
             },
             _,
         ) => {
@@ -231,6 +241,18 @@ pub async fn run(req: RunRequest) -> Result<()> {
         plan: match &req.approval {
             Approval::Saved { sha256, .. } => Some(sha256.clone()),
             _ => None,
+        },
+        author: match &req.approval {
+            Approval::Saved {
+                signed: Some(s), ..
+            } => Some(s.author.clone()),
+            _ => None,
+        },
+        approvers: match &req.approval {
+            Approval::Saved {
+                signed: Some(s), ..
+            } => s.approvers.clone(),
+            _ => Vec::new(),
         },
     });
     if record_failed.get() {
