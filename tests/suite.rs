@@ -6,6 +6,7 @@
 mod common;
 
 mod adversarial_review;
+mod approvals;
 mod artifact;
 mod artifact_manifest;
 mod cache;

@@ -127,6 +127,12 @@ pub enum Error {
     #[error("{0}")]
     PlanRefused(String),
 
+    /// A plan's signatures do not meet the policy (`runbook.toml`): no author signature,
+    /// too few approvers, an approval expired or of another plan; or signing failed.
+    /// Nothing was changed.
+    #[error("{0}")]
+    Approval(String),
+
     /// `runbook plan`: a step failed while planning, so no (half) plan was saved. Exit 1,
     /// as for a dry-run whose step failed.
     #[error("{0}")]
@@ -212,6 +218,7 @@ impl Error {
             | Error::PlanFailed(_)
             | Error::PlanFile(_)
             | Error::PlanRefused(_)
+            | Error::Approval(_)
             | Error::NeedsConfirmation(_)
             | Error::NotConfirmed
             | Error::Record(_)

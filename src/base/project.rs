@@ -29,6 +29,7 @@ pub struct Project {
     pub policy: Option<Policy>,
     /// Where events are shipped (see `run/sinks/`).
     #[serde(default)]
+    #[allow(dead_code)] // read by the shipping sinks (issue 29.4), being built
     pub sink: Vec<toml::Table>,
     /// The file it was read from, for messages and relative paths.
     #[serde(skip)]

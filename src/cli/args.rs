@@ -85,6 +85,11 @@ pub enum Command {
     /// it was made for; each change, when reached, must be the planned one.
     #[command(after_help = EXIT_CODES)]
     Apply(ApplyArgs),
+    /// Approve a saved plan as a second person: its reads are run again against the
+    /// targets now, the plan and any difference are shown, and on "yes" a signed
+    /// approval with an expiry is appended to PLAN.approvals (SSH keys, `ssh-keygen -Y`).
+    #[command(after_help = EXIT_CODES)]
+    Approve(ApproveArgs),
     /// Test a runbook with no host: every command is answered from replies saved by
     /// `runbook run … --save-replies R.jsonl` (edit them to make a failure), matched by
     /// target and command, in order for repeats; nothing is contacted or run.
@@ -360,6 +365,47 @@ pub struct PlanArgs {
     #[arg(long, value_name = "DUR", value_parser = parse_timeout)]
     pub timeout: Option<Duration>,
 
+    /// With -o: sign the saved plan as its author (PLAN.approvals), with --key.
+    #[arg(long, requires = "output")]
+    pub sign: bool,
+
+    #[command(flatten)]
+    pub signing: SigningArgs,
+
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+}
+
+/// The SSH key a plan is signed or approved with.
+#[derive(Debug, Args, Clone, Default)]
+pub struct SigningArgs {
+    /// A private key file, or a public key (KEY.pub) whose private half an ssh-agent
+    /// holds (default: ~/.ssh/id_ed25519).
+    #[arg(long, value_name = "FILE", env = "RUNBOOK_SIGNING_KEY")]
+    pub key: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ApproveArgs {
+    /// A plan saved with `runbook plan FILE -o PLAN.json --sign`.
+    pub plan: PathBuf,
+
+    /// How long the approval counts (default: the policy's ttl, else 24h).
+    #[arg(long, value_name = "DUR", value_parser = parse_max_age)]
+    pub ttl: Option<Duration>,
+
+    /// Do not ask (refused when the targets no longer read as the plan says).
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+
+    #[command(flatten)]
+    pub signing: SigningArgs,
+
+    /// Where run records and fingerprints are kept.
+    #[arg(long, env = "RUNBOOK_STATE_DIR", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+
+    /// Default: the inventory and ssh_config the plan was made with.
     #[command(flatten)]
     pub remote: RemoteArgs,
 }
@@ -383,9 +429,10 @@ pub struct ApplyArgs {
     #[arg(long = "params", value_name = "FILE")]
     pub params: Option<PathBuf>,
 
-    /// Refuse a plan older than this (what it read may no longer hold).
-    #[arg(long, value_name = "DUR", value_parser = parse_max_age, default_value = "1h")]
-    pub max_age: Duration,
+    /// Refuse a plan older than this (what it read may no longer hold). Default: 1h;
+    /// under a policy (runbook.toml), none: its approvals expire instead.
+    #[arg(long, value_name = "DUR", value_parser = parse_max_age)]
+    pub max_age: Option<Duration>,
 
     /// NDJSON events on stdout instead of the terminal view.
     #[arg(long)]

@@ -8,6 +8,7 @@ pub mod engine;
 pub mod lint;
 pub mod orphans;
 pub mod sandbox;
+pub mod signoff;
 pub mod sinks;
 pub mod source;
 pub mod state;

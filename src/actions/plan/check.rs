@@ -10,8 +10,9 @@ use crate::targets::{Hop, Target};
 use std::time::{Duration, SystemTime};
 
 impl Plan {
-    /// Refuses a plan made by another version of runbook, or older than `max_age`.
-    pub fn check_made(&self, max_age: Duration, now: SystemTime) -> Result<(), String> {
+    /// Refuses a plan made by another version of runbook, or older than `max_age` (any
+    /// age when `None`: approvals that expire bound it instead).
+    pub fn check_made(&self, max_age: Option<Duration>, now: SystemTime) -> Result<(), String> {
         let mut problems = Vec::new();
         if self.runbook_version != env!("CARGO_PKG_VERSION") {
             problems.push(format!(
@@ -23,11 +24,11 @@ impl Plan {
         match humantime::parse_rfc3339(&self.created) {
             Err(e) => problems.push(format!("its \"created\" time '{}' is not RFC 3339: {e}", self.created)),
             Ok(at) => match now.duration_since(at) {
-                Ok(age) if age > max_age => problems.push(format!(
+                Ok(age) if max_age.is_some_and(|max| age > max) => problems.push(format!(
                     "it was made {} ago ({}), more than --max-age {}: what it read may no longer hold",
                     humantime::format_duration(Duration::from_secs(age.as_secs())),
                     self.created,
-                    humantime::format_duration(max_age)
+                    humantime::format_duration(max_age.unwrap_or_default())
                 )),
                 Ok(_) => {}
                 // A little clock skew between machines is normal; more is not.
@@ -375,4 +376,72 @@ impl Plan {
         }
         out
     }
+}
+
+impl Plan {
+    /// What differs between this plan and `now`, the same runbook planned again with this
+    /// plan's salt (`approve`): each change that is not the planned one (target, command,
+    /// input, step, or what its summary says), each read whose answer is not the one this
+    /// plan saw, in plan order. Empty: the targets read as they did.
+    pub fn drift(&self, now: &Plan) -> Vec<String> {
+        let mut out = Vec::new();
+        let n = self.changes.len().max(now.changes.len());
+        for i in 0..n {
+            match (self.changes.get(i), now.changes.get(i)) {
+                (Some(a), Some(b)) if a.same(b) && a.summary == b.summary => {}
+                (Some(a), Some(b)) if a.same(b) => out.push(format!(
+                    "change {}: on {}: planned \"{}\", now \"{}\"",
+                    i + 1,
+                    a.target,
+                    line(&a.summary),
+                    line(&b.summary)
+                )),
+                (Some(a), Some(b)) => out.push(format!(
+                    "change {}: planned on {}: {}; now on {}: {}",
+                    i + 1,
+                    a.target,
+                    line(&a.summary),
+                    b.target,
+                    line(&b.summary)
+                )),
+                (Some(a), None) => out.push(format!(
+                    "change {}: planned on {}: {}; not made now",
+                    i + 1,
+                    a.target,
+                    line(&a.summary)
+                )),
+                (None, Some(b)) => out.push(format!(
+                    "change {}: not planned; now on {}: {}",
+                    i + 1,
+                    b.target,
+                    line(&b.summary)
+                )),
+                (None, None) => {}
+            }
+        }
+        for r in &self.reads {
+            let again = now.reads.iter().find(|x| {
+                x.step == r.step && x.target == r.target && x.command_sha256 == r.command_sha256
+            });
+            match again {
+                None => out.push(format!(
+                    "read on {} ({}): not made now",
+                    r.target,
+                    line(&r.summary)
+                )),
+                Some(x) if x.result_sha256 != r.result_sha256 || x.exit_code != r.exit_code => out
+                    .push(format!(
+                        "read on {} ({}): answers otherwise now",
+                        r.target,
+                        line(&r.summary)
+                    )),
+                Some(_) => {}
+            }
+        }
+        out
+    }
+}
+
+fn line(text: &str) -> String {
+    crate::base::printable::line(text).into_owned()
 }

@@ -528,13 +528,15 @@ fn a_plan_round_trips_and_unknown_formats_are_refused() {
 fn an_old_plan_is_refused() {
     let mut p = plan(&[]);
     let now = SystemTime::now();
-    assert!(p.check_made(Duration::from_secs(3600), now).is_ok());
+    assert!(p.check_made(Some(Duration::from_secs(3600)), now).is_ok());
     p.created = humantime::format_rfc3339_seconds(now - Duration::from_secs(7200)).to_string();
-    let err = p.check_made(Duration::from_secs(3600), now).unwrap_err();
+    let err = p
+        .check_made(Some(Duration::from_secs(3600)), now)
+        .unwrap_err();
     assert!(err.contains("made 2h ago"), "{err}");
     p.created = humantime::format_rfc3339_seconds(now + Duration::from_secs(7200)).to_string();
     assert!(p
-        .check_made(Duration::from_secs(3600), now)
+        .check_made(Some(Duration::from_secs(3600)), now)
         .unwrap_err()
         .contains("in the future"));
 }

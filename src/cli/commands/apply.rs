@@ -10,9 +10,80 @@ use crate::run::source::{self, Source};
 use crate::run::state;
 use std::time::SystemTime;
 
+/// A saved plan, read and checked against everything the file alone and this machine can
+/// tell, before any target is reached: what `apply` and `approve` both start from.
+pub(super) struct Opened {
+    pub plan: Plan,
+    pub bytes: Vec<u8>,
+    pub shown: String,
+    pub source: Source,
+    pub sets: Vec<(String, String)>,
+    pub remote: crate::cli::args::RemoteArgs,
+}
+
+/// How old a plan may be when no policy asks for approvals.
+const DEFAULT_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(3600);
+
 pub async fn apply(args: ApplyArgs, verbose: bool, quiet: bool) -> Result<()> {
-    let shown = args.plan.display().to_string();
-    let bytes = std::fs::read(&args.plan)
+    // Under a policy a plan is reviewed for longer than an hour: its approvals' expiry
+    // bounds its age, unless --max-age asks for less.
+    let max_age = match (args.max_age, super::approve::has_policy()?) {
+        (Some(age), _) => Some(age),
+        (None, true) => None,
+        (None, false) => Some(DEFAULT_MAX_AGE),
+    };
+    let opened = open(
+        &args.plan,
+        max_age,
+        args.params.as_deref(),
+        args.sets,
+        args.remote.clone(),
+    )?;
+    let signed = super::approve::check_policy(&args.plan, &opened)?;
+    let Opened {
+        plan,
+        bytes,
+        shown,
+        source,
+        sets,
+        remote: remote_args,
+    } = opened;
+    let mut remote = super::remote_settings(&remote_args)?;
+    remote.lock_wait = args.limits.lock_wait;
+    remote.ssh.keep = args.limits.keep_connections.or(remote.ssh.keep);
+    engine::run(RunRequest {
+        source,
+        mode: Mode::Real,
+        sets,
+        approval: Approval::Saved {
+            sha256: crate::actions::plan::file_sha256(&bytes),
+            plan: Box::new(plan),
+            path: shown,
+            yes: args.yes,
+            signed,
+        },
+        json: args.json,
+        resume: None,
+        state_dir: state::state_dir(args.limits.state_dir),
+        timeout: args.limits.timeout.filter(|t| !t.is_zero()),
+        term: TerminalOptions::detect(verbose, quiet),
+        remote,
+    })
+    .await
+}
+
+/// Reads `path` and refuses a plan that is too old (`max_age`), does not hold together,
+/// was made elsewhere, or whose runbook, modules, params or inventory are not the ones it
+/// was made with.
+pub(super) fn open(
+    path: &std::path::Path,
+    max_age: Option<std::time::Duration>,
+    params: Option<&std::path::Path>,
+    extra_sets: Vec<(String, String)>,
+    remote: crate::cli::args::RemoteArgs,
+) -> Result<Opened> {
+    let shown = path.display().to_string();
+    let bytes = std::fs::read(path)
         .map_err(|e| Error::PlanFile(format!("cannot read plan {shown}: {e}")))?;
     let text = std::str::from_utf8(&bytes)
         .map_err(|_| Error::PlanFile(format!("{shown}: not a runbook plan (not UTF-8 text)")))?;
@@ -28,7 +99,7 @@ pub async fn apply(args: ApplyArgs, verbose: bool, quiet: bool) -> Result<()> {
             "{shown}: refused, nothing was changed: {why}\nmake a new plan (runbook plan {runbook} …) and review it"
         ))
     };
-    plan.check_made(args.max_age, SystemTime::now())
+    plan.check_made(max_age, SystemTime::now())
         .map_err(&refuse)?;
     // Every field a person reads that the file alone can check, before anything the plan
     // names is used (a runbook, an inventory, an ssh_config: `ssh -G` runs its `Match
@@ -85,7 +156,7 @@ pub async fn apply(args: ApplyArgs, verbose: bool, quiet: bool) -> Result<()> {
     }
     // The plan's params, then what the command line adds (a secret's value); a param
     // that then differs from the plan's is refused once the runbook is loaded.
-    if let Some(path) = &args.params {
+    if let Some(path) = params {
         let file = crate::base::params::read_file(path).map_err(Error::Params)?;
         let differ = file_differences(&plan, &file);
         if !differ.is_empty() {
@@ -98,8 +169,8 @@ pub async fn apply(args: ApplyArgs, verbose: bool, quiet: bool) -> Result<()> {
         crate::base::params::use_file(file);
     }
     let mut sets = plan.sets();
-    sets.extend(args.sets);
-    let mut remote_args = args.remote.clone();
+    sets.extend(extra_sets);
+    let mut remote_args = remote;
     // An `inventory.toml` here that the plan was not made with would be loaded by
     // default and decide where its targets are: used only when named (--inventory).
     let found = std::path::Path::new("inventory.toml");
@@ -126,28 +197,14 @@ pub async fn apply(args: ApplyArgs, verbose: bool, quiet: bool) -> Result<()> {
     if remote_args.ssh_config.is_none() {
         remote_args.ssh_config = plan.reached_with.ssh_config.clone().map(Into::into);
     }
-    let mut remote = super::remote_settings(&remote_args)?;
-    remote.lock_wait = args.limits.lock_wait;
-    remote.ssh.keep = args.limits.keep_connections.or(remote.ssh.keep);
-    engine::run(RunRequest {
+    Ok(Opened {
+        plan,
+        bytes,
+        shown,
         source,
-        mode: Mode::Real,
         sets,
-        approval: Approval::Saved {
-            sha256: crate::actions::plan::file_sha256(&bytes),
-            plan: Box::new(plan),
-            path: shown,
-            yes: args.yes,
-            signed: None,
-        },
-        json: args.json,
-        resume: None,
-        state_dir: state::state_dir(args.limits.state_dir),
-        timeout: args.limits.timeout.filter(|t| !t.is_zero()),
-        term: TerminalOptions::detect(verbose, quiet),
-        remote,
+        remote: remote_args,
     })
-    .await
 }
 
 /// The lines of a `--params` file whose value is not the plan's: at apply, a file gives a

@@ -1,6 +1,7 @@
 //! One module per group of subcommands; `dispatch` picks the one the user asked for.
 
 mod apply;
+mod approve;
 mod artifacts;
 mod docs;
 mod fmt;
@@ -27,6 +28,7 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
         Command::Run(args) => run::run(args, verbose, quiet).await,
         Command::Plan(args) => plan::plan(args, verbose, quiet).await,
         Command::Apply(args) => apply::apply(args, verbose, quiet).await,
+        Command::Approve(args) => approve::approve(args, verbose).await,
         Command::Test(args) => test::test(args, verbose, quiet).await,
         Command::Check {
             files,

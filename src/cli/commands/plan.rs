@@ -45,7 +45,15 @@ pub async fn plan(args: PlanArgs, verbose: bool, quiet: bool) -> Result<()> {
         return Ok(());
     };
     let text = rendered(&plan, format, None, verbose);
+    if args.sign && !matches!(format, PlanFormat::Json) {
+        return Err(Error::Usage(
+            "--sign signs a plan apply reads: save it as json (the default with -o)".into(),
+        ));
+    }
     write_new(&out, text.as_bytes())?;
+    if args.sign {
+        super::approve::sign_as_author(&out, text.as_bytes(), &args.signing)?;
+    }
     let shown = out.display().to_string();
     let sha = crate::actions::plan::file_sha256(text.as_bytes());
     if !quiet {

@@ -111,6 +111,7 @@ pub async fn run(req: RunRequest) -> Result<()> {
                 timeout: req.timeout,
                 targets: Some(loaded.ctx.targets.clone()),
                 resume: &resume,
+                salt: None,
             })
             .await?;
             // A plan that could not be made whole cannot be confirmed (the real run would
@@ -383,6 +384,9 @@ pub struct PlanPass<'a> {
     pub timeout: Option<Duration>,
     pub targets: Option<Rc<crate::targets::registry::Registry>>,
     resume: &'a ResumePlan,
+    /// The salt of the plan this one is compared with (`approve`), so that equal reads
+    /// and commands have equal digests; a new one otherwise.
+    salt: Option<crate::actions::plan::Salt>,
 }
 
 /// A plan, and why it is not whole when a step of the dry-run failed.
@@ -408,8 +412,10 @@ async fn plan_pass(p: PlanPass<'_>) -> Result<Planned> {
     let collected = Collected::default();
     *plan.ctx.state_dir.borrow_mut() = Some(p.state_dir);
     *plan.ctx.watch.borrow_mut() = crate::actions::plan::Watch::Recording(
-        crate::actions::plan::Recording::new(crate::actions::plan::Salt::random())
-            .with_known_after(plan.ctx.known_after.clone()),
+        crate::actions::plan::Recording::new(
+            p.salt.unwrap_or_else(crate::actions::plan::Salt::random),
+        )
+        .with_known_after(plan.ctx.known_after.clone()),
     );
     // A confirmation's pass keeps its reads' answers for the real run after it. Not when
     // replies are saved: the real run's commands are what a replies file holds, each one.
@@ -493,6 +499,34 @@ pub async fn plan(
         timeout,
         targets: None,
         resume: &ResumePlan::default(),
+        salt: None,
+    })
+    .await
+}
+
+/// The plan `saved` would be now: its runbook's dry-run with its params, over its
+/// targets, recorded with its salt, so that [`Plan::drift`] can compare the two change
+/// by change and read by read (`approve`).
+pub async fn replan(
+    source: &Source,
+    saved: &Plan,
+    sets: Vec<(String, String)>,
+    state_dir: PathBuf,
+    remote: RemoteSettings,
+) -> Result<Planned> {
+    let cancel = Cancel::new();
+    let _signals = cancel::watch_signals(cancel.clone());
+    plan_pass(PlanPass {
+        source,
+        mode: Mode::DryRun,
+        sets,
+        cancel,
+        remote,
+        state_dir,
+        timeout: None,
+        targets: None,
+        resume: &ResumePlan::default(),
+        salt: Some(saved.salt.clone()),
     })
     .await
 }
