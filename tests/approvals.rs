@@ -191,6 +191,24 @@ fn a_plan_runs_once_its_author_signed_and_another_person_approved() {
         }
         other => panic!("{other:?}"),
     }
+    // history and log say who made, approved and applied it.
+    let history = Run::cmd(&env, ["history"])
+        .expect_exit(0)
+        .run()
+        .stdout_text();
+    assert!(
+        history
+            .contains("  signed alice@example.invalid, approved bob@example.invalid, applied by "),
+        "{history}"
+    );
+    let log = Run::cmd(&env, ["log", "last"])
+        .expect_exit(0)
+        .run()
+        .stdout_text();
+    assert!(
+        log.contains("by alice@example.invalid, approved by bob@example.invalid, applied by "),
+        "{log}"
+    );
 }
 
 #[test]

@@ -81,6 +81,10 @@ pub struct RunInfo {
     pub duration_ms: Option<u64>,
     /// sha256 of the plan file the run applied (`runbook apply`).
     pub plan: Option<String>,
+    /// Who signed that plan and who approved it (a policy's sign-off), and who ran it.
+    pub author: Option<String>,
+    pub approvers: Vec<String>,
+    pub user: String,
 }
 
 pub fn read_events(path: &Path) -> Result<Vec<Stamped>> {
@@ -109,6 +113,9 @@ fn info_from(path: &Path, events: &[Stamped]) -> Option<RunInfo> {
         mode,
         content_hash,
         plan,
+        author,
+        approvers,
+        user,
         ..
     } = &first.event
     else {
@@ -133,6 +140,9 @@ fn info_from(path: &Path, events: &[Stamped]) -> Option<RunInfo> {
         outcome,
         duration_ms,
         plan: plan.clone(),
+        author: author.clone(),
+        approvers: approvers.clone(),
+        user: user.clone(),
     })
 }
 

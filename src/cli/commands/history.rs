@@ -32,8 +32,20 @@ pub fn history(limit: usize, state_dir: Option<PathBuf>) -> Result<()> {
             .unwrap_or("-".into());
         // The applied plan's sha256, as `plan -o` and `apply` print it.
         let plan = r.plan.as_deref().map_or("-", |p| &p[..p.len().min(12)]);
+        // A signed plan: who made it, who approved it, who applied it.
+        let signoff = match &r.author {
+            Some(author) => format!(
+                "  signed {author}, approved {}, applied by {}",
+                match r.approvers.is_empty() {
+                    true => "by nobody".to_string(),
+                    false => r.approvers.join(", "),
+                },
+                r.user
+            ),
+            None => String::new(),
+        };
         println!(
-            "{:<22} {:<24} {:<18} {:<16} {:<11} {:>8}  {:<12}  {}",
+            "{:<22} {:<24} {:<18} {:<16} {:<11} {:>8}  {:<12}  {}{}",
             r.id,
             r.started,
             crate::base::printable::line(&r.runbook),
@@ -41,7 +53,8 @@ pub fn history(limit: usize, state_dir: Option<PathBuf>) -> Result<()> {
             r.outcome,
             took,
             plan,
-            crate::base::printable::line(&r.file)
+            crate::base::printable::line(&r.file),
+            crate::base::printable::line(&signoff)
         );
     }
     Ok(())

@@ -163,6 +163,10 @@ impl Sink for TerminalSink {
                 path,
                 mode,
                 resumed_from,
+                plan,
+                author,
+                approvers,
+                user,
                 ..
             } => {
                 self.dry_run = mode != "real";
@@ -185,6 +189,18 @@ impl Sink for TerminalSink {
                 ));
                 if let Some(prev) = resumed_from {
                     self.line(&format!("resuming run {prev}"));
+                }
+                if let (Some(plan), Some(author)) = (plan, author) {
+                    self.line(&format!(
+                        "plan {}… by {}, approved by {}, applied by {}",
+                        &plan[..plan.len().min(12)],
+                        printable::line(author),
+                        match approvers.is_empty() {
+                            true => "nobody".to_string(),
+                            false => printable::line(&approvers.join(", ")).into_owned(),
+                        },
+                        printable::line(user)
+                    ));
                 }
             }
             Event::StepStarted {
