@@ -1,7 +1,7 @@
 //! `runbook approve PLAN`: a second person's signed approval of a saved plan, and the
 //! policy check `apply` makes before touching anything (`runbook.toml`'s `[policy]`).
 
-use super::apply::{self, Opened};
+use super::saved::{self, Opened};
 use crate::actions::plan::{file_sha256, Style};
 use crate::base::error::{Error, Result};
 use crate::base::inventory::Inventory;
@@ -24,7 +24,7 @@ pub async fn approve(args: ApproveArgs, verbose: bool) -> Result<()> {
                 .into(),
         )
     })?;
-    let opened = apply::open(&args.plan, None, None, Vec::new(), args.remote.clone())?;
+    let opened = saved::open(&args.plan, None, None, Vec::new(), args.remote.clone())?;
     let sha = file_sha256(&opened.bytes);
     let verified = signoff::verify(&args.plan, &sha, &policy).map_err(Error::Approval)?;
     let Some(author) = verified.author.clone() else {

@@ -11,6 +11,7 @@ mod inspect;
 mod new;
 mod plan;
 mod run;
+mod saved;
 mod script;
 mod test;
 
