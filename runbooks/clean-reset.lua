@@ -117,9 +117,10 @@ step("GPU health", function()
     log.info(note)
   end
   local critical = {}
-  for _, g in ipairs(h.gpus) do
-    for _, f in ipairs(g.findings) do
-      local line = g.label .. ": " .. f.detail .. " → " .. f.action
+  -- Each finding of a GPU (or of the node: nvidia-smi itself failing) as one line.
+  local function report(label, findings)
+    for _, f in ipairs(findings) do
+      local line = label .. ": " .. f.detail .. " → " .. f.action
       if f.severity == "critical" then
         critical[#critical + 1] = line
       else
@@ -127,14 +128,10 @@ step("GPU health", function()
       end
     end
   end
-  for _, f in ipairs(h.findings) do
-    local line = box.name .. ": " .. f.detail .. " → " .. f.action
-    if f.severity == "critical" then
-      critical[#critical + 1] = line
-    else
-      log.warn(line)
-    end
+  for _, g in ipairs(h.gpus) do
+    report(g.label, g.findings)
   end
+  report(box.name, h.findings)
   if #critical == 0 then return end
   local why = table.concat(critical, "; ")
   if params.ignore_health then

@@ -211,24 +211,9 @@ async fn ask(question: &str) -> Result<()> {
             "{question} needs a yes on a terminal; nothing was signed (review it, then --yes)"
         )));
     }
-    eprint!("{question} [y/N] ");
-    let read = tokio::task::spawn_blocking(|| {
-        let mut answer = String::new();
-        let _ = std::io::stdin().read_line(&mut answer);
-        answer
-    });
-    let answer = tokio::select! {
-        a = read => a.unwrap_or_default(),
-        _ = tokio::signal::ctrl_c() => {
-            eprintln!();
-            return Err(Error::NotConfirmed);
-        }
-    };
-    if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
-        Ok(())
-    } else {
-        Err(Error::NotConfirmed)
-    }
+    let cancel = crate::base::cancel::Cancel::new();
+    let _signals = crate::base::cancel::watch_signals(cancel.clone());
+    engine::ask_yes(question, &cancel).await
 }
 
 /// A plan signed as its author, right after `plan -o` saved it.

@@ -116,7 +116,13 @@ pub(super) async fn confirm(
         )));
     }
     eprintln!("{label} will make {count}:\n{list}");
-    eprint!("Proceed? [y/N] ");
+    ask_yes("Proceed?", cancel).await
+}
+
+/// Asks `question` on the terminal: `Ok` for y or yes, `NotConfirmed` for anything else;
+/// Ctrl-C at the prompt interrupts (`cancel`).
+pub async fn ask_yes(question: &str, cancel: &Rc<Cancel>) -> Result<()> {
+    eprint!("{question} [y/N] ");
     // Read on a blocking thread so that Ctrl-C at the prompt still interrupts the run.
     let read = tokio::task::spawn_blocking(|| {
         let mut answer = String::new();

@@ -25,6 +25,7 @@ mod load;
 mod resume;
 mod step;
 
+pub use confirm::ask_yes;
 use confirm::*;
 pub use load::*;
 use resume::*;
