@@ -42,6 +42,7 @@ mod remote;
 mod remote_failures;
 mod replies;
 mod resume_orphans;
+mod rollout;
 mod run_flow;
 mod sandbox;
 mod secrets;

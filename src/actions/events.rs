@@ -146,6 +146,19 @@ pub enum Event {
         level: Level,
         message: String,
     },
+    /// One item of a `rollout()`: its batch (1-based; 0 for an item whose batch never
+    /// began) and how it ended: `ok`, `failed`, or `not_started` once the failure budget
+    /// was spent.
+    RolloutItem {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        step: Option<usize>,
+        index: usize,
+        label: String,
+        batch: usize,
+        outcome: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
     RunFinished {
         outcome: RunOutcome,
         ok: usize,

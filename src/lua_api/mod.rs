@@ -18,6 +18,7 @@ pub mod log;
 pub mod options;
 pub mod parallel;
 pub mod proc;
+pub mod rollout;
 pub mod runbook;
 pub mod slurm;
 pub mod step;
@@ -44,6 +45,7 @@ pub fn register_all(lua: &Lua) -> mlua::Result<()> {
     groups::register(lua)?;
     log::register(lua)?;
     parallel::register(lua)?;
+    rollout::register(lua)?;
     control::register(lua)?;
     cache::register(lua)?;
     artifact::register(lua)?;

@@ -149,10 +149,10 @@ async fn parallel(
 
 /// While a `parallel()` runs its items, the plan pass's recording marks each change as
 /// one of a parallel (`Recording::parallel`); dropped on every way out.
-struct InParallel(Rc<crate::actions::ctx::Ctx>);
+pub(super) struct InParallel(Rc<crate::actions::ctx::Ctx>);
 
 impl InParallel {
-    fn mark(ctx: &Rc<crate::actions::ctx::Ctx>) -> Self {
+    pub(super) fn mark(ctx: &Rc<crate::actions::ctx::Ctx>) -> Self {
         if let Some(rec) = ctx.watch.borrow_mut().recording() {
             rec.parallel += 1;
         }
@@ -169,7 +169,7 @@ impl Drop for InParallel {
 }
 
 /// How an item is named in progress lines: a target's name, a string, or its position.
-fn label_of(item: &Value, i: usize) -> String {
+pub(super) fn label_of(item: &Value, i: usize) -> String {
     if let Value::UserData(ud) = item {
         if let Ok(t) = ud.borrow::<super::target::TargetHandle>() {
             return t.0.name();

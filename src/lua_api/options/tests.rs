@@ -1,6 +1,8 @@
 use super::*;
 use crate::lua_api::{artifact, slurm, venv, warmup};
-use crate::lua_api::{cache, fingerprint, git, gpu, parallel, proc, runbook, step, target};
+use crate::lua_api::{
+    cache, fingerprint, git, gpu, parallel, proc, rollout, runbook, step, target,
+};
 
 /// The option names an options struct takes, as serde reads them (renames applied).
 fn fields_of<T: DeserializeOwned>() -> &'static [&'static str] {
@@ -63,6 +65,7 @@ fn all() -> Vec<(&'static str, &'static [&'static str], Check)> {
         entry::<warmup::RunOptions>(),
         entry::<gpu::RequireOptions>(),
         entry::<gpu::HealthOptions>(),
+        entry::<rollout::RolloutOptions>(),
         entry::<fingerprint::TakeOptions>(),
         entry::<target::SshOptions>(),
         entry::<slurm::SlurmOptions>(),

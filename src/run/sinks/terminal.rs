@@ -380,6 +380,8 @@ impl Sink for TerminalSink {
                 }
             }
             Event::ActionFinished { .. } | Event::ActionPgid { .. } => {}
+            // Each item's line is a `log` event beside it; this one is for the record.
+            Event::RolloutItem { .. } => {}
             Event::Log { level, message, .. } => {
                 // A message of several lines (a command's output) stays under its step.
                 let message =

@@ -1,0 +1,141 @@
+//! `rollout()` (issue 30, item 1): batches, canary first, one failure budget across them.
+use crate::common::*;
+
+/// Ten items; the ones `fails` names raise. Each item logs `ran N` when it runs.
+fn runbook(env: &Env, opts: &str, fails: &str) -> std::path::PathBuf {
+    env.write(
+        "rollout.lua",
+        &subst(
+            r#"runbook { name = "rollout" }
+local fails = { @fails@ }
+step("roll", function()
+  local items = {}
+  for i = 1, 10 do items[i] = "node" .. i end
+  local r = rollout(items, function(name)
+    log.info("ran " .. name)
+    for _, f in ipairs(fails) do
+      if "node" .. f == name then error(name .. " broke") end
+    end
+    return name .. " ok"
+  end, @opts@)
+  log.info("failed within budget: " .. table.concat(r.failed, ","))
+  log.info("result 1: " .. tostring(r[1]))
+end)
+"#,
+            &[("fails", &fails), ("opts", &opts)],
+        ),
+    )
+}
+
+fn items(out: &Output) -> Vec<(String, usize, String)> {
+    pick!(out.events(), Event::RolloutItem { label, batch, outcome, .. }
+        => (label.clone(), *batch, outcome.clone()))
+}
+
+/// Items 3, 7 and 9 fail with max_failures = 2 across batches {1, 25%, 100%}: the canary
+/// (node1) and the second batch (node2..node4, node3 failing) run; the third batch
+/// (node5..node10) runs until the third failure spends the budget: with limit = 1 the
+/// items after node9 never start, and the step fails naming each.
+#[test]
+fn a_budget_spent_across_batches_stops_new_items() {
+    let env = Env::new();
+    let rb = runbook(
+        &env,
+        r#"{ batches = { 1, "25%", "100%" }, max_failures = 2, limit = 1 }"#,
+        "3, 7, 9",
+    );
+    let out = Run::new(&env, &rb).yes().json().expect_exit(1).run();
+    let got = items(&out);
+    let batch_of = |l: &str| {
+        got.iter()
+            .find(|(x, _, _)| x == l)
+            .map(|(_, b, o)| (*b, o.clone()))
+    };
+    assert_eq!(batch_of("node1"), Some((1, "ok".into())), "{got:?}");
+    assert_eq!(batch_of("node2"), Some((2, "ok".into())));
+    assert_eq!(batch_of("node3"), Some((2, "failed".into())));
+    assert_eq!(batch_of("node4"), Some((2, "ok".into())));
+    assert_eq!(batch_of("node7"), Some((3, "failed".into())));
+    assert_eq!(batch_of("node9"), Some((3, "failed".into())));
+    assert_eq!(batch_of("node10"), Some((3, "not_started".into())));
+    assert_eq!(got.len(), 10, "one event per item: {got:?}");
+    let logs = out.logs();
+    assert!(!logs.contains(&"ran node10".to_string()), "{logs:?}");
+    let err = out.step_error(FAILED);
+    assert!(
+        err.contains("rollout(): 3 of 10 failed, more than the 2 allowed (max_failures): stopped, 1 never started:"),
+        "{err}"
+    );
+    for line in ["node3: ", "node7: ", "node9: ", "node10: never started"] {
+        assert!(err.contains(line), "{line}: {err}");
+    }
+}
+
+#[test]
+fn within_the_budget_the_rollout_finishes_and_says_what_failed() {
+    let env = Env::new();
+    let rb = runbook(
+        &env,
+        r#"{ batches = { 2, 4 }, max_failures = "20%" }"#,
+        "3, 7",
+    );
+    let out = Run::new(&env, &rb).yes().json().expect_exit(0).run();
+    let got = items(&out);
+    let batches: Vec<usize> = got.iter().map(|(_, b, _)| *b).collect();
+    assert_eq!(batches, [1, 1, 2, 2, 2, 2, 3, 3, 3, 3], "{got:?}");
+    let logs = out.logs();
+    assert!(
+        logs.contains(&"failed within budget: node3,node7".to_string()),
+        "{logs:?}"
+    );
+    assert!(logs.contains(&"result 1: node1 ok".to_string()), "{logs:?}");
+}
+
+#[test]
+fn the_canary_failing_stops_everything_by_default() {
+    let env = Env::new();
+    let rb = runbook(&env, "{}", "1");
+    let out = Run::new(&env, &rb).yes().json().expect_exit(1).run();
+    let logs = out.logs();
+    assert_eq!(
+        logs.iter().filter(|l| l.starts_with("ran ")).count(),
+        1,
+        "only the canary ran: {logs:?}"
+    );
+    assert!(
+        out.step_error(FAILED).contains("9 never started"),
+        "{}",
+        out.describe()
+    );
+}
+
+#[test]
+fn bad_options_name_the_line() {
+    let env = Env::new();
+    for (opts, want) in [
+        (r#"{ batches = { "a lot" } }"#, "rollout(): batches[1]: expected a whole number or a percentage like \"25%\", got \"a lot\""),
+        (r#"{ batches = {} }"#, "rollout(): batches is empty"),
+        (r#"{ max_failures = "150%" }"#, "rollout(): max_failures: expected a whole number or a percentage"),
+        (r#"{ limit = 0 }"#, "rollout(): limit"),
+    ] {
+        let rb = runbook(&env, opts, "");
+        let err = Run::new(&env, &rb).yes().json().expect_exit(1).run().step_error(FAILED);
+        assert!(err.contains("rollout.lua:"), "{opts}: {err}");
+        assert!(err.contains(want), "{opts}: {err}");
+    }
+}
+
+#[test]
+fn pause_between_waits_between_batches() {
+    let env = Env::new();
+    let rb = runbook(&env, r#"{ batches = { 5 }, pause_between = "700ms" }"#, "");
+    let t0 = std::time::Instant::now();
+    let out = Run::new(&env, &rb).yes().json().expect_exit(0).run();
+    assert!(t0.elapsed() >= std::time::Duration::from_millis(700));
+    let logs = out.logs();
+    assert!(
+        logs.iter()
+            .any(|l| l.starts_with("batch 1 of 2 done; waiting ")),
+        "{logs:?}"
+    );
+}
