@@ -87,29 +87,39 @@ pub fn verify(state_dir: &Path, which: Option<&str>) -> Result<Audit> {
     let index_path = index::path(state_dir);
     let read = index::read(&index_path).map_err(|e| Error::io(&index_path, e))?;
     let mut listed: BTreeMap<String, Listed> = BTreeMap::new();
+    // The runs the index lists, in the order they started (their `opened` lines).
+    let mut started = Vec::new();
     for (_, entry) in read.iter().flat_map(|r| r.entries.iter()) {
-        let l = listed.entry(entry.run_id().to_string()).or_default();
+        let l = listed.entry(entry.run_id().to_string()).or_insert_with(|| {
+            started.push(entry.run_id().to_string());
+            Listed::default()
+        });
         if let Entry::Closed { lines, last, .. } = entry {
             l.closed = Some((*lines, last.clone()));
         }
     }
     let runs = state::runs_dir(state_dir);
-    let mut ids: BTreeSet<String> = listed.keys().cloned().collect();
+    let mut unlisted = BTreeSet::new();
     match std::fs::read_dir(&runs) {
         Ok(entries) => {
             for e in entries.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
-                if let Some(id) = name.strip_suffix(".jsonl") {
-                    ids.insert(id.to_string());
+                match name.strip_suffix(".jsonl") {
+                    Some(id) if !listed.contains_key(id) => {
+                        unlisted.insert(id.to_string());
+                    }
+                    _ => {}
                 }
             }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(Error::io(&runs, e)),
     }
+    // Records the index does not list (made before it, mostly) first, then the index's.
+    let all: Vec<String> = unlisted.into_iter().chain(started).collect();
     let ids = match which {
-        None => ids.into_iter().collect(),
-        Some(which) => vec![pick(&ids, which, state_dir)?],
+        None => all,
+        Some(which) => vec![pick(&all, which, state_dir)?],
     };
     let mut records = Vec::new();
     for run_id in ids {
@@ -147,8 +157,9 @@ pub fn verify(state_dir: &Path, which: Option<&str>) -> Result<Audit> {
     })
 }
 
-/// The run `which` names among `ids` (the records there are and the runs the index lists).
-fn pick(ids: &BTreeSet<String>, which: &str, state_dir: &Path) -> Result<String> {
+/// The run `which` names among `ids` (the records there are and the runs the index
+/// lists, the index's last: `last` is the run the index saw start last).
+fn pick(ids: &[String], which: &str, state_dir: &Path) -> Result<String> {
     let none = || {
         Error::NoSuchRun(format!(
             "no run '{which}' in {} (see `runbook history`)",
@@ -156,10 +167,9 @@ fn pick(ids: &BTreeSet<String>, which: &str, state_dir: &Path) -> Result<String>
         ))
     };
     if which == "last" {
-        // Run ids sort in the order the runs started.
         return ids.last().cloned().ok_or_else(none);
     }
-    if ids.contains(which) {
+    if ids.iter().any(|id| id == which) {
         return Ok(which.to_string());
     }
     let matches: Vec<&String> = ids.iter().filter(|id| id.starts_with(which)).collect();
