@@ -9,6 +9,7 @@ mod adversarial_review;
 mod approvals;
 mod artifact;
 mod artifact_manifest;
+mod audit;
 mod cache;
 mod cache_rollout;
 mod clean_reset;

@@ -5,6 +5,7 @@
 //! The same serialized form is what `--json` prints and what the record stores, and it is
 //! documented in `docs/EVENTS.md`.
 
+use crate::base::chain::{self, Chain};
 use crate::base::secrets::Masker;
 pub use crate::targets::Stream;
 use serde::{Deserialize, Serialize};
@@ -248,6 +249,13 @@ pub struct Stamped {
     pub ts: String,
     #[serde(flatten)]
     pub event: Event,
+    /// Its line in the run's record, from 1, and the sha256 of the line before it
+    /// (`base/chain.rs`): set on the events of a run, which has a record; `--json`
+    /// carries them too, so that what it printed is the record, byte for byte.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prev: Option<String>,
 }
 
 /// What `--json` prints on stdout in place of a run's events when the command ends with
@@ -278,6 +286,8 @@ pub struct Bus {
     /// Once a dry-run gave out a placeholder for a change's output: every event shows
     /// them as `(known after apply)`.
     known_after: RefCell<Option<crate::actions::known_after::KnownAfter>>,
+    /// From the run's first event on: where the chain of its record stands.
+    chain: RefCell<Option<Chain>>,
 }
 
 /// Names a sink so that a short-lived one (a primitive watching its own command's
@@ -354,16 +364,34 @@ impl Bus {
         }
     }
 
+    /// From now on every event carries its place in the record of run `run_id` and the
+    /// hash of the line before it (`Stamped::seq`, `Stamped::prev`).
+    pub fn chain(&self, run_id: &str) {
+        *self.chain.borrow_mut() = Some(Chain::new(&chain::record_genesis(run_id)));
+    }
+
     pub fn emit(&self, event: Event) {
         let event = self.masker.borrow().mask_event(event);
         let event = match self.known_after.borrow().as_ref() {
             Some(known) => known.shown_event(event),
             None => event,
         };
-        let stamped = Stamped {
+        let mut stamped = Stamped {
             ts: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
             event,
+            seq: None,
+            prev: None,
         };
+        if let Some(chain) = self.chain.borrow_mut().as_mut() {
+            let (seq, prev) = chain.next();
+            stamped.seq = Some(seq);
+            stamped.prev = Some(prev);
+            // The line the sinks write is serde_json's text of this same value: hashed
+            // here once, so that the next event can name it.
+            if let Ok(line) = serde_json::to_string(&stamped) {
+                chain.push(line.as_bytes());
+            }
+        }
         for (_, sink) in self.sinks.borrow_mut().iter_mut() {
             sink.emit(&stamped);
         }

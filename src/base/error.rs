@@ -3,7 +3,7 @@
 //! model: an enum of the errors a user can meet, each mapped to a class of exit code).
 //!
 //! Exit codes are a contract (README, `--help`): 0 success, 1 the run ran and failed
-//! (or `fmt --check` found files to format), 2 refused before anything was changed,
+//! (or `fmt --check` found files to format, or a verify found damage), 2 refused before anything was changed,
 //! 3 `runbook test` found the runbook no longer runs what its replies hold, 130/143
 //! interrupted by SIGINT/SIGTERM.
 
@@ -15,7 +15,8 @@ use std::path::PathBuf;
 pub enum Exit {
     /// 0: it did what was asked (a dry-run that planned, a run whose steps all passed).
     Success,
-    /// 1: the run ran and a step failed, or its record broke off.
+    /// 1: the run ran and a step failed, or its record broke off; a verify (`artifacts`,
+    /// `audit`) found damage.
     RunFailed,
     /// 2: refused before anything was changed: usage, the runbook, its params, a plan
     /// that needs confirmation, a resume that cannot be done, runbook's own files.
@@ -174,6 +175,12 @@ pub enum Error {
     #[error("{0}")]
     ArtifactsDamaged(String),
 
+    /// `runbook audit verify`: run records (or the index of runs) that were tampered
+    /// with (each named, with its first bad line). Exit 1, as `artifacts verify`'s damage:
+    /// 2 is for a run it could not check.
+    #[error("{0}")]
+    RecordsTampered(String),
+
     /// `runbook test --replies FILE`: the file cannot be read or a line of it is wrong
     /// (names `FILE:LINE`).
     #[error("{0}")]
@@ -200,7 +207,8 @@ impl Error {
             Error::RunFailed
             | Error::PlanIncomplete(_)
             | Error::Unformatted { .. }
-            | Error::ArtifactsDamaged(_) => Exit::RunFailed,
+            | Error::ArtifactsDamaged(_)
+            | Error::RecordsTampered(_) => Exit::RunFailed,
             Error::Interrupted(s) | Error::RunInterrupted(s) => Exit::Signal(*s),
             Error::TestDiverged(_) => Exit::Diverged,
             // Problems with runbook's own state dir are found before a run starts
@@ -271,6 +279,7 @@ mod tests {
         assert_eq!(Error::RunInterrupted(Signal::Term).exit_code(), 143);
         assert_eq!(Error::TestDiverged("no reply".into()).exit_code(), 3);
         assert_eq!(Error::Replies("R.jsonl:2: bad".into()).exit_code(), 2);
+        assert_eq!(Error::RecordsTampered("1 of 2".into()).exit_code(), 1);
         use clap::Parser;
         let help = crate::cli::args::Cli::try_parse_from(["runbook", "--help"]).unwrap_err();
         assert_eq!(Error::from(help).exit_code(), 0);

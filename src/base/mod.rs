@@ -3,6 +3,7 @@
 
 pub mod abort;
 pub mod cancel;
+pub mod chain;
 pub mod classify;
 pub mod duration;
 pub mod embedded;

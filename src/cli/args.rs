@@ -9,7 +9,7 @@ const EXIT_CODES: &str = "\
 Exit codes:
   0    success
   1    the run ran and a step failed (or its record broke off);
-       `fmt --check` found files to format
+       `fmt --check` found files to format; `audit verify` found a record tampered with
   2    refused before anything was changed: usage, the runbook, its params,
        a resume or a plan that cannot go ahead, no confirmation
   3    runbook test: a command had no reply (or, with --strict, replies were left unused)
@@ -34,6 +34,19 @@ Exit codes:
   3    a command had no reply (shown with the closest recorded one and the difference),
        or, with --strict, replies were left unused
   130  interrupted (SIGINT / Ctrl-C); 143 for SIGTERM";
+
+const AUDIT_HELP: &str = "\
+Each line of a run record carries its place (seq) and the sha256 of the line before it
+(prev); the index of runs (<state>/run-index.jsonl, chained the same way) keeps each
+record's line count and last hash. A record is ok, incomplete (no run_finished: killed,
+or still running; not a failure), unchained (made before records were chained; not a
+failure), or names its first bad line: edited, out of order or dropped, truncated,
+deleted, added after it was closed.
+
+Exit codes:
+  0    every record checked is ok, incomplete or unchained, and so is the index
+  1    a record or the index was tampered with (each is named)
+  2    no such run, or the state dir cannot be read";
 
 #[derive(Debug, Parser)]
 #[command(
@@ -70,6 +83,25 @@ pub enum ArtifactsAction {
     Prune {
         #[arg(long, value_name = "N")]
         keep: usize,
+    },
+}
+
+/// `runbook audit …`
+#[derive(Debug, Subcommand)]
+pub enum AuditAction {
+    /// Verify RUN's record (a run id, a prefix of one, or `last`), or with --all every
+    /// record and every run the index lists: one line each, exit 1 if any was tampered with.
+    #[command(after_help = AUDIT_HELP)]
+    Verify {
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        run: Option<String>,
+        #[arg(long)]
+        all: bool,
+        /// One JSON object a line, for each record and the index.
+        #[arg(long)]
+        json: bool,
+        #[arg(long, env = "RUNBOOK_STATE_DIR", value_name = "DIR")]
+        state_dir: Option<PathBuf>,
     },
 }
 
@@ -147,6 +179,13 @@ formatting would change with a diff, and exits 1 if there is any."
         json: bool,
         #[arg(long, env = "RUNBOOK_STATE_DIR", value_name = "DIR")]
         state_dir: Option<PathBuf>,
+    },
+    /// Check run records for tampering: each line against the hash chain of its record,
+    /// each record against the index of runs.
+    #[command(after_help = AUDIT_HELP)]
+    Audit {
+        #[command(subcommand)]
+        action: AuditAction,
     },
     /// The Lua API reference. TOPIC is a module (target, step, runbook, log, control) or a function name.
     Docs {

@@ -5,6 +5,7 @@
 
 use crate::actions::events::{Event, Stamped};
 use crate::base::error::{Error, Result};
+use crate::run::index::{self, Entry};
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::OpenOptionsExt;
@@ -25,7 +26,7 @@ pub fn state_dir(flag: Option<PathBuf>) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(".runbook-state"))
 }
 
-fn runs_dir(state: &Path) -> PathBuf {
+pub fn runs_dir(state: &Path) -> PathBuf {
     state.join("runs")
 }
 
@@ -42,8 +43,9 @@ pub fn new_run_id() -> String {
     format!("{}-{}-{salt:04x}", &digits[..8], &digits[8..14])
 }
 
-/// Creates the record file for a new run. Failing here stops the run before it changes
-/// anything: runbook does not act without keeping a record.
+/// Creates the record file for a new run, and lists it in the index of runs
+/// (`run/index.rs`). Failing here stops the run before it changes anything: runbook does
+/// not act without keeping a record.
 pub fn create_record(state: &Path, run_id: &str) -> Result<(PathBuf, File)> {
     let dir = runs_dir(state);
     let explain = |e: std::io::Error, what: &Path| {
@@ -63,6 +65,11 @@ pub fn create_record(state: &Path, run_id: &str) -> Result<(PathBuf, File)> {
         .mode(0o600)
         .open(&path)
         .map_err(|e| explain(e, &path))?;
+    let index = index::path(state);
+    let opened = Entry::Opened {
+        run_id: run_id.to_string(),
+    };
+    index::append(&index, opened).map_err(|e| explain(e, &index))?;
     Ok((path, file))
 }
 

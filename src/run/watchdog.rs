@@ -14,11 +14,10 @@
 //! runs is acted on after `ANSWER` instead: nothing there will stop that call into C, and
 //! Ctrl-C or a service manager's SIGTERM must end runbook within a second.
 
-use crate::actions::events::{Event, RunOutcome, Stamped, StepOutcome};
+use crate::actions::events::{Event, RunOutcome, StepOutcome};
 use crate::base::cancel::Signal;
 use crate::base::error::Exit;
-use std::io::Write;
-use std::path::PathBuf;
+use crate::run::sinks::record::RecordWriter;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -66,7 +65,7 @@ struct Armed {
 }
 
 struct Watchdog {
-    record: Mutex<Option<PathBuf>>,
+    record: Mutex<Option<RecordWriter>>,
     armed: Mutex<Armed>,
 }
 
@@ -88,7 +87,7 @@ pub fn start() {
 }
 
 /// The run record exists from now on: a stuck step gets its end written there.
-pub fn set_record(record: PathBuf) {
+pub fn set_record(record: RecordWriter) {
     if let Some(dog) = WATCHDOG.get() {
         *lock(&dog.record) = Some(record);
     }
@@ -286,17 +285,8 @@ impl Watchdog {
                 exit_code: code,
             },
         ];
-        if let Ok(mut f) = std::fs::OpenOptions::new().append(true).open(&record) {
-            for event in lines {
-                let line = Stamped {
-                    ts: ts.clone(),
-                    event,
-                };
-                if let Ok(l) = serde_json::to_string(&line) {
-                    let _ = writeln!(f, "{l}");
-                }
-            }
-            let _ = f.sync_all();
-        }
+        // Chained after the sink's last line; not written at all when the main thread is
+        // stuck inside the record itself.
+        record.end_with(&ts, lines.into(), Duration::from_secs(1));
     }
 }

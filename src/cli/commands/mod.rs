@@ -3,6 +3,7 @@
 mod apply;
 mod approve;
 mod artifacts;
+mod audit;
 mod docs;
 mod fmt;
 mod history;
@@ -49,6 +50,7 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
             json,
             state_dir,
         } => history::log(&run, json, state_dir, verbose, quiet),
+        Command::Audit { action } => audit::audit(action),
         Command::Docs { globals: true, .. } => docs::globals(),
         Command::Docs {
             topic, markdown, ..

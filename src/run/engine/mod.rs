@@ -224,10 +224,13 @@ pub async fn run(req: RunRequest) -> Result<()> {
     } else {
         ctx.bus.add_sink(Box::new(JsonSink));
     }
-    let record = RecordSink::new(record_path.clone(), record_file);
+    let index = crate::run::index::path(&req.state_dir);
+    let record = RecordSink::new(record_path.clone(), record_file, &run_id, index);
     let record_failed = record.failed_flag();
+    let record_writer = record.writer();
     *ctx.record_failed.borrow_mut() = Some(record_failed.clone());
     ctx.bus.add_sink(Box::new(record));
+    ctx.bus.chain(&run_id);
 
     let header = loaded.header();
     ctx.bus.emit(Event::RunStarted {
@@ -292,7 +295,7 @@ pub async fn run(req: RunRequest) -> Result<()> {
             ),
         });
     }
-    crate::run::watchdog::set_record(record_path.clone());
+    crate::run::watchdog::set_record(record_writer);
     ctx.locks.set_holder(format!(
         "run {run_id} by {}@{} (pid {}), runbook \"{}\"",
         whoami(),
