@@ -209,6 +209,19 @@ fn a_plan_runs_once_its_author_signed_and_another_person_approved() {
         log.contains("by alice@example.invalid, approved by bob@example.invalid, applied by "),
         "{log}"
     );
+    assert!(log.contains(".jsonl (verified)"), "{log}");
+    assert!(history.contains(" verified "), "{history}");
+    // One byte edited in the record: history says so.
+    let record = latest_record_file(&env.state());
+    let mut text = std::fs::read(&record).unwrap();
+    let at = text.len() / 2;
+    text[at] = if text[at] == b'a' { b'b' } else { b'a' };
+    std::fs::write(&record, text).unwrap();
+    let history = Run::cmd(&env, ["history"])
+        .expect_exit(0)
+        .run()
+        .stdout_text();
+    assert!(history.contains(" TAMPERED "), "{history}");
 }
 
 #[test]

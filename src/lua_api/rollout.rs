@@ -166,13 +166,15 @@ async fn rollout(
             }
             sizes
         }
-        Some(LuaValue(other)) => return Err(err_at(
-            &lua,
-            format!(
+        Some(LuaValue(other)) => {
+            return Err(err_at(
+                &lua,
+                format!(
                 "rollout(): batches is a list of sizes, e.g. {{ 1, \"25%\", \"100%\" }}, got {}",
                 other.type_name()
             ),
-        )),
+            ))
+        }
     };
     let allowed = match &o.max_failures {
         None => 0,

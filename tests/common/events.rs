@@ -173,7 +173,7 @@ pub fn complete_record(path: &Path) -> Vec<Event> {
 }
 
 /// The latest run record file in a state dir.
-fn latest_record_file(state: &Path) -> PathBuf {
+pub fn latest_record_file(state: &Path) -> PathBuf {
     record_files(state)
         .pop()
         .unwrap_or_else(|| panic!("no run record in {}", state.display()))

@@ -14,9 +14,19 @@ pub fn history(limit: usize, state_dir: Option<PathBuf>) -> Result<()> {
         println!("no runs recorded in {}", dir.display());
         return Ok(());
     }
+    // Whether each record still holds (its chain and the index of runs): one pass over
+    // the state dir, as `audit verify --all` makes.
+    let checked = crate::run::audit::verify(&dir, None)?;
+    let verdict = |id: &str| {
+        checked
+            .records
+            .iter()
+            .find(|c| c.run_id == id)
+            .map_or("-", |c| verdict_word(&c.verdict))
+    };
     println!(
-        "{:<22} {:<24} {:<18} {:<16} {:<11} {:>8}  {:<12}  FILE",
-        "RUN", "STARTED", "RUNBOOK", "MODE", "OUTCOME", "TIME", "PLAN"
+        "{:<22} {:<24} {:<18} {:<16} {:<11} {:>8}  {:<12}  {:<10}  FILE",
+        "RUN", "STARTED", "RUNBOOK", "MODE", "OUTCOME", "TIME", "PLAN", "RECORD"
     );
     for r in runs
         .iter()
@@ -45,7 +55,7 @@ pub fn history(limit: usize, state_dir: Option<PathBuf>) -> Result<()> {
             None => String::new(),
         };
         println!(
-            "{:<22} {:<24} {:<18} {:<16} {:<11} {:>8}  {:<12}  {}{}",
+            "{:<22} {:<24} {:<18} {:<16} {:<11} {:>8}  {:<12}  {:<10}  {}{}",
             r.id,
             r.started,
             crate::base::printable::line(&r.runbook),
@@ -53,11 +63,29 @@ pub fn history(limit: usize, state_dir: Option<PathBuf>) -> Result<()> {
             r.outcome,
             took,
             plan,
+            verdict(&r.id),
             crate::base::printable::line(&r.file),
             crate::base::printable::line(&signoff)
         );
     }
+    if let crate::run::audit::IndexVerdict::Bad(why) = &checked.index {
+        println!("the index of runs does not hold: {why} (runbook audit verify --all)");
+    }
     Ok(())
+}
+
+/// A record's state in one word: `verified`, `incomplete` (killed or running, its chain
+/// intact), `unchained` (made before records were chained), `empty`, or `TAMPERED`
+/// (`runbook audit verify RUN` says where).
+fn verdict_word(v: &crate::run::audit::Verdict) -> &'static str {
+    use crate::run::audit::Verdict;
+    match v {
+        Verdict::Ok { .. } => "verified",
+        Verdict::Incomplete { .. } => "incomplete",
+        Verdict::Unchained => "unchained",
+        Verdict::Empty => "empty",
+        Verdict::Bad { .. } => "TAMPERED",
+    }
 }
 
 pub fn log(
@@ -88,6 +116,11 @@ pub fn log(
     if info.outcome == "incomplete" {
         println!("(the record ends here: the run was killed or is still running)");
     }
-    println!("record: {}", info.path.display());
+    let checked = crate::run::audit::verify(&dir, Some(&info.id))?;
+    let word = checked
+        .records
+        .first()
+        .map_or("-", |c| verdict_word(&c.verdict));
+    println!("record: {} ({word})", info.path.display());
     Ok(())
 }
