@@ -321,8 +321,14 @@ fn a_target_that_changed_is_shown_at_approval_and_refused_at_apply() {
     std::fs::remove_file(env.scratch().join("work/cache/a/new")).unwrap();
     approve(&env, &people, "bob").expect_exit(0).run();
     std::fs::write(env.scratch().join("work/cache/a/new"), vec![b'x'; 4096]).unwrap();
-    let out = apply(&env).run();
-    assert_ne!(out.code(), 0, "{}", out.describe());
+    let out = apply(&env).expect_exit(2).run();
+    let err = out.stderr_text();
+    assert!(
+        err.contains(
+            "refused, nothing was changed: change 1: field \"summary\" is not what the change is"
+        ),
+        "{err}"
+    );
     assert!(
         env.scratch().join("work/cache/a/new").exists(),
         "nothing was deleted"
