@@ -11,6 +11,7 @@ mod new;
 mod plan;
 mod run;
 mod script;
+mod ship;
 mod test;
 
 use crate::base::error::{Error, Result};
@@ -51,6 +52,7 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
             topic, markdown, ..
         } => docs::docs(topic.as_deref(), markdown),
         Command::Script { name } => script::script(name.as_deref()),
+        Command::Ship { wait, state_dir } => ship::ship(wait, state_dir),
         Command::Init { dir } => init::init(dir.as_deref()),
         Command::New { name, target, dir } => new::new(&name, target, dir.as_deref()),
         Command::Artifacts {
