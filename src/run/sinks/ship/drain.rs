@@ -175,6 +175,11 @@ impl Drain {
     /// earlier run's), after the pause `pace` asks for.
     fn send(&mut self, reader: &mut Reader, end: u64, pace: &mut Pace, own: bool) -> Sent {
         pace.wait(&self.shared);
+        // What the run wrote during the pause goes in this batch too.
+        let end = match own {
+            true => self.shared.lock().written,
+            false => end,
+        };
         let batch = match reader.next(end) {
             Ok(b) => b,
             Err(e) => {
@@ -237,9 +242,11 @@ impl Pace {
         drop(shared.wait(next, |p| p.closing && !seen));
     }
 
+    /// A delivery starts: the next waits to gather events, unless there may be more
+    /// already (a full batch) or the run has ended (no more will come).
     fn started(&mut self, closing: bool, full: bool) {
         self.closing_seen = closing;
-        self.next = (!full).then(|| Instant::now() + GATHER);
+        self.next = (!full && !closing).then(|| Instant::now() + GATHER);
     }
 
     fn succeeded(&mut self) {
