@@ -32,15 +32,6 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Polls `found` every 20 ms until it is true; fails the test with `what` after `limit`.
-fn wait_until(what: &str, limit: Duration, mut found: impl FnMut() -> bool) {
-    let until = Instant::now() + limit;
-    while !found() {
-        assert!(Instant::now() < until, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// One shipped event as a receiver got it: its id's parts and the record's line.
 #[derive(Debug, Clone)]
 struct Got {
