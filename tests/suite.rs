@@ -48,6 +48,7 @@ mod run_flow;
 mod sandbox;
 mod secrets;
 mod session;
+mod sinks;
 mod slurm;
 mod smoke;
 mod torch_cache;

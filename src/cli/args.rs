@@ -226,6 +226,17 @@ formatting would change with a diff, and exits 1 if there is any."
         #[arg(long, global = true)]
         trust_new_hosts: bool,
     },
+    /// Send what earlier runs left in the spool to the sinks of runbook.toml (`[[sink]]`):
+    /// events a sink did not confirm before its run ended. Each run sends them first
+    /// anyway; this is for a sink that came back while no run is due. Exit 1 naming each
+    /// sink that still has some.
+    Ship {
+        /// How long to wait for the sinks at most.
+        #[arg(long, value_name = "DUR", value_parser = parse_duration, default_value = "30s")]
+        wait: Duration,
+        #[arg(long, env = "RUNBOOK_STATE_DIR", value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+    },
     /// Set up editor support in DIR (default: here): `.luarc.json` and runbook's Lua API
     /// types in `.runbook/types/` for lua-language-server and EmmyLua (rewritten each time;
     /// an existing `.luarc.json` is kept, and what it lacks is printed).

@@ -14,6 +14,7 @@ mod plan;
 mod run;
 mod saved;
 mod script;
+mod ship;
 mod test;
 
 use crate::base::error::{Error, Result};
@@ -56,6 +57,7 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
             topic, markdown, ..
         } => docs::docs(topic.as_deref(), markdown),
         Command::Script { name } => script::script(name.as_deref()),
+        Command::Ship { wait, state_dir } => ship::ship(wait, state_dir),
         Command::Init { dir } => init::init(dir.as_deref()),
         Command::New { name, target, dir } => new::new(&name, target, dir.as_deref()),
         Command::Artifacts {

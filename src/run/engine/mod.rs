@@ -10,6 +10,7 @@ use crate::run::sinks::{
     collect::{CollectSink, Collected},
     json::JsonSink,
     record::RecordSink,
+    ship::Shipping,
     terminal::{TerminalOptions, TerminalSink},
 };
 use crate::run::source::Source;
@@ -80,6 +81,18 @@ struct Tally {
 
 /// `runbook run`: `Ok` when every step passed (or, in a dry-run, planned).
 pub async fn run(req: RunRequest) -> Result<()> {
+    // Where this run's events are shipped (`runbook.toml`'s `[[sink]]`), read before
+    // anything runs: only a real run's, which is what changes the world; a dry-run
+    // changes nothing, and `runbook test` contacts nothing (its replies are answers).
+    let replayed = req.remote.replies.as_ref().is_some_and(|r| r.replaying());
+    let ship_to = match (req.mode, replayed) {
+        (Mode::Real, false) => {
+            crate::base::project::Project::load()
+                .map_err(Error::Usage)?
+                .sink
+        }
+        _ => Vec::new(),
+    };
     let cancel = Cancel::new();
     let _signals = cancel::watch_signals(cancel.clone());
     let loaded = load(
@@ -216,6 +229,17 @@ pub async fn run(req: RunRequest) -> Result<()> {
     }
 
     let run_id = state::new_run_id();
+    // Before the record, so that a run refused here leaves no empty record behind.
+    let shipping = match ship_to.is_empty() {
+        true => None,
+        false => Some(
+            Shipping::start(&ship_to, &req.state_dir, &run_id, &hostname()).map_err(|e| {
+                Error::Record(format!(
+                    "{e}\nrunbook ships every event of a real run to the sinks of runbook.toml, and will not start without spooling them"
+                ))
+            })?,
+        ),
+    };
     let (record_path, record_file) = state::create_record(&req.state_dir, &run_id)?;
     let ctx = loaded.ctx.clone();
     *ctx.run_id.borrow_mut() = Some(run_id.clone());
@@ -231,6 +255,9 @@ pub async fn run(req: RunRequest) -> Result<()> {
     *ctx.record_failed.borrow_mut() = Some(record_failed.clone());
     ctx.bus.add_sink(Box::new(record));
     ctx.bus.chain(&run_id);
+    if let Some(shipping) = shipping {
+        ctx.bus.add_sink(Box::new(shipping));
+    }
 
     let header = loaded.header();
     ctx.bus.emit(Event::RunStarted {
@@ -543,7 +570,8 @@ fn whoami() -> String {
         .unwrap_or_else(|| format!("uid {}", unsafe { libc::getuid() }))
 }
 
-fn hostname() -> String {
+/// This machine's name, as `run_started` and syslog messages give it.
+pub fn hostname() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: the buffer is valid for its length; gethostname NUL-terminates within it.
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len()) };
