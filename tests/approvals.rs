@@ -358,3 +358,51 @@ fn without_a_policy_nothing_is_asked_and_a_bad_policy_names_its_line() {
     std::fs::remove_file(env.tmp.path().join("runbook.toml")).unwrap();
     apply(&env).expect_exit(0).run();
 }
+
+/// A key whose private half only ssh-agent holds: `--key KEY.pub`.
+#[test]
+fn an_approval_signed_through_ssh_agent() {
+    let env = Env::new();
+    let (people, rb) = setup(&env, "approvers = 1");
+    make_signed_plan(&env, &people, &rb);
+    let sock = env.scratch().join("agent.sock");
+    let agent = std::process::Command::new("ssh-agent")
+        .arg("-D")
+        .arg("-a")
+        .arg(&sock)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _agent = Kill(agent);
+    for _ in 0..100 {
+        if sock.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let added = std::process::Command::new("ssh-add")
+        .arg("-q")
+        .arg(people.key("bob"))
+        .env("SSH_AUTH_SOCK", &sock)
+        .output()
+        .unwrap();
+    assert!(added.status.success(), "ssh-add: {added:?}");
+    // The private key is not where approve could read it.
+    std::fs::rename(people.key("bob"), env.scratch().join("elsewhere")).unwrap();
+    Run::cmd(&env, ["approve"])
+        .arg(plan_file(&env))
+        .arg("--yes")
+        .arg("--key")
+        .arg(people.dir.join("bob.pub"))
+        .env("SSH_AUTH_SOCK", &sock)
+        .expect_exit(0)
+        .run();
+    apply(&env).expect_exit(0).run();
+}
