@@ -619,6 +619,8 @@ end)
 #[test]
 fn on_a_slurm_node_inside_its_job() {
     let c = require_slurm!();
+    // One cluster for the whole suite: its tests take turns (they count its job steps).
+    let _one = c.serial();
     let env = Env::new();
     let rb = report(&env);
     let host = format!("slurm:{}?job={}", c.node, c.job);
