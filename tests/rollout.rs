@@ -139,3 +139,81 @@ fn pause_between_waits_between_batches() {
         "{logs:?}"
     );
 }
+
+/// `--resume` continues the same rollout: the items that succeeded are skipped (each a
+/// `done` event naming the run), the failed ones stay failed and spend the budget again
+/// unless `--retry-failed` runs them; the never-started ones start.
+#[test]
+fn resume_skips_what_finished_and_retries_failed_only_when_asked() {
+    let env = Env::new();
+    let marks = env.scratch().join("broken");
+    std::fs::create_dir_all(&marks).unwrap();
+    for n in [3, 7, 9] {
+        std::fs::write(marks.join(format!("node{n}")), "").unwrap();
+    }
+    let rb = env.write(
+        "resume.lua",
+        &subst(
+            r#"runbook { name = "resume-rollout" }
+local here = target("local")
+step("roll", function()
+  local items = {}
+  for i = 1, 10 do items[i] = "node" .. i end
+  rollout(items, function(name)
+    log.info("ran " .. name)
+    local r = here:exec({ "test", "-e", "@marks@/" .. name }, { read_only = true, check = false })
+    if r.code == 0 then error(name .. " broke") end
+  end, { batches = { 1, "25%", "100%" }, max_failures = 2, limit = 1 })
+end)
+"#,
+            &[("marks", &marks.display())],
+        ),
+    );
+    let first = Run::new(&env, &rb).yes().json().expect_exit(1).run();
+    let ran = |out: &Output| -> Vec<String> {
+        out.logs()
+            .into_iter()
+            .filter_map(|l| l.strip_prefix("ran ").map(str::to_string))
+            .collect()
+    };
+    assert_eq!(
+        ran(&first).len(),
+        9,
+        "node10 never started: {:?}",
+        first.logs()
+    );
+
+    // Resumed as it is: nothing that succeeded runs again, the three failures stay and
+    // spend the budget, so node10 still does not start.
+    let again = Run::new(&env, &rb)
+        .yes()
+        .json()
+        .args(["--resume", "last"])
+        .expect_exit(1)
+        .run();
+    assert!(ran(&again).is_empty(), "{:?}", again.logs());
+    let outcomes = items(&again);
+    assert_eq!(
+        outcomes.iter().filter(|(_, _, o)| o == "done").count(),
+        6,
+        "{outcomes:?}"
+    );
+    assert!(again.step_error(FAILED).contains("node3: failed in run "));
+
+    // Fixed, and retried: the three failed items and node10 run, nothing else.
+    for n in [3, 7, 9] {
+        std::fs::remove_file(marks.join(format!("node{n}"))).unwrap();
+    }
+    let retried = Run::new(&env, &rb)
+        .yes()
+        .json()
+        .args(["--resume", "last", "--retry-failed"])
+        .expect_exit(0)
+        .run();
+    assert_eq!(
+        ran(&retried),
+        ["node3", "node7", "node9", "node10"],
+        "{:?}",
+        retried.logs()
+    );
+}

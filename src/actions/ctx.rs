@@ -69,6 +69,23 @@ pub struct StepCursor {
     pub changed: bool,
 }
 
+/// What an earlier run did with an item of a `rollout()` (`--resume`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Earlier {
+    /// It succeeded, in this run.
+    Done(String),
+    /// It failed, in this run.
+    Failed(String),
+}
+
+/// A resumed run's view of the earlier run's rollouts: by (step index, item label).
+#[derive(Debug, Clone, Default)]
+pub struct RolloutResume {
+    pub items: std::collections::HashMap<(usize, String), Earlier>,
+    /// `--retry-failed`: run the items that failed again.
+    pub retry_failed: bool,
+}
+
 pub struct Ctx {
     pub mode: Mode,
     pub phase: Cell<Phase>,
@@ -122,6 +139,8 @@ pub struct Ctx {
     /// Each warning that a secret was in a command's argv, as it was said: `check` lists
     /// them (`engine::load::secrets_in_argv`) without reading them back out of the log.
     pub secret_in_argv: RefCell<Vec<String>>,
+    /// `--resume`: the items earlier `rollout()`s finished or failed.
+    pub rollout_resume: RefCell<RolloutResume>,
 }
 
 impl Ctx {
@@ -168,6 +187,7 @@ impl Ctx {
             kept_reads: RefCell::new(None),
             early_logs: RefCell::new(Vec::new()),
             secret_in_argv: RefCell::new(Vec::new()),
+            rollout_resume: RefCell::new(RolloutResume::default()),
             known_after: crate::actions::known_after::KnownAfter::random(),
             modules: RefCell::new(Default::default()),
         }

@@ -148,8 +148,9 @@ pub enum Event {
         message: String,
     },
     /// One item of a `rollout()`: its batch (1-based; 0 for an item whose batch never
-    /// began) and how it ended: `ok`, `failed`, or `not_started` once the failure budget
-    /// was spent.
+    /// began) and how it ended: `ok`, `failed`, `not_started` once the failure budget
+    /// was spent, or `done` when a resumed run skipped it (`done_in` the run where it
+    /// succeeded). A resume reads these fields, never the messages.
     RolloutItem {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         step: Option<usize>,
@@ -159,6 +160,8 @@ pub enum Event {
         outcome: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        done_in: Option<String>,
     },
     RunFinished {
         outcome: RunOutcome,

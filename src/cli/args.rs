@@ -318,9 +318,15 @@ pub struct RunArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Skip the steps that succeeded in an earlier run (a run id or `last`).
+    /// Skip the steps that succeeded in an earlier run (a run id or `last`); a
+    /// `rollout()` skips the items that succeeded.
     #[arg(long, value_name = "RUN|last")]
     pub resume: Option<String>,
+
+    /// With --resume: run a rollout's items that failed again (by default they stay
+    /// failed, and count against its budget).
+    #[arg(long, requires = "resume")]
+    pub retry_failed: bool,
 
     /// Save every command's target, command and result (secrets masked) to FILE, one JSON
     /// object a line, for `runbook test --replies FILE`.

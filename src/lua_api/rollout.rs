@@ -6,6 +6,7 @@
 use super::options::{self, AtLeastOne, LuaValue};
 use super::parallel::{label_of, InParallel};
 use super::{err_at, require_running};
+use crate::actions::ctx::Earlier;
 use crate::actions::events::{Event, Level};
 use mlua::{Function, Lua, Table, Value};
 use serde::Deserialize;
@@ -15,6 +16,13 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 
 const DEFAULT_LIMIT: usize = 8;
+
+/// An item of a batch: run now, or decided by what an earlier run did (`--resume`).
+enum Job {
+    Run(tokio::task::JoinHandle<Option<mlua::Result<Value>>>),
+    Done(String),
+    FailedIn(String),
+}
 
 /// Options of `rollout`.
 #[derive(Deserialize)]
@@ -110,8 +118,11 @@ fn budget(size: Size, total: usize) -> usize {
 /// (`max_failures`) counts across every batch: once it is spent, no new item starts, the
 /// running ones finish, and the step fails with one line per failed item and one per
 /// item never started. Within the budget the rollout goes on to the end. Each item gets
-/// an `rollout_item` event in the record (its batch and outcome). Returns `fn`'s results
-/// in item order, with `failed`, the labels of the items that failed within the budget.
+/// a `rollout_item` event in the record (its batch and outcome). `--resume` continues the
+/// same rollout: items that succeeded are skipped (`done in run …`), items that failed
+/// stay failed and count against the budget unless `--retry-failed` runs them again,
+/// items never started start. Returns `fn`'s results in item order (nil for an item
+/// skipped), with `failed`, the labels of the items that failed within the budget.
 /// Options ([`RolloutOptions`]):
 ///
 /// ```lua
@@ -241,13 +252,33 @@ async fn rollout(
         for _ in 0..*size {
             let Some((i, item)) = items.next() else { break };
             let label = label_of(&item, i);
+            // A resumed run: what the earlier run did with this item decides.
+            let earlier = ctx
+                .rollout_resume
+                .borrow()
+                .items
+                .get(&(step.unwrap_or_default(), label.clone()))
+                .cloned();
+            match earlier {
+                Some(Earlier::Done(run)) => {
+                    tasks.push((i, label, Job::Done(run)));
+                    continue;
+                }
+                Some(Earlier::Failed(run)) if !ctx.rollout_resume.borrow().retry_failed => {
+                    // It spends the budget before the items after it start.
+                    failures.set(failures.get() + 1);
+                    tasks.push((i, label, Job::FailedIn(run)));
+                    continue;
+                }
+                _ => {}
+            }
             let func: Function = func.clone();
             let slots = slots.clone();
             let failures = failures.clone();
             tasks.push((
                 i,
                 label,
-                tokio::task::spawn_local(async move {
+                Job::Run(tokio::task::spawn_local(async move {
                     let _slot = slots.acquire().await;
                     if failures.get() > allowed {
                         return None;
@@ -257,10 +288,46 @@ async fn rollout(
                         failures.set(failures.get() + 1);
                     }
                     Some(out)
-                }),
+                })),
             ));
         }
-        for (i, label, task) in tasks {
+        for (i, label, job) in tasks {
+            let task = match job {
+                Job::Run(task) => task,
+                Job::Done(run) => {
+                    log(
+                        Level::Info,
+                        format!("[batch {}] {label}: done in run {run}", b + 1),
+                    );
+                    ctx.bus.emit(Event::RolloutItem {
+                        step,
+                        index: i,
+                        label,
+                        batch: b + 1,
+                        outcome: "done".into(),
+                        error: None,
+                        done_in: Some(run),
+                    });
+                    continue;
+                }
+                Job::FailedIn(run) => {
+                    let msg =
+                        format!("failed in run {run} (not run again; --retry-failed runs it)");
+                    log(Level::Error, format!("[batch {}] {label}: {msg}", b + 1));
+                    failed.push(format!("  {label}: {msg}"));
+                    failed_labels.raw_set(failed_labels.raw_len() + 1, label.clone())?;
+                    ctx.bus.emit(Event::RolloutItem {
+                        step,
+                        index: i,
+                        label,
+                        batch: b + 1,
+                        outcome: "failed".into(),
+                        error: Some(msg),
+                        done_in: None,
+                    });
+                    continue;
+                }
+            };
             let outcome = task.await.map_err(|e| {
                 mlua::Error::runtime(format!("rollout(): item {label} panicked: {e}"))
             })?;
@@ -289,6 +356,7 @@ async fn rollout(
                 batch: b + 1,
                 outcome: word.into(),
                 error,
+                done_in: None,
             });
         }
     }
@@ -302,6 +370,7 @@ async fn rollout(
             batch: 0,
             outcome: "not_started".into(),
             error: None,
+            done_in: None,
         });
         never.push(label);
     }

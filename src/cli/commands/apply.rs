@@ -51,6 +51,7 @@ pub async fn apply(args: ApplyArgs, verbose: bool, quiet: bool) -> Result<()> {
         },
         json: args.json,
         resume: None,
+        retry_failed: false,
         state_dir: state::state_dir(args.limits.state_dir),
         timeout: args.limits.timeout.filter(|t| !t.is_zero()),
         term: TerminalOptions::detect(verbose, quiet),

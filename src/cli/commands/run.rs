@@ -33,6 +33,7 @@ pub async fn run(args: RunArgs, verbose: bool, quiet: bool) -> Result<()> {
         },
         json: args.json,
         resume: args.resume,
+        retry_failed: args.retry_failed,
         state_dir: state::state_dir(args.limits.state_dir),
         // `--timeout 0` is no timeout, as 0 is for every timeout in a runbook.
         timeout: args.limits.timeout.filter(|t| !t.is_zero()),

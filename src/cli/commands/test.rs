@@ -40,6 +40,7 @@ pub async fn test(args: TestArgs, verbose: bool, quiet: bool) -> Result<()> {
         approval: Approval::Yes,
         json: args.json,
         resume: None,
+        retry_failed: false,
         state_dir: state.0.clone(),
         timeout: args.timeout.filter(|t| !t.is_zero()),
         term: TerminalOptions::detect(verbose, quiet),

@@ -65,6 +65,8 @@ pub struct RunRequest {
     pub approval: Approval,
     pub json: bool,
     pub resume: Option<String>,
+    /// `--retry-failed`: a resumed rollout runs its failed items again.
+    pub retry_failed: bool,
     pub state_dir: PathBuf,
     pub timeout: Option<Duration>,
     pub term: TerminalOptions,

@@ -14,6 +14,8 @@ pub(super) struct ResumePlan {
     pub(super) from: Option<String>,
     pub(super) done: HashMap<usize, String>,
     pub(super) orphans: Vec<crate::run::orphans::Orphan>,
+    /// What the earlier run's `rollout()`s did with each item (`rollout_item` events).
+    pub(super) items: crate::actions::ctx::RolloutResume,
 }
 
 pub(super) fn resume_plan(req: &RunRequest, loaded: &Loaded, which: &str) -> Result<ResumePlan> {
@@ -59,7 +61,34 @@ pub(super) fn resume_plan(req: &RunRequest, loaded: &Loaded, which: &str) -> Res
     }
     let steps = loaded.steps();
     let mut done = HashMap::new();
+    let mut items = crate::actions::ctx::RolloutResume {
+        retry_failed: req.retry_failed,
+        ..Default::default()
+    };
     for ev in &events {
+        if let Event::RolloutItem {
+            step: Some(step),
+            label,
+            outcome,
+            done_in,
+            ..
+        } = &ev.event
+        {
+            let was = match outcome.as_str() {
+                "ok" => Some(crate::actions::ctx::Earlier::Done(info.id.clone())),
+                "done" => done_in.clone().map(crate::actions::ctx::Earlier::Done),
+                "failed" => Some(crate::actions::ctx::Earlier::Failed(info.id.clone())),
+                _ => None,
+            };
+            match was {
+                Some(w) => {
+                    items.items.insert((*step, label.clone()), w);
+                }
+                None => {
+                    items.items.remove(&(*step, label.clone()));
+                }
+            }
+        }
         if let Event::StepFinished {
             index,
             name,
@@ -88,5 +117,6 @@ pub(super) fn resume_plan(req: &RunRequest, loaded: &Loaded, which: &str) -> Res
         orphans: crate::run::orphans::find(&info.id, &events),
         from: Some(info.id),
         done,
+        items,
     })
 }

@@ -21,6 +21,7 @@ pub(super) async fn run_steps(
 ) -> Tally {
     let ctx = &loaded.ctx;
     ctx.phase.set(Phase::Running);
+    *ctx.rollout_resume.borrow_mut() = resume.items.clone();
     let run_deadline = run_timeout.map(|t| Instant::now() + t);
     let steps = loaded.steps();
     let mut tally = Tally::default();
