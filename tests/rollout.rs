@@ -217,3 +217,41 @@ end)
         retried.logs()
     );
 }
+
+/// `pause = "after_first"`: the canary runs, the rollout stops there saying how to go on,
+/// and `--resume` runs the rest without running the canary again.
+#[test]
+fn pause_after_first_stops_after_the_canary_and_resume_goes_on() {
+    let env = Env::new();
+    let rb = runbook(&env, r#"{ pause = "after_first" }"#, "");
+    let first = Run::new(&env, &rb).yes().json().expect_exit(1).run();
+    let ran = |out: &Output| -> Vec<String> {
+        out.logs()
+            .into_iter()
+            .filter_map(|l| l.strip_prefix("ran ").map(str::to_string))
+            .collect()
+    };
+    assert_eq!(ran(&first), ["node1"]);
+    let err = first.step_error(FAILED);
+    assert!(
+        err.contains("rollout(): paused after the canary batch (node1: ok), as pause = \"after_first\" asks; 9 item(s) wait: continue the rollout with --resume"),
+        "{err}"
+    );
+    let rest = Run::new(&env, &rb)
+        .yes()
+        .json()
+        .args(["--resume", "last"])
+        .expect_exit(0)
+        .run();
+    let ran_now = ran(&rest);
+    assert_eq!(ran_now.len(), 9, "{ran_now:?}");
+    assert!(!ran_now.contains(&"node1".to_string()));
+    let rb = runbook(&env, r#"{ pause = "later" }"#, "");
+    let err = Run::new(&env, &rb)
+        .yes()
+        .json()
+        .expect_exit(1)
+        .run()
+        .step_error(FAILED);
+    assert!(err.contains("rollout(): pause is \"after_first\""), "{err}");
+}

@@ -44,6 +44,10 @@ pub struct RolloutOptions {
     /// and Ctrl-C still end the wait);
     #[serde(default, deserialize_with = "options::duration")]
     pause_between: Option<Duration>,
+    /// `pause = "after_first"`: stop after the canary batch, its results on screen: the
+    /// step ends failed saying so, and `--resume` continues the rollout from the second
+    /// batch (the canary is not run again). It does not ask on the terminal mid-run;
+    pause: Option<String>,
     /// `limit` (a whole number, default 8): how many items of a batch run at a time.
     limit: Option<AtLeastOne>,
 }
@@ -194,6 +198,16 @@ async fn rollout(
             total,
         ),
     };
+    let pause_after_first = match o.pause.as_deref() {
+        None => false,
+        Some("after_first") => true,
+        Some(other) => {
+            return Err(err_at(
+                &lua,
+                format!("rollout(): pause is \"after_first\" (stop after the canary batch), got \"{other}\"; to wait between batches, pause_between = \"2m\""),
+            ))
+        }
+    };
     let limit = o.limit.map_or(DEFAULT_LIMIT, |n| n.count());
     let batches = batch_sizes(&sizes, total);
     let step = ctx.step.get().map(|s| s.index);
@@ -212,8 +226,15 @@ async fn rollout(
     let failures = Rc::new(Cell::new(0usize));
     let mut failed: Vec<String> = Vec::new();
     let mut never: Vec<String> = Vec::new();
+    // The labels of the canary batch's items that ran in this run (not skipped as done).
+    let mut canary_ran: Vec<String> = Vec::new();
+    let mut paused = false;
     let mut items = items.into_iter().enumerate();
     for (b, size) in batches.iter().enumerate() {
+        if b == 1 && pause_after_first && !canary_ran.is_empty() && failures.get() <= allowed {
+            paused = true;
+            break;
+        }
         let spent = failures.get() > allowed;
         if b > 0 && !spent {
             if let Some(wait) = o.pause_between {
@@ -331,6 +352,9 @@ async fn rollout(
             let outcome = task.await.map_err(|e| {
                 mlua::Error::runtime(format!("rollout(): item {label} panicked: {e}"))
             })?;
+            if b == 0 && outcome.is_some() {
+                canary_ran.push(label.clone());
+            }
             let (word, error) = match outcome {
                 None => {
                     never.push(label.clone());
@@ -375,6 +399,17 @@ async fn rollout(
         never.push(label);
     }
     super::vm::abort_check(&ctx, &super::location(&lua))?;
+    if paused {
+        return Err(err_at(
+            &lua,
+            format!(
+                "rollout(): paused after the canary batch ({}: {}), as pause = \"after_first\" asks; {} item(s) wait: continue the rollout with --resume (the canary is not run again)",
+                canary_ran.join(", "),
+                if failures.get() == 0 { "ok".to_string() } else { format!("{} failed, within the budget", failures.get()) },
+                never.len()
+            ),
+        ));
+    }
     if failures.get() > allowed {
         let mut lines = failed;
         lines.extend(never.iter().map(|l| format!("  {l}: never started")));
