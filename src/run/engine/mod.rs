@@ -520,21 +520,8 @@ pub async fn plan(
     timeout: Option<Duration>,
     remote: RemoteSettings,
 ) -> Result<Planned> {
-    let cancel = Cancel::new();
-    let _signals = cancel::watch_signals(cancel.clone());
-    plan_pass(PlanPass {
-        source,
-        mode: if offline { Mode::Offline } else { Mode::DryRun },
-        sets,
-        cancel,
-        remote,
-        state_dir,
-        timeout,
-        targets: None,
-        resume: &ResumePlan::default(),
-        salt: None,
-    })
-    .await
+    let mode = if offline { Mode::Offline } else { Mode::DryRun };
+    standalone_pass(source, mode, sets, state_dir, timeout, remote, None).await
 }
 
 /// The plan `saved` would be now: its runbook's dry-run with its params, over its
@@ -547,19 +534,33 @@ pub async fn replan(
     state_dir: PathBuf,
     remote: RemoteSettings,
 ) -> Result<Planned> {
+    let salt = Some(saved.salt.clone());
+    standalone_pass(source, Mode::DryRun, sets, state_dir, None, remote, salt).await
+}
+
+/// A plan pass of its own (not a run's confirmation): its own signals and connections.
+async fn standalone_pass(
+    source: &Source,
+    mode: Mode,
+    sets: Vec<(String, String)>,
+    state_dir: PathBuf,
+    timeout: Option<Duration>,
+    remote: RemoteSettings,
+    salt: Option<crate::actions::plan::Salt>,
+) -> Result<Planned> {
     let cancel = Cancel::new();
     let _signals = cancel::watch_signals(cancel.clone());
     plan_pass(PlanPass {
         source,
-        mode: Mode::DryRun,
+        mode,
         sets,
         cancel,
         remote,
         state_dir,
-        timeout: None,
+        timeout,
         targets: None,
         resume: &ResumePlan::default(),
-        salt: Some(saved.salt.clone()),
+        salt,
     })
     .await
 }
