@@ -27,6 +27,22 @@ end)
     )
 }
 
+/// The items that logged `ran NAME`, in order.
+fn ran(out: &Output) -> Vec<String> {
+    out.logs()
+        .into_iter()
+        .filter_map(|l| l.strip_prefix("ran ").map(str::to_string))
+        .collect()
+}
+
+/// The labels of the items that ended as `outcome`.
+fn labelled<'a>(got: &'a [(String, usize, String)], outcome: &str) -> Vec<&'a str> {
+    got.iter()
+        .filter(|(_, _, o)| o == outcome)
+        .map(|(l, _, _)| l.as_str())
+        .collect()
+}
+
 fn items(out: &Output) -> Vec<(String, usize, String)> {
     pick!(out.events(), Event::RolloutItem { label, batch, outcome, .. }
         => (label.clone(), *batch, outcome.clone()))
@@ -170,12 +186,6 @@ end)
         ),
     );
     let first = Run::new(&env, &rb).yes().json().expect_exit(1).run();
-    let ran = |out: &Output| -> Vec<String> {
-        out.logs()
-            .into_iter()
-            .filter_map(|l| l.strip_prefix("ran ").map(str::to_string))
-            .collect()
-    };
     assert_eq!(
         ran(&first).len(),
         9,
@@ -193,11 +203,7 @@ end)
         .run();
     assert!(ran(&again).is_empty(), "{:?}", again.logs());
     let outcomes = items(&again);
-    assert_eq!(
-        outcomes.iter().filter(|(_, _, o)| o == "done").count(),
-        6,
-        "{outcomes:?}"
-    );
+    assert_eq!(labelled(&outcomes, "done").len(), 6, "{outcomes:?}");
     assert!(again.step_error(FAILED).contains("node3: failed in run "));
 
     // Fixed, and retried: the three failed items and node10 run, nothing else.
@@ -225,12 +231,6 @@ fn pause_after_first_stops_after_the_canary_and_resume_goes_on() {
     let env = Env::new();
     let rb = runbook(&env, r#"{ pause = "after_first" }"#, "");
     let first = Run::new(&env, &rb).yes().json().expect_exit(1).run();
-    let ran = |out: &Output| -> Vec<String> {
-        out.logs()
-            .into_iter()
-            .filter_map(|l| l.strip_prefix("ran ").map(str::to_string))
-            .collect()
-    };
     assert_eq!(ran(&first), ["node1"]);
     let err = first.step_error(FAILED);
     assert!(
@@ -291,11 +291,7 @@ end)
         .expect_exit(1)
         .run();
     let got = items(&out);
-    let failed: Vec<&str> = got
-        .iter()
-        .filter(|(_, _, o)| o == "failed")
-        .map(|(l, _, _)| l.as_str())
-        .collect();
+    let failed = labelled(&got, "failed");
     assert_eq!(failed, ["node3", "node7", "node9"], "{got:?}");
     // Batches: node1 | node2..node6 (25% of 20) | the rest, two at a time: while node9
     // ran, its neighbour's slot could start one more (node10 or node11); once node9 had
@@ -349,11 +345,7 @@ end)
         .expect_exit(0)
         .run();
     let again = items(&resumed);
-    let skipped: Vec<&str> = again
-        .iter()
-        .filter(|(_, _, o)| o == "done")
-        .map(|(l, _, _)| l.as_str())
-        .collect();
+    let skipped = labelled(&again, "done");
     // Each host whose item the killed run recorded as ok is skipped; one whose command
     // was in flight at the kill (it may have touched its mark) runs again: reattaching to
     // such a command is issue 30's item 2, not built yet.
@@ -367,6 +359,6 @@ end)
             "{host} was done before"
         );
     }
-    let ran_now = again.iter().filter(|(_, _, o)| o == "ok").count();
+    let ran_now = labelled(&again, "ok").len();
     assert_eq!(skipped.len() + ran_now, 20, "{again:?}");
 }
