@@ -232,17 +232,7 @@ pub async fn health(step: &Step<'_>, opts: &HealthOptions) -> Result<Option<Heal
     }
     let smi = match read_smi(step, &smi, out.code, out.timed_out)? {
         Some(smi) => smi,
-        None => {
-            return Err(step.fail(format!(
-                "gpu.health: {}",
-                super::needs(
-                    "nvidia-smi",
-                    &target,
-                    "gpu.health asks the NVIDIA driver through it; not found on PATH: no NVIDIA \
-                     driver here, or a container without the host's driver tools?"
-                )
-            )))
-        }
+        None => return Err(no_nvidia_smi(step, "gpu.health")),
     };
     let kernel = if log.ok() {
         Some(kernel_log::parse(&log.stdout()).map_err(|e| {
@@ -417,15 +407,7 @@ async fn query(step: &Step<'_>, flag: &str, fields: &str, summary: &str) -> Resu
             QUERY_TIMEOUT.as_secs()
         )
     } else if out.code == Some(127) {
-        return Err(step.fail(format!(
-            "gpu.probe: {}",
-            super::needs(
-                "nvidia-smi",
-                &target,
-                "gpu.probe asks the NVIDIA driver through it; not found on PATH: no NVIDIA \
-                 driver here, or a container without the host's driver tools?"
-            )
-        )));
+        return Err(no_nvidia_smi(step, "gpu.probe"));
     } else {
         // nvidia-smi's own words are on stdout (`said`), not in a stderr tail.
         let code = out.why(None);
@@ -436,6 +418,21 @@ async fn query(step: &Step<'_>, flag: &str, fields: &str, summary: &str) -> Resu
         }
     };
     Err(step.fail(format!("gpu.probe on {target}: {why}")))
+}
+
+/// `WHAT: needs nvidia-smi on TARGET (…)`: the one wording for a target without it.
+fn no_nvidia_smi(step: &Step<'_>, what: &str) -> super::Error {
+    step.fail(format!(
+        "{what}: {}",
+        super::needs(
+            "nvidia-smi",
+            &step.target.name(),
+            &format!(
+                "{what} asks the NVIDIA driver through it; not found on PATH: no NVIDIA \
+                 driver here, or a container without the host's driver tools?"
+            )
+        )
+    ))
 }
 
 fn bad_output(step: &Step<'_>, e: String) -> String {
