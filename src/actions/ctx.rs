@@ -141,6 +141,9 @@ pub struct Ctx {
     pub secret_in_argv: RefCell<Vec<String>>,
     /// `--resume`: the items earlier `rollout()`s finished or failed.
     pub rollout_resume: RefCell<RolloutResume>,
+    /// A resumed run's detached commands of the earlier run that may still run, by
+    /// (step name, target, command as shown): the job each is followed again by.
+    pub detached_resume: RefCell<std::collections::HashMap<(String, String, String), String>>,
 }
 
 impl Ctx {
@@ -188,6 +191,7 @@ impl Ctx {
             early_logs: RefCell::new(Vec::new()),
             secret_in_argv: RefCell::new(Vec::new()),
             rollout_resume: RefCell::new(RolloutResume::default()),
+            detached_resume: RefCell::new(Default::default()),
             known_after: crate::actions::known_after::KnownAfter::random(),
             modules: RefCell::new(Default::default()),
         }

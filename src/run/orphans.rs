@@ -32,6 +32,9 @@ pub struct Orphan {
     start_time: Option<u64>,
     boot_id: Option<String>,
     via: Vec<Hop>,
+    /// It ran detached (`detach = true`): its job, which a resumed run follows again
+    /// instead of stopping it.
+    job: Option<String>,
 }
 
 impl Orphan {
@@ -50,6 +53,7 @@ pub fn find(run: &str, events: &[Stamped]) -> Vec<Orphan> {
     let mut steps: HashMap<usize, String> = HashMap::new();
     let mut commands: HashMap<u64, String> = HashMap::new();
     let mut open: Vec<(u64, Orphan)> = Vec::new();
+    let mut jobs: HashMap<u64, String> = HashMap::new();
     for ev in events {
         match &ev.event {
             Event::StepStarted { index, name, .. } => {
@@ -59,6 +63,9 @@ pub fn find(run: &str, events: &[Stamped]) -> Vec<Orphan> {
                 action, command, ..
             } => {
                 commands.insert(*action, command.clone());
+            }
+            Event::ActionDetached { action, job, .. } => {
+                jobs.insert(*action, job.clone());
             }
             Event::ActionPgid {
                 step,
@@ -79,6 +86,7 @@ pub fn find(run: &str, events: &[Stamped]) -> Vec<Orphan> {
                     start_time: *start_time,
                     boot_id: boot_id.clone(),
                     via: via.clone(),
+                    job: jobs.get(action).cloned(),
                 },
             )),
             // One whose connection was lost stays open: its exit status is unknown, and
@@ -176,10 +184,37 @@ fn refusal(o: &Orphan, found: &std::result::Result<Found, String>) -> Option<Str
     }
 }
 
+/// Before a resumed run starts: its earlier run's detached commands that may still run
+/// are followed again, not stopped: each is handed to the step that runs the same
+/// command on the same target (`perform/run.rs`), which starts it by its job id and so
+/// finds it running, or ended with its status waiting, instead of starting a second
+/// copy. Returns the notes for the new run's record.
+pub fn reattach(ctx: &Ctx, orphans: &[Orphan]) -> Vec<String> {
+    let mut notes = Vec::new();
+    for o in orphans {
+        let Some(job) = &o.job else { continue };
+        ctx.detached_resume.borrow_mut().insert(
+            (o.step.clone(), o.target.clone(), o.command.clone()),
+            job.clone(),
+        );
+        notes.push(format!(
+            "{} ran detached (job {job}): step \"{}\" follows it again instead of starting it a second time",
+            o.describe(),
+            o.step
+        ));
+    }
+    notes
+}
+
 /// Before a resumed run starts: finds which of `orphans` still run and, in a real run,
-/// stops them. Returns the warnings for the new run's record. Refuses (exit 2) when one
+/// stops them (not the detached ones: see `reattach`). Returns the warnings for the new run's record. Refuses (exit 2) when one
 /// cannot be checked or proved to be the recorded command; a dry-run only reports.
 pub async fn settle(ctx: &Ctx, resuming: &str, orphans: &[Orphan]) -> Result<Vec<String>> {
+    let orphans: Vec<Orphan> = orphans
+        .iter()
+        .filter(|o| o.job.is_none())
+        .cloned()
+        .collect();
     if orphans.is_empty() {
         return Ok(Vec::new());
     }

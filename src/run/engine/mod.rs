@@ -224,11 +224,13 @@ pub async fn run(req: RunRequest) -> Result<()> {
         *loaded.ctx.watch.borrow_mut() = crate::actions::plan::Watch::Held(enforcer);
     }
     let which = req.resume.as_deref().unwrap_or_default();
-    let stopped = crate::run::orphans::settle(&loaded.ctx, which, &resume.orphans).await?;
+    let mut stopped = crate::run::orphans::settle(&loaded.ctx, which, &resume.orphans).await?;
+    let followed = crate::run::orphans::reattach(&loaded.ctx, &resume.orphans);
     // Stopping an earlier run's command changed the world the dry-run read.
-    if !stopped.is_empty() {
+    if !stopped.is_empty() || !followed.is_empty() {
         loaded.ctx.send_reads_from_now();
     }
+    stopped.extend(followed);
 
     let run_id = state::new_run_id();
     // Before the record, so that a run refused here leaves no empty record behind.

@@ -379,7 +379,9 @@ impl Sink for TerminalSink {
                     self.line(&format!("      {} {l}", self.paint("2", "┊")));
                 }
             }
-            Event::ActionFinished { .. } | Event::ActionPgid { .. } => {}
+            Event::ActionFinished { .. }
+            | Event::ActionPgid { .. }
+            | Event::ActionDetached { .. } => {}
             // Each item's line is a `log` event beside it; this one is for the record.
             Event::RolloutItem { .. } => {}
             Event::Log { level, message, .. } => {
