@@ -24,21 +24,21 @@ use std::ffi::OsString;
 /// A command of an earlier run whose end that run never saw.
 #[derive(Debug, Clone)]
 pub struct Orphan {
-    run: String,
-    step: String,
-    target: String,
-    command: String,
-    pgid: u32,
-    start_time: Option<u64>,
-    boot_id: Option<String>,
-    via: Vec<Hop>,
+    pub(crate) run: String,
+    pub(crate) step: String,
+    pub(crate) target: String,
+    pub(crate) command: String,
+    pub(crate) pgid: u32,
+    pub(crate) start_time: Option<u64>,
+    pub(crate) boot_id: Option<String>,
+    pub(crate) via: Vec<Hop>,
     /// It ran detached (`detach = true`): its job, which a resumed run follows again
     /// instead of stopping it.
-    job: Option<String>,
+    pub(crate) job: Option<String>,
 }
 
 impl Orphan {
-    fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         format!(
             "the command of step \"{}\" in run {} on {} (process group {}: {})",
             self.step, self.run, self.target, self.pgid, self.command
@@ -104,7 +104,7 @@ pub fn find(run: &str, events: &[Stamped]) -> Vec<Orphan> {
 
 /// What `orphan.sh` found.
 #[derive(Debug, PartialEq, Eq)]
-enum Found {
+pub(crate) enum Found {
     /// Not running (or its number now belongs to another process).
     Gone,
     Running,
@@ -117,14 +117,14 @@ enum Found {
 
 /// Runs `orphan.sh` for each of `orphans` where it ran, all at once (hosts that do not
 /// answer each take their connect timeout: in turn, a fleet's would add up).
-async fn probe_all(
-    ctx: &Ctx,
+pub(crate) async fn probe_all(
+    registry: &crate::targets::registry::Registry,
     orphans: &[&Orphan],
     stop: bool,
 ) -> Vec<std::result::Result<Found, String>> {
     let mut tasks = Vec::with_capacity(orphans.len());
     for o in orphans {
-        let target = Target::from_route(&o.via, &ctx.targets);
+        let target = Target::from_route(&o.via, registry);
         let argv: Vec<OsString> = vec![
             "sh".into(),
             "-c".into(),
@@ -233,7 +233,7 @@ pub async fn settle(ctx: &Ctx, resuming: &str, orphans: &[Orphan]) -> Result<Vec
     let all: Vec<&Orphan> = orphans.iter().collect();
     let mut running = Vec::new();
     let mut problems = Vec::new();
-    for (o, found) in all.iter().zip(probe_all(ctx, &all, false).await) {
+    for (o, found) in all.iter().zip(probe_all(&ctx.targets, &all, false).await) {
         match refusal(o, &found) {
             Some(p) => problems.push(p),
             None if found == Ok(Found::Running) => running.push(*o),
@@ -273,7 +273,10 @@ pub async fn settle(ctx: &Ctx, resuming: &str, orphans: &[Orphan]) -> Result<Vec
     }
     let mut notes = Vec::new();
     let mut problems = Vec::new();
-    for (o, found) in running.iter().zip(probe_all(ctx, &running, true).await) {
+    for (o, found) in running
+        .iter()
+        .zip(probe_all(&ctx.targets, &running, true).await)
+    {
         match refusal(o, &found) {
             Some(p) => problems.push(p),
             None if found == Ok(Found::Stopped) => notes.push(format!(
