@@ -2,7 +2,7 @@
 //! started it, and runbook follows it to its end across a dropped connection, exactly
 //! once and with its whole output; `--resume` after runbook was killed outright follows
 //! it again instead of starting a second copy.
-use crate::common::running::Running;
+use crate::common::running::{self, Running};
 use crate::common::*;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -72,9 +72,29 @@ fn wait_ticks(run: &mut Running, marks: &Path, n: u32) {
     });
 }
 
-/// sshd is killed (listener and every connection, as a crashed host's) 15 s into a 60 s
-/// command and started again 5 s later: runbook reconnects and follows the command to
-/// its end; the step is ok, with every line once, and the command ran once.
+/// Runs the long command detached on `target` (over `fleet`'s node1), kills sshd 15 s
+/// in (listener and every connection, as a crashed host's) and starts it again 5 s
+/// later: runbook reconnects and follows the command to its end; the step is ok, with
+/// every line once, and the command ran once. `marks`: where the command writes (as
+/// the target sees it); `seen`: the same directory from here.
+fn restart_midway(fleet: &mut sshd::Fleet, env: &Env, target: &str, marks: &str, seen: &Path) {
+    let rb = long_runbook(env, target, Path::new(marks), "{ detach = true }");
+    let mut run = Run::new(env, &rb).ssh(&*fleet).yes().json().spawn();
+    wait_ticks(&mut run, seen, 15);
+    fleet.node("node1").kill();
+    std::thread::sleep(Duration::from_secs(5));
+    fleet.node("node1").start();
+    let code = run.code(Duration::from_secs(SECONDS as u64 + 60));
+    let out = run.finish();
+    assert_eq!(code, 0, "{}", out.describe());
+    whole_and_once(&out, &seen.join("started"));
+    let warnings = out.logs_at(Level::Warn).join("\n");
+    assert!(
+        warnings.contains("went away 1 time(s) while the detached command ran"),
+        "{warnings}"
+    );
+}
+
 #[test]
 fn an_sshd_restart_midway_loses_nothing_and_runs_nothing_twice() {
     require_sshd!();
@@ -82,21 +102,25 @@ fn an_sshd_restart_midway_loses_nothing_and_runs_nothing_twice() {
     let env = Env::new();
     let marks = env.scratch().join("marks");
     std::fs::create_dir_all(&marks).unwrap();
-    let rb = long_runbook(&env, "target(\"node1\")", &marks, "{ detach = true }");
-    let mut run = Run::new(&env, &rb).ssh(&fleet).yes().json().spawn();
-    wait_ticks(&mut run, &marks, 15);
-    fleet.node("node1").kill();
-    std::thread::sleep(Duration::from_secs(5));
-    fleet.node("node1").start();
-    let code = run.code(Duration::from_secs(SECONDS as u64 + 60));
-    let out = run.finish();
-    assert_eq!(code, 0, "{}", out.describe());
-    whole_and_once(&out, &marks.join("started"));
-    let warnings = out.logs_at(Level::Warn).join("\n");
-    assert!(
-        warnings.contains("went away 1 time(s) while the detached command ran"),
-        "{warnings}"
-    );
+    let at = marks.display().to_string();
+    restart_midway(&mut fleet, &env, "target(\"node1\")", &at, &marks);
+}
+
+/// The same inside a real LXC container (Debian minbase) that `pct` enters on the node
+/// runbook reaches over SSH: the command runs on in the container while the node's sshd
+/// is down.
+#[test]
+fn inside_a_real_container_over_ssh_too() {
+    require_sshd!();
+    let Some(ct) = lxc::container(lxc::Kind::Minbase) else {
+        return;
+    };
+    let mut fleet = sshd::Fleet::start_with_real_lxc(1);
+    let env = Env::new();
+    let dir = ct.dir();
+    dir.kill_on_drop("tick");
+    let target = format!("target(\"node1\"):pct({})", ct.vmid);
+    restart_midway(&mut fleet, &env, &target, &dir.at(""), &dir.host);
 }
 
 /// The same command without `detach` dies with the connection: the step fails as a lost
@@ -156,4 +180,128 @@ fn resume_after_kill_9_follows_the_running_command() {
     );
     let warnings = out.logs_at(Level::Warn).join("\n");
     assert!(warnings.contains("ran detached (job "), "{warnings}");
+}
+
+/// On a node of the real Slurm cluster, inside its job: every command there is an srun
+/// job step, and killing runbook outright kills those srun clients (its connection to
+/// the node). The detached command runs on; `--resume` follows it again to its end.
+#[test]
+fn on_a_slurm_node_resume_after_kill_9_follows_it() {
+    let c = require_slurm!();
+    let _one = c.serial();
+    let env = Env::new();
+    let marks = env.scratch().join("marks");
+    std::fs::create_dir_all(&marks).unwrap();
+    let target = format!("target(\"slurm:{}?job={}\")", c.node, c.job);
+    let rb = long_runbook(&env, &target, &marks, "{ detach = true }");
+    let mut run = Run::new(&env, &rb)
+        .env("SLURM_CONF", &c.conf)
+        .yes()
+        .json()
+        .spawn();
+    wait_ticks(&mut run, &marks, 5);
+    run.signal(libc::SIGKILL);
+    run.wait(Duration::from_secs(10));
+    let out = Run::new(&env, &rb)
+        .env("SLURM_CONF", &c.conf)
+        .yes()
+        .json()
+        .args(["--resume", "last"])
+        .timeout(Duration::from_secs(SECONDS as u64 + 90))
+        .expect_exit(0)
+        .run();
+    whole_and_once(&out, &marks.join("started"));
+}
+
+/// `runbook ps` lists a detached command a killed run left on an SSH host, with its
+/// run and step; `runbook stop RUN` ends it (its whole group) without resuming the run;
+/// then `ps` finds nothing.
+#[test]
+fn ps_lists_what_a_killed_run_left_and_stop_ends_it() {
+    require_sshd!();
+    let fleet = sshd::Fleet::start(1);
+    let env = Env::new();
+    let marks = env.scratch().join("marks");
+    std::fs::create_dir_all(&marks).unwrap();
+    let rb = long_runbook(&env, "target(\"node1\")", &marks, "{ detach = true }");
+    let mut run = Run::new(&env, &rb).ssh(&fleet).yes().json().spawn();
+    wait_ticks(&mut run, &marks, 2);
+    let id = run_id(&run.events());
+    run.signal(libc::SIGKILL);
+    run.wait(Duration::from_secs(10));
+    let ps = Run::cmd(&env, ["ps"]).ssh(&fleet).expect_exit(0).run();
+    let text = ps.stdout_text();
+    let row = text
+        .lines()
+        // Other tests' commands run on the same machine (the test sshd is this
+        // machine's root): this run's row.
+        .find(|l| l.starts_with("node1 ") && l.contains(&id))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        row.contains(&id) && row.contains(" long ") && row.contains(" running "),
+        "{text}"
+    );
+    assert!(row.contains("(detached, job "), "{text}");
+    let stop = Run::cmd(&env, ["stop", &id])
+        .ssh(&fleet)
+        .expect_exit(0)
+        .run();
+    assert!(
+        stop.stdout_text()
+            .starts_with("stopped the command of step \"long\""),
+        "{}",
+        stop.describe()
+    );
+    let at = std::fs::read_to_string(marks.join("progress")).unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        std::fs::read_to_string(marks.join("progress")).unwrap(),
+        at,
+        "it stopped"
+    );
+    let ps = Run::cmd(&env, ["ps", "node1"])
+        .ssh(&fleet)
+        .expect_exit(0)
+        .run();
+    assert!(!ps.stdout_text().contains(&id), "{}", ps.stdout_text());
+}
+
+/// A detached command's timeout stops its whole tree (a child that ignores TERM
+/// included), as for any command.
+#[test]
+fn a_timeout_stops_the_detached_tree() {
+    let env = Env::new();
+    let pidfile = env.scratch().join("child.pid");
+    let rb = env.write(
+        "stuck.lua",
+        &subst(
+            r#"runbook { name = "stuck" }
+step("stuck", function()
+  target("local"):exec({ "sh", "-c", "sh -c 'trap \"\" TERM; echo $$ > @pid@; exec sleep 300' & sleep 300" },
+    { detach = true, timeout = "2s" })
+end)
+"#,
+            &[("pid", &pidfile.display())],
+        ),
+    );
+    let out = Run::new(&env, &rb)
+        .yes()
+        .json()
+        .timeout(Duration::from_secs(30))
+        .expect_exit(1)
+        .run();
+    assert!(
+        out.step_error("stuck").contains("timed out"),
+        "{}",
+        out.describe()
+    );
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        running::gone_within(pid, Duration::from_secs(5)),
+        "the TERM-ignoring child was killed"
+    );
 }

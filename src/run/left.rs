@@ -155,14 +155,19 @@ pub async fn ps(state_dir: &Path, registry: &Registry, named: &[String]) -> Resu
             }
         };
         match jobs_on(&target).await {
-            Ok(jobs) => found.left.extend(jobs.into_iter().map(|j| Left {
-                target: name.clone(),
-                run: j.run,
-                step: j.step,
-                pgid: j.pgid,
-                state: j.state,
-                command: crate::base::printable::line(&j.argv.join(" ")).into_owned(),
-                job: Some(j.id),
+            Ok(jobs) => found.left.extend(jobs.into_iter().map(|j| {
+                Left {
+                    target: name.clone(),
+                    run: j.run,
+                    step: j.step,
+                    pgid: j.pgid,
+                    state: j.state,
+                    command: crate::base::printable::line(&crate::base::quote::join(
+                        &j.argv.iter().map(OsString::from).collect::<Vec<_>>(),
+                    ))
+                    .into_owned(),
+                    job: Some(j.id),
+                }
             })),
             Err(e) => {
                 found.unreachable.push((name.clone(), e));
