@@ -41,6 +41,9 @@ pub const BY_DEFAULT_OVER: Duration = Duration::from_secs(5 * 60);
 /// How long a poll waits on the target for something new before it answers anyway.
 const POLL_WAIT_S: u64 = 2;
 
+/// How long a poll may take beyond its wait before it counts as lost.
+const POLL_GRACE_S: u64 = 30;
+
 /// How long runbook goes on trying to reach a target again before it gives up on
 /// following the command (which goes on running there: `runbook ps` lists it).
 const RECONNECT_FOR: Duration = Duration::from_secs(15 * 60);
@@ -205,7 +208,15 @@ pub(super) async fn run(
     let group = loop {
         let tried = Box::pin(t.run_here(&start, &sub)).await;
         let why = match tried {
-            Ok(o) if o.interrupted || o.timed_out || o.deadline_hit => {
+            // No answer in time over a link that hangs: starting again is safe (the job
+            // id is the test-and-set).
+            Ok(o) if o.timed_out && !o.interrupted && !o.deadline_hit => {
+                TargetError::ConnectionLost(format!(
+                    "the start of the detached command on {} got no answer within 60 s",
+                    t.name()
+                ))
+            }
+            Ok(o) if o.interrupted || o.deadline_hit => {
                 // Stopped while it started: whatever did start is stopped too.
                 end(t, d, "stop").await;
                 stopped(&mut out, halt_of(&o, own, deadline));
@@ -267,11 +278,20 @@ pub(super) async fn run(
                     POLL_WAIT_S.to_string().into(),
                 ],
             ),
-            timeout: Some(Duration::from_secs(POLL_WAIT_S + 60)),
+            timeout: Some(Duration::from_secs(POLL_WAIT_S + POLL_GRACE_S)),
             ..Default::default()
         };
         let polled = Box::pin(t.run_here(&poll, &sub)).await;
         let why = match polled {
+            // A poll that hangs (a link down, its TCP connection not given up yet) is
+            // stopped by its own timeout and sent again.
+            Ok(o) if o.timed_out && !o.interrupted && !o.deadline_hit => {
+                TargetError::ConnectionLost(format!(
+                    "a poll of the detached command on {} got no answer within {} s",
+                    t.name(),
+                    POLL_WAIT_S + POLL_GRACE_S
+                ))
+            }
             Ok(o) if o.interrupted || o.deadline_hit => {
                 let halt = Halt::Stop(halt_of(&o, own, deadline));
                 return finish_halted(t, d, halt, out, started, &outage, &stopped).await;

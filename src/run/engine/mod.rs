@@ -249,6 +249,18 @@ pub async fn run(req: RunRequest) -> Result<()> {
     *ctx.run_id.borrow_mut() = Some(run_id.clone());
     if !req.json {
         ctx.bus.add_sink(Box::new(TerminalSink::new(req.term)));
+        if confirm::interactive() {
+            let cancel = ctx.cancel.clone();
+            *ctx.ask.borrow_mut() = Some(std::rc::Rc::new(move |question: String| {
+                let cancel = cancel.clone();
+                Box::pin(async move {
+                    crate::run::sinks::terminal::hide_bars();
+                    let yes = confirm::ask_yes(&question, &cancel).await.is_ok();
+                    crate::run::sinks::terminal::show_bars();
+                    yes
+                })
+            }));
+        }
     } else {
         ctx.bus.add_sink(Box::new(JsonSink));
     }
