@@ -468,3 +468,32 @@ fn a_link_dropped_for_ten_seconds_loses_nothing() {
     // connection across it depends on timing; either way nothing may be lost.
     eprintln!("warnings: {:?}", out.logs_at(Level::Warn));
 }
+
+/// Ctrl-C (SIGINT to runbook) stops a detached command's whole tree on the SSH host, as
+/// for any command: its progress stops, and nothing of it is left for `ps`.
+#[test]
+fn ctrl_c_stops_the_detached_command_on_the_host() {
+    require_sshd!();
+    let fleet = sshd::Fleet::start(1);
+    let env = Env::new();
+    let marks = env.scratch().join("marks");
+    std::fs::create_dir_all(&marks).unwrap();
+    let rb = long_runbook(&env, "target(\"node1\")", &marks, "{ detach = true }");
+    let mut run = Run::new(&env, &rb).ssh(&fleet).yes().json().spawn();
+    wait_ticks(&mut run, &marks, 2);
+    let id = run_id(&run.events());
+    run.signal(libc::SIGINT);
+    assert_eq!(run.code(Duration::from_secs(20)), 130);
+    let at = std::fs::read_to_string(marks.join("progress")).unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        std::fs::read_to_string(marks.join("progress")).unwrap(),
+        at,
+        "it stopped"
+    );
+    let ps = Run::cmd(&env, ["ps", "node1"])
+        .ssh(&fleet)
+        .expect_exit(0)
+        .run();
+    assert!(!ps.stdout_text().contains(&id), "{}", ps.stdout_text());
+}
