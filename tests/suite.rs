@@ -56,3 +56,4 @@ mod types;
 mod typos;
 mod venv;
 mod warmup;
+mod watch;

@@ -373,23 +373,20 @@ impl<'de> Deserialize<'de> for Listen {
     }
 }
 
-/// A param's value: what `--set` could give.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum ParamValue {
-    Bool(bool),
-    Int(i64),
-    Float(f64),
-    Text(String),
-}
+/// A param's value: what `--set` could give, as its text.
+struct ParamValue(String);
 
-impl ParamValue {
-    fn text(&self) -> String {
-        match self {
-            ParamValue::Bool(b) => b.to_string(),
-            ParamValue::Int(i) => i.to_string(),
-            ParamValue::Float(f) => f.to_string(),
-            ParamValue::Text(t) => t.clone(),
+impl<'de> Deserialize<'de> for ParamValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match toml::Value::deserialize(d)? {
+            toml::Value::String(s) => Ok(ParamValue(s)),
+            toml::Value::Integer(i) => Ok(ParamValue(i.to_string())),
+            toml::Value::Float(f) => Ok(ParamValue(f.to_string())),
+            toml::Value::Boolean(b) => Ok(ParamValue(b.to_string())),
+            other => Err(serde::de::Error::custom(format!(
+                "params: a value is a string, a number or true/false (as --set gives it), not {}",
+                other.type_str()
+            ))),
         }
     }
 }
@@ -509,7 +506,7 @@ fn trigger(t: RawTrigger, interval: Duration, line: &dyn Fn(usize) -> usize) -> 
         if key.is_empty() || key.contains(char::is_control) {
             return Err((at(value.span()), format!("params: {key:?} is no param name")));
         }
-        let text = value.get_ref().text();
+        let text = value.get_ref().0.clone();
         if text.contains(|c: char| c.is_control() && c != '\t') {
             return Err((
                 at(value.span()),
@@ -634,4 +631,126 @@ fn trigger(t: RawTrigger, interval: Duration, line: &dyn Fn(usize) -> usize) -> 
 }
 
 #[cfg(test)]
-mod tests;
+mod tests {
+    use super::*;
+
+    fn read_text(text: &str) -> Result<WatchFile, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("w.toml");
+        std::fs::write(&p, text).unwrap();
+        read(&p)
+    }
+
+    const FULL: &str = r#"[watch]
+plans = "out"
+interval = "5s"
+listen = "unix:/run/runbook/watch.sock"
+
+[[notify]]
+url = "http://127.0.0.1:8080/hook"
+format = "slack"
+
+[[trigger]]
+name = "slow"
+kind = "log"
+target = "gpu1"
+file = "/var/log/train.log"
+pattern = '([0-9.]+) Ktok/s'
+below = "0.8 * known_good"
+for = "10m"
+runbook = "clean-reset"
+params = { host = "gpu1", ct = 200, fast = true }
+cooldown = "2h"
+
+[[trigger]]
+name = "gpu"
+kind = "gpu_health"
+target = "gpu1"
+since = "1h"
+interval = "5m"
+runbook = "gpu-health"
+auto_apply = true
+
+[[trigger]]
+name = "am"
+kind = "alertmanager"
+match = { alertname = "TrainingSlow" }
+target_label = "instance"
+targets = ["gpu1", "gpu2"]
+label_params = { host = "instance" }
+runbook = "clean-reset"
+"#;
+
+    #[test]
+    fn reads_every_kind() {
+        let w = read_text(FULL).unwrap();
+        assert_eq!(w.name, "w");
+        assert!(w.plans.ends_with("out") && w.plans.is_absolute());
+        assert_eq!(w.listen, Some(Listen::Unix("/run/runbook/watch.sock".into())));
+        assert_eq!(w.notify[0].format, Format::Slack);
+        let [slow, gpu, am] = &w.triggers[..] else { panic!() };
+        let When::Log(m) = &slow.when else { panic!() };
+        assert_eq!(m.below, Threshold::KnownGood(0.8));
+        assert_eq!(m.hold, Duration::from_secs(600));
+        assert_eq!(m.known_good, "clean-reset");
+        assert_eq!(slow.interval, Duration::from_secs(5));
+        assert_eq!(slow.cooldown, Duration::from_secs(7200));
+        assert_eq!(slow.expire, DEFAULT_EXPIRE);
+        assert!(slow.at.ends_with("w.toml:10"), "{}", slow.at);
+        assert_eq!(
+            slow.params,
+            [("ct".into(), "200".into()), ("fast".into(), "true".into()), ("host".into(), "gpu1".into())]
+        );
+        let When::GpuHealth(g) = &gpu.when else { panic!() };
+        assert_eq!(g.since, Some(Duration::from_secs(3600)));
+        assert_eq!(gpu.interval, Duration::from_secs(300));
+        assert!(gpu.auto_apply && !slow.auto_apply);
+        let When::Alert(a) = &am.when else { panic!() };
+        assert_eq!(a.targets.as_deref(), Some(&["gpu1".to_string(), "gpu2".to_string()][..]));
+        assert_eq!(a.label_params, [("host".to_string(), "instance".to_string())]);
+    }
+
+    #[test]
+    fn thresholds() {
+        let t = |v: &str| -> Result<Threshold, String> {
+            #[derive(Deserialize)]
+            struct T {
+                below: Threshold,
+            }
+            toml::from_str::<T>(&format!("below = {v}"))
+                .map(|t| t.below)
+                .map_err(|e| e.message().to_string())
+        };
+        assert_eq!(t("12").unwrap(), Threshold::Value(12.0));
+        assert_eq!(t("12.5").unwrap(), Threshold::Value(12.5));
+        assert_eq!(t("\"7\"").unwrap(), Threshold::Value(7.0));
+        assert_eq!(t("\"known_good\"").unwrap(), Threshold::KnownGood(1.0));
+        assert_eq!(t("\"0.8*known_good\"").unwrap(), Threshold::KnownGood(0.8));
+        assert_eq!(t("\"known_good * 0.5\"").unwrap(), Threshold::KnownGood(0.5));
+        for bad in ["-1", "\"0.8 * known\"", "\"x\"", "\"1 * 2 * known_good\"", "nan"] {
+            assert!(t(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn each_mistake_is_named_at_its_line() {
+        let base = "[[trigger]]\nname = \"g\"\nkind = \"gpu_health\"\ntarget = \"h\"\nrunbook = \"r\"\n";
+        let cases = [
+            (format!("{base}interval = \"0s\"\n"), ":6:", "more than 0"),
+            (format!("{base}for = \"1m\"\n"), ":6:", "takes no `for`"),
+            (format!("{base}colour = 1\n"), ":6:", "colour"),
+            ("[[trigger]]\nname = \"a b\"\n".into(), ":2:", "letters, digits"),
+            ("[[trigger]]\nkind = \"log\"\n".into(), ":1:", "needs `name`"),
+            (format!("{base}\n[[trigger]]\nname = \"g\"\nkind = \"gpu_health\"\ntarget = \"h\"\nrunbook = \"r\"\n"), ":7:", "a second trigger named"),
+            ("[watch]\ninterval = \"5s\"\n".into(), "", "no [[trigger]]"),
+            (base.replace("gpu_health", "alertmanager").replace("target = \"h\"\n", "target_label = \"i\"\n"), "", "needs [watch] listen"),
+            (format!("{base}params = {{ k = [1] }}\n"), ":6:", "params"),
+            ("[watch]\nlisten = \"unix:rel.sock\"\n".into(), ":2:", "unix:/ABSOLUTE/PATH"),
+        ];
+        for (text, line, word) in cases {
+            let err = read_text(&text).unwrap_err();
+            assert!(err.contains(&format!("w.toml{line}")), "{text}: {err}");
+            assert!(err.contains(word), "{text}: {err}");
+        }
+    }
+}

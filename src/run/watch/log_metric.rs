@@ -171,7 +171,7 @@ fn judge(m: &LogMetric, follow: &Follow, now: u64, known: Option<&KnownGood>) ->
         (Threshold::KnownGood(_), None) => return None,
     };
     Some(format!(
-        "{} in {} on {} has been below {threshold} for {} (now {})",
+        "/{}/ in {} on {} has been below {threshold} for {} (last {})",
         m.pattern.as_str(),
         m.file,
         follow.target,
@@ -269,7 +269,7 @@ mod tests {
         };
         assert_eq!(judge(&m, &f, 1599, None), None);
         let why = judge(&m, &f, 1600, None).unwrap();
-        assert!(why.contains("below 16 for 10m00s (now 5)"), "{why}");
+        assert!(why.contains("below 16 for 10m00s (last 5)"), "{why}");
         f.below_since = None;
         assert_eq!(judge(&m, &f, 5000, None), None);
         let m = metric(Threshold::KnownGood(0.8), 1);
