@@ -16,7 +16,7 @@
 //! Where it is not installed that test skips with a message, unless
 //! `RUNBOOK_REQUIRE_ALERTMANAGER=1` (scripts/test sets it and installs the package).
 use crate::common::running::Running;
-use crate::common::sshd::Fleet;
+use crate::common::sshd::{free_port, Fleet};
 use crate::common::*;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -27,14 +27,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const ALERTMANAGER: &str = "/usr/bin/prometheus-alertmanager";
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 // ---------------------------------------------------------------- notifications
 
@@ -172,7 +164,7 @@ fn restart_runbook(env: &Env) -> PathBuf {
 }
 local box = target(params.host)
 step("look", function()
-  box:exec({ "true" })
+  box:exec({ "true" }, { read_only = true })
 end)
 step("restart", function()
   box:exec({ "touch", "@marker@" })
@@ -317,16 +309,23 @@ cooldown = "4s"
         ),
     );
     let mut w = watcher(&env, &file).spawn();
-    until(&mut w, "the watcher following the log", Duration::from_secs(30), || {
-        std::fs::read_to_string(env.state().join("watch/watch.json"))
-            .is_ok_and(|s| s.contains("\"offset\""))
-    });
+    until(
+        &mut w,
+        "the watcher following the log",
+        Duration::from_secs(30),
+        || {
+            std::fs::read_to_string(env.state().join("watch/watch.json"))
+                .is_ok_and(|s| s.contains("\"offset\""))
+        },
+    );
     // At 20 Ktok/s nothing is proposed.
     stays(&w, "a plan at full speed", Duration::from_secs(3), || {
         plans(&env).is_empty()
     });
     trainer.slow_down();
-    until(&mut w, "a plan", Duration::from_secs(30), || plans(&env).len() == 1);
+    until(&mut w, "a plan", Duration::from_secs(30), || {
+        plans(&env).len() == 1
+    });
     let plan = plans(&env).remove(0);
     let said = w.stderr();
     assert!(
@@ -336,9 +335,12 @@ cooldown = "4s"
         "{said}"
     );
     // The incident goes on: still one plan, and one notification.
-    stays(&w, "a second plan for the same incident", Duration::from_secs(3), || {
-        plans(&env).len() == 1
-    });
+    stays(
+        &w,
+        "a second plan for the same incident",
+        Duration::from_secs(3),
+        || plans(&env).len() == 1,
+    );
     until(&mut w, "the notification", Duration::from_secs(10), || {
         hook.got().len() == 1
     });
@@ -350,7 +352,10 @@ cooldown = "4s"
     let markdown = std::fs::read_to_string(plan.with_extension("md")).unwrap();
     assert_eq!(note["markdown"], markdown);
     assert!(markdown.starts_with("# Plan: restart"), "{markdown}");
-    assert!(markdown.contains(&marker(&env).display().to_string()), "{markdown}");
+    assert!(
+        markdown.contains(&marker(&env).display().to_string()),
+        "{markdown}"
+    );
     // The Markdown is `runbook plan PLAN.json --format md`'s, of the very file.
     let shown = Run::cmd(&env, ["plan"])
         .arg(&plan)
@@ -360,10 +365,17 @@ cooldown = "4s"
     assert_eq!(shown.stdout_text(), markdown);
     let summary = note["summary"].as_str().unwrap();
     assert!(
-        summary.contains("proposed: restart (2 change(s)") || summary.contains("proposed: restart (1 change(s)"),
+        summary.starts_with("slow-training on local: /([0-9.]+) Ktok/s/ in "),
         "{summary}"
     );
-    assert!(note["approve"].as_str().unwrap().ends_with(&format!("runbook approve {}", plan.display())));
+    assert!(
+        summary.ends_with("proposed: restart (1 change(s)), waiting for a decision"),
+        "{summary}"
+    );
+    assert!(note["approve"]
+        .as_str()
+        .unwrap()
+        .ends_with(&format!("runbook approve {}", plan.display())));
     // Nothing was changed: no marker, no run.
     assert!(!marker(&env).exists());
     assert_eq!(env.record_count(), 0, "a plan is no run");
@@ -371,12 +383,23 @@ cooldown = "4s"
 
     // A restart keeps what it proposed: no second plan for the incident going on.
     let said = stop(w);
-    assert_eq!(said.matches("proposed slow-training-local-").count(), 1, "{said}");
+    assert_eq!(
+        said.matches("proposed slow-training-local-").count(),
+        1,
+        "{said}"
+    );
     let mut w = watcher(&env, &file).spawn();
-    until_said(&mut w, "waiting for a decision, from before: slow-training-local-", Duration::from_secs(20));
-    stays(&w, "a plan after the restart", Duration::from_secs(3), || {
-        plans(&env).len() == 1
-    });
+    until_said(
+        &mut w,
+        "waiting for a decision, from before: slow-training-local-",
+        Duration::from_secs(20),
+    );
+    stays(
+        &w,
+        "a plan after the restart",
+        Duration::from_secs(3),
+        || plans(&env).len() == 1,
+    );
     assert_eq!(hook.got().len(), 1, "told once, across the restart");
 
     // Rejected: closed, then none during the cooldown, then one again.
@@ -386,18 +409,35 @@ cooldown = "4s"
         .expect_exit(0)
         .stderr_has(format!("rejected {id}"))
         .run();
-    until(&mut w, "the rejection taken", Duration::from_secs(10), || {
-        statuses(&env) == ["rejected"]
-    });
+    until(
+        &mut w,
+        "the rejection taken",
+        Duration::from_secs(10),
+        || statuses(&env) == ["rejected"],
+    );
     let closed = Instant::now();
-    stays(&w, "a plan during the cooldown", Duration::from_millis(2500), || {
-        plans(&env).len() == 1
-    });
-    until_said(&mut w, "no plan while it cools down", Duration::from_secs(5));
-    until(&mut w, "a plan after the cooldown", Duration::from_secs(20), || {
-        plans(&env).len() == 2
-    });
-    assert!(closed.elapsed() >= Duration::from_secs(3), "{:?}", closed.elapsed());
+    stays(
+        &w,
+        "a plan during the cooldown",
+        Duration::from_millis(2500),
+        || plans(&env).len() == 1,
+    );
+    until_said(
+        &mut w,
+        "no plan while it cools down",
+        Duration::from_secs(5),
+    );
+    until(
+        &mut w,
+        "a plan after the cooldown",
+        Duration::from_secs(20),
+        || plans(&env).len() == 2,
+    );
+    assert!(
+        closed.elapsed() >= Duration::from_secs(3),
+        "{:?}",
+        closed.elapsed()
+    );
     assert_eq!(statuses(&env), ["rejected", "pending"]);
     assert!(
         state(&env)["proposals"][0]["outcome"]
@@ -407,9 +447,12 @@ cooldown = "4s"
         "{}",
         state(&env)
     );
-    until(&mut w, "the second notification", Duration::from_secs(10), || {
-        hook.got().len() == 2
-    });
+    until(
+        &mut w,
+        "the second notification",
+        Duration::from_secs(10),
+        || hook.got().len() == 2,
+    );
     stop(w);
     assert!(!marker(&env).exists(), "nothing applied without approval");
     assert_eq!(env.record_count(), 0);
@@ -424,7 +467,10 @@ fn until_said(w: &mut Running, text: &str, limit: Duration) {
             return;
         }
         if let Some(status) = w.try_status() {
-            panic!("the watcher exited ({status:?}) before it said {text:?}\n{}", w.output());
+            panic!(
+                "the watcher exited ({status:?}) before it said {text:?}\n{}",
+                w.output()
+            );
         }
         assert!(
             Instant::now() < end,
@@ -435,14 +481,14 @@ fn until_said(w: &mut Running, text: &str, limit: Duration) {
     }
 }
 
-#[test]
-fn a_rotated_log_is_read_from_its_start_and_once_looks_once() {
-    let env = Env::new();
-    let rb = restart_runbook(&env);
+/// A log trigger looked at with `--once` on a log that starts with `first`: the log and
+/// the watch file.
+fn log_scene(env: &Env, first: &str, below: &str) -> (PathBuf, PathBuf) {
+    let rb = restart_runbook(env);
     let log = env.tmp.path().join("train.log");
-    std::fs::write(&log, "step 1: 20.0 Ktok/s\n").unwrap();
+    std::fs::write(&log, format!("{first}\n")).unwrap();
     let file = watch_file(
-        &env,
+        env,
         &subst(
             r#"[[trigger]]
 name = "slow"
@@ -450,51 +496,137 @@ kind = "log"
 target = "local"
 file = "@log@"
 pattern = '([0-9.]+) Ktok/s'
-below = 16
+below = @below@
 for = "1s"
 runbook = "@rb@"
 "#,
-            &[("log", &log.display()), ("rb", &rb.display())],
+            &[
+                ("log", &log.display()),
+                ("rb", &rb.display()),
+                ("below", &below),
+            ],
         ),
     );
+    (log, file)
+}
+
+fn append(log: &Path, line: &str) {
+    let mut f = std::fs::OpenOptions::new().append(true).open(log).unwrap();
+    writeln!(f, "{line}").unwrap();
+}
+
+/// Where `runbook` finds the GPU doubles first (nvidia-smi, dmesg, journalctl, dcgmi).
+fn doubles_path() -> String {
+    format!(
+        "{}:{}:{}",
+        repo().join("tests/bin/gpu-node").display(),
+        repo().join("tests/bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+#[test]
+fn a_rotated_log_is_read_from_its_start_and_once_looks_once() {
+    let env = Env::new();
+    let (log, file) = log_scene(&env, "step 1: 20.0 Ktok/s", "16");
     let once = || watcher(&env, &file).arg("--once").expect_exit(0).run();
     // The first look starts where the log ends.
     once();
     assert_eq!(state(&env)["follows"]["slow"]["offset"], 20);
     // Rotated: moved aside, a new log whose lines are slow.
     std::fs::rename(&log, env.tmp.path().join("train.log.1")).unwrap();
-    std::fs::write(&log, "step 2: 5.0 Ktok/s\nstep 3: 5.0 Ktok/s\nstep 4: 5.0 Ktok/s\n").unwrap();
+    std::fs::write(
+        &log,
+        "step 2: 5.0 Ktok/s\nstep 3: 5.0 Ktok/s\nstep 4: 5.0 Ktok/s\n",
+    )
+    .unwrap();
     let out = once();
     assert!(
-        out.stderr_text().contains("was rotated or truncated: read from its start"),
+        out.stderr_text()
+            .contains("was rotated or truncated: read from its start"),
         "{}",
         out.stderr_text()
     );
     assert_eq!(state(&env)["follows"]["slow"]["last"], 5.0);
     assert!(plans(&env).is_empty(), "below for less than `for`");
     std::thread::sleep(Duration::from_millis(1100));
-    std::fs::write(&log, "step 2: 5.0 Ktok/s\nstep 3: 5.0 Ktok/s\nstep 4: 5.0 Ktok/s\nstep 5: 4.0 Ktok/s\n").unwrap();
+    std::fs::write(
+        &log,
+        "step 2: 5.0 Ktok/s\nstep 3: 5.0 Ktok/s\nstep 4: 5.0 Ktok/s\nstep 5: 4.0 Ktok/s\n",
+    )
+    .unwrap();
     let out = once();
     assert_eq!(plans(&env).len(), 1, "{}", out.stderr_text());
     // A value at or above the threshold ends the incident.
-    let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
-    writeln!(f, "step 6: 19.0 Ktok/s").unwrap();
+    append(&log, "step 6: 19.0 Ktok/s");
     once();
-    assert_eq!(state(&env)["follows"]["slow"]["below_since"], serde_json::Value::Null);
+    assert_eq!(
+        state(&env)["follows"]["slow"]["below_since"],
+        serde_json::Value::Null
+    );
     assert_eq!(plans(&env).len(), 1);
+}
+
+#[test]
+fn below_a_fraction_of_the_known_good_throughput() {
+    let env = Env::new();
+    let (log, file) = log_scene(&env, "20.0 Ktok/s", "\"0.8 * known_good\"");
+    let once = || watcher(&env, &file).arg("--once").expect_exit(0).run();
+    once();
+    append(&log, "15.0 Ktok/s");
+    let out = once();
+    assert!(
+        out.stderr_text().contains("values are read but not judged: there is no known-good fingerprint 'clean-reset' of local's machine"),
+        "{}",
+        out.stderr_text()
+    );
+    // The known-good, as clean-reset leaves it: the compile cache captured with the
+    // throughput its check measured, and the fingerprint that names it.
+    let cache = env.tmp.path().join("cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    std::fs::write(cache.join("k"), "kernel").unwrap();
+    let good = env.write(
+        "good.lua",
+        &subst(
+            r#"runbook { name = "good" }
+step("save the known-good", function()
+  local a = artifact.capture(target("local"), { name = "compile-cache", paths = "@cache@", throughput = 20 })
+  local fp = fingerprint.take(target("local"), {})
+  fp.artifact = a.id
+  fingerprint.save("clean-reset", fp)
+end)
+"#,
+            &[("cache", &cache.display())],
+        ),
+    );
+    Run::new(&env, &good).yes().expect_exit(0).run();
+    append(&log, "17.0 Ktok/s");
+    once();
+    assert_eq!(
+        state(&env)["follows"]["slow"]["below_since"],
+        serde_json::Value::Null,
+        "17 is not below 16"
+    );
+    append(&log, "15.0 Ktok/s");
+    once();
+    assert!(plans(&env).is_empty());
+    std::thread::sleep(Duration::from_millis(1100));
+    append(&log, "15.5 Ktok/s");
+    let out = once();
+    assert_eq!(plans(&env).len(), 1, "{}", out.stderr_text());
+    let said = out.stderr_text();
+    assert!(
+        said.contains("has been below 16 (0.8 × the known-good 20, artifact ")
+            && said.contains(" of known-good 'clean-reset')"),
+        "{said}"
+    );
 }
 
 /// `gpu.health` through the test doubles, on an inventory host that is this machine.
 fn gpu_once<'e>(env: &'e Env, file: &Path, smi: &str) -> Run<'e> {
-    let path = format!(
-        "{}:{}:{}",
-        repo().join("tests/bin/gpu-node").display(),
-        repo().join("tests/bin").display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
     watcher(env, file)
         .arg("--once")
-        .env("PATH", path)
+        .env("PATH", doubles_path())
         .env("NVIDIA_SMI_FIXTURE", smi)
         .env("KMSG_FIXTURE", "clean")
 }
@@ -565,7 +697,11 @@ fn keys(env: &Env) -> PathBuf {
         assert!(out.status.success(), "{out:?}");
         let public = std::fs::read_to_string(dir.join(format!("{key}.pub"))).unwrap();
         let mut w = public.split_whitespace();
-        signers.push_str(&format!("{who} {} {}\n", w.next().unwrap(), w.next().unwrap()));
+        signers.push_str(&format!(
+            "{who} {} {}\n",
+            w.next().unwrap(),
+            w.next().unwrap()
+        ));
     }
     std::fs::write(dir.join("allowed_signers"), signers).unwrap();
     env.write(
@@ -584,13 +720,17 @@ fn the_watcher_applies_only_what_the_policy_approved_and_auto_apply_allows() {
     let keys = keys(&env);
     let file = gpu_scene(&env, "auto_apply = true");
     let with_key = |r: Run<'_>| -> Output {
-        r.arg("--key").arg(keys.join("watcher")).expect_exit(0).run()
+        r.arg("--key")
+            .arg(keys.join("watcher"))
+            .expect_exit(0)
+            .run()
     };
     let critical = "d550-h100x2-remap-pending";
     let out = with_key(gpu_once(&env, &file, critical));
     let plan = plans(&env).remove(0);
     assert!(
-        out.stderr_text().contains("not applied yet: it lacks 0 of 1 approval(s)"),
+        out.stderr_text()
+            .contains("not applied yet: it lacks 0 of 1 approval(s)"),
         "{}",
         out.stderr_text()
     );
@@ -603,12 +743,7 @@ fn the_watcher_applies_only_what_the_policy_approved_and_auto_apply_allows() {
     assert_eq!(env.record_count(), 0);
     assert_eq!(statuses(&env), ["pending"]);
     // Bob approves (his approve runs the plan's reads again: the doubles on PATH).
-    let path = format!(
-        "{}:{}:{}",
-        repo().join("tests/bin/gpu-node").display(),
-        repo().join("tests/bin").display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = doubles_path();
     Run::cmd(&env, ["approve"])
         .arg(&plan)
         .args(["--yes", "--key"])
@@ -618,7 +753,10 @@ fn the_watcher_applies_only_what_the_policy_approved_and_auto_apply_allows() {
         .run();
     let out = with_key(gpu_once(&env, &file, critical));
     let said = out.stderr_text();
-    assert!(said.contains("it carries the approvals the policy asks, and auto_apply allows it"), "{said}");
+    assert!(
+        said.contains("it carries the approvals the policy asks, and auto_apply allows it"),
+        "{said}"
+    );
     assert!(said.contains("applied: applied by the watcher"), "{said}");
     assert!(marker(&env).exists(), "applied");
     assert_eq!(statuses(&env), ["applied"]);
@@ -627,7 +765,10 @@ fn the_watcher_applies_only_what_the_policy_approved_and_auto_apply_allows() {
     assert_eq!(env.record_count(), 1, "{}", runs.stdout_text());
     let first = &env.last_record_stamped()[0];
     let text = serde_json::to_string(first).unwrap();
-    assert!(text.contains("\"author\":\"watcher@example.invalid\""), "{text}");
+    assert!(
+        text.contains("\"author\":\"watcher@example.invalid\""),
+        "{text}"
+    );
     assert!(text.contains("bob@example.invalid"), "{text}");
     // Without auto_apply an approved plan waits for a person's apply.
     std::fs::remove_file(marker(&env)).unwrap();
@@ -644,7 +785,10 @@ fn the_watcher_applies_only_what_the_policy_approved_and_auto_apply_allows() {
         .expect_exit(0)
         .run();
     with_key(gpu_once(&env, &file, critical));
-    assert!(!marker(&env).exists(), "auto_apply = false: never applied by the watcher");
+    assert!(
+        !marker(&env).exists(),
+        "auto_apply = false: never applied by the watcher"
+    );
     assert_eq!(statuses(&env), ["applied", "pending"]);
     // A person applies it: the watcher sees the run that names it.
     Run::cmd(&env, ["apply"])
@@ -730,6 +874,12 @@ fn auto_apply_without_a_policy_and_other_mistakes_are_refused_at_their_line() {
         assert!(said.contains(at) && said.contains(what), "{text}\n{said}");
     }
     assert!(plans(&env).is_empty());
+    // The example in examples/ reads.
+    watcher(&env, &repo().join("examples/watch.toml"))
+        .arg("--list")
+        .expect_exit(0)
+        .stderr_has("no proposals yet")
+        .run();
 }
 
 #[test]
@@ -760,12 +910,21 @@ runbook = "@rb@"
         ),
     );
     let mut w = watcher(&env, &file).args(fleet.args()).spawn();
-    until(&mut w, "the log followed over ssh", Duration::from_secs(30), || {
-        std::fs::read_to_string(env.state().join("watch/watch.json"))
-            .is_ok_and(|s| s.contains("\"offset\": 12"))
-    });
+    until(
+        &mut w,
+        "the log followed over ssh",
+        Duration::from_secs(30),
+        || {
+            std::fs::read_to_string(env.state().join("watch/watch.json"))
+                .is_ok_and(|s| s.contains("\"offset\": 12"))
+        },
+    );
     fleet.node("node1").kill();
-    until_said(&mut w, "trigger slow: cannot look at node1: ", Duration::from_secs(30));
+    until_said(
+        &mut w,
+        "trigger slow: cannot look at node1: ",
+        Duration::from_secs(30),
+    );
     // Looked at again and again, said once.
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(
@@ -775,7 +934,11 @@ runbook = "@rb@"
         w.output()
     );
     fleet.node("node1").start();
-    until_said(&mut w, "trigger slow: node1 answers again", Duration::from_secs(30));
+    until_said(
+        &mut w,
+        "trigger slow: node1 answers again",
+        Duration::from_secs(30),
+    );
     // And followed on from where it was.
     std::fs::write(&log, "20.0 Ktok/s\n19.0 Ktok/s\n").unwrap();
     until(&mut w, "the new line read", Duration::from_secs(30), || {
@@ -802,7 +965,9 @@ impl Alertmanager {
                 !required,
                 "Alertmanager is required here (RUNBOOK_REQUIRE_ALERTMANAGER=1) but {ALERTMANAGER} is not installed (scripts/test installs prometheus-alertmanager)"
             );
-            eprintln!("skipped: prometheus-alertmanager is not installed (scripts/test installs it)");
+            eprintln!(
+                "skipped: prometheus-alertmanager is not installed (scripts/test installs it)"
+            );
             return None;
         }
         let dir = env.tmp.path().join("alertmanager");
@@ -826,7 +991,10 @@ receivers:
         let port = free_port();
         let out = std::fs::File::create(dir.join("alertmanager.out")).unwrap();
         let child = Command::new(ALERTMANAGER)
-            .arg(format!("--config.file={}", dir.join("alertmanager.yml").display()))
+            .arg(format!(
+                "--config.file={}",
+                dir.join("alertmanager.yml").display()
+            ))
             .arg(format!("--storage.path={}", dir.join("data").display()))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .arg("--cluster.listen-address=")
@@ -839,9 +1007,16 @@ receivers:
         let until = Instant::now() + Duration::from_secs(30);
         while get_status(port, "/-/ready") != Some(200) {
             if let Some(status) = am.child.try_wait().unwrap() {
-                panic!("alertmanager exited ({status}) before it was ready:\n{}", am.said());
+                panic!(
+                    "alertmanager exited ({status}) before it was ready:\n{}",
+                    am.said()
+                );
             }
-            assert!(Instant::now() < until, "alertmanager not ready within 30s:\n{}", am.said());
+            assert!(
+                Instant::now() < until,
+                "alertmanager not ready within 30s:\n{}",
+                am.said()
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
         Some(am)
@@ -903,18 +1078,34 @@ runbook = "@rb@"
         ),
     );
     let mut w = watcher(&env, &file).spawn();
-    until_said(&mut w, &format!("listening for Alertmanager's webhook at http://127.0.0.1:{port}/"), Duration::from_secs(20));
+    until_said(
+        &mut w,
+        &format!("listening for Alertmanager's webhook at http://127.0.0.1:{port}/"),
+        Duration::from_secs(20),
+    );
     am.fire(r#"{"alertname":"TrainingSlow","node":"gpu1","severity":"page"}"#);
-    until(&mut w, "a plan from the alert", Duration::from_secs(60), || {
-        plans(&env).len() == 1
-    });
+    until(
+        &mut w,
+        "a plan from the alert",
+        Duration::from_secs(60),
+        || plans(&env).len() == 1,
+    );
     let plan: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&plans(&env)[0]).unwrap()).unwrap();
     assert_eq!(plan["params"]["host"]["value"], "gpu1");
-    assert!(w.stderr().contains("trigger am on gpu1: alert firing: alertname=TrainingSlow, node=gpu1, severity=page"), "{}", w.output());
-    until(&mut w, "the Slack-style notification", Duration::from_secs(10), || {
-        hook.got().len() == 1
-    });
+    assert!(
+        w.stderr().contains(
+            "trigger am on gpu1: alert firing: alertname=TrainingSlow, node=gpu1, severity=page"
+        ),
+        "{}",
+        w.output()
+    );
+    until(
+        &mut w,
+        "the Slack-style notification",
+        Duration::from_secs(10),
+        || hook.got().len() == 1,
+    );
     let text = hook.got()[0]["text"].as_str().unwrap().to_string();
     assert!(text.starts_with("am on gpu1: alert firing"), "{text}");
     assert!(text.contains("approve: cd "), "{text}");
@@ -923,13 +1114,19 @@ runbook = "@rb@"
     // is not taken.
     am.fire(r#"{"alertname":"TrainingSlow","node":"gpu1","severity":"critical"}"#);
     am.fire(r#"{"alertname":"TrainingSlow","node":"gpu9"}"#);
-    until_said(&mut w, "names target \"gpu9\", which is not a host of the inventory", Duration::from_secs(60));
+    until_said(
+        &mut w,
+        "names target \"gpu9\", which is not a host of the inventory",
+        Duration::from_secs(60),
+    );
     stays(&w, "a second plan for gpu1", Duration::from_secs(3), || {
         plans(&env).len() == 1
     });
     // Another target is another incident.
     am.fire(r#"{"alertname":"TrainingSlow","node":"gpu2"}"#);
-    until(&mut w, "a plan for gpu2", Duration::from_secs(60), || plans(&env).len() == 2);
+    until(&mut w, "a plan for gpu2", Duration::from_secs(60), || {
+        plans(&env).len() == 2
+    });
     // What is not Alertmanager's payload is refused, and said.
     assert_eq!(post(port, "/alerts", "{\"nope\":1}"), 400);
     assert_eq!(plans(&env).len(), 2);

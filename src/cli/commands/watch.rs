@@ -55,7 +55,9 @@ fn reject(
     reason: Option<String>,
 ) -> Result<()> {
     let path = state_path(file, state_dir);
-    let saved = watch::state::read(&path).map_err(Error::Watch)?.unwrap_or_default();
+    let saved = watch::state::read(&path)
+        .map_err(Error::Watch)?
+        .unwrap_or_default();
     let Some(p) = saved.proposals.iter().find(|p| p.id == id) else {
         let pending: Vec<&str> = saved
             .proposals
@@ -99,7 +101,9 @@ fn reject(
 /// `--list`: every proposal kept, oldest first.
 fn list(file: &config::WatchFile, state_dir: &std::path::Path) -> Result<()> {
     let path = state_path(file, state_dir);
-    let saved = watch::state::read(&path).map_err(Error::Watch)?.unwrap_or_default();
+    let saved = watch::state::read(&path)
+        .map_err(Error::Watch)?
+        .unwrap_or_default();
     if saved.proposals.is_empty() {
         eprintln!("no proposals yet ({})", path.display());
         return Ok(());

@@ -33,7 +33,9 @@ struct Payload {
 pub fn parse(body: &[u8]) -> Result<Vec<Alert>, String> {
     serde_json::from_slice::<Payload>(body)
         .map(|p| p.alerts)
-        .map_err(|e| format!("not an Alertmanager webhook payload (a JSON object with \"alerts\"): {e}"))
+        .map_err(|e| {
+            format!("not an Alertmanager webhook payload (a JSON object with \"alerts\"): {e}")
+        })
 }
 
 /// A trigger set off by an alert.
@@ -191,8 +193,14 @@ mod tests {
         let (found, refused) = incidents(&[trigger(None)], &alerts, &known);
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].target, "gpu1");
-        assert_eq!(found[0].sets, vec![("host".to_string(), "gpu1".to_string())]);
-        assert_eq!(found[0].why, "alert firing: alertname=TrainingSlow, node=gpu1");
+        assert_eq!(
+            found[0].sets,
+            vec![("host".to_string(), "gpu1".to_string())]
+        );
+        assert_eq!(
+            found[0].why,
+            "alert firing: alertname=TrainingSlow, node=gpu1"
+        );
         assert_eq!(refused.len(), 3, "{refused:?}");
         assert!(refused[0].contains("control character"), "{}", refused[0]);
         assert!(!refused[0].contains('\u{1b}'), "{}", refused[0]);

@@ -290,9 +290,8 @@ struct Pattern(regex::Regex);
 impl<'de> Deserialize<'de> for Pattern {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        let re = regex::Regex::new(&s).map_err(|e| {
-            serde::de::Error::custom(format!("pattern is not a regex: {e}"))
-        })?;
+        let re = regex::Regex::new(&s)
+            .map_err(|e| serde::de::Error::custom(format!("pattern is not a regex: {e}")))?;
         // Group 0 is the whole match: one more is the number.
         if re.captures_len() != 2 {
             return Err(serde::de::Error::custom(format!(
@@ -396,11 +395,13 @@ impl<'de> Deserialize<'de> for ParamValue {
 /// Reads and checks `path`; an error names the file and the line.
 pub fn read(path: &Path) -> Result<WatchFile, String> {
     let shown = path.display().to_string();
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("cannot read watch file {shown}: {e}"))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read watch file {shown}: {e}"))?;
     let line = |at: usize| text[..at.min(text.len())].matches('\n').count() + 1;
     let raw: Raw = toml::from_str(&text).map_err(|e| {
-        let at = e.span().map_or(String::new(), |s| format!(":{}", line(s.start)));
+        let at = e
+            .span()
+            .map_or(String::new(), |s| format!(":{}", line(s.start)));
         format!("{shown}{at}: {}", e.message().trim())
     })?;
     let dir = std::fs::canonicalize(path)
@@ -423,9 +424,7 @@ pub fn read(path: &Path) -> Result<WatchFile, String> {
                     .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
             })
             .ok_or_else(|| {
-                format!(
-                    "{shown}: its name cannot name the state file: give [watch] name = \"…\""
-                )
+                format!("{shown}: its name cannot name the state file: give [watch] name = \"…\"")
             })?,
     };
     let plans = dir.join(watch.plans.as_deref().unwrap_or("plans"));
@@ -478,8 +477,15 @@ pub fn read(path: &Path) -> Result<WatchFile, String> {
 
 type Bad = (Option<usize>, String);
 
+/// A kind-specific key: its name, where it is (when given), the kinds that take it.
+type KeyOfKinds<'a> = (&'a str, Option<std::ops::Range<usize>>, &'a [Kind]);
+
 /// One trigger, checked: an error with the line of what is wrong (`None`: the table's).
-fn trigger(t: RawTrigger, interval: Duration, line: &dyn Fn(usize) -> usize) -> Result<Trigger, Bad> {
+fn trigger(
+    t: RawTrigger,
+    interval: Duration,
+    line: &dyn Fn(usize) -> usize,
+) -> Result<Trigger, Bad> {
     let at = |s: std::ops::Range<usize>| Some(line(s.start));
     let missing = |key: &str, why: &str| (None, format!("this trigger needs `{key}` ({why})"));
     let name = t
@@ -504,7 +510,10 @@ fn trigger(t: RawTrigger, interval: Duration, line: &dyn Fn(usize) -> usize) -> 
     let mut params = Vec::new();
     for (key, value) in t.params {
         if key.is_empty() || key.contains(char::is_control) {
-            return Err((at(value.span()), format!("params: {key:?} is no param name")));
+            return Err((
+                at(value.span()),
+                format!("params: {key:?} is no param name"),
+            ));
         }
         let text = value.get_ref().0.clone();
         if text.contains(|c: char| c.is_control() && c != '\t') {
@@ -516,32 +525,66 @@ fn trigger(t: RawTrigger, interval: Duration, line: &dyn Fn(usize) -> usize) -> 
         params.push((key, text));
     }
     // Keys of another kind: named at their own line.
-    let others: [(&str, Option<std::ops::Range<usize>>, &[Kind]); 12] = [
-        ("target", t.target.as_ref().map(|s| s.span()), &[Kind::Log, Kind::GpuHealth]),
+    let others: [KeyOfKinds; 12] = [
+        (
+            "target",
+            t.target.as_ref().map(|s| s.span()),
+            &[Kind::Log, Kind::GpuHealth],
+        ),
         ("file", t.file.as_ref().map(|s| s.span()), &[Kind::Log]),
-        ("pattern", t.pattern.as_ref().map(|s| s.span()), &[Kind::Log]),
+        (
+            "pattern",
+            t.pattern.as_ref().map(|s| s.span()),
+            &[Kind::Log],
+        ),
         ("below", t.below.as_ref().map(|s| s.span()), &[Kind::Log]),
         ("for", t.hold.as_ref().map(|s| s.span()), &[Kind::Log]),
-        ("known_good", t.known_good.as_ref().map(|s| s.span()), &[Kind::Log]),
+        (
+            "known_good",
+            t.known_good.as_ref().map(|s| s.span()),
+            &[Kind::Log],
+        ),
         ("store", t.store.as_ref().map(|s| s.span()), &[Kind::Log]),
-        ("since", t.since.as_ref().map(|s| s.span()), &[Kind::GpuHealth]),
-        ("match", t.matchers.as_ref().map(|s| s.span()), &[Kind::Alertmanager]),
-        ("target_label", t.target_label.as_ref().map(|s| s.span()), &[Kind::Alertmanager]),
-        ("targets", t.targets.as_ref().map(|s| s.span()), &[Kind::Alertmanager]),
-        ("label_params", t.label_params.as_ref().map(|s| s.span()), &[Kind::Alertmanager]),
+        (
+            "since",
+            t.since.as_ref().map(|s| s.span()),
+            &[Kind::GpuHealth],
+        ),
+        (
+            "match",
+            t.matchers.as_ref().map(|s| s.span()),
+            &[Kind::Alertmanager],
+        ),
+        (
+            "target_label",
+            t.target_label.as_ref().map(|s| s.span()),
+            &[Kind::Alertmanager],
+        ),
+        (
+            "targets",
+            t.targets.as_ref().map(|s| s.span()),
+            &[Kind::Alertmanager],
+        ),
+        (
+            "label_params",
+            t.label_params.as_ref().map(|s| s.span()),
+            &[Kind::Alertmanager],
+        ),
     ];
     for (key, span, kinds) in others {
         if let Some(span) = span {
             if !kinds.contains(kind.get_ref()) {
-                return Err((
-                    at(span),
-                    format!("a {kind_word} trigger takes no `{key}`"),
-                ));
+                return Err((at(span), format!("a {kind_word} trigger takes no `{key}`")));
             }
         }
     }
     let target = |t: Option<Spanned<String>>| -> Result<String, Bad> {
-        let t = t.ok_or_else(|| missing("target", "where to look: an inventory name, user@host or local"))?;
+        let t = t.ok_or_else(|| {
+            missing(
+                "target",
+                "where to look: an inventory name, user@host or local",
+            )
+        })?;
         if t.get_ref().trim().is_empty() || t.get_ref().contains(char::is_control) {
             return Err((at(t.span()), "target: give a target's name".into()));
         }
@@ -574,7 +617,9 @@ fn trigger(t: RawTrigger, interval: Duration, line: &dyn Fn(usize) -> usize) -> 
                 file: file.into_inner(),
                 pattern: t
                     .pattern
-                    .ok_or_else(|| missing("pattern", "a regex whose one capture group is the number"))?
+                    .ok_or_else(|| {
+                        missing("pattern", "a regex whose one capture group is the number")
+                    })?
                     .into_inner()
                     .0,
                 below: t
@@ -583,7 +628,9 @@ fn trigger(t: RawTrigger, interval: Duration, line: &dyn Fn(usize) -> usize) -> 
                     .into_inner(),
                 hold: t
                     .hold
-                    .ok_or_else(|| missing("for", "how long the number must stay below, e.g. \"10m\""))?
+                    .ok_or_else(|| {
+                        missing("for", "how long the number must stay below, e.g. \"10m\"")
+                    })?
                     .into_inner()
                     .0,
                 known_good,
@@ -596,11 +643,17 @@ fn trigger(t: RawTrigger, interval: Duration, line: &dyn Fn(usize) -> usize) -> 
         }),
         Kind::Alertmanager => {
             let label = t.target_label.ok_or_else(|| {
-                missing("target_label", "the alert label that names the target, e.g. \"instance\"")
+                missing(
+                    "target_label",
+                    "the alert label that names the target, e.g. \"instance\"",
+                )
             })?;
             let targets = match t.targets {
                 Some(list) if list.get_ref().is_empty() => {
-                    return Err((at(list.span()), "targets = []: no alert could name a target".into()))
+                    return Err((
+                        at(list.span()),
+                        "targets = []: no alert could name a target".into(),
+                    ))
                 }
                 other => other.map(Spanned::into_inner),
             };
@@ -686,9 +739,14 @@ runbook = "clean-reset"
         let w = read_text(FULL).unwrap();
         assert_eq!(w.name, "w");
         assert!(w.plans.ends_with("out") && w.plans.is_absolute());
-        assert_eq!(w.listen, Some(Listen::Unix("/run/runbook/watch.sock".into())));
+        assert_eq!(
+            w.listen,
+            Some(Listen::Unix("/run/runbook/watch.sock".into()))
+        );
         assert_eq!(w.notify[0].format, Format::Slack);
-        let [slow, gpu, am] = &w.triggers[..] else { panic!() };
+        let [slow, gpu, am] = &w.triggers[..] else {
+            panic!()
+        };
         let When::Log(m) = &slow.when else { panic!() };
         assert_eq!(m.below, Threshold::KnownGood(0.8));
         assert_eq!(m.hold, Duration::from_secs(600));
@@ -699,15 +757,27 @@ runbook = "clean-reset"
         assert!(slow.at.ends_with("w.toml:10"), "{}", slow.at);
         assert_eq!(
             slow.params,
-            [("ct".into(), "200".into()), ("fast".into(), "true".into()), ("host".into(), "gpu1".into())]
+            [
+                ("ct".into(), "200".into()),
+                ("fast".into(), "true".into()),
+                ("host".into(), "gpu1".into())
+            ]
         );
-        let When::GpuHealth(g) = &gpu.when else { panic!() };
+        let When::GpuHealth(g) = &gpu.when else {
+            panic!()
+        };
         assert_eq!(g.since, Some(Duration::from_secs(3600)));
         assert_eq!(gpu.interval, Duration::from_secs(300));
         assert!(gpu.auto_apply && !slow.auto_apply);
         let When::Alert(a) = &am.when else { panic!() };
-        assert_eq!(a.targets.as_deref(), Some(&["gpu1".to_string(), "gpu2".to_string()][..]));
-        assert_eq!(a.label_params, [("host".to_string(), "instance".to_string())]);
+        assert_eq!(
+            a.targets.as_deref(),
+            Some(&["gpu1".to_string(), "gpu2".to_string()][..])
+        );
+        assert_eq!(
+            a.label_params,
+            [("host".to_string(), "instance".to_string())]
+        );
     }
 
     #[test]
@@ -726,15 +796,25 @@ runbook = "clean-reset"
         assert_eq!(t("\"7\"").unwrap(), Threshold::Value(7.0));
         assert_eq!(t("\"known_good\"").unwrap(), Threshold::KnownGood(1.0));
         assert_eq!(t("\"0.8*known_good\"").unwrap(), Threshold::KnownGood(0.8));
-        assert_eq!(t("\"known_good * 0.5\"").unwrap(), Threshold::KnownGood(0.5));
-        for bad in ["-1", "\"0.8 * known\"", "\"x\"", "\"1 * 2 * known_good\"", "nan"] {
+        assert_eq!(
+            t("\"known_good * 0.5\"").unwrap(),
+            Threshold::KnownGood(0.5)
+        );
+        for bad in [
+            "-1",
+            "\"0.8 * known\"",
+            "\"x\"",
+            "\"1 * 2 * known_good\"",
+            "nan",
+        ] {
             assert!(t(bad).is_err(), "{bad}");
         }
     }
 
     #[test]
     fn each_mistake_is_named_at_its_line() {
-        let base = "[[trigger]]\nname = \"g\"\nkind = \"gpu_health\"\ntarget = \"h\"\nrunbook = \"r\"\n";
+        let base =
+            "[[trigger]]\nname = \"g\"\nkind = \"gpu_health\"\ntarget = \"h\"\nrunbook = \"r\"\n";
         let cases = [
             (format!("{base}interval = \"0s\"\n"), ":6:", "more than 0"),
             (format!("{base}for = \"1m\"\n"), ":6:", "takes no `for`"),

@@ -63,7 +63,10 @@ pub fn reject(plan: &Path, by: &str, reason: Option<String>) -> Result<PathBuf, 
 /// How a pending proposal was decided outside the watcher, if it was: its new status and
 /// the words for it. `runs`: the run records (`state::list_runs`).
 pub fn decided(p: &Proposal, runs: &[RunInfo], now: u64, expire: u64) -> Option<(Status, String)> {
-    if let Some(run) = runs.iter().find(|r| r.plan.as_deref() == Some(p.sha256.as_str())) {
+    if let Some(run) = runs
+        .iter()
+        .find(|r| r.plan.as_deref() == Some(p.sha256.as_str()))
+    {
         match run.outcome.as_str() {
             // Still running: decided once it ends.
             "incomplete" => {}
@@ -116,18 +119,22 @@ pub fn decided(p: &Proposal, runs: &[RunInfo], now: u64, expire: u64) -> Option<
 pub fn approvals(
     p: &Proposal,
     policy: &Policy,
-    groups: &dyn Fn(&str) -> Vec<String>,
+    inventory: Option<&crate::base::inventory::Inventory>,
 ) -> Result<Option<String>, String> {
-    let bytes = std::fs::read(&p.plan).map_err(|e| format!("cannot read {}: {e}", p.plan.display()))?;
+    let bytes =
+        std::fs::read(&p.plan).map_err(|e| format!("cannot read {}: {e}", p.plan.display()))?;
     if crate::actions::plan::file_sha256(&bytes) != p.sha256 {
         return Err(format!(
             "{} is not the plan proposed (its sha256 changed): not applied",
             p.plan.display()
         ));
     }
-    let plan = Plan::parse(&String::from_utf8_lossy(&bytes), &p.plan.display().to_string())?;
+    let plan = Plan::parse(
+        &String::from_utf8_lossy(&bytes),
+        &p.plan.display().to_string(),
+    )?;
     let v = signoff::verify(&p.plan, &p.sha256, policy)?;
-    let (need, _) = signoff::required(policy, &plan, groups);
+    let (need, _) = signoff::required_in(policy, &plan, inventory);
     let mut missing = Vec::new();
     if v.author.is_none() {
         missing.push("its author's signature".to_string());
@@ -231,14 +238,23 @@ mod tests {
         assert_eq!(decided(&p, &[], 2000, 1000).unwrap().0, Status::Expired);
         assert_eq!(decided(&p, &[run("abc", "incomplete")], 1500, 1000), None);
         let (s, why) = decided(&p, &[run("abc", "ok")], 1500, 1000).unwrap();
-        assert_eq!((s, why.as_str()), (Status::Applied, "applied by carol (run r1)"));
-        assert_eq!(decided(&p, &[run("abc", "failed")], 1500, 1000).unwrap().0, Status::Failed);
+        assert_eq!(
+            (s, why.as_str()),
+            (Status::Applied, "applied by carol (run r1)")
+        );
+        assert_eq!(
+            decided(&p, &[run("abc", "failed")], 1500, 1000).unwrap().0,
+            Status::Failed
+        );
         assert_eq!(decided(&p, &[run("other", "ok")], 1500, 1000), None);
         reject(&p.plan, "bob@h", Some("not now\u{1b}[2J".into())).unwrap();
         let (s, why) = decided(&p, &[], 1500, 1000).unwrap();
         assert_eq!(s, Status::Rejected);
         assert!(why.starts_with("rejected by bob@h at "), "{why}");
-        assert!(why.ends_with(": not now\\u{1b}[2J") || !why.contains('\u{1b}'), "{why}");
+        assert!(
+            why.ends_with(": not now\\u{1b}[2J") || !why.contains('\u{1b}'),
+            "{why}"
+        );
         assert!(reject(&p.plan, "bob@h", None).is_err(), "rejected once");
         std::fs::remove_file(rejection_path(&p.plan)).unwrap();
         std::fs::remove_file(&p.plan).unwrap();

@@ -49,8 +49,9 @@ impl Listener {
                             path.display()
                         ));
                     }
-                    std::fs::remove_file(path)
-                        .map_err(|e| format!("cannot replace the stale socket {}: {e}", path.display()))?;
+                    std::fs::remove_file(path).map_err(|e| {
+                        format!("cannot replace the stale socket {}: {e}", path.display())
+                    })?;
                 }
                 let l = tokio::net::UnixListener::bind(path)
                     .map_err(|e| format!("cannot listen on unix:{}: {e}", path.display()))?;
@@ -121,7 +122,8 @@ pub async fn read_request<S: AsyncRead + Unpin>(s: &mut S) -> Result<Request, Re
         }
         buf.extend_from_slice(&chunk[..n]);
     };
-    let head = std::str::from_utf8(&buf[..head_end]).map_err(|_| bad("headers that are not UTF-8"))?;
+    let head =
+        std::str::from_utf8(&buf[..head_end]).map_err(|_| bad("headers that are not UTF-8"))?;
     let mut lines = head.split("\r\n");
     let first = lines.next().unwrap_or_default();
     let mut words = first.split(' ');
@@ -150,7 +152,10 @@ pub async fn read_request<S: AsyncRead + Unpin>(s: &mut S) -> Result<Request, Re
     }
     let length = length.unwrap_or(0);
     if length > MAX_BODY {
-        return Err(Refusal(413, format!("a body of more than {MAX_BODY} bytes")));
+        return Err(Refusal(
+            413,
+            format!("a body of more than {MAX_BODY} bytes"),
+        ));
     }
     let mut body = buf[head_end + 4..].to_vec();
     while body.len() < length {
@@ -215,9 +220,18 @@ mod tests {
         assert_eq!(r.body, b"hello");
         let chunked = read(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n").await;
         assert_eq!(chunked.unwrap_err().0, 411);
-        let big = format!("POST / HTTP/1.1\r\nContent-Length: {}\r\n\r\n", MAX_BODY + 1);
+        let big = format!(
+            "POST / HTTP/1.1\r\nContent-Length: {}\r\n\r\n",
+            MAX_BODY + 1
+        );
         assert_eq!(read(big.as_bytes()).await.unwrap_err().0, 413);
-        assert_eq!(read(b"POST / HTTP/1.1\r\nContent-Length: 9\r\n\r\nhi").await.unwrap_err().0, 400);
+        assert_eq!(
+            read(b"POST / HTTP/1.1\r\nContent-Length: 9\r\n\r\nhi")
+                .await
+                .unwrap_err()
+                .0,
+            400
+        );
         assert_eq!(read(b"GARBAGE\r\n\r\n").await.unwrap_err().0, 400);
         assert_eq!(read(b"GET / HTTP/2\r\n\r\n").await.unwrap_err().0, 505);
     }

@@ -108,7 +108,12 @@ pub async fn look(
             let Some(found) = match_line(&m.pattern, &line) else {
                 continue;
             };
-            let text = found.captures.first().cloned().flatten().unwrap_or_default();
+            let text = found
+                .captures
+                .first()
+                .cloned()
+                .flatten()
+                .unwrap_or_default();
             match text.trim().parse::<f64>() {
                 Ok(v) if v.is_finite() => values.push(v),
                 _ => {
@@ -274,12 +279,19 @@ mod tests {
         assert_eq!(judge(&m, &f, 5000, None), None);
         let m = metric(Threshold::KnownGood(0.8), 1);
         f.below_since = Some(1000);
-        assert_eq!(judge(&m, &f, 2000, None), None, "no known-good, no judgement");
+        assert_eq!(
+            judge(&m, &f, 2000, None),
+            None,
+            "no known-good, no judgement"
+        );
         let kg = KnownGood {
             value: 20.0,
             whence: "artifact a1".into(),
         };
         let why = judge(&m, &f, 2000, Some(&kg)).unwrap();
-        assert!(why.contains("below 16 (0.8 × the known-good 20, artifact a1)"), "{why}");
+        assert!(
+            why.contains("below 16 (0.8 × the known-good 20, artifact a1)"),
+            "{why}"
+        );
     }
 }

@@ -62,6 +62,9 @@ pub struct Options {
     pub once: bool,
 }
 
+/// The watcher's own `runbook apply`: its exit code and last lines.
+type Applying = tokio::task::JoinHandle<std::result::Result<(i32, String), String>>;
+
 /// The watcher's signal to stop (SIGTERM, SIGINT) came.
 struct Stop;
 
@@ -79,7 +82,7 @@ struct Watcher {
     /// When each trigger is looked at next.
     next: Vec<Instant>,
     /// The watcher's own apply in progress: the proposal and the child's outcome.
-    applying: Option<(String, tokio::task::JoinHandle<std::result::Result<(i32, String), String>>)>,
+    applying: Option<(String, Applying)>,
     dirty: bool,
 }
 
@@ -142,7 +145,10 @@ pub async fn watch(o: Options) -> Result<()> {
     if alerts_wanted && !o.once {
         if let Some(listen) = &w.file.listen {
             let l = Rc::new(http::Listener::bind(listen).await.map_err(Error::Watch)?);
-            say(&format!("listening for Alertmanager's webhook at {}", l.shown()));
+            say(&format!(
+                "listening for Alertmanager's webhook at {}",
+                l.shown()
+            ));
             tokio::task::spawn_local(serve(l.clone(), tx));
             _listener = Some(l);
         }
@@ -178,7 +184,9 @@ pub async fn watch(o: Options) -> Result<()> {
     };
     if stopped {
         if let Some((id, task)) = w.applying.take() {
-            say(&format!("stopping: waiting for the apply of {id}, which was told to stop"));
+            say(&format!(
+                "stopping: waiting for the apply of {id}, which was told to stop"
+            ));
             let done = task.await.unwrap_or_else(|e| Err(e.to_string()));
             w.applied(&id, done).await;
         }
@@ -237,10 +245,7 @@ fn make_plans_dir(file: &WatchFile) -> Result<()> {
 }
 
 /// Takes the webhook's POSTs; each one's alerts go to the watcher's loop.
-async fn serve(
-    l: Rc<http::Listener>,
-    tx: tokio::sync::mpsc::UnboundedSender<Vec<alerts::Alert>>,
-) {
+async fn serve(l: Rc<http::Listener>, tx: tokio::sync::mpsc::UnboundedSender<Vec<alerts::Alert>>) {
     let mut said = false;
     loop {
         match l.accept().await {
@@ -250,7 +255,9 @@ async fn serve(
             }
             Err(e) => {
                 if !said {
-                    say(&format!("the listener cannot take a connection: {e}; trying again"));
+                    say(&format!(
+                        "the listener cannot take a connection: {e}; trying again"
+                    ));
                     said = true;
                 }
                 tokio::time::sleep(Duration::from_secs(1)).await;
@@ -388,7 +395,15 @@ impl Watcher {
                 };
                 let had_known = known.clone();
                 let mut seen = log_metric::Seen::default();
-                let r = log_metric::look(&step, m, &mut follow, &mut known, unix(SystemTime::now()), &mut seen).await;
+                let r = log_metric::look(
+                    &step,
+                    m,
+                    &mut follow,
+                    &mut known,
+                    unix(SystemTime::now()),
+                    &mut seen,
+                )
+                .await;
                 if known != had_known {
                     self.known.insert(t.name.clone(), (known, Instant::now()));
                 }
@@ -437,10 +452,16 @@ impl Watcher {
         if seen.missing {
             self.once(
                 missing,
-                &format!("trigger {}: {} is not on {target} (yet): it is looked for at each look", t.name, m.file),
+                &format!(
+                    "trigger {}: {} is not on {target} (yet): it is looked for at each look",
+                    t.name, m.file
+                ),
             );
         } else if self.over(&missing) {
-            say(&format!("trigger {}: {} is on {target} now", t.name, m.file));
+            say(&format!(
+                "trigger {}: {} is on {target} now",
+                t.name, m.file
+            ));
         }
         if seen.rotated {
             say(&format!(
@@ -478,7 +499,8 @@ impl Watcher {
             self.once(format!("alert:{r}"), &r);
         }
         for inc in incidents {
-            self.fire(inc.trigger, &inc.target, inc.sets, inc.why).await?;
+            self.fire(inc.trigger, &inc.target, inc.sets, inc.why)
+                .await?;
         }
         self.save().map_err(|e| {
             say(&e.to_string());
@@ -503,7 +525,10 @@ impl Watcher {
             .state
             .cooling(&t.name, target, t.cooldown.as_secs(), unix(now))
         {
-            let until = p.closed_unix.unwrap_or(0).saturating_add(t.cooldown.as_secs());
+            let until = p
+                .closed_unix
+                .unwrap_or(0)
+                .saturating_add(t.cooldown.as_secs());
             let (id, status) = (p.id.clone(), p.status.word());
             self.once(
                 format!("cool:{id}"),
@@ -601,7 +626,12 @@ impl Watcher {
         let now = unix(SystemTime::now());
         for i in pending {
             let p = self.state.proposals[i].clone();
-            let trigger = self.file.triggers.iter().find(|t| t.name == p.trigger).cloned();
+            let trigger = self
+                .file
+                .triggers
+                .iter()
+                .find(|t| t.name == p.trigger)
+                .cloned();
             let expire = trigger
                 .as_ref()
                 .map_or(config::DEFAULT_EXPIRE, |t| t.expire)
@@ -649,14 +679,7 @@ impl Watcher {
     fn maybe_apply(&mut self, i: usize, policy: &Policy) {
         let p = self.state.proposals[i].clone();
         let inventory = self.planner.remote.inventory.clone();
-        let groups = |name: &str| -> Vec<String> {
-            inventory
-                .as_ref()
-                .and_then(|i| i.group(name).ok())
-                .map(<[String]>::to_vec)
-                .unwrap_or_default()
-        };
-        match decide::approvals(&p, policy, &groups) {
+        match decide::approvals(&p, policy, inventory.as_deref()) {
             Ok(Some(missing)) => self.once(
                 format!("approvals:{}:{missing}", p.id),
                 &format!("{}: not applied yet: it lacks {missing}", p.id),
@@ -673,9 +696,10 @@ impl Watcher {
                     self.planner.state_dir.clone(),
                     self.cancel.clone(),
                 );
-                let task = tokio::task::spawn_local(async move {
-                    decide::apply(&plan, &dir, &cancel).await
-                });
+                let task =
+                    tokio::task::spawn_local(
+                        async move { decide::apply(&plan, &dir, &cancel).await },
+                    );
                 self.applying = Some((p.id.clone(), task));
             }
         }
@@ -701,18 +725,32 @@ impl Watcher {
             return;
         };
         let (status, why, event) = match result {
-            Ok((0, _)) => (Status::Applied, "applied by the watcher (runbook apply, exit 0)".to_string(), Event::Applied),
+            Ok((0, _)) => (
+                Status::Applied,
+                "applied by the watcher (runbook apply, exit 0)".to_string(),
+                Event::Applied,
+            ),
             Ok((code, said)) => (
                 Status::Failed,
                 format!("the watcher's runbook apply ended with exit {code}:\n{said}"),
                 Event::ApplyFailed,
             ),
-            Err(e) => (Status::Failed, format!("the watcher could not apply it: {e}"), Event::ApplyFailed),
+            Err(e) => (
+                Status::Failed,
+                format!("the watcher could not apply it: {e}"),
+                Event::ApplyFailed,
+            ),
         };
         self.close(i, status, why.clone());
         let p: Proposal = self.state.proposals[i].clone();
         let summary = format!("{}: {why}", p.id);
-        let m = propose::message(&p, event, summary, String::new(), &self.planner.reached_with);
+        let m = propose::message(
+            &p,
+            event,
+            summary,
+            String::new(),
+            &self.planner.reached_with,
+        );
         if !self.file.notify.is_empty() {
             let (_, failed) = notify::send(&self.file.notify, &m, &[]).await;
             for e in failed {

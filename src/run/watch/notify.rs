@@ -50,7 +50,12 @@ impl Message {
         let value = match format {
             Format::Json => serde_json::to_value(self).expect("a message serializes"),
             Format::Slack => {
-                let mut text = format!("{}\nplan: {} (sha256 {})", self.summary, self.plan, &self.sha256[..12.min(self.sha256.len())]);
+                let mut text = format!(
+                    "{}\nplan: {} (sha256 {})",
+                    self.summary,
+                    self.plan,
+                    &self.sha256[..12.min(self.sha256.len())]
+                );
                 if self.event == Event::Proposed {
                     text.push_str(&format!(
                         "\nreview: {}\napprove: {}\napply: {}",
@@ -111,8 +116,16 @@ mod tests {
         assert_eq!(json["plan"], "/w/plans/p.json");
         let slack: serde_json::Value = serde_json::from_slice(&m.body(Format::Slack)).unwrap();
         let text = slack["text"].as_str().unwrap();
-        assert!(text.starts_with("slow on gpu1: plan of clean-reset\nplan: /w/plans/p.json (sha256 0123456789ab)"), "{text}");
-        assert!(text.contains("approve: runbook approve /w/plans/p.json"), "{text}");
+        assert!(
+            text.starts_with(
+                "slow on gpu1: plan of clean-reset\nplan: /w/plans/p.json (sha256 0123456789ab)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("approve: runbook approve /w/plans/p.json"),
+            "{text}"
+        );
         assert_eq!(slack.as_object().unwrap().len(), 1);
     }
 }

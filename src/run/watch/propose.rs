@@ -50,7 +50,11 @@ pub struct Fired<'a> {
 }
 
 /// Makes, writes and renders the plan; the proposal and its notification.
-pub async fn propose(p: &Planner, f: Fired<'_>, now: SystemTime) -> Result<(Proposal, Message), NotMade> {
+pub async fn propose(
+    p: &Planner,
+    f: Fired<'_>,
+    now: SystemTime,
+) -> Result<(Proposal, Message), NotMade> {
     let t = f.trigger;
     let fail = |e: Error| match e {
         Error::Interrupted(_) | Error::RunInterrupted(_) => NotMade::Interrupted,
@@ -128,7 +132,13 @@ pub async fn propose(p: &Planner, f: Fired<'_>, now: SystemTime) -> Result<(Prop
         outcome: None,
         notified: Vec::new(),
     };
-    let message = message(&proposal, Event::Proposed, summary, markdown, &p.reached_with);
+    let message = message(
+        &proposal,
+        Event::Proposed,
+        summary,
+        markdown,
+        &p.reached_with,
+    );
     Ok((proposal, message))
 }
 
@@ -142,10 +152,9 @@ pub fn message(
     reached_with: &ReachedWith,
 ) -> Message {
     let plan = quote_word(proposal.plan.as_os_str());
-    let cd = reached_with
-        .cwd
-        .as_deref()
-        .map_or(String::new(), |d| format!("cd {} && ", quote_word(d.as_ref())));
+    let cd = reached_with.cwd.as_deref().map_or(String::new(), |d| {
+        format!("cd {} && ", quote_word(d.as_ref()))
+    });
     Message {
         event,
         id: proposal.id.clone(),
@@ -186,8 +195,15 @@ fn new_id(plans: &Path, trigger: &str, target: &str, now: SystemTime) -> String 
 /// A new file in the plans directory, readable by its owner only (a plan names hosts,
 /// paths and commands), never over another one or through a link.
 fn write(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), NotMade> {
-    crate::base::fsx::write(dir, Path::new(name), bytes, Mode::Private, Replace::No, false)
-        .map_err(|e| NotMade::Failed(e.to_string()))
+    crate::base::fsx::write(
+        dir,
+        Path::new(name),
+        bytes,
+        Mode::Private,
+        Replace::No,
+        false,
+    )
+    .map_err(|e| NotMade::Failed(e.to_string()))
 }
 
 #[cfg(test)]

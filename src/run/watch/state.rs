@@ -154,7 +154,8 @@ impl Store {
         }
         // Who holds it, for the message above: written only once the lock is ours.
         let _ = lock.set_len(0);
-        let _ = std::io::Write::write_all(&mut &lock, format!("{}\n", std::process::id()).as_bytes());
+        let _ =
+            std::io::Write::write_all(&mut &lock, format!("{}\n", std::process::id()).as_bytes());
         Ok(Store {
             dir: state_dir.to_path_buf(),
             path: dir.join(format!("{name}.json")),
@@ -240,7 +241,13 @@ impl State {
 
     /// The last closed proposal for this trigger and target, if it was closed less than
     /// `cooldown` before `now` (unix seconds): no new one until then.
-    pub fn cooling(&self, trigger: &str, target: &str, cooldown: u64, now: u64) -> Option<&Proposal> {
+    pub fn cooling(
+        &self,
+        trigger: &str,
+        target: &str,
+        cooldown: u64,
+        now: u64,
+    ) -> Option<&Proposal> {
         self.proposals
             .iter()
             .rev()
@@ -299,7 +306,10 @@ mod tests {
         assert_eq!(mode & 0o777, 0o600);
         // Another watcher of the same name is refused, naming this one.
         let err = Store::open(dir.path(), "w").err().unwrap();
-        assert!(err.contains(&format!("pid {}", std::process::id())), "{err}");
+        assert!(
+            err.contains(&format!("pid {}", std::process::id())),
+            "{err}"
+        );
         drop(store);
         assert!(Store::open(dir.path(), "w").is_ok());
         std::fs::write(dir.path().join("watch/w.json"), "{").unwrap();
