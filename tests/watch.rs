@@ -633,6 +633,11 @@ fn gpu_once<'e>(env: &'e Env, file: &Path, smi: &str) -> Run<'e> {
 
 fn gpu_scene(env: &Env, extra: &str) -> PathBuf {
     let rb = restart_runbook(env);
+    gpu_scene_of(env, &rb, extra)
+}
+
+/// A `gpu_health` trigger on `node1` (this machine) proposing `rb`, `extra` lines added.
+fn gpu_scene_of(env: &Env, rb: &Path, extra: &str) -> PathBuf {
     env.write("inventory.toml", "[hosts.node1]\naddress = \"local\"\n");
     watch_file(
         env,
@@ -807,6 +812,87 @@ fn the_watcher_applies_only_what_the_policy_approved_and_auto_apply_allows() {
             .starts_with("applied by "),
         "{}",
         state(&env)
+    );
+}
+
+#[test]
+fn sigterm_while_the_watcher_applies_stops_the_apply_and_the_watcher_cleanly() {
+    let env = Env::new();
+    let keys = keys(&env);
+    let rb = env.write(
+        "slow.lua",
+        &subst(
+            r#"runbook { name = "slow", params = { host = { default = "local" } } }
+local box = target(params.host)
+step("drain", function()
+  box:exec({ "sleep", "30" })
+end)
+step("reset", function()
+  box:exec({ "touch", "@marker@" })
+end)
+"#,
+            &[("marker", &marker(&env).display())],
+        ),
+    );
+    let file = gpu_scene_of(&env, &rb, "auto_apply = true\ninterval = \"300ms\"");
+    let critical = "d550-h100x2-remap-pending";
+    // Proposed (signed by the watcher), then approved by bob.
+    gpu_once(&env, &file, critical)
+        .arg("--key")
+        .arg(keys.join("watcher"))
+        .expect_exit(0)
+        .run();
+    let plan = plans(&env).remove(0);
+    Run::cmd(&env, ["approve"])
+        .arg(&plan)
+        .args(["--yes", "--key"])
+        .arg(keys.join("bob"))
+        .expect_exit(0)
+        .run();
+    let mut w = gpu_once(&env, &file, critical)
+        .args(["--key"])
+        .arg(keys.join("watcher"))
+        .spawn();
+    // `--once` waits for its apply: the apply's run has started its slow step.
+    until(
+        &mut w,
+        "the watcher's apply running",
+        Duration::from_secs(60),
+        || {
+            env.record_count() == 1
+                && env
+                    .last_record()
+                    .iter()
+                    .any(|e| matches!(e, Event::StepStarted { name, .. } if name == "drain"))
+        },
+    );
+    w.signal(libc::SIGTERM);
+    let code = w.code(Duration::from_secs(30));
+    assert_eq!(code, 0, "{}", w.output());
+    let said = w.stderr();
+    assert!(
+        said.contains("stopping: waiting for the apply of"),
+        "{said}"
+    );
+    assert!(
+        said.contains("failed: the watcher's runbook apply ended with exit 143"),
+        "{said}"
+    );
+    assert_eq!(statuses(&env), ["failed"]);
+    assert!(
+        !marker(&env).exists(),
+        "the apply stopped before its next change"
+    );
+    let record = env.last_record();
+    assert!(
+        record.iter().any(|e| matches!(
+            e,
+            Event::RunFinished {
+                outcome: RunOutcome::Interrupted,
+                ..
+            }
+        )),
+        "{record:?}"
     );
 }
 

@@ -152,6 +152,7 @@ pub async fn apply(
     plan: &Path,
     state_dir: &Path,
     cancel: &crate::base::cancel::Cancel,
+    signals_before: u32,
 ) -> Result<(i32, String), String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find runbook itself: {e}"))?;
     let child = tokio::process::Command::new(exe)
@@ -169,15 +170,22 @@ pub async fn apply(
     let pid = child.id();
     let out = child.wait_with_output();
     tokio::pin!(out);
+    // Each signal to the watcher after `signals_before` (the count when the apply was
+    // decided) is passed on once; the count is looked at again every half second too,
+    // so a signal between two looks is never lost.
+    let mut told = signals_before;
     let out = loop {
+        if cancel.count() > told {
+            told = cancel.count();
+            if let Some(pid) = pid {
+                // SAFETY: a signal to the child this function started.
+                unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+            }
+        }
         tokio::select! {
             r = &mut out => break r,
-            _ = cancel.notified() => {
-                if let Some(pid) = pid {
-                    // SAFETY: a signal to the child this function started.
-                    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
-                }
-            }
+            _ = cancel.notified() => {}
+            _ = tokio::time::sleep(std::time::Duration::from_millis(500)) => {}
         }
     }
     .map_err(|e| format!("runbook apply: {e}"))?;

@@ -127,19 +127,21 @@ pub async fn look(
             break;
         }
     }
-    if values.is_empty() {
-        return Ok(judge(m, follow, now, known.as_ref()));
+    // Nothing new and nothing below: there is nothing to judge.
+    if values.is_empty() && follow.below_since.is_none() {
+        return Ok(None);
     }
     let threshold = match m.below {
         Threshold::Value(v) => v,
         Threshold::KnownGood(k) => {
+            // Read when a value is to be judged, or to say what a silent log stays below.
             if known.is_none() {
                 match known_good(step, m).await? {
                     Ok(kg) => *known = Some(kg),
                     Err(why) => {
                         seen.unjudged = Some(why);
                         follow.below_since = None;
-                        follow.last = values.last().copied();
+                        follow.last = values.last().copied().or(follow.last);
                         return Ok(None);
                     }
                 }

@@ -155,17 +155,9 @@ pub async fn watch(o: Options) -> Result<()> {
     } else if alerts_wanted {
         say("--once: alertmanager triggers are not looked at (alerts are received only while the watcher runs)");
     }
-    let stopped = loop {
-        if w.round(o.once).await.is_err() {
-            break true;
-        }
-        if o.once {
-            if let Some((id, task)) = w.applying.take() {
-                let done = task.await.unwrap_or_else(|e| Err(e.to_string()));
-                w.applied(&id, done).await;
-            }
-            w.save()?;
-            break false;
+    loop {
+        if w.round(o.once).await.is_err() || o.once {
+            break;
         }
         w.save()?;
         let wake = w.next.iter().min().copied().unwrap_or(now) + Duration::from_millis(10);
@@ -173,30 +165,22 @@ pub async fn watch(o: Options) -> Result<()> {
             _ = tokio::time::sleep_until(wake.into()) => {}
             Some(alerts) = rx.recv() => {
                 if w.alerts(alerts).await.is_err() {
-                    break true;
+                    break;
                 }
             }
             _ = cancel.notified() => {}
         }
         if cancel.interrupted().is_some() {
-            break true;
-        }
-    };
-    if stopped {
-        if let Some((id, task)) = w.applying.take() {
-            say(&format!(
-                "stopping: waiting for the apply of {id}, which was told to stop"
-            ));
-            let done = task.await.unwrap_or_else(|e| Err(e.to_string()));
-            w.applied(&id, done).await;
+            break;
         }
     }
+    w.wait_for_apply().await;
     w.save()?;
     w.ctx.targets.close_all().await;
-    if stopped {
-        let signal = cancel.interrupted().map_or("a signal", |s| s.name());
+    if let Some(signal) = cancel.interrupted() {
         say(&format!(
-            "stopped ({signal}); state saved in {}",
+            "stopped ({}); state saved in {}",
+            signal.name(),
             w.store.path.display()
         ));
     }
@@ -644,11 +628,12 @@ impl Watcher {
                 continue;
             }
             if let (Some(t), Some(policy)) = (&trigger, &self.policy) {
-                if t.auto_apply && self.applying.is_none() {
+                if t.auto_apply && self.applying.is_none() && self.cancel.interrupted().is_none() {
                     self.maybe_apply(i, &policy.clone());
                 }
             }
-            if self.state.proposals[i].notified.len() < self.file.notify.len() {
+            let told = &self.state.proposals[i].notified;
+            if self.file.notify.iter().any(|n| !told.contains(&n.url.text)) {
                 let markdown = std::fs::read_to_string(&p.markdown).unwrap_or_default();
                 let m = propose::message(
                     &p,
@@ -696,13 +681,41 @@ impl Watcher {
                     self.planner.state_dir.clone(),
                     self.cancel.clone(),
                 );
-                let task =
-                    tokio::task::spawn_local(
-                        async move { decide::apply(&plan, &dir, &cancel).await },
-                    );
+                let since = cancel.count();
+                let task = tokio::task::spawn_local(async move {
+                    decide::apply(&plan, &dir, &cancel, since).await
+                });
                 self.applying = Some((p.id.clone(), task));
             }
         }
+    }
+
+    /// At the end (`--once`, or a signal): waits for the watcher's own apply, if one
+    /// runs, and records how it ended. A signal, before or while it waits, was passed on
+    /// to the apply (`decide::apply`); the wait is then said.
+    async fn wait_for_apply(&mut self) {
+        let Some((id, mut task)) = self.applying.take() else {
+            return;
+        };
+        let mut said = false;
+        let done = loop {
+            if self.cancel.interrupted().is_some() && !said {
+                said = true;
+                say(&format!(
+                    "stopping: waiting for the apply of {id}, which was told to stop (a second signal stops it harder)"
+                ));
+                // The signal was answered: the watcher is stopping by itself, waiting for
+                // its apply to stop (a service manager kills what is left once the watcher
+                // is gone). The watchdog's backstop stays for a second signal.
+                crate::run::watchdog::disarm();
+            }
+            tokio::select! {
+                r = &mut task => break r.unwrap_or_else(|e| Err(e.to_string())),
+                _ = self.cancel.notified() => {}
+                _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+            }
+        };
+        self.applied(&id, done).await;
     }
 
     /// The watcher's apply, if it ended: its outcome recorded.
@@ -725,11 +738,19 @@ impl Watcher {
             return;
         };
         let (status, why, event) = match result {
-            Ok((0, _)) => (
-                Status::Applied,
-                "applied by the watcher (runbook apply, exit 0)".to_string(),
-                Event::Applied,
-            ),
+            Ok((0, _)) => {
+                let sha = &self.state.proposals[i].sha256;
+                let run = crate::run::state::list_runs(&self.planner.state_dir)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .find(|r| r.plan.as_deref() == Some(sha.as_str()))
+                    .map_or(String::new(), |r| format!(" in run {}", r.id));
+                (
+                    Status::Applied,
+                    format!("applied by the watcher (runbook apply{run})"),
+                    Event::Applied,
+                )
+            }
             Ok((code, said)) => (
                 Status::Failed,
                 format!("the watcher's runbook apply ended with exit {code}:\n{said}"),
