@@ -600,6 +600,63 @@ async fn timeout_error(step: &Step<'_>, spec: &WaitSpec, lines: &Lines, existed:
 mod tests {
     use super::*;
 
+    /// `proc_poll.sh` under dash, bash and busybox sh: the size and inode at `end`; the
+    /// bytes from an offset; from the start when the file shrank or is another inode
+    /// than the one given (rotated); `0 0 -` for no file.
+    #[test]
+    fn poll_reads_on_from_an_offset_and_again_from_the_start_of_a_rotated_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("train.log");
+        std::fs::write(&log, "one\ntwo\n").unwrap();
+        use std::os::unix::fs::MetadataExt;
+        let inode = std::fs::metadata(&log).unwrap().ino().to_string();
+        let file = log.display().to_string();
+        for sh in &crate::testing::shells() {
+            let poll = |args: &[&str]| -> String {
+                let out = sh.command(script::PROC_POLL.body, args).output().unwrap();
+                assert!(out.status.success(), "{}: {out:?}", sh.name);
+                String::from_utf8_lossy(&out.stdout).into_owned()
+            };
+            let shell = sh.name;
+            assert_eq!(
+                poll(&[&file, "end", "0", "100"]),
+                format!("8 1 {inode}\n"),
+                "{shell}"
+            );
+            assert_eq!(
+                poll(&[&file, "4", "0", "100"]),
+                format!("4 1 {inode}\ntwo\n"),
+                "{shell}"
+            );
+            assert_eq!(
+                poll(&[&file, "4", "0", "100", &inode]),
+                format!("4 1 {inode}\ntwo\n"),
+                "{shell}"
+            );
+            assert_eq!(
+                poll(&[&file, "4", "0", "100", "1"]),
+                format!("0 1 {inode}\none\ntwo\n"),
+                "{shell}: another inode"
+            );
+            assert_eq!(
+                poll(&[&file, "20", "0", "100"]),
+                format!("0 1 {inode}\none\ntwo\n"),
+                "{shell}: shrank"
+            );
+            assert_eq!(
+                poll(&[&file, "0", "0", "3"]),
+                format!("0 1 {inode}\none"),
+                "{shell}: at most MAX bytes"
+            );
+            let gone = dir.path().join("gone").display().to_string();
+            assert_eq!(
+                poll(&[&gone, "4", "0", "100", &inode]),
+                "0 0 -\n",
+                "{shell}"
+            );
+        }
+    }
+
     /// The probe under dash and under busybox sh (busybox applets only), read back by
     /// `parse_state`: a live job is running, a dead one stopped, a missing name none.
     #[test]
