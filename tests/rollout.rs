@@ -256,6 +256,30 @@ fn pause_after_first_stops_after_the_canary_and_resume_goes_on() {
     assert!(err.contains("rollout(): pause is \"after_first\""), "{err}");
 }
 
+/// On a terminal, `pause = "after_first"` asks after the canary batch, its line on
+/// screen: yes goes on with the rest in the same run; no stops as without a terminal.
+#[test]
+fn on_a_terminal_the_canary_pause_asks() {
+    let env = Env::new();
+    let rb = runbook(&env, r#"{ pause = "after_first" }"#, "");
+    let (code, shown) = Run::new(&env, &rb).yes().on_terminal("y\n");
+    assert_eq!(code, 0, "{shown}");
+    assert!(
+        shown.contains(
+            "rollout: the canary batch is done (node1: ok); go on with the other 9 item(s)? [y/N]"
+        ),
+        "{shown}"
+    );
+    assert!(shown.contains("ran node10"), "{shown}");
+    let (code, shown) = Run::new(&env, &rb).yes().on_terminal("n\n");
+    assert_eq!(code, 1, "{shown}");
+    assert!(
+        shown.contains("paused after the canary batch (node1: ok)"),
+        "{shown}"
+    );
+    assert!(!shown.contains("ran node2"), "{shown}");
+}
+
 /// Twenty real sshd on loopback, a host each item: nodes 3, 7 and 9 fail their command
 /// with max_failures = 2 across batches {1, 25%, 100%}; the third failure starts nothing
 /// new. Then runbook is killed outright (SIGKILL) in the middle of a rollout, and

@@ -15,6 +15,7 @@ mod cache_rollout;
 mod clean_reset;
 mod containers;
 mod control_bytes;
+mod detach;
 mod disk;
 mod docs;
 mod drills;

@@ -186,6 +186,11 @@ pub enum Error {
     #[error("{0}")]
     Replies(String),
 
+    /// `runbook ps` / `runbook stop`: a target could not be looked at, or a command a run
+    /// left could not be stopped (each named). Exit 1: what could be done was done.
+    #[error("{0}")]
+    Leftovers(String),
+
     /// `runbook test`: a command had no reply (the message shows it, the closest
     /// recorded one and their difference), or `--strict` and replies were left unused.
     #[error("{0}")]
@@ -214,7 +219,8 @@ impl Error {
             | Error::PlanIncomplete(_)
             | Error::Unformatted { .. }
             | Error::ArtifactsDamaged(_)
-            | Error::RecordsTampered(_) => Exit::RunFailed,
+            | Error::RecordsTampered(_)
+            | Error::Leftovers(_) => Exit::RunFailed,
             Error::Interrupted(s) | Error::RunInterrupted(s) => Exit::Signal(*s),
             Error::TestDiverged(_) => Exit::Diverged,
             // Problems with runbook's own state dir are found before a run starts

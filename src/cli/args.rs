@@ -190,6 +190,29 @@ formatting would change with a diff, and exits 1 if there is any."
         #[arg(long, env = "RUNBOOK_STATE_DIR", value_name = "DIR")]
         state_dir: Option<PathBuf>,
     },
+    /// List commands still running on targets: detached ones (`detach = true`) and those
+    /// a killed run left behind, with their run and step. TARGET: where to look (default:
+    /// every target the latest run records name, and this machine).
+    Ps {
+        targets: Vec<String>,
+        /// One JSON object a line.
+        #[arg(long)]
+        json: bool,
+        #[arg(long, env = "RUNBOOK_STATE_DIR", value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// End what a run left running on its targets (its detached commands, and commands it
+    /// lost track of when killed), without resuming it. RUN is a run id (or a prefix) or
+    /// `last`.
+    Stop {
+        run: String,
+        #[arg(long, env = "RUNBOOK_STATE_DIR", value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
     /// Check run records for tampering: each line against the hash chain of its record,
     /// each record against the index of runs.
     #[command(after_help = AUDIT_HELP)]

@@ -58,6 +58,9 @@ pub struct Cmd {
     pub secret_output: bool,
     /// Its stdout is data (an archive), not lines for people (see `Action::binary_output`).
     pub binary_output: bool,
+    /// `detach = true|false`; by default a command whose timeout is over
+    /// `detach::BY_DEFAULT_OVER` is detached (`targets/detach.rs`).
+    pub detach: Option<bool>,
 }
 
 impl Cmd {
@@ -312,12 +315,17 @@ impl Step<'_> {
                 stdin: cmd.stdin,
                 timeout: cmd.timeout,
                 secret_output: cmd.secret_output,
+                detach: None,
             },
             effect,
             summary,
             class,
             script: cmd.script,
             binary_output: cmd.binary_output,
+            detach: cmd.detach.unwrap_or_else(|| {
+                cmd.timeout
+                    .is_some_and(|t| t > crate::targets::detach::BY_DEFAULT_OVER)
+            }),
         };
         let performed = perform::perform(self.ctx, action)
             .await

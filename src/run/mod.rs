@@ -9,6 +9,7 @@
 pub mod audit;
 pub mod engine;
 pub mod index;
+pub mod left;
 pub mod lint;
 pub mod orphans;
 pub mod sandbox;

@@ -43,6 +43,8 @@ pub struct Action<'a> {
     /// Its stdout is data (`artifact.capture`'s archive): kept for the primitive, never
     /// made output events or a tail (bytes, not lines for people or the record).
     pub binary_output: bool,
+    /// Run it detached from the connection (`targets/detach.rs`).
+    pub detach: bool,
 }
 
 pub enum Performed {

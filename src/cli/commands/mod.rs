@@ -11,6 +11,7 @@ mod init;
 mod inspect;
 mod new;
 mod plan;
+mod ps;
 mod run;
 mod saved;
 mod script;
@@ -53,6 +54,17 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
             state_dir,
         } => history::log(&run, json, state_dir, verbose, quiet),
         Command::Audit { action } => audit::audit(action),
+        Command::Ps {
+            targets,
+            json,
+            state_dir,
+            remote,
+        } => ps::ps(&targets, json, state_dir, remote_settings(&remote)?).await,
+        Command::Stop {
+            run,
+            state_dir,
+            remote,
+        } => ps::stop(&run, state_dir, remote_settings(&remote)?).await,
         Command::Docs { globals: true, .. } => docs::globals(),
         Command::Docs {
             topic, markdown, ..
