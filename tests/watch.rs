@@ -1220,3 +1220,64 @@ runbook = "@rb@"
     assert!(!marker(&env).exists());
     drop(am);
 }
+
+#[test]
+fn alerts_posted_on_a_unix_socket_listener() {
+    let env = Env::new();
+    let rb = restart_runbook(&env);
+    env.write("inventory.toml", "[hosts.gpu1]\naddress = \"local\"\n");
+    let socket = env.tmp.path().join("watch.sock");
+    let file = watch_file(
+        &env,
+        &subst(
+            r#"[watch]
+listen = "unix:@socket@"
+
+[[trigger]]
+name = "am"
+kind = "alertmanager"
+match = { alertname = "TrainingSlow" }
+target_label = "node"
+targets = ["gpu1"]
+label_params = { host = "node" }
+runbook = "@rb@"
+"#,
+            &[("socket", &socket.display()), ("rb", &rb.display())],
+        ),
+    );
+    let mut w = watcher(&env, &file).spawn();
+    until_said(
+        &mut w,
+        &format!(
+            "listening for Alertmanager's webhook at unix:{}",
+            socket.display()
+        ),
+        Duration::from_secs(20),
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "only the watcher's user may connect");
+    let ask = |request: String| -> String {
+        let mut s = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+        s.write_all(request.as_bytes()).unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).unwrap();
+        answer
+    };
+    let body = r#"{"version":"4","status":"firing","alerts":[{"status":"firing","labels":{"alertname":"TrainingSlow","node":"gpu1"}}]}"#;
+    let answer = ask(format!(
+        "POST /alerts HTTP/1.1\r\nHost: watch\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    ));
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+    until(
+        &mut w,
+        "a plan from the alert",
+        Duration::from_secs(60),
+        || plans(&env).len() == 1,
+    );
+    let answer = ask("GET / HTTP/1.1\r\nHost: watch\r\n\r\n".into());
+    assert!(answer.starts_with("HTTP/1.1 405 "), "{answer}");
+    stop(w);
+    assert!(!socket.exists(), "the socket is removed at the end");
+}
