@@ -57,3 +57,4 @@ mod types;
 mod typos;
 mod venv;
 mod warmup;
+mod watch;

@@ -195,6 +195,12 @@ pub enum Error {
     /// recorded one and their difference), or `--strict` and replies were left unused.
     #[error("{0}")]
     TestDiverged(String),
+
+    /// `runbook watch` cannot start, or cannot go on: its watch file is wrong (names
+    /// `FILE:LINE`), another watcher holds its state, its state cannot be read or
+    /// written, or its listener cannot listen. Nothing was proposed or changed by it.
+    #[error("{0}")]
+    Watch(String),
 }
 
 impl Error {
@@ -241,6 +247,7 @@ impl Error {
             | Error::Store(_)
             | Error::FileExists(_)
             | Error::Write(_)
+            | Error::Watch(_)
             | Error::Startup(_) => Exit::NothingChanged,
         }
     }

@@ -17,6 +17,7 @@ mod saved;
 mod script;
 mod ship;
 mod test;
+mod watch;
 
 use crate::base::error::{Error, Result};
 use crate::base::inventory::Inventory;
@@ -70,6 +71,7 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
         } => docs::docs(topic.as_deref(), markdown),
         Command::Script { name } => script::script(name.as_deref()),
         Command::Ship { wait, state_dir } => ship::ship(wait, state_dir),
+        Command::Watch(args) => watch::watch(args).await,
         Command::Init { dir } => init::init(dir.as_deref()),
         Command::New { name, target, dir } => new::new(&name, target, dir.as_deref()),
         Command::Artifacts {

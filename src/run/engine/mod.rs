@@ -579,7 +579,8 @@ async fn standalone_pass(
     .await
 }
 
-fn whoami() -> String {
+/// Who runs runbook: `$USER`, else the uid (a plan's `created_by` is `whoami@hostname`).
+pub fn whoami() -> String {
     std::env::var("USER")
         .ok()
         .filter(|u| !u.is_empty())
