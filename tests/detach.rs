@@ -211,6 +211,8 @@ fn on_a_slurm_node_resume_after_kill_9_follows_it() {
         .expect_exit(0)
         .run();
     whole_and_once(&out, &marks.join("started"));
+    // Nothing of it is left as a job step (the other Slurm tests count them).
+    assert_eq!(c.wait_no_steps(Duration::from_secs(10)), Vec::<String>::new());
 }
 
 /// `runbook ps` lists a detached command a killed run left on an SSH host, with its
