@@ -637,6 +637,8 @@ async fn run(
         script: None,
         secret_output,
         binary_output: false,
+        stdin_data: false,
+        diff: None,
     };
     let step = Step {
         ctx,

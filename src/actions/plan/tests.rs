@@ -24,6 +24,7 @@ fn seen<'a>(step: usize, command: &'a str) -> Seen<'a> {
         summary: command,
         destructive: false,
         may_delete: false,
+        diff: None,
     }
 }
 
@@ -574,6 +575,7 @@ fn a_change_reads_the_same_wherever_it_is_shown() {
         destructive: true,
         may_delete: false,
         exact: None,
+        diff: None,
     };
     assert_eq!(text.head(), "on local: sh -c: …  [deletes]");
     let folded = text.command(false);
@@ -594,6 +596,7 @@ fn a_change_reads_the_same_wherever_it_is_shown() {
         destructive: false,
         may_delete: false,
         exact: None,
+        diff: None,
     };
     assert_eq!(plain.head(), "on local: true");
     let unsure = ChangeText {

@@ -287,6 +287,7 @@ impl Sink for TerminalSink {
                 command,
                 destructive,
                 may_delete,
+                diff,
                 ..
             } => {
                 if quiet {
@@ -309,6 +310,7 @@ impl Sink for TerminalSink {
                     destructive: *destructive,
                     may_delete: *may_delete,
                     exact: None,
+                    diff: diff.as_deref(),
                 };
                 let text = change.text(&format!("  {mark} "), 6, self.opts.verbose);
                 self.line(text.trim_end());
