@@ -394,7 +394,8 @@ fn beside(lua: &Lua, what: &str, src: &str) -> mlua::Result<(String, Vec<u8>)> {
     Ok((shown, bytes))
 }
 
-/// A Lua value as a template sees it: strings (UTF-8), numbers, booleans, lists (a table
+/// A Lua value as a template sees it: strings (UTF-8), numbers (a float with no fraction as a
+/// whole number), booleans, lists (a table
 /// of 1…n) and maps (a table of string keys), nested at most 32 deep. `at` names the
 /// value in errors (`vars.servers[2].name`).
 fn jinja_value(v: &Value, at: &str, depth: usize) -> Result<minijinja::Value, String> {
@@ -405,6 +406,11 @@ fn jinja_value(v: &Value, at: &str, depth: usize) -> Result<minijinja::Value, St
         Value::Nil => minijinja::Value::from(()),
         Value::Boolean(b) => minijinja::Value::from(*b),
         Value::Integer(i) => minijinja::Value::from(*i),
+        // A whole number reads as one (`80`, not `80.0`): a `type = "number"` param or
+        // `n / 2` is a float in Lua 5.4 even when it has no fraction.
+        Value::Number(n) if n.fract() == 0.0 && n.abs() < 2f64.powi(53) => {
+            minijinja::Value::from(*n as i64)
+        }
         Value::Number(n) => minijinja::Value::from(*n),
         Value::String(s) => match s.to_str() {
             Ok(text) => minijinja::Value::from(text.to_string()),
