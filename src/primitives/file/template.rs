@@ -26,6 +26,9 @@ pub fn render(name: &str, source: &str, vars: Value) -> Result<String, String> {
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     env.set_auto_escape_callback(|_| AutoEscape::None);
     env.set_fuel(Some(FUEL));
+    // minijinja's own, not Jinja2's: it prints every var, and as a global it makes
+    // `{% if debug is defined %}` true in a template given no `debug`.
+    env.remove_global("debug");
     let syntax = SyntaxConfig::builder()
         .trim_blocks(true)
         .keep_trailing_newline(true)

@@ -174,6 +174,9 @@ fn a_name_the_vars_lack_is_an_error_at_the_templates_line() {
         vars,
     );
     assert_eq!(ok.as_deref(), Ok("off "));
+    // No global answers for a name the vars lack (minijinja's `debug` is removed).
+    let none = template::render("t.j2", "{% if debug is defined %}on{% endif %}", map([]));
+    assert_eq!(none.as_deref(), Ok(""));
 }
 
 /// One template and its vars, nothing else: no other template, no file, no environment.
@@ -187,6 +190,7 @@ fn a_template_reaches_nothing_but_its_vars() {
         ("{{ env('HOME') }}", "t.j2:1: unknown function: env is unknown"),
         ("{{ lookup('file', '/etc/passwd') }}", "t.j2:1: unknown function: lookup is unknown"),
         ("{{ '/etc/passwd' | read_file }}", "t.j2:1: unknown filter"),
+        ("{{ debug() }}", "t.j2:1: unknown function: debug is unknown"),
     ];
     for (src, want) in cases {
         let e = template::render("t.j2", src, none.clone()).unwrap_err();
