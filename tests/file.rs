@@ -83,7 +83,10 @@ fn writes_once_shows_the_diff_and_then_changes_nothing() {
     let template = planned[1].as_deref().unwrap();
     assert!(template.contains("+token = ***\n"), "{template}");
     assert!(template.contains("+server 10.0.0.6:8000;\n"), "{template}");
-    assert!(!out.stdout_text().contains(TOKEN), "the secret is masked everywhere");
+    assert!(
+        !out.stdout_text().contains(TOKEN),
+        "the secret is masked everywhere"
+    );
     assert!(!dir.join("a.conf").exists() && !dir.join("app.conf").exists());
     assert_eq!(
         out.logs(),
@@ -100,20 +103,44 @@ fn writes_once_shows_the_diff_and_then_changes_nothing() {
     );
     assert_eq!(shown[0].0, format!("create {d}/a.conf (6 B, mode 0640)"));
     assert!(
-        shown[0].1.starts_with(&format!("file-put.sh {d}/a.conf old=none new=")),
+        shown[0]
+            .1
+            .starts_with(&format!("file-put.sh {d}/a.conf old=none new=")),
         "{}",
         shown[0].1
     );
     assert!(
-        shown[0].1.contains(" mode=0640 < (stdin: 6 bytes of data, sha256 "),
+        shown[0]
+            .1
+            .contains(" mode=0640 < (stdin: 6 bytes of data, sha256 "),
         "{}",
         shown[0].1
     );
     assert!(!shown[0].1.contains("x = 1"), "{}", shown[0].1);
+    // A saved plan has the diffs, the secret masked in them too.
+    let plan = env.tmp.path().join("files-plan.json");
+    Run::cmd(
+        &env,
+        [
+            "plan".as_ref(),
+            rb.as_os_str(),
+            "-o".as_ref(),
+            plan.as_os_str(),
+        ],
+    )
+    .env("RUNBOOK_PARAM_TOKEN", TOKEN)
+    .expect_exit(0)
+    .run();
+    let saved = std::fs::read_to_string(&plan).unwrap();
+    assert!(saved.contains("+token = ***"), "{saved}");
+    assert!(!saved.contains(TOKEN), "{saved}");
 
     // The real run writes both; the record has the diff, never the secret.
     let out = run().yes().expect_exit(0).run();
-    assert_eq!(std::fs::read_to_string(dir.join("a.conf")).unwrap(), "x = 1\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("a.conf")).unwrap(),
+        "x = 1\n"
+    );
     assert_eq!(mode_of(&dir.join("a.conf")), 0o640);
     assert_eq!(
         std::fs::read_to_string(dir.join("app.conf")).unwrap(),
@@ -143,7 +170,11 @@ fn writes_once_shows_the_diff_and_then_changes_nothing() {
         n.sort();
         n
     };
-    assert_eq!(dir_names(&dir), vec!["a.conf", "app.conf"], "no temp file left");
+    assert_eq!(
+        dir_names(&dir),
+        vec!["a.conf", "app.conf"],
+        "no temp file left"
+    );
 
     // Again: the same bytes and mode, no change at all.
     let out = run().yes().expect_exit(0).run();
@@ -183,17 +214,16 @@ fn writes_once_shows_the_diff_and_then_changes_nothing() {
         .yes()
         .expect_exit(0)
         .run();
-    let backup = out.logs()[0]
-        .split("backup=")
-        .nth(1)
-        .unwrap()
-        .to_string();
+    let backup = out.logs()[0].split("backup=").nth(1).unwrap().to_string();
     assert!(
         backup.starts_with(&format!("{d}/a.conf.")) && backup.ends_with("Z~"),
         "{backup}"
     );
     assert_eq!(std::fs::read_to_string(&backup).unwrap(), "x = 1\n");
-    assert_eq!(std::fs::read_to_string(dir.join("a.conf")).unwrap(), "x = 2\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("a.conf")).unwrap(),
+        "x = 2\n"
+    );
     assert_eq!(mode_of(&dir.join("a.conf")), 0o640, "the mode given");
 
     // Only the mode differs: set, the bytes as they are, no diff.
@@ -217,7 +247,10 @@ fn writes_once_shows_the_diff_and_then_changes_nothing() {
         )]
     );
     assert_eq!(mode_of(&dir.join("a.conf")), 0o640);
-    assert_eq!(std::fs::read_to_string(dir.join("a.conf")).unwrap(), "x = 2\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("a.conf")).unwrap(),
+        "x = 2\n"
+    );
 }
 
 /// A plan holds the run to the bytes that were reviewed and to the file as it was read:
@@ -245,28 +278,59 @@ end)
     );
     let plan = env.tmp.path().join("plan.json");
     let make = || {
-        Run::cmd(&env, ["plan".as_ref(), rb.as_os_str(), "-o".as_ref(), plan.as_os_str()])
-            .expect_exit(0)
-            .run()
+        Run::cmd(
+            &env,
+            [
+                "plan".as_ref(),
+                rb.as_os_str(),
+                "-o".as_ref(),
+                plan.as_os_str(),
+            ],
+        )
+        .expect_exit(0)
+        .run()
     };
-    let apply = || Run::cmd(&env, ["apply".as_ref(), plan.as_os_str(), "--yes".as_ref(), "--json".as_ref()]).run();
+    let apply = || {
+        Run::cmd(
+            &env,
+            [
+                "apply".as_ref(),
+                plan.as_os_str(),
+                "--yes".as_ref(),
+                "--json".as_ref(),
+            ],
+        )
+        .run()
+    };
 
     let shown = make().stdout_text();
-    assert!(shown.contains("-b = 2\n") && shown.contains("+b = 3\n"), "{shown}");
+    assert!(
+        shown.contains("-b = 2\n") && shown.contains("+b = 3\n"),
+        "{shown}"
+    );
     let saved: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
     let diff = saved["changes"][0]["diff"].as_str().unwrap();
-    assert!(diff.ends_with("@@ -1,2 +1,2 @@\n a = 1\n-b = 2\n+b = 3"), "{diff}");
+    assert!(
+        diff.ends_with("@@ -1,2 +1,2 @@\n a = 1\n-b = 2\n+b = 3"),
+        "{diff}"
+    );
     assert!(saved["changes"][0]["stdin_sha256"].is_string());
     let md = Run::cmd(
         &env,
-        ["plan".as_ref(), plan.as_os_str(), "--format".as_ref(), "md".as_ref()],
+        [
+            "plan".as_ref(),
+            plan.as_os_str(),
+            "--format".as_ref(),
+            "md".as_ref(),
+        ],
     )
     .expect_exit(0)
     .run()
     .stdout_text();
     assert!(
-        md.contains("   - what it does to the file:\n\n     ```diff\n") && md.contains("     +b = 3\n"),
+        md.contains("   - what it does to the file:\n\n     ```diff\n")
+            && md.contains("     +b = 3\n"),
         "{md}"
     );
     let out = apply();
@@ -306,12 +370,19 @@ fn a_src_or_template_outside_the_runbooks_folder_is_refused() {
     let env = Env::new();
     env.write("secret.txt", "not for the target");
     env.write("rb/templates/t.j2", "{{ x }}");
-    std::os::unix::fs::symlink(env.tmp.path().join("secret.txt"), env.tmp.path().join("rb/link")).unwrap();
+    std::os::unix::fs::symlink(
+        env.tmp.path().join("secret.txt"),
+        env.tmp.path().join("rb/link"),
+    )
+    .unwrap();
     let out_dir = env.scratch();
     let cases = [
         ("file.put", "src = \"../secret.txt\""),
         ("file.put", "src = \"link\""),
-        ("file.put", &format!("src = \"{}\"", env.tmp.path().join("secret.txt").display()) as &str),
+        (
+            "file.put",
+            &format!("src = \"{}\"", env.tmp.path().join("secret.txt").display()) as &str,
+        ),
         ("file.template", "src = \"templates/../../secret.txt\""),
     ];
     for (f, opt) in cases {
@@ -348,9 +419,9 @@ step("s", function() file.template(target("local"), { path = "@out@/x", src = "t
     assert_eq!(
         out.step_error(0),
         format!(
-            "{}:2: file.template(): {}: undefined value: 'missing' is not in vars",
+            "{}:2: file.template(): {}/templates/t.j2:2: undefined value: 'missing' is not in vars",
             rb.display(),
-            format!("{}/templates/t.j2:2", env.tmp.path().join("rb").display())
+            env.tmp.path().join("rb").display()
         )
     );
 }
@@ -367,7 +438,11 @@ fn through_a_real_sshd_and_a_container_behind_it() {
     std::fs::create_dir_all(&host_dir).unwrap();
     std::fs::create_dir_all(ct.join("root/etc-app")).unwrap();
     for (target, dir, on_disk) in [
-        ("target(\"node1\")", host_dir.display().to_string(), host_dir.clone()),
+        (
+            "target(\"node1\")",
+            host_dir.display().to_string(),
+            host_dir.clone(),
+        ),
         (
             "target(\"node1\"):pct(200)",
             "/root/etc-app".to_string(),
@@ -420,7 +495,10 @@ in_containers!(put_template_get, |ct: &Ct| {
     let out = CtRun::new(&env, &dir, EnvMode::Clear).go(&body("x = 1\\n", ""), &[]);
     out.assert_exit(0);
     assert_eq!(changes_started(&out), 2, "{}", out.describe());
-    assert_eq!(std::fs::read_to_string(dir.host.join("a.conf")).unwrap(), "x = 1\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.host.join("a.conf")).unwrap(),
+        "x = 1\n"
+    );
     assert_eq!(mode_of(&dir.host.join("a.conf")), 0o640);
     assert!(std::fs::read_to_string(dir.host.join("app.conf"))
         .unwrap()
@@ -432,7 +510,10 @@ in_containers!(put_template_get, |ct: &Ct| {
     let out = CtRun::new(&env, &dir, EnvMode::Keep).go(&body("x = 2\\n", ", backup = true"), &[]);
     out.assert_exit(0);
     assert_eq!(changes_started(&out), 1, "{}", out.describe());
-    assert_eq!(std::fs::read_to_string(dir.host.join("a.conf")).unwrap(), "x = 2\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.host.join("a.conf")).unwrap(),
+        "x = 2\n"
+    );
     let backup = out.logs()[0].split("backup=").nth(1).unwrap().to_string();
     let on_host = dir.host.join(Path::new(&backup).file_name().unwrap());
     assert_eq!(std::fs::read_to_string(on_host).unwrap(), "x = 1\n");

@@ -214,12 +214,16 @@ async fn template(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<V
         ));
     };
     let (name, source) = beside(&lua, WHAT, &src)?;
-    let source = String::from_utf8(source)
-        .map_err(|_| err_at(&lua, format!("{WHAT}: the template {name} is not UTF-8 text")))?;
+    let source = String::from_utf8(source).map_err(|_| {
+        err_at(
+            &lua,
+            format!("{WHAT}: the template {name} is not UTF-8 text"),
+        )
+    })?;
     let vars = match o.vars.map(|v| v.0) {
-        None | Some(Value::Nil) => minijinja::Value::from(
-            std::collections::BTreeMap::<String, minijinja::Value>::new(),
-        ),
+        None | Some(Value::Nil) => {
+            minijinja::Value::from(std::collections::BTreeMap::<String, minijinja::Value>::new())
+        }
         Some(Value::Table(t)) => jinja_value(&Value::Table(t), "vars", 0)
             .map_err(|e| err_at(&lua, format!("{WHAT}: {e}")))?,
         Some(other) => {
@@ -376,7 +380,8 @@ fn beside(lua: &Lua, what: &str, src: &str) -> mlua::Result<(String, Vec<u8>)> {
             format!("{what}: src {shown:?}: no such file beside the runbook (src is a path relative to the runbook's folder, of plain names, and no link out of it)"),
         ));
     };
-    let meta = std::fs::metadata(&file).map_err(|e| err_at(lua, format!("{what}: src {shown}: {e}")))?;
+    let meta =
+        std::fs::metadata(&file).map_err(|e| err_at(lua, format!("{what}: src {shown}: {e}")))?;
     if !meta.is_file() {
         return Err(err_at(lua, format!("{what}: src {shown} is not a file")));
     }
@@ -390,7 +395,8 @@ fn beside(lua: &Lua, what: &str, src: &str) -> mlua::Result<(String, Vec<u8>)> {
             ),
         ));
     }
-    let bytes = std::fs::read(&file).map_err(|e| err_at(lua, format!("{what}: src {shown}: {e}")))?;
+    let bytes =
+        std::fs::read(&file).map_err(|e| err_at(lua, format!("{what}: src {shown}: {e}")))?;
     Ok((shown, bytes))
 }
 
@@ -400,7 +406,9 @@ fn beside(lua: &Lua, what: &str, src: &str) -> mlua::Result<(String, Vec<u8>)> {
 /// value in errors (`vars.servers[2].name`).
 fn jinja_value(v: &Value, at: &str, depth: usize) -> Result<minijinja::Value, String> {
     if depth > 32 {
-        return Err(format!("{at}: nested more than 32 deep (a table that holds itself?)"));
+        return Err(format!(
+            "{at}: nested more than 32 deep (a table that holds itself?)"
+        ));
     }
     Ok(match v {
         Value::Nil => minijinja::Value::from(()),

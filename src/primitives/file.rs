@@ -123,7 +123,10 @@ pub fn check_path(path: &str) -> Result<(), String> {
     if path.contains('\0') {
         return Err("the path holds a NUL byte".into());
     }
-    if path[1..].split('/').any(|p| p.is_empty() || p == "." || p == "..") {
+    if path[1..]
+        .split('/')
+        .any(|p| p.is_empty() || p == "." || p == "..")
+    {
         return Err(format!(
             "the path {path:?} has an empty, '.' or '..' part (or ends with '/'): give it as it is"
         ));
@@ -169,7 +172,11 @@ pub async fn put(step: &Step<'_>, spec: &PutSpec) -> Result<Put> {
     let new_sha = sha256(&spec.content);
     let found = read(step, what, path, DIFF_MAX as u64).await?;
     let target = step.target.name();
-    let refuse = |why: &str| step.fail(format!("{what}: {path} on {target} is {why}; nothing was written"));
+    let refuse = |why: &str| {
+        step.fail(format!(
+            "{what}: {path} on {target} is {why}; nothing was written"
+        ))
+    };
     let stat = match &found {
         None | Some(Found::Missing) => None,
         Some(Found::File(stat)) => Some(stat),
@@ -196,7 +203,9 @@ pub async fn put(step: &Step<'_>, spec: &PutSpec) -> Result<Put> {
         _ => None,
     };
     let owner_change = match (stat, &spec.owner) {
-        (Some(s), Some(o)) if !o.holds(s) => Some((format!("{}:{}", s.user, s.group), o.to_string())),
+        (Some(s), Some(o)) if !o.holds(s) => {
+            Some((format!("{}:{}", s.user, s.group), o.to_string()))
+        }
         _ => None,
     };
     if same_bytes && mode_change.is_none() && owner_change.is_none() {
@@ -219,7 +228,14 @@ pub async fn put(step: &Step<'_>, spec: &PutSpec) -> Result<Put> {
         None => None,
         Some(_) => diff::render(path, before, &spec.content, &mask, spec.diff),
     };
-    let summary = summary(spec, found.as_ref(), stat, shown.as_ref(), &mode_change, &owner_change);
+    let summary = summary(
+        spec,
+        found.as_ref(),
+        stat,
+        shown.as_ref(),
+        &mode_change,
+        &owner_change,
+    );
     let mut words = vec![
         path.to_string(),
         format!(
@@ -416,7 +432,9 @@ pub async fn get(step: &Step<'_>, path: &str, max: u64, missing_ok: bool) -> Res
         Found::File(stat) => stat,
         Found::Missing if missing_ok => return Ok(None),
         Found::Missing => return refuse("does not exist (missing_ok = true to get nil instead)"),
-        Found::Link => return refuse("is a symbolic link (file.get reads none: give the path it points to)"),
+        Found::Link => {
+            return refuse("is a symbolic link (file.get reads none: give the path it points to)")
+        }
         Found::Dir => return refuse("is a directory"),
         Found::Other => return refuse("is not a regular file"),
     };

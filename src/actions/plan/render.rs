@@ -65,7 +65,10 @@ impl ChangeText<'_> {
             out.push_str(&format!("{line}\n"));
         }
         for line in self.diff_lines(whole) {
-            out.push_str(&format!("{indent}  {}\n", crate::base::printable::line(&line)));
+            out.push_str(&format!(
+                "{indent}  {}\n",
+                crate::base::printable::line(&line)
+            ));
         }
         out
     }

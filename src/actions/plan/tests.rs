@@ -670,12 +670,21 @@ fn a_changes_diff_is_shown_under_it() {
         diff: Some(&diff),
     };
     let folded = text.text("  ~ ", 6, false);
-    assert!(folded.contains("\n        --- /dev/null\n        +++ /etc/x\n"), "{folded}");
-    assert!(folded.contains("        +line 37\n        … 24 more lines of the diff"), "{folded}");
+    assert!(
+        folded.contains("\n        --- /dev/null\n        +++ /etc/x\n"),
+        "{folded}"
+    );
+    assert!(
+        folded.contains("        +line 37\n        … 24 more lines of the diff"),
+        "{folded}"
+    );
     assert!(!folded.contains("+line 38"), "{folded}");
     let whole = text.text("  ~ ", 6, true);
     assert!(whole.contains("+line 60\n        +bell \\x07\n"), "{whole}");
     let md = text.markdown(1);
-    assert!(md.contains("   - what it does to the file:\n\n     ```diff\n     --- /dev/null\n"), "{md}");
+    assert!(
+        md.contains("   - what it does to the file:\n\n     ```diff\n     --- /dev/null\n"),
+        "{md}"
+    );
     assert!(md.contains("     +line 60\n"), "{md}");
 }

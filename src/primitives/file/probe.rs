@@ -1,7 +1,6 @@
 //! What `file-read.sh` found at a path: its answer read back (`key=value` lines, a line
 //! `--`, then the file's bytes when they were sent).
 
-
 /// What is at the path.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Found {

@@ -51,7 +51,11 @@ fn a_changed_file_is_a_unified_diff_with_three_lines_of_context() {
 #[test]
 fn a_missing_last_newline_is_said() {
     let d = diff(Before::Read(b"a\nb\n"), "a\nb");
-    assert!(d.text.contains("\\ No newline at end of file"), "{}", d.text);
+    assert!(
+        d.text.contains("\\ No newline at end of file"),
+        "{}",
+        d.text
+    );
     assert_eq!(d.lines, Some((1, 1)));
 }
 
@@ -66,14 +70,21 @@ fn binary_huge_unread_and_hidden_content_is_told_by_sizes_and_digests() {
     let bin = render("/x", Before::Read(b"a\0b"), b"a\0c", &plain, true).unwrap();
     assert_eq!(bin.lines, None);
     assert!(
-        bin.text.starts_with("binary content: before 3 bytes, sha256 "),
+        bin.text
+            .starts_with("binary content: before 3 bytes, sha256 "),
         "{}",
         bin.text
     );
-    assert!(bin.text.contains("; after 3 bytes, sha256 "), "{}", bin.text);
+    assert!(
+        bin.text.contains("; after 3 bytes, sha256 "),
+        "{}",
+        bin.text
+    );
     let not_utf8 = render("/x", Before::Missing, &[0xff, 0xfe], &plain, true).unwrap();
     assert!(
-        not_utf8.text.starts_with("binary content: before none (a new file); after 2 bytes"),
+        not_utf8
+            .text
+            .starts_with("binary content: before none (a new file); after 2 bytes"),
         "{}",
         not_utf8.text
     );
@@ -106,7 +117,9 @@ fn binary_huge_unread_and_hidden_content_is_told_by_sizes_and_digests() {
     );
     let hidden = render("/x", Before::Read(b"key 1\n"), b"key 2\n", &plain, false).unwrap();
     assert!(
-        hidden.text.starts_with("content not shown (diff = false): before 6 bytes"),
+        hidden
+            .text
+            .starts_with("content not shown (diff = false): before 6 bytes"),
         "{}",
         hidden.text
     );
@@ -121,7 +134,14 @@ fn secrets_are_masked_before_the_diff() {
     let mask = |t: &str| t.replace(secret, "***");
     let old = "user = app\n";
     let new = format!("user = app\nkey = {secret}\n");
-    let d = render("/x", Before::Read(old.as_bytes()), new.as_bytes(), &mask, true).unwrap();
+    let d = render(
+        "/x",
+        Before::Read(old.as_bytes()),
+        new.as_bytes(),
+        &mask,
+        true,
+    )
+    .unwrap();
     assert!(!d.text.contains("secretline"), "{}", d.text);
     assert!(d.text.contains("+key = ***"), "{}", d.text);
     assert_eq!(d.lines, Some((1, 0)));
@@ -133,7 +153,10 @@ fn templates_render_with_ansibles_whitespace() {
         ("name", minijinja::Value::from("app")),
         (
             "ups",
-            minijinja::Value::from(vec![minijinja::Value::from("a"), minijinja::Value::from("b")]),
+            minijinja::Value::from(vec![
+                minijinja::Value::from("a"),
+                minijinja::Value::from("b"),
+            ]),
         ),
     ]);
     let out = template::render(
@@ -160,8 +183,8 @@ fn a_name_the_vars_lack_is_an_error_at_the_templates_line() {
         e,
         "templates/a.j2:3: undefined value: 'server.name' is not in vars"
     );
-    let e = template::render("templates/a.j2", "{{ host }}{{ other }}\n", vars.clone())
-        .unwrap_err();
+    let e =
+        template::render("templates/a.j2", "{{ host }}{{ other }}\n", vars.clone()).unwrap_err();
     assert_eq!(
         e,
         "templates/a.j2:1: undefined value: not in vars: 'host', 'other'"
@@ -184,13 +207,31 @@ fn a_name_the_vars_lack_is_an_error_at_the_templates_line() {
 fn a_template_reaches_nothing_but_its_vars() {
     let none = map([("x", minijinja::Value::from(1))]);
     let cases = [
-        ("{% include 'other.j2' %}", "t.j2:1: syntax error: unknown statement include"),
-        ("{% extends 'base.j2' %}", "t.j2:1: syntax error: unknown statement extends"),
-        ("{% import 'm.j2' as m %}", "t.j2:1: syntax error: unknown statement import"),
-        ("{{ env('HOME') }}", "t.j2:1: unknown function: env is unknown"),
-        ("{{ lookup('file', '/etc/passwd') }}", "t.j2:1: unknown function: lookup is unknown"),
+        (
+            "{% include 'other.j2' %}",
+            "t.j2:1: syntax error: unknown statement include",
+        ),
+        (
+            "{% extends 'base.j2' %}",
+            "t.j2:1: syntax error: unknown statement extends",
+        ),
+        (
+            "{% import 'm.j2' as m %}",
+            "t.j2:1: syntax error: unknown statement import",
+        ),
+        (
+            "{{ env('HOME') }}",
+            "t.j2:1: unknown function: env is unknown",
+        ),
+        (
+            "{{ lookup('file', '/etc/passwd') }}",
+            "t.j2:1: unknown function: lookup is unknown",
+        ),
         ("{{ '/etc/passwd' | read_file }}", "t.j2:1: unknown filter"),
-        ("{{ debug() }}", "t.j2:1: unknown function: debug is unknown"),
+        (
+            "{{ debug() }}",
+            "t.j2:1: unknown function: debug is unknown",
+        ),
     ];
     for (src, want) in cases {
         let e = template::render("t.j2", src, none.clone()).unwrap_err();
@@ -217,10 +258,7 @@ fn the_reads_answer_is_read_back() {
     let Ok(Found::File(stat)) = parse(&out) else {
         panic!("{:?}", parse(&out))
     };
-    assert_eq!(
-        (stat.mode, stat.uid, stat.gid, stat.size),
-        (0o640, 0, 4, 3)
-    );
+    assert_eq!((stat.mode, stat.uid, stat.gid, stat.size), (0o640, 0, 4, 3));
     assert_eq!((stat.user.as_str(), stat.group.as_str()), ("root", "adm"));
     assert_eq!(stat.mode_text(), "0640");
     assert_eq!(stat.content.as_deref(), Some(&body[..]));
@@ -231,7 +269,9 @@ fn the_reads_answer_is_read_back() {
     assert_eq!(big.content, None);
     // Bytes that are not the ones the digest was of: changed while it was read.
     let changed = [head.as_bytes(), b"ho\n"].concat();
-    assert!(parse(&changed).unwrap_err().contains("changed while it was read"));
+    assert!(parse(&changed)
+        .unwrap_err()
+        .contains("changed while it was read"));
     for (ty, found) in [
         ("missing", Found::Missing),
         ("link", Found::Link),
@@ -254,7 +294,10 @@ fn modes_owners_and_paths_are_checked_as_given() {
         assert!(Mode::parse(bad).is_err(), "{bad}");
     }
     let o = Owner::parse("www-data:adm").unwrap();
-    assert_eq!((o.user.as_str(), o.group.as_deref()), ("www-data", Some("adm")));
+    assert_eq!(
+        (o.user.as_str(), o.group.as_deref()),
+        ("www-data", Some("adm"))
+    );
     assert_eq!(Owner::parse("0").unwrap().to_string(), "0");
     for bad in ["", ":adm", "a b", "root:", "-rf", "root:adm:x", "r;oot"] {
         assert!(Owner::parse(bad).is_err(), "{bad}");
@@ -275,7 +318,16 @@ fn modes_owners_and_paths_are_checked_as_given() {
     assert!(!Owner::parse("root").unwrap().holds(&stat));
     assert!(!Owner::parse("www-data:root").unwrap().holds(&stat));
     assert!(check_path("/etc/app.conf").is_ok());
-    for bad in ["etc/x", "/", "", "/etc/", "/etc//x", "/etc/./x", "/etc/../x", "/a\0b"] {
+    for bad in [
+        "etc/x",
+        "/",
+        "",
+        "/etc/",
+        "/etc//x",
+        "/etc/./x",
+        "/etc/../x",
+        "/a\0b",
+    ] {
         assert!(check_path(bad).is_err(), "{bad:?}");
     }
 }
@@ -339,7 +391,12 @@ fn put_writes_atomically_and_refuses_what_it_did_not_read_under_every_shell() {
 
         // New: the umask's mode (the tests run with 022 or so: never the temp's 0600).
         let one = b"one\n";
-        let out = put(&sh, &f, &w(&["old=none", &format!("new={}", sha(one))]), Some(one));
+        let out = put(
+            &sh,
+            &f,
+            &w(&["old=none", &format!("new={}", sha(one))]),
+            Some(one),
+        );
         assert!(out.status.success(), "{name}: {}", text(&out));
         assert_eq!(String::from_utf8_lossy(&out.stdout), "written\n", "{name}");
         assert_eq!(std::fs::read(&f).unwrap(), one);
@@ -370,7 +427,10 @@ fn put_writes_atomically_and_refuses_what_it_did_not_read_under_every_shell() {
             "{name}: {backup}"
         );
         assert_eq!(std::fs::read(&backup).unwrap(), one, "{name}");
-        assert_eq!((std::fs::read(&f).unwrap(), mode(&f)), (two.to_vec(), 0o600));
+        assert_eq!(
+            (std::fs::read(&f).unwrap(), mode(&f)),
+            (two.to_vec(), 0o600)
+        );
         // The same second again: the next free name.
         let three = b"three\n";
         let words = w(&[
@@ -396,7 +456,10 @@ fn put_writes_atomically_and_refuses_what_it_did_not_read_under_every_shell() {
         ]);
         let out = put(&sh, &f, &words, None);
         assert!(out.status.success(), "{name}: {}", text(&out));
-        assert_eq!((std::fs::read(&f).unwrap(), mode(&f)), (three.to_vec(), 0o640));
+        assert_eq!(
+            (std::fs::read(&f).unwrap(), mode(&f)),
+            (three.to_vec(), 0o640)
+        );
 
         // The file is not what was read: nothing is written.
         let words = w(&["old=none", &format!("new={}", sha(one))]);
@@ -409,37 +472,65 @@ fn put_writes_atomically_and_refuses_what_it_did_not_read_under_every_shell() {
         let words = w(&[&format!("old={}", sha(three)), &format!("new={}", sha(one))]);
         let out = put(&sh, &f, &words, Some(b"on"));
         assert_eq!(out.status.code(), Some(1), "{name}: {}", text(&out));
-        assert!(text(&out).contains("not ") && text(&out).contains("as sent"), "{name}");
+        assert!(
+            text(&out).contains("not ") && text(&out).contains("as sent"),
+            "{name}"
+        );
         assert_eq!(std::fs::read(&f).unwrap(), three);
-        assert_eq!(others(dir, &["app.conf"]).len(), 2, "{name}: no temp file left");
+        assert_eq!(
+            others(dir, &["app.conf"]).len(),
+            2,
+            "{name}: no temp file left"
+        );
 
         // A link is neither followed nor replaced; a directory is not replaced.
         let target = dir.join("elsewhere");
         std::fs::write(&target, "keep").unwrap();
         let link = dir.join("link");
         std::os::unix::fs::symlink(&target, &link).unwrap();
-        let out = put(&sh, &link, &w(&["old=none", &format!("new={}", sha(one))]), Some(one));
+        let out = put(
+            &sh,
+            &link,
+            &w(&["old=none", &format!("new={}", sha(one))]),
+            Some(one),
+        );
         assert_eq!(out.status.code(), Some(1), "{name}: {}", text(&out));
         assert!(text(&out).contains("is a symbolic link"), "{name}");
         assert_eq!(std::fs::read(&target).unwrap(), b"keep");
         let sub = dir.join("sub");
         std::fs::create_dir(&sub).unwrap();
-        let out = put(&sh, &sub, &w(&["old=none", &format!("new={}", sha(one))]), Some(one));
-        assert!(text(&out).contains("is not a regular file"), "{name}: {}", text(&out));
+        let out = put(
+            &sh,
+            &sub,
+            &w(&["old=none", &format!("new={}", sha(one))]),
+            Some(one),
+        );
+        assert!(
+            text(&out).contains("is not a regular file"),
+            "{name}: {}",
+            text(&out)
+        );
         let out = put(
             &sh,
             &dir.join("no/such/x"),
             &w(&["old=none", &format!("new={}", sha(one))]),
             Some(one),
         );
-        assert!(text(&out).contains("is not a directory"), "{name}: {}", text(&out));
+        assert!(
+            text(&out).contains("is not a directory"),
+            "{name}: {}",
+            text(&out)
+        );
 
         // An owner that cannot be kept: as root, any; the test gives the file another
         // owner first, which the put keeps.
         if unsafe { libc::geteuid() } == 0 {
             std::os::unix::fs::chown(&f, Some(65534), Some(65534)).unwrap();
             let four = b"four\n";
-            let words = w(&[&format!("old={}", sha(three)), &format!("new={}", sha(four))]);
+            let words = w(&[
+                &format!("old={}", sha(three)),
+                &format!("new={}", sha(four)),
+            ]);
             let out = put(&sh, &f, &words, Some(four));
             assert!(out.status.success(), "{name}: {}", text(&out));
             let m = std::fs::metadata(&f).unwrap();
@@ -465,7 +556,12 @@ fn read_tells_what_is_there_and_sends_bytes_up_to_max_under_every_shell() {
         let f = tmp.path().join("f");
         std::fs::write(&f, b"12345\n").unwrap();
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o640)).unwrap();
-        let read = |p: &Path, max: &str| sh.run(script::FILE_READ.body, &[p.display().to_string(), max.to_string()]);
+        let read = |p: &Path, max: &str| {
+            sh.run(
+                script::FILE_READ.body,
+                &[p.display().to_string(), max.to_string()],
+            )
+        };
         let out = read(&f, "100");
         assert!(out.status.success(), "{name}: {}", text(&out));
         let Ok(Found::File(stat)) = parse(&out.stdout) else {
@@ -481,7 +577,11 @@ fn read_tells_what_is_there_and_sends_bytes_up_to_max_under_every_shell() {
         let link = tmp.path().join("l");
         std::os::unix::fs::symlink(&f, &link).unwrap();
         assert_eq!(parse(&read(&link, "100").stdout), Ok(Found::Link), "{name}");
-        assert_eq!(parse(&read(tmp.path(), "100").stdout), Ok(Found::Dir), "{name}");
+        assert_eq!(
+            parse(&read(tmp.path(), "100").stdout),
+            Ok(Found::Dir),
+            "{name}"
+        );
         assert_eq!(
             parse(&read(&tmp.path().join("none"), "100").stdout),
             Ok(Found::Missing),
@@ -492,5 +592,51 @@ fn read_tells_what_is_there_and_sends_bytes_up_to_max_under_every_shell() {
             Ok(Found::Other),
             "{name}"
         );
+    }
+}
+
+/// Stopped while the bytes still come (a timeout or Ctrl-C sends TERM to the command's
+/// process group): the temp file goes with it, the file is as it was.
+#[test]
+fn put_stopped_midway_leaves_nothing_behind_under_every_shell() {
+    use std::io::Write;
+    use std::os::unix::process::CommandExt;
+    for sh in crate::testing::shells() {
+        let name = sh.name;
+        let tmp = tempfile::tempdir().unwrap();
+        let f = tmp.path().join("app.conf");
+        std::fs::write(&f, "old\n").unwrap();
+        let words = [
+            f.display().to_string(),
+            format!("old={}", sha(b"old\n")),
+            format!("new={}", sha(b"new\n")),
+        ];
+        let mut child = sh
+            .command(script::FILE_PUT.body, &words)
+            .process_group(0)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut input = child.stdin.take().unwrap();
+        input.write_all(b"ne").unwrap();
+        input.flush().unwrap();
+        // The temp file is there once the script copies into it.
+        let t0 = std::time::Instant::now();
+        while others(tmp.path(), &["app.conf"]).is_empty() {
+            assert!(t0.elapsed().as_secs() < 10, "{name}: no temp file made");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        unsafe { libc::kill(-(child.id() as i32), libc::SIGTERM) };
+        let out = child.wait_with_output().unwrap();
+        drop(input);
+        assert!(!out.status.success(), "{name}: {}", text(&out));
+        assert_eq!(
+            others(tmp.path(), &["app.conf"]),
+            Vec::<String>::new(),
+            "{name}"
+        );
+        assert_eq!(std::fs::read(&f).unwrap(), b"old\n", "{name}");
     }
 }
