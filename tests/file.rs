@@ -57,6 +57,19 @@ fn diffs(out: &Output) -> Vec<Option<String>> {
     )
 }
 
+/// `runbook plan RB -o PLAN`.
+fn plan_to<'e>(env: &'e Env, rb: &Path, plan: &Path) -> Run<'e> {
+    Run::cmd(
+        env,
+        [
+            "plan".as_ref(),
+            rb.as_os_str(),
+            "-o".as_ref(),
+            plan.as_os_str(),
+        ],
+    )
+}
+
 fn mode_of(p: &Path) -> u32 {
     std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
 }
@@ -119,18 +132,10 @@ fn writes_once_shows_the_diff_and_then_changes_nothing() {
     assert!(!shown[0].1.contains("x = 1"), "{}", shown[0].1);
     // A saved plan has the diffs, the secret masked in them too.
     let plan = env.tmp.path().join("files-plan.json");
-    Run::cmd(
-        &env,
-        [
-            "plan".as_ref(),
-            rb.as_os_str(),
-            "-o".as_ref(),
-            plan.as_os_str(),
-        ],
-    )
-    .env("RUNBOOK_PARAM_TOKEN", TOKEN)
-    .expect_exit(0)
-    .run();
+    plan_to(&env, &rb, &plan)
+        .env("RUNBOOK_PARAM_TOKEN", TOKEN)
+        .expect_exit(0)
+        .run();
     let saved = std::fs::read_to_string(&plan).unwrap();
     assert!(saved.contains("+token = ***"), "{saved}");
     assert!(!saved.contains(TOKEN), "{saved}");
@@ -277,19 +282,7 @@ end)
         ),
     );
     let plan = env.tmp.path().join("plan.json");
-    let make = || {
-        Run::cmd(
-            &env,
-            [
-                "plan".as_ref(),
-                rb.as_os_str(),
-                "-o".as_ref(),
-                plan.as_os_str(),
-            ],
-        )
-        .expect_exit(0)
-        .run()
-    };
+    let make = || plan_to(&env, &rb, &plan).expect_exit(0).run();
     let apply = || {
         Run::cmd(
             &env,

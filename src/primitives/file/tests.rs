@@ -388,6 +388,12 @@ fn put_writes_atomically_and_refuses_what_it_did_not_read_under_every_shell() {
         let dir = tmp.path();
         let f = dir.join("app.conf");
         let w = |words: &[&str]| words.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+        // `old=SHA new=SHA EXTRA…` for the bytes `old` and `new`.
+        let swap = |old: &[u8], new: &[u8], extra: &[&str]| {
+            let mut words = vec![format!("old={}", sha(old)), format!("new={}", sha(new))];
+            words.extend(extra.iter().map(|e| e.to_string()));
+            words
+        };
 
         // New: the umask's mode (the tests run with 022 or so: never the temp's 0600).
         let one = b"one\n";
@@ -408,12 +414,7 @@ fn put_writes_atomically_and_refuses_what_it_did_not_read_under_every_shell() {
 
         // Replaced: the mode given, a backup kept as a hard link to the old file.
         let two = b"two\n";
-        let words = w(&[
-            &format!("old={}", sha(one)),
-            &format!("new={}", sha(two)),
-            "mode=0600",
-            "backup=yes",
-        ]);
+        let words = swap(one, two, &["mode=0600", "backup=yes"]);
         let out = put(&sh, &f, &words, Some(two));
         assert!(out.status.success(), "{name}: {}", text(&out));
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -433,11 +434,7 @@ fn put_writes_atomically_and_refuses_what_it_did_not_read_under_every_shell() {
         );
         // The same second again: the next free name.
         let three = b"three\n";
-        let words = w(&[
-            &format!("old={}", sha(two)),
-            &format!("new={}", sha(three)),
-            "backup=yes",
-        ]);
+        let words = swap(two, three, &["backup=yes"]);
         let out = put(&sh, &f, &words, Some(three));
         assert!(out.status.success(), "{name}: {}", text(&out));
         assert_eq!(mode(&f), 0o600, "{name}: a replaced file keeps its mode");
@@ -449,11 +446,7 @@ fn put_writes_atomically_and_refuses_what_it_did_not_read_under_every_shell() {
 
         // Only the mode: the file's own bytes, a new inode all the same (never chmod
         // through a path that could be swapped for a link).
-        let words = w(&[
-            &format!("old={}", sha(three)),
-            &format!("new={}", sha(three)),
-            "mode=0640",
-        ]);
+        let words = swap(three, three, &["mode=0640"]);
         let out = put(&sh, &f, &words, None);
         assert!(out.status.success(), "{name}: {}", text(&out));
         assert_eq!(
@@ -527,19 +520,12 @@ fn put_writes_atomically_and_refuses_what_it_did_not_read_under_every_shell() {
         if unsafe { libc::geteuid() } == 0 {
             std::os::unix::fs::chown(&f, Some(65534), Some(65534)).unwrap();
             let four = b"four\n";
-            let words = w(&[
-                &format!("old={}", sha(three)),
-                &format!("new={}", sha(four)),
-            ]);
+            let words = swap(three, four, &[]);
             let out = put(&sh, &f, &words, Some(four));
             assert!(out.status.success(), "{name}: {}", text(&out));
             let m = std::fs::metadata(&f).unwrap();
             assert_eq!((m.uid(), m.gid()), (65534, 65534), "{name}: the owner kept");
-            let words = w(&[
-                &format!("old={}", sha(four)),
-                &format!("new={}", sha(four)),
-                "owner=0:0",
-            ]);
+            let words = swap(four, four, &["owner=0:0"]);
             let out = put(&sh, &f, &words, None);
             assert!(out.status.success(), "{name}: {}", text(&out));
             let m = std::fs::metadata(&f).unwrap();
