@@ -469,6 +469,46 @@ fn through_a_real_sshd_and_a_container_behind_it() {
         assert_eq!(changes_started(&out), 0, "{target}: {}", out.describe());
         assert!(!env.all_records().contains(TOKEN));
     }
+
+    // Bytes over a session's inline stdin (1 MiB) and over the diff's limit: written
+    // whole, told by sizes and digests, unchanged the second time (read by digest only).
+    let big = host_dir.join("big.bin");
+    let rb = env.write(
+        "big.lua",
+        &subst(
+            r#"runbook { name = "big" }
+step("big", function()
+  file.put(target("node1"), { path = "@big@", content = string.rep("\0\1\2\255", 400000) })
+end)
+"#,
+            &[("big", &big.display())],
+        ),
+    );
+    let go = |mode: &str| {
+        Run::new(&env, &rb)
+            .ssh(&fleet)
+            .json()
+            .arg(mode)
+            .expect_exit(0)
+            .run()
+    };
+    let out = go("--dry-run");
+    let planned = diffs(&out);
+    assert!(
+        planned[0]
+            .as_deref()
+            .unwrap()
+            .starts_with("not diffed (over 256.0 KiB): before none (a new file); after 1.5 MiB (1600000 bytes), sha256 "),
+        "{planned:?}"
+    );
+    let out = go("--yes");
+    assert_eq!(changes_started(&out), 1, "{}", out.describe());
+    assert_eq!(
+        std::fs::read(&big).unwrap(),
+        b"\0\x01\x02\xff".repeat(400_000)
+    );
+    let out = go("--yes");
+    assert_eq!(changes_started(&out), 0, "{}", out.describe());
 }
 
 // In every kind of container (busybox's: its sh, stat, mktemp, ln and sha256sum are
