@@ -25,10 +25,11 @@ step("write the config", function()
     mode = "0644",
     backup = true,
   })
-  if conf.backup then
-    log.info("the old config is kept as " .. conf.backup)
-  end
-  file.put(here, { path = params.dir .. "/README", content = "Written by runbook: edit examples/files/app.conf.j2 instead.\n" })
+  if conf.backup then log.info("the old config is kept as " .. conf.backup) end
+  file.put(
+    here,
+    { path = params.dir .. "/README", content = "Written by runbook: edit examples/files/app.conf.j2 instead.\n" }
+  )
 end)
 
 step("read it back", function()
