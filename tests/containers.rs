@@ -1225,7 +1225,9 @@ end)
     let out = ct(&env, "files", &body).expect_exit(0).run();
     assert_eq!(out.logs(), vec!["false a = 1\n0600"]);
     assert!(
-        !started_commands(&out).iter().any(|c| c.starts_with("file-put.sh")),
+        !started_commands(&out)
+            .iter()
+            .any(|c| c.starts_with("file-put.sh")),
         "no change the second time"
     );
 }

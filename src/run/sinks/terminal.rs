@@ -322,6 +322,7 @@ impl Sink for TerminalSink {
                 summary,
                 command,
                 replayed,
+                diff,
                 ..
             } => {
                 let (target, summary, command) = (
@@ -350,6 +351,10 @@ impl Sink for TerminalSink {
                         "  {} {target}: {command}{answered}",
                         if *effect == Effect::Change { "$" } else { "=" }
                     ));
+                    // What a write does to its file, whole (`-v`), as the plan showed it.
+                    for l in diff.iter().flat_map(|d| d.lines()) {
+                        self.line(&format!("      {}", printable::line(l)));
+                    }
                 }
             }
             Event::Output { stream, line, .. } => {
