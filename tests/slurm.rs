@@ -824,9 +824,9 @@ end)
             .map(|b| format!("{b:02x}"))
             .collect::<String>()
     };
-    let out = run(&env, &c, &rb).expect_exit(0).run();
+    let out = run(&env, c, &rb).expect_exit(0).run();
     assert_eq!(out.logs(), vec![format!("true 14 0640 {sha}")]);
     assert_eq!(std::fs::read(&path).unwrap(), want);
-    let out = run(&env, &c, &rb).expect_exit(0).run();
+    let out = run(&env, c, &rb).expect_exit(0).run();
     assert_eq!(out.logs(), vec![format!("false 14 0640 {sha}")]);
 }
