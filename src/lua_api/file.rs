@@ -116,10 +116,10 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// 256 KiB, by its sizes and sha256 instead. The change's command names the sha256 the
 /// file had when it was read and the one it will have: a file that changed since it
 /// was read is not written (the step fails, naming both), and a saved plan holds the
-/// run to the content that was reviewed. Replacing a file's content without
-/// `backup = true` is marked `[deletes]`. `created` is true for a new file (nil with
-/// `--offline`, which reads nothing); in a dry-run `planned = true` and `changed` says
-/// what would change.
+/// run to the content that was reviewed. A write is not marked `[deletes]`: what it
+/// drops is in its diff (`backup = true` keeps the old file). `created` is true for a
+/// new file (nil with `--offline`, which reads nothing); in a dry-run `planned = true`
+/// and `changed` says what would change.
 ///
 /// ```lua
 /// step("motd", function()
