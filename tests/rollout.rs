@@ -256,6 +256,30 @@ fn pause_after_first_stops_after_the_canary_and_resume_goes_on() {
     assert!(err.contains("rollout(): pause is \"after_first\""), "{err}");
 }
 
+/// On a terminal, `pause = "after_first"` asks after the canary batch, its line on
+/// screen: yes goes on with the rest in the same run; no stops as without a terminal.
+#[test]
+fn on_a_terminal_the_canary_pause_asks() {
+    let env = Env::new();
+    let rb = runbook(&env, r#"{ pause = "after_first" }"#, "");
+    let (code, shown) = Run::new(&env, &rb).yes().on_terminal("y\n");
+    assert_eq!(code, 0, "{shown}");
+    assert!(
+        shown.contains(
+            "rollout: the canary batch is done (node1: ok); go on with the other 9 item(s)? [y/N]"
+        ),
+        "{shown}"
+    );
+    assert!(shown.contains("ran node10"), "{shown}");
+    let (code, shown) = Run::new(&env, &rb).yes().on_terminal("n\n");
+    assert_eq!(code, 1, "{shown}");
+    assert!(
+        shown.contains("paused after the canary batch (node1: ok)"),
+        "{shown}"
+    );
+    assert!(!shown.contains("ran node2"), "{shown}");
+}
+
 /// Twenty real sshd on loopback, a host each item: nodes 3, 7 and 9 fail their command
 /// with max_failures = 2 across batches {1, 25%, 100%}; the third failure starts nothing
 /// new. Then runbook is killed outright (SIGKILL) in the middle of a rollout, and
@@ -361,4 +385,93 @@ end)
     }
     let ran_now = labelled(&again, "ok").len();
     assert_eq!(skipped.len() + ran_now, 20, "{again:?}");
+}
+
+/// An inventory group of SSH hosts and Proxmox containers on them (the pct double over
+/// real sshd): one failure within the budget, each item's event with its batch.
+#[test]
+fn over_an_inventory_group_of_hosts_and_containers() {
+    require_sshd!();
+    let fleet = crate::common::sshd::Fleet::start(2);
+    fleet.container(201);
+    fleet.container(202);
+    let env = Env::new();
+    env.write(
+        "inventory.toml",
+        "[hosts.n1]\naddress = \"node1\"\n[hosts.n2]\naddress = \"node2\"\n\
+         [hosts.ct1]\nvia = \"n1\"\npct = 201\n[hosts.ct2]\nvia = \"n2\"\npct = 202\n\
+         [groups]\nfleet = [\"n1\", \"ct1\", \"n2\", \"ct2\"]\n",
+    );
+    let rb = env.write(
+        "group.lua",
+        r#"runbook { name = "group-rollout" }
+step("roll", function()
+  rollout(targets("fleet"), function(t)
+    t:exec({ "sh", "-c", 'test "$1" != ct2', "sh", t.name })
+  end, { batches = { 1, "100%" }, max_failures = 1 })
+end)
+"#,
+    );
+    let out = Run::new(&env, &rb)
+        .ssh(&fleet)
+        .yes()
+        .json()
+        .expect_exit(0)
+        .run();
+    let got = items(&out);
+    assert_eq!(
+        got,
+        [
+            ("n1".to_string(), 1, "ok".to_string()),
+            ("ct1".to_string(), 2, "ok".to_string()),
+            ("n2".to_string(), 2, "ok".to_string()),
+            ("ct2".to_string(), 2, "failed".to_string()),
+        ],
+        "{}",
+        out.describe()
+    );
+}
+
+/// The nodes of a running job on the real Slurm cluster, from `targets("slurm:job=…")`:
+/// a canary node, then the rest; every item's event names its batch.
+#[test]
+fn over_the_nodes_of_a_slurm_job() {
+    let c = require_slurm!();
+    let _one = c.serial();
+    let env = Env::new();
+    let rb = env.write(
+        "slurm.lua",
+        &subst(
+            r#"runbook { name = "slurm-rollout" }
+step("roll", function()
+  rollout(targets("slurm:job=@job@"), function(t)
+    t:exec({ "true" })
+  end, { batches = { 1, "100%" } })
+end)
+"#,
+            &[("job", &c.job)],
+        ),
+    );
+    let out = Run::new(&env, &rb)
+        .env("SLURM_CONF", &c.conf)
+        .yes()
+        .json()
+        .timeout(std::time::Duration::from_secs(90))
+        .expect_exit(0)
+        .run();
+    let got = items(&out);
+    let j = c.job;
+    let want: Vec<(String, usize, String)> = c
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            (
+                format!("slurm:{n}?job={j}"),
+                if i == 0 { 1 } else { 2 },
+                "ok".to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(got, want, "{}", out.describe());
 }

@@ -86,6 +86,11 @@ pub struct RolloutResume {
     pub retry_failed: bool,
 }
 
+/// Asks the person at the terminal a yes/no question in the middle of a run (a
+/// rollout's canary pause): true for yes. Given by the engine, which owns the terminal.
+pub type Ask =
+    std::rc::Rc<dyn Fn(String) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool>>>>;
+
 pub struct Ctx {
     pub mode: Mode,
     pub phase: Cell<Phase>,
@@ -141,6 +146,11 @@ pub struct Ctx {
     pub secret_in_argv: RefCell<Vec<String>>,
     /// `--resume`: the items earlier `rollout()`s finished or failed.
     pub rollout_resume: RefCell<RolloutResume>,
+    /// A resumed run's detached commands of the earlier run that may still run, by
+    /// (step name, target, command as shown): the job each is followed again by.
+    pub detached_resume: RefCell<std::collections::HashMap<(String, String, String), String>>,
+    /// `None` where nobody can answer: no terminal, `--json`.
+    pub ask: RefCell<Option<Ask>>,
 }
 
 impl Ctx {
@@ -188,6 +198,8 @@ impl Ctx {
             early_logs: RefCell::new(Vec::new()),
             secret_in_argv: RefCell::new(Vec::new()),
             rollout_resume: RefCell::new(RolloutResume::default()),
+            detached_resume: RefCell::new(Default::default()),
+            ask: RefCell::new(None),
             known_after: crate::actions::known_after::KnownAfter::random(),
             modules: RefCell::new(Default::default()),
         }

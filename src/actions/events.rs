@@ -122,6 +122,14 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         via: Vec<crate::targets::Hop>,
     },
+    /// The action runs detached (`detach = true`): job `job` in runbook's directory on
+    /// the target, which `--resume` follows again and `runbook ps`/`stop` find.
+    ActionDetached {
+        step: usize,
+        action: u64,
+        target: String,
+        job: String,
+    },
     Output {
         step: usize,
         action: u64,

@@ -208,6 +208,7 @@ impl KnownAfter {
             stdin: req.stdin.as_ref().map(|_| at(n + e + 1)),
             timeout: req.timeout,
             secret_output: req.secret_output,
+            detach: req.detach.clone(),
         }
     }
 

@@ -186,10 +186,21 @@ pub enum Error {
     #[error("{0}")]
     Replies(String),
 
+    /// `runbook ps` / `runbook stop`: a target could not be looked at, or a command a run
+    /// left could not be stopped (each named). Exit 1: what could be done was done.
+    #[error("{0}")]
+    Leftovers(String),
+
     /// `runbook test`: a command had no reply (the message shows it, the closest
     /// recorded one and their difference), or `--strict` and replies were left unused.
     #[error("{0}")]
     TestDiverged(String),
+
+    /// `runbook watch` cannot start, or cannot go on: its watch file is wrong (names
+    /// `FILE:LINE`), another watcher holds its state, its state cannot be read or
+    /// written, or its listener cannot listen. Nothing was proposed or changed by it.
+    #[error("{0}")]
+    Watch(String),
 }
 
 impl Error {
@@ -208,7 +219,8 @@ impl Error {
             | Error::PlanIncomplete(_)
             | Error::Unformatted { .. }
             | Error::ArtifactsDamaged(_)
-            | Error::RecordsTampered(_) => Exit::RunFailed,
+            | Error::RecordsTampered(_)
+            | Error::Leftovers(_) => Exit::RunFailed,
             Error::Interrupted(s) | Error::RunInterrupted(s) => Exit::Signal(*s),
             Error::TestDiverged(_) => Exit::Diverged,
             // Problems with runbook's own state dir are found before a run starts
@@ -235,6 +247,7 @@ impl Error {
             | Error::Store(_)
             | Error::FileExists(_)
             | Error::Write(_)
+            | Error::Watch(_)
             | Error::Startup(_) => Exit::NothingChanged,
         }
     }

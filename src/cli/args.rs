@@ -35,6 +35,16 @@ Exit codes:
        or, with --strict, replies were left unused
   130  interrupted (SIGINT / Ctrl-C); 143 for SIGTERM";
 
+const WATCH_HELP: &str = "\
+Plans are written to the watch file's plans directory (ID.json, ID.md); review one with
+`runbook plan ID.json --format md`, approve it with `runbook approve`, apply it with
+`runbook apply`, each from the directory the watcher runs in; reject it with
+`runbook watch FILE --reject ID`. See docs/watch.md.
+
+Exit codes:
+  0    stopped by SIGTERM or SIGINT (state saved), or --once looked at every trigger
+  2    refused to start: the watch file (names FILE:LINE), its state, its listener";
+
 const AUDIT_HELP: &str = "\
 Each line of a run record carries its place (seq) and the sha256 of the line before it
 (prev); the index of runs (<state>/run-index.jsonl, chained the same way) keeps each
@@ -180,6 +190,29 @@ formatting would change with a diff, and exits 1 if there is any."
         #[arg(long, env = "RUNBOOK_STATE_DIR", value_name = "DIR")]
         state_dir: Option<PathBuf>,
     },
+    /// List commands still running on targets: detached ones (`detach = true`) and those
+    /// a killed run left behind, with their run and step. TARGET: where to look (default:
+    /// every target the latest run records name, and this machine).
+    Ps {
+        targets: Vec<String>,
+        /// One JSON object a line.
+        #[arg(long)]
+        json: bool,
+        #[arg(long, env = "RUNBOOK_STATE_DIR", value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// End what a run left running on its targets (its detached commands, and commands it
+    /// lost track of when killed), without resuming it. RUN is a run id (or a prefix) or
+    /// `last`.
+    Stop {
+        run: String,
+        #[arg(long, env = "RUNBOOK_STATE_DIR", value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
     /// Check run records for tampering: each line against the hash chain of its record,
     /// each record against the index of runs.
     #[command(after_help = AUDIT_HELP)]
@@ -237,6 +270,13 @@ formatting would change with a diff, and exits 1 if there is any."
         #[arg(long, env = "RUNBOOK_STATE_DIR", value_name = "DIR")]
         state_dir: Option<PathBuf>,
     },
+    /// Watch for trouble and propose a recovery plan: the triggers of a watch file (a
+    /// number in a log below a threshold for a while, gpu.health critical, an Alertmanager
+    /// webhook) each make the plan of a runbook, written beside it for review, and
+    /// notify; nothing is applied without the approvals the policy asks (docs/watch.md).
+    /// Runs in the foreground until SIGTERM (exit 0); --once looks once and exits.
+    #[command(after_help = WATCH_HELP)]
+    Watch(WatchArgs),
     /// Set up editor support in DIR (default: here): `.luarc.json` and runbook's Lua API
     /// types in `.runbook/types/` for lua-language-server and EmmyLua (rewritten each time;
     /// an existing `.luarc.json` is kept, and what it lacks is printed).
@@ -462,6 +502,42 @@ pub struct ApproveArgs {
     pub state_dir: Option<PathBuf>,
 
     /// Default: the inventory and ssh_config the plan was made with.
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// The watch file (TOML): its triggers and what each proposes.
+    pub file: PathBuf,
+
+    /// Look at every trigger once, decide what waits for a decision (and apply what
+    /// auto_apply allows and is approved), then exit: for cron, and tests.
+    #[arg(long)]
+    pub once: bool,
+
+    /// Reject the proposal ID (its plan's file name without .json): the watcher closes
+    /// it at its next look, and proposes again for its trigger after the cooldown.
+    #[arg(long, value_name = "ID", conflicts_with_all = ["once", "list"])]
+    pub reject: Option<String>,
+
+    /// Why, with --reject (kept with the proposal).
+    #[arg(long, value_name = "TEXT", requires = "reject")]
+    pub reason: Option<String>,
+
+    /// List the watcher's proposals (newest last) and exit.
+    #[arg(long, conflicts_with = "once")]
+    pub list: bool,
+
+    /// Where the watcher's state, fingerprints and run records are kept.
+    #[arg(long, env = "RUNBOOK_STATE_DIR", value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+
+    /// With a [policy] in runbook.toml: the key the watcher signs its plans with, as
+    /// their author (an allowed_signers principal of its own).
+    #[command(flatten)]
+    pub signing: SigningArgs,
+
     #[command(flatten)]
     pub remote: RemoteArgs,
 }

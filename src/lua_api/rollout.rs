@@ -44,9 +44,11 @@ pub struct RolloutOptions {
     /// and Ctrl-C still end the wait);
     #[serde(default, deserialize_with = "options::duration")]
     pause_between: Option<Duration>,
-    /// `pause = "after_first"`: stop after the canary batch, its results on screen: the
-    /// step ends failed saying so, and `--resume` continues the rollout from the second
-    /// batch (the canary is not run again). It does not ask on the terminal mid-run;
+    /// `pause = "after_first"`: stop after the canary batch, its results on screen. On a
+    /// terminal runbook asks whether to go on (yes: the rest runs in the same run);
+    /// otherwise (no terminal, `--json`, or the answer no) the step ends failed saying
+    /// so, and `--resume` continues the rollout from the second batch (the canary is not
+    /// run again);
     pause: Option<String>,
     /// `limit` (a whole number, default 8): how many items of a batch run at a time.
     limit: Option<AtLeastOne>,
@@ -232,8 +234,29 @@ async fn rollout(
     let mut items = items.into_iter().enumerate();
     for (b, size) in batches.iter().enumerate() {
         if b == 1 && pause_after_first && !canary_ran.is_empty() && failures.get() <= allowed {
-            paused = true;
-            break;
+            // On a terminal, the person decides now, the canary's lines above; elsewhere
+            // (--json, CI) the run stops, and --resume goes on.
+            let ask = ctx.ask.borrow().clone();
+            let go_on = match ask {
+                Some(ask) => {
+                    let left = total - canary_ran.len();
+                    ask(format!(
+                        "rollout: the canary batch is done ({}: {}); go on with the other {left} item(s)?",
+                        canary_ran.join(", "),
+                        if failures.get() == 0 { "ok".to_string() } else { format!("{} failed, within the budget", failures.get()) },
+                    ))
+                    .await
+                }
+                None => false,
+            };
+            if !go_on {
+                paused = true;
+                break;
+            }
+            log(
+                Level::Info,
+                "the canary batch was confirmed: going on".into(),
+            );
         }
         let spent = failures.get() > allowed;
         if b > 0 && !spent {

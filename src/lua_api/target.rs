@@ -56,6 +56,15 @@ pub struct CommandOptions {
     /// from then on, like `secret()`.
     #[serde(default)]
     secret_output: bool,
+    /// `detach = true`: the command outlives the connection: it runs on the target under
+    /// a supervisor (its own process group, output and exit status in files in
+    /// runbook's 0700 directory there) and runbook follows it; when the connection
+    /// drops (sshd restarted, a network blip, a laptop asleep) runbook reconnects, goes
+    /// on from the last byte it read and collects the status: the step neither fails nor
+    /// runs the command twice. A runbook killed outright reattaches with `--resume`.
+    /// Default: true when `timeout` is over 5 minutes, else false. Timeouts and Ctrl-C
+    /// still stop its whole process tree;
+    detach: Option<bool>,
 }
 
 pub struct TargetHandle(pub Rc<Target>);
@@ -425,6 +434,7 @@ fn kube(
 
 struct ExecOptions {
     check: bool,
+    detach: Option<bool>,
     read_only: bool,
     destructive: Option<bool>,
     /// What previews say instead of the command line (which they still show).
@@ -436,6 +446,7 @@ fn parse_options(lua: &Lua, opts: Option<Table>, what: &str) -> mlua::Result<Exe
     let o: CommandOptions = options::read(lua, what, opts)?;
     Ok(ExecOptions {
         check: o.check,
+        detach: o.detach,
         read_only: o.read_only,
         destructive: o.destructive,
         summary: o.summary,
@@ -620,6 +631,7 @@ async fn run(
         Effect::Change
     };
     let timeout = o.req.timeout;
+    let detach = o.detach;
     let ExecRequest {
         argv,
         env,
@@ -639,6 +651,7 @@ async fn run(
         binary_output: false,
         stdin_data: false,
         diff: None,
+        detach,
     };
     let step = Step {
         ctx,

@@ -62,6 +62,10 @@ pub struct BuildOptions {
     /// long), e.g. `"30m"`; a stopped build cleans up like a failed one.
     #[serde(default, deserialize_with = "options::timeout")]
     timeout: Option<Duration>,
+    /// `detach = true`: the build outlives the connection (as `t:exec`'s `detach`:
+    /// a dropped connection is reconnected and followed, `--resume` follows it after a
+    /// killed run); default: true when `timeout` is over 5 minutes;
+    detach: Option<bool>,
 }
 
 pub fn register(lua: &Lua) -> mlua::Result<()> {
@@ -150,6 +154,7 @@ fn parse_build(lua: &Lua, opts: Value) -> mlua::Result<BuildSpec> {
         install_uv: o.install_uv,
         uv: non_empty(lua, o.uv, "uv")?,
         timeout: o.timeout,
+        detach: o.detach,
     };
     Ok(spec)
 }

@@ -31,6 +31,10 @@ pub struct RunOptions {
     /// `timeout`: as in `t:exec`;
     #[serde(default, deserialize_with = "options::timeout")]
     timeout: Option<Duration>,
+    /// `detach = true`: the warm-up outlives the connection (as `t:exec`'s `detach`:
+    /// a dropped connection is reconnected and followed, `--resume` follows it after a
+    /// killed run); default: true when `timeout` is over 5 minutes;
+    detach: Option<bool>,
     /// `single_threaded` (default true): sets `TORCHINDUCTOR_COMPILE_THREADS=1` (an `env`
     /// entry of the same name wins); `PYTHONUNBUFFERED=1` is set too, so output is live;
     #[serde(default = "options::yes")]
@@ -100,7 +104,7 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
     lua.globals().raw_set("warmup", t)
 }
 
-/// Lua: warmup.run(t, { script, args, venv, python, env, cwd, timeout, single_threaded, expect_cache, on_miss, torch_report, mega_save, quiet_warning }) -> { ok, duration, caches, cache_hit, torch, planned }
+/// Lua: warmup.run(t, { script, args, venv, python, env, cwd, timeout, detach, single_threaded, expect_cache, on_miss, torch_report, mega_save, quiet_warning }) -> { ok, duration, caches, cache_hit, torch, planned }
 ///
 /// Runs `PYTHON SCRIPT ARGS…` on `t` to fill compile caches, then checks that it did.
 /// `PYTHON` is `<venv>/bin/python` when `venv` is given, else `python`. Options ([`RunOptions`]):
@@ -266,6 +270,7 @@ fn parse_spec(lua: &Lua, o: Table) -> mlua::Result<Spec> {
         env: o.env,
         cwd: o.cwd,
         timeout: o.timeout,
+        detach: o.detach,
         single_threaded: o.single_threaded,
         expect_cache,
         expect_hit,

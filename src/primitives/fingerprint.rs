@@ -238,7 +238,7 @@ pub fn diff(a: &Fingerprint, b: &Fingerprint) -> Vec<Change> {
 }
 
 /// A fingerprint name: a plain file name.
-fn check_name(name: &str) -> Result<(), String> {
+pub fn check_name(name: &str) -> Result<(), String> {
     if name.is_empty()
         || !name
             .chars()

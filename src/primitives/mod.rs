@@ -64,6 +64,9 @@ pub struct Cmd {
     pub stdin_data: bool,
     /// What a change does to a file's content, shown under it (`Action::diff`).
     pub diff: Option<String>,
+    /// `detach = true|false`; by default a command whose timeout is over
+    /// `detach::BY_DEFAULT_OVER` is detached (`targets/detach.rs`).
+    pub detach: Option<bool>,
 }
 
 impl Cmd {
@@ -318,6 +321,7 @@ impl Step<'_> {
                 stdin: cmd.stdin,
                 timeout: cmd.timeout,
                 secret_output: cmd.secret_output,
+                detach: None,
             },
             effect,
             summary,
@@ -326,6 +330,10 @@ impl Step<'_> {
             binary_output: cmd.binary_output,
             stdin_data: cmd.stdin_data,
             diff: cmd.diff,
+            detach: cmd.detach.unwrap_or_else(|| {
+                cmd.timeout
+                    .is_some_and(|t| t > crate::targets::detach::BY_DEFAULT_OVER)
+            }),
         };
         let performed = perform::perform(self.ctx, action)
             .await

@@ -433,24 +433,40 @@ pub fn match_line(re: &regex::Regex, line: &str) -> Option<Matched> {
 }
 
 /// Bytes read per poll at most (the rest comes with the next one).
-const CHUNK: usize = 1024 * 1024;
+pub const CHUNK: usize = 1024 * 1024;
 /// How long one poll waits on the target for the file to grow.
 const MAX_POLL_WAIT: u64 = 15;
 const POLL_EVERY: Duration = Duration::from_secs(1);
+const WHO: &str = "proc.wait_for";
 
-struct Polled {
-    start: u64,
-    exists: bool,
-    bytes: Vec<u8>,
+/// What one poll of a growing file read.
+pub struct Polled {
+    /// Where `bytes` start: the offset asked, or 0 when the file was truncated or
+    /// replaced since (or, asked for `end`, the file's size).
+    pub start: u64,
+    pub exists: bool,
+    /// The file's inode as the target's `ls -di` gives it; `None` when there is no file
+    /// (or an earlier script answered: replies saved before it said the inode).
+    pub inode: Option<String>,
+    pub bytes: Vec<u8>,
 }
 
-async fn poll(step: &Step<'_>, file: &str, offset: Option<u64>, wait: u64) -> Result<Polled> {
+/// One look at `file` from `offset` (`None`: only its size, `start`), waiting up to
+/// `wait` seconds for it to grow; `was`, the inode an earlier poll gave, has a file
+/// replaced since read from its start. `who` names the caller in a failure
+/// (`proc.wait_for`).
+pub async fn poll(
+    step: &Step<'_>,
+    file: &str,
+    offset: Option<u64>,
+    wait: u64,
+    was: Option<&str>,
+    who: &str,
+) -> Result<Polled> {
     let off = offset.map_or_else(|| "end".to_string(), |o| o.to_string());
-    let cmd = Cmd::script(
-        &script::PROC_POLL,
-        [file.to_string(), off, wait.to_string(), CHUNK.to_string()],
-    )
-    .timeout(Duration::from_secs(wait + 30));
+    let mut args = vec![file.to_string(), off, wait.to_string(), CHUNK.to_string()];
+    args.extend(was.map(str::to_string));
+    let cmd = Cmd::script(&script::PROC_POLL, args).timeout(Duration::from_secs(wait + 30));
     let summary = if offset.is_none() {
         format!("size of {file}")
     } else {
@@ -458,11 +474,7 @@ async fn poll(step: &Step<'_>, file: &str, offset: Option<u64>, wait: u64) -> Re
     };
     let ran = step.read(cmd, summary).await?;
     if !ran.ok() {
-        return Err(proc_error(
-            step,
-            &ran,
-            format!("proc.wait_for: reading {file}"),
-        ));
+        return Err(proc_error(step, &ran, format!("{who}: reading {file}")));
     }
     let out = ran.outcome().map(|o| o.stdout.clone()).unwrap_or_default();
     let (head, bytes) = match out.iter().position(|b| *b == b'\n') {
@@ -475,9 +487,11 @@ async fn poll(step: &Step<'_>, file: &str, offset: Option<u64>, wait: u64) -> Re
     let mut words = head.split_whitespace();
     let start = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
     let exists = words.next() == Some("1");
+    let inode = words.next().filter(|w| *w != "-").map(str::to_string);
     Ok(Polled {
         start,
         exists,
+        inode,
         bytes,
     })
 }
@@ -519,7 +533,7 @@ pub async fn wait_for(step: &Step<'_>, jobs: &Jobs, spec: &WaitSpec) -> Result<M
     let mut offset = match (spec.from_start, spec.since.or(spawned)) {
         (true, _) => 0,
         (false, Some(since)) => since,
-        (false, None) => poll(step, &spec.file, None, 0).await?.start,
+        (false, None) => poll(step, &spec.file, None, 0, None, WHO).await?.start,
     };
     let mut ever_existed = false;
     loop {
@@ -529,7 +543,7 @@ pub async fn wait_for(step: &Step<'_>, jobs: &Jobs, spec: &WaitSpec) -> Result<M
                 .as_secs()
                 .min(MAX_POLL_WAIT)
         });
-        let polled = poll(step, &spec.file, Some(offset), wait).await?;
+        let polled = poll(step, &spec.file, Some(offset), wait, None, WHO).await?;
         ever_existed |= polled.exists;
         if polled.start < offset {
             // The file was truncated or replaced: read it from the start.
@@ -585,6 +599,63 @@ async fn timeout_error(step: &Step<'_>, spec: &WaitSpec, lines: &Lines, existed:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `proc_poll.sh` under dash, bash and busybox sh: the size and inode at `end`; the
+    /// bytes from an offset; from the start when the file shrank or is another inode
+    /// than the one given (rotated); `0 0 -` for no file.
+    #[test]
+    fn poll_reads_on_from_an_offset_and_again_from_the_start_of_a_rotated_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("train.log");
+        std::fs::write(&log, "one\ntwo\n").unwrap();
+        use std::os::unix::fs::MetadataExt;
+        let inode = std::fs::metadata(&log).unwrap().ino().to_string();
+        let file = log.display().to_string();
+        for sh in &crate::testing::shells() {
+            let poll = |args: &[&str]| -> String {
+                let out = sh.command(script::PROC_POLL.body, args).output().unwrap();
+                assert!(out.status.success(), "{}: {out:?}", sh.name);
+                String::from_utf8_lossy(&out.stdout).into_owned()
+            };
+            let shell = sh.name;
+            assert_eq!(
+                poll(&[&file, "end", "0", "100"]),
+                format!("8 1 {inode}\n"),
+                "{shell}"
+            );
+            assert_eq!(
+                poll(&[&file, "4", "0", "100"]),
+                format!("4 1 {inode}\ntwo\n"),
+                "{shell}"
+            );
+            assert_eq!(
+                poll(&[&file, "4", "0", "100", &inode]),
+                format!("4 1 {inode}\ntwo\n"),
+                "{shell}"
+            );
+            assert_eq!(
+                poll(&[&file, "4", "0", "100", "1"]),
+                format!("0 1 {inode}\none\ntwo\n"),
+                "{shell}: another inode"
+            );
+            assert_eq!(
+                poll(&[&file, "20", "0", "100"]),
+                format!("0 1 {inode}\none\ntwo\n"),
+                "{shell}: shrank"
+            );
+            assert_eq!(
+                poll(&[&file, "0", "0", "3"]),
+                format!("0 1 {inode}\none"),
+                "{shell}: at most MAX bytes"
+            );
+            let gone = dir.path().join("gone").display().to_string();
+            assert_eq!(
+                poll(&[&gone, "4", "0", "100", &inode]),
+                "0 0 -\n",
+                "{shell}"
+            );
+        }
+    }
 
     /// The probe under dash and under busybox sh (busybox applets only), read back by
     /// `parse_state`: a live job is running, a dead one stopped, a missing name none.

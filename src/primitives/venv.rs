@@ -42,6 +42,9 @@ pub struct BuildSpec {
     pub uv: Option<String>,
     /// For the build command (installs of large wheels take long: none by default).
     pub timeout: Option<Duration>,
+    /// Run the build detached from the connection (`targets/detach.rs`); `None`: by its
+    /// timeout.
+    pub detach: Option<bool>,
 }
 
 /// Package index options, the same for `uv pip install` and for `pip install uv`.
@@ -421,6 +424,7 @@ fn build_cmd(spec: &BuildSpec, uv: &str) -> Cmd {
     // A missing python must be an error, not a download of one.
     let mut cmd = Cmd::script(&script::VENV_BUILD, args).env("UV_PYTHON_DOWNLOADS", "never");
     cmd.timeout = spec.timeout;
+    cmd.detach = spec.detach;
     cmd
 }
 

@@ -34,6 +34,8 @@ pub struct Spec {
     pub env: Vec<(String, std::ffi::OsString)>,
     pub cwd: Option<String>,
     pub timeout: Option<Duration>,
+    /// Run it detached from the connection (`targets/detach.rs`); `None`: by its timeout.
+    pub detach: Option<bool>,
     /// `TORCHINDUCTOR_COMPILE_THREADS=1`: inductor's parallel compile workers are the
     /// usual way a warm-up deadlocks or runs out of memory.
     pub single_threaded: bool,
@@ -238,6 +240,7 @@ pub async fn run(step: &Step<'_>, spec: &Spec) -> Result<Outcome> {
     if let Some(t) = spec.timeout {
         cmd = cmd.timeout(t);
     }
+    cmd.detach = spec.detach;
     let ran = match spec.quiet_warning {
         Some(after) if !step.dry_run() && !after.is_zero() => {
             run_watched(step, cmd, summary, after).await?

@@ -24,18 +24,21 @@ use std::ffi::OsString;
 /// A command of an earlier run whose end that run never saw.
 #[derive(Debug, Clone)]
 pub struct Orphan {
-    run: String,
-    step: String,
-    target: String,
-    command: String,
-    pgid: u32,
-    start_time: Option<u64>,
-    boot_id: Option<String>,
-    via: Vec<Hop>,
+    pub(crate) run: String,
+    pub(crate) step: String,
+    pub(crate) target: String,
+    pub(crate) command: String,
+    pub(crate) pgid: u32,
+    pub(crate) start_time: Option<u64>,
+    pub(crate) boot_id: Option<String>,
+    pub(crate) via: Vec<Hop>,
+    /// It ran detached (`detach = true`): its job, which a resumed run follows again
+    /// instead of stopping it.
+    pub(crate) job: Option<String>,
 }
 
 impl Orphan {
-    fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         format!(
             "the command of step \"{}\" in run {} on {} (process group {}: {})",
             self.step, self.run, self.target, self.pgid, self.command
@@ -50,6 +53,7 @@ pub fn find(run: &str, events: &[Stamped]) -> Vec<Orphan> {
     let mut steps: HashMap<usize, String> = HashMap::new();
     let mut commands: HashMap<u64, String> = HashMap::new();
     let mut open: Vec<(u64, Orphan)> = Vec::new();
+    let mut jobs: HashMap<u64, String> = HashMap::new();
     for ev in events {
         match &ev.event {
             Event::StepStarted { index, name, .. } => {
@@ -59,6 +63,9 @@ pub fn find(run: &str, events: &[Stamped]) -> Vec<Orphan> {
                 action, command, ..
             } => {
                 commands.insert(*action, command.clone());
+            }
+            Event::ActionDetached { action, job, .. } => {
+                jobs.insert(*action, job.clone());
             }
             Event::ActionPgid {
                 step,
@@ -79,6 +86,7 @@ pub fn find(run: &str, events: &[Stamped]) -> Vec<Orphan> {
                     start_time: *start_time,
                     boot_id: boot_id.clone(),
                     via: via.clone(),
+                    job: jobs.get(action).cloned(),
                 },
             )),
             // One whose connection was lost stays open: its exit status is unknown, and
@@ -96,7 +104,7 @@ pub fn find(run: &str, events: &[Stamped]) -> Vec<Orphan> {
 
 /// What `orphan.sh` found.
 #[derive(Debug, PartialEq, Eq)]
-enum Found {
+pub(crate) enum Found {
     /// Not running (or its number now belongs to another process).
     Gone,
     Running,
@@ -109,14 +117,14 @@ enum Found {
 
 /// Runs `orphan.sh` for each of `orphans` where it ran, all at once (hosts that do not
 /// answer each take their connect timeout: in turn, a fleet's would add up).
-async fn probe_all(
-    ctx: &Ctx,
+pub(crate) async fn probe_all(
+    registry: &crate::targets::registry::Registry,
     orphans: &[&Orphan],
     stop: bool,
 ) -> Vec<std::result::Result<Found, String>> {
     let mut tasks = Vec::with_capacity(orphans.len());
     for o in orphans {
-        let target = Target::from_route(&o.via, &ctx.targets);
+        let target = Target::from_route(&o.via, registry);
         let argv: Vec<OsString> = vec![
             "sh".into(),
             "-c".into(),
@@ -176,10 +184,37 @@ fn refusal(o: &Orphan, found: &std::result::Result<Found, String>) -> Option<Str
     }
 }
 
+/// Before a resumed run starts: its earlier run's detached commands that may still run
+/// are followed again, not stopped: each is handed to the step that runs the same
+/// command on the same target (`perform/run.rs`), which starts it by its job id and so
+/// finds it running, or ended with its status waiting, instead of starting a second
+/// copy. Returns the notes for the new run's record.
+pub fn reattach(ctx: &Ctx, orphans: &[Orphan]) -> Vec<String> {
+    let mut notes = Vec::new();
+    for o in orphans {
+        let Some(job) = &o.job else { continue };
+        ctx.detached_resume.borrow_mut().insert(
+            (o.step.clone(), o.target.clone(), o.command.clone()),
+            job.clone(),
+        );
+        notes.push(format!(
+            "{} ran detached (job {job}): step \"{}\" follows it again instead of starting it a second time",
+            o.describe(),
+            o.step
+        ));
+    }
+    notes
+}
+
 /// Before a resumed run starts: finds which of `orphans` still run and, in a real run,
-/// stops them. Returns the warnings for the new run's record. Refuses (exit 2) when one
+/// stops them (not the detached ones: see `reattach`). Returns the warnings for the new run's record. Refuses (exit 2) when one
 /// cannot be checked or proved to be the recorded command; a dry-run only reports.
 pub async fn settle(ctx: &Ctx, resuming: &str, orphans: &[Orphan]) -> Result<Vec<String>> {
+    let orphans: Vec<Orphan> = orphans
+        .iter()
+        .filter(|o| o.job.is_none())
+        .cloned()
+        .collect();
     if orphans.is_empty() {
         return Ok(Vec::new());
     }
@@ -198,7 +233,7 @@ pub async fn settle(ctx: &Ctx, resuming: &str, orphans: &[Orphan]) -> Result<Vec
     let all: Vec<&Orphan> = orphans.iter().collect();
     let mut running = Vec::new();
     let mut problems = Vec::new();
-    for (o, found) in all.iter().zip(probe_all(ctx, &all, false).await) {
+    for (o, found) in all.iter().zip(probe_all(&ctx.targets, &all, false).await) {
         match refusal(o, &found) {
             Some(p) => problems.push(p),
             None if found == Ok(Found::Running) => running.push(*o),
@@ -238,7 +273,10 @@ pub async fn settle(ctx: &Ctx, resuming: &str, orphans: &[Orphan]) -> Result<Vec
     }
     let mut notes = Vec::new();
     let mut problems = Vec::new();
-    for (o, found) in running.iter().zip(probe_all(ctx, &running, true).await) {
+    for (o, found) in running
+        .iter()
+        .zip(probe_all(&ctx.targets, &running, true).await)
+    {
         match refusal(o, &found) {
             Some(p) => problems.push(p),
             None if found == Ok(Found::Stopped) => notes.push(format!(

@@ -337,3 +337,18 @@ pub fn required(
     }
     (need, why)
 }
+
+/// [`required`], with the groups of `inventory` (without one, no group has a member).
+pub fn required_in(
+    policy: &Policy,
+    plan: &crate::actions::plan::Plan,
+    inventory: Option<&crate::base::inventory::Inventory>,
+) -> (u32, Vec<String>) {
+    let groups = |name: &str| -> Vec<String> {
+        inventory
+            .and_then(|i| i.group(name).ok())
+            .map(<[String]>::to_vec)
+            .unwrap_or_default()
+    };
+    required(policy, plan, &groups)
+}

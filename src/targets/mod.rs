@@ -6,6 +6,7 @@
 //! *base*: this machine or an SSH connection.
 
 pub mod container;
+pub mod detach;
 pub mod error;
 pub mod failure;
 pub mod hold;
@@ -46,6 +47,9 @@ pub struct ExecRequest {
     /// The command prints a secret: its output is masked whole in every sink, and its
     /// stdout becomes a secret when it ends.
     pub secret_output: bool,
+    /// Run it detached from the connection (see `detach.rs`): it outlives a dropped
+    /// connection and a killed runbook, and is followed by polls.
+    pub detach: Option<detach::Detach>,
 }
 
 /// `stdout` or `stderr` in `output` events.
@@ -386,6 +390,9 @@ impl Target {
     ) -> Result<ExecOutcome, TargetError> {
         if let Target::Replies { inner, .. } | Target::Named { inner, .. } = self {
             return Box::pin(inner.run_here(req, io)).await;
+        }
+        if let Some(d) = &req.detach {
+            return detach::run(self, req, d, io).await;
         }
         if let Target::Local = self {
             let spawn = local::Spawn {

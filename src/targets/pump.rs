@@ -228,6 +228,35 @@ fn cut_character(b: &[u8]) -> usize {
     0
 }
 
+/// Takes `bytes` of `stream` into lines: `line` holds the line begun (up to
+/// `LINE_LIMIT`), each line ended goes to `take_line`.
+pub(super) fn feed(
+    line: &mut Vec<u8>,
+    stream: Stream,
+    mut bytes: &[u8],
+    io: &ExecIo<'_>,
+    out: &mut ExecOutcome,
+) {
+    while !bytes.is_empty() {
+        let room = LINE_LIMIT - line.len();
+        let window = &bytes[..bytes.len().min(room)];
+        match window.iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                line.extend_from_slice(&window[..=i]);
+                take_line(line, stream, out, io);
+                bytes = &bytes[i + 1..];
+            }
+            None => {
+                line.extend_from_slice(window);
+                bytes = &bytes[window.len()..];
+                if line.len() >= LINE_LIMIT {
+                    take_line(line, stream, out, io);
+                }
+            }
+        }
+    }
+}
+
 pub(super) fn take_line(buf: &mut Vec<u8>, stream: Stream, out: &mut ExecOutcome, io: &ExecIo<'_>) {
     let (store, truncated) = match stream {
         Stream::Stdout => (&mut out.stdout, &mut out.stdout_truncated),

@@ -443,6 +443,27 @@ impl std::fmt::Debug for Output {
 }
 
 impl Output {
+    /// A `--json` run started in the background, once it ended (`Running::finish`).
+    pub fn of_background(
+        status: ExitStatus,
+        stdout: Vec<u8>,
+        stderr: Vec<u8>,
+        state: PathBuf,
+        took: Duration,
+    ) -> Output {
+        Output {
+            status,
+            stdout,
+            stderr,
+            took,
+            timed_out: None,
+            state,
+            json: true,
+            stdout_str: OnceCell::new(),
+            stderr_str: OnceCell::new(),
+        }
+    }
+
     /// The exit code; a death by signal (or the test's kill) fails the test.
     pub fn code(&self) -> i32 {
         self.status

@@ -21,6 +21,8 @@ pub struct Running {
     child: Child,
     out: PathBuf,
     err: PathBuf,
+    state: PathBuf,
+    started: Instant,
 }
 
 impl Running {
@@ -40,7 +42,13 @@ impl Running {
             .stderr(std::fs::File::create(&err).unwrap())
             .spawn()
             .expect("spawn runbook");
-        Running { child, out, err }
+        Running {
+            child,
+            out,
+            err,
+            state: env.state(),
+            started: Instant::now(),
+        }
     }
 
     pub fn pid(&self) -> i32 {
@@ -110,6 +118,18 @@ impl Running {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// A `--json` run (`Run::json`) that has exited, as `Run::run` would have returned it.
+    pub fn finish(mut self) -> super::run::Output {
+        let status = self.wait(Duration::from_secs(10));
+        super::run::Output::of_background(
+            status,
+            std::fs::read(&self.out).unwrap_or_default(),
+            std::fs::read(&self.err).unwrap_or_default(),
+            self.state.clone(),
+            self.started.elapsed(),
+        )
     }
 
     /// Waits and returns the exit code (a signal death fails the test).

@@ -43,7 +43,8 @@ fn keygen(path: &Path) {
     assert!(st.success());
 }
 
-fn free_port() -> u16 {
+/// A loopback port nothing listens on now.
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

@@ -49,6 +49,8 @@ pub struct Action<'a> {
     /// What the change does to a file's content, shown under it (`file.put`): a unified
     /// diff, or a line of sizes and digests. The plan holds it as it holds the summary.
     pub diff: Option<String>,
+    /// Run it detached from the connection (`targets/detach.rs`).
+    pub detach: bool,
 }
 
 pub enum Performed {

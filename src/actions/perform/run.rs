@@ -8,8 +8,9 @@ use crate::actions::ctx::{Ctx, Mode};
 use crate::actions::events::{Event, Level};
 use crate::actions::kept_reads::Key;
 use crate::base::abort::Why;
+use crate::targets::detach::Detach;
 use crate::targets::pump::Stop;
-use crate::targets::{ExecIo, ExecOutcome, Group, TargetError};
+use crate::targets::{ExecIo, ExecOutcome, ExecRequest, Group, TargetError};
 
 /// Whether this action's lines are kept for a replay: a dry-run's reads, when the
 /// dry-run keeps them (`kept_reads.rs`).
@@ -78,6 +79,10 @@ pub async fn run(
             }
             Ok(answer.out)
         }
+        None if action.detach => {
+            let req = detached(ctx, action, event);
+            action.target.exec(&req, &io).await
+        }
         None => action.target.exec(&action.req, &io).await,
     };
     if let Ok(out) = &result {
@@ -88,6 +93,41 @@ pub async fn run(
         }
     }
     Ok(result)
+}
+
+/// `action`'s request, detached: as the job a resumed run's earlier run left running
+/// for the same step, target and command, or as a new one. The job is in the record
+/// before the command starts, so that a run killed at any moment leaves it findable.
+fn detached(ctx: &Ctx, action: &Action<'_>, event: &Shown<'_>) -> ExecRequest {
+    let step_name = ctx
+        .steps
+        .borrow()
+        .get(event.step)
+        .map(|s| s.name.clone())
+        .unwrap_or_default();
+    let key = (
+        step_name.clone(),
+        event.target.to_string(),
+        event.shown.to_string(),
+    );
+    let job = ctx
+        .detached_resume
+        .borrow_mut()
+        .remove(&key)
+        .unwrap_or_else(crate::targets::session::token);
+    ctx.bus.emit(Event::ActionDetached {
+        step: event.step,
+        action: event.id,
+        target: event.target.to_string(),
+        job: job.clone(),
+    });
+    let mut req = action.req.clone();
+    req.detach = Some(Detach {
+        job,
+        run: ctx.run_id.borrow().clone().unwrap_or_default(),
+        step: step_name,
+    });
+    req
 }
 
 /// What a command that ran leaves to say, after its last line: the target's notice, the

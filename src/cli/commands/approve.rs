@@ -169,14 +169,7 @@ fn required(policy: &Policy, opened: &Opened) -> (u32, Vec<String>) {
         .inventory
         .as_deref()
         .and_then(|p| Inventory::load(p).ok());
-    let groups = |name: &str| -> Vec<String> {
-        inventory
-            .as_ref()
-            .and_then(|i| i.group(name).ok())
-            .map(<[String]>::to_vec)
-            .unwrap_or_default()
-    };
-    signoff::required(policy, &opened.plan, &groups)
+    signoff::required_in(policy, &opened.plan, inventory.as_ref())
 }
 
 fn rejected(list: &[String]) -> String {

@@ -11,11 +11,13 @@ mod init;
 mod inspect;
 mod new;
 mod plan;
+mod ps;
 mod run;
 mod saved;
 mod script;
 mod ship;
 mod test;
+mod watch;
 
 use crate::base::error::{Error, Result};
 use crate::base::inventory::Inventory;
@@ -52,12 +54,24 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
             state_dir,
         } => history::log(&run, json, state_dir, verbose, quiet),
         Command::Audit { action } => audit::audit(action),
+        Command::Ps {
+            targets,
+            json,
+            state_dir,
+            remote,
+        } => ps::ps(&targets, json, state_dir, remote_settings(&remote)?).await,
+        Command::Stop {
+            run,
+            state_dir,
+            remote,
+        } => ps::stop(&run, state_dir, remote_settings(&remote)?).await,
         Command::Docs { globals: true, .. } => docs::globals(),
         Command::Docs {
             topic, markdown, ..
         } => docs::docs(topic.as_deref(), markdown),
         Command::Script { name } => script::script(name.as_deref()),
         Command::Ship { wait, state_dir } => ship::ship(wait, state_dir),
+        Command::Watch(args) => watch::watch(args).await,
         Command::Init { dir } => init::init(dir.as_deref()),
         Command::New { name, target, dir } => new::new(&name, target, dir.as_deref()),
         Command::Artifacts {

@@ -115,7 +115,8 @@ fn show_saved(args: PlanArgs, verbose: bool) -> Result<()> {
     Ok(())
 }
 
-fn absolute(p: &Path) -> String {
+/// `p` with symlinks resolved, as a plan records the inventory and ssh_config.
+pub(super) fn absolute(p: &Path) -> String {
     std::fs::canonicalize(p)
         .unwrap_or_else(|_| p.to_path_buf())
         .display()

@@ -8,6 +8,7 @@ fn spec() -> Spec {
         env: Vec::new(),
         cwd: None,
         timeout: None,
+        detach: None,
         single_threaded: true,
         expect_cache: Vec::new(),
         expect_hit: None,

@@ -104,8 +104,7 @@ pub(super) async fn confirm(
     }
     // The plan's text is masked already.
     let list = list.trim_end();
-    use is_terminal::IsTerminal;
-    let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal() && !json;
+    let interactive = interactive() && !json;
     let count = match plan.changes.len() {
         1 => "1 change".to_string(),
         n => format!("{n} changes"),
@@ -117,6 +116,12 @@ pub(super) async fn confirm(
     }
     eprintln!("{label} will make {count}:\n{list}");
     ask_yes("Proceed?", cancel).await
+}
+
+/// Whether a person can answer a question: stdin and stderr are a terminal.
+pub fn interactive() -> bool {
+    use is_terminal::IsTerminal;
+    std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
 }
 
 /// Asks `question` on the terminal: `Ok` for y or yes, `NotConfirmed` for anything else;

@@ -224,11 +224,13 @@ pub async fn run(req: RunRequest) -> Result<()> {
         *loaded.ctx.watch.borrow_mut() = crate::actions::plan::Watch::Held(enforcer);
     }
     let which = req.resume.as_deref().unwrap_or_default();
-    let stopped = crate::run::orphans::settle(&loaded.ctx, which, &resume.orphans).await?;
+    let mut stopped = crate::run::orphans::settle(&loaded.ctx, which, &resume.orphans).await?;
+    let followed = crate::run::orphans::reattach(&loaded.ctx, &resume.orphans);
     // Stopping an earlier run's command changed the world the dry-run read.
-    if !stopped.is_empty() {
+    if !stopped.is_empty() || !followed.is_empty() {
         loaded.ctx.send_reads_from_now();
     }
+    stopped.extend(followed);
 
     let run_id = state::new_run_id();
     // Before the record, so that a run refused here leaves no empty record behind.
@@ -247,6 +249,18 @@ pub async fn run(req: RunRequest) -> Result<()> {
     *ctx.run_id.borrow_mut() = Some(run_id.clone());
     if !req.json {
         ctx.bus.add_sink(Box::new(TerminalSink::new(req.term)));
+        if confirm::interactive() {
+            let cancel = ctx.cancel.clone();
+            *ctx.ask.borrow_mut() = Some(std::rc::Rc::new(move |question: String| {
+                let cancel = cancel.clone();
+                Box::pin(async move {
+                    crate::run::sinks::terminal::hide_bars();
+                    let yes = confirm::ask_yes(&question, &cancel).await.is_ok();
+                    crate::run::sinks::terminal::show_bars();
+                    yes
+                })
+            }));
+        }
     } else {
         ctx.bus.add_sink(Box::new(JsonSink));
     }
@@ -565,7 +579,8 @@ async fn standalone_pass(
     .await
 }
 
-fn whoami() -> String {
+/// Who runs runbook: `$USER`, else the uid (a plan's `created_by` is `whoami@hostname`).
+pub fn whoami() -> String {
     std::env::var("USER")
         .ok()
         .filter(|u| !u.is_empty())

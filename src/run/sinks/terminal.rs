@@ -23,6 +23,17 @@ pub fn bars() -> &'static MultiProgress {
     BARS.get_or_init(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr()))
 }
 
+/// Takes the spinners off the terminal while a question is asked mid-run, and puts them
+/// back (`show`).
+pub fn hide_bars() {
+    let _ = bars().clear();
+    bars().set_draw_target(ProgressDrawTarget::hidden());
+}
+
+pub fn show_bars() {
+    bars().set_draw_target(ProgressDrawTarget::stderr());
+}
+
 /// `tracing` writes through this: lines go above the bars. It never fails: on an error
 /// tracing-subscriber says so with eprintln!, which panics on a closed stderr
 /// (`runbook run -v … 2>&1 | head`) and would end the run midway.
@@ -386,7 +397,9 @@ impl Sink for TerminalSink {
                     self.line(&format!("      {} {l}", self.paint("2", "┊")));
                 }
             }
-            Event::ActionFinished { .. } | Event::ActionPgid { .. } => {}
+            Event::ActionFinished { .. }
+            | Event::ActionPgid { .. }
+            | Event::ActionDetached { .. } => {}
             // Each item's line is a `log` event beside it; this one is for the record.
             Event::RolloutItem { .. } => {}
             Event::Log { level, message, .. } => {

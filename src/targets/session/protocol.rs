@@ -6,7 +6,7 @@
 //! because this is the part the loop's shell script must agree with byte for byte.
 
 use crate::base::quote;
-use crate::targets::pump::{take_line, LINE_LIMIT};
+use crate::targets::pump::{feed, take_line};
 use crate::targets::{ExecIo, ExecOutcome, ExecRequest, Group, Stream};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
@@ -119,26 +119,8 @@ impl Frame {
     }
 
     /// The command's own bytes: each whole line (or `LINE_LIMIT` piece) goes out at once.
-    fn data(&mut self, stream: Stream, mut bytes: &[u8], io: &ExecIo<'_>, out: &mut ExecOutcome) {
-        let line = &mut self.side(stream).line;
-        while !bytes.is_empty() {
-            let room = LINE_LIMIT - line.len();
-            let window = &bytes[..bytes.len().min(room)];
-            match window.iter().position(|&b| b == b'\n') {
-                Some(i) => {
-                    line.extend_from_slice(&window[..=i]);
-                    take_line(line, stream, out, io);
-                    bytes = &bytes[i + 1..];
-                }
-                None => {
-                    line.extend_from_slice(window);
-                    bytes = &bytes[window.len()..];
-                    if line.len() >= LINE_LIMIT {
-                        take_line(line, stream, out, io);
-                    }
-                }
-            }
-        }
+    fn data(&mut self, stream: Stream, bytes: &[u8], io: &ExecIo<'_>, out: &mut ExecOutcome) {
+        feed(&mut self.side(stream).line, stream, bytes, io, out);
     }
 }
 

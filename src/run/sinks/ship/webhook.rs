@@ -8,7 +8,7 @@
 
 use super::line::{Destination, Line};
 use super::tcp::connect;
-use crate::base::project::Webhook as Config;
+use crate::base::project::{HttpUrl, Webhook as Config};
 use std::io::{Read, Write};
 use std::time::Duration;
 
@@ -28,35 +28,40 @@ impl Webhook {
 
 impl Destination for Webhook {
     fn deliver(&mut self, lines: &[Line]) -> Result<(), String> {
-        let url = &self.config.url;
         let mut body = Vec::new();
         for line in lines {
             body.extend_from_slice(line.text.as_bytes());
             body.push(b'\n');
         }
-        let mut request = format!(
-            "POST {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: runbook/{}\r\nContent-Type: application/x-ndjson\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-            url.path,
-            url.host,
-            env!("CARGO_PKG_VERSION"),
-            body.len()
-        )
-        .into_bytes();
-        request.extend_from_slice(&body);
-        let mut stream = connect(&url.authority)?;
-        let io = |e: std::io::Error| format!("{}: {e}", url.text);
-        stream.set_write_timeout(Some(ANSWER)).map_err(io)?;
-        stream.set_read_timeout(Some(ANSWER)).map_err(io)?;
-        stream.write_all(&request).map_err(io)?;
-        let status = status_line(&mut stream).map_err(io)?;
-        match status_code(&status) {
-            Some(code) if (200..300).contains(&code) => Ok(()),
-            _ => Err(format!(
-                "{}: answered {:?}",
-                url.text,
-                crate::base::printable::line(&status)
-            )),
-        }
+        post(&self.config.url, "application/x-ndjson", &body)
+    }
+}
+
+/// POSTs `body` to `url` on a connection of its own: `Ok` once the receiver answered a
+/// 2xx within [`ANSWER`] (`runbook watch`'s notifications are sent the same way).
+pub fn post(url: &HttpUrl, content_type: &str, body: &[u8]) -> Result<(), String> {
+    let mut request = format!(
+        "POST {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: runbook/{}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        url.path,
+        url.host,
+        env!("CARGO_PKG_VERSION"),
+        body.len()
+    )
+    .into_bytes();
+    request.extend_from_slice(body);
+    let mut stream = connect(&url.authority)?;
+    let io = |e: std::io::Error| format!("{}: {e}", url.text);
+    stream.set_write_timeout(Some(ANSWER)).map_err(io)?;
+    stream.set_read_timeout(Some(ANSWER)).map_err(io)?;
+    stream.write_all(&request).map_err(io)?;
+    let status = status_line(&mut stream).map_err(io)?;
+    match status_code(&status) {
+        Some(code) if (200..300).contains(&code) => Ok(()),
+        _ => Err(format!(
+            "{}: answered {:?}",
+            url.text,
+            crate::base::printable::line(&status)
+        )),
     }
 }
 
