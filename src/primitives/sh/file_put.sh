@@ -53,12 +53,16 @@ main() {
   fi
   [ "$now" = "$old" ] || fail "$path changed since it was read (sha256 $old then, $now now); nothing was written"
   umask 077
-  # The traps first: a TERM (a timeout, Ctrl-C) that comes as soon as the file is made
-  # still removes it (a trapped signal waits for the assignment to end).
+  # The traps first, and none of these signals ends mktemp (or the subshell it runs
+  # in) between making the file and saying its name: a TERM (a timeout, Ctrl-C) then
+  # waits for the assignment, and the trap removes the file.
   tmp=''
   trap '[ -z "$tmp" ] || rm -f -- "$tmp"' EXIT
   trap 'exit 1' HUP INT TERM
-  tmp=$(mktemp "$dir/.runbook-put.XXXXXXXXXX") || fail "cannot make a file in $dir; nothing was written"
+  tmp=$(
+    trap '' HUP INT TERM
+    mktemp "$dir/.runbook-put.XXXXXXXXXX"
+  ) || fail "cannot make a file in $dir; nothing was written"
   if [ "$old" = "$new" ]; then
     cat -- "$path" >"$tmp" || fail "cannot copy $path; nothing was written"
   else
