@@ -1198,3 +1198,36 @@ end)
         "the tree is gone inside"
     );
 }
+
+/// `file.put` and `file.get` in the real busybox Podman container: written whole with its
+/// mode, read back, and left alone the second time.
+#[test]
+fn files_are_put_and_read_in_real_podman() {
+    if !podman() {
+        return;
+    }
+    in_podman("rm -rf /tmp/rb-files && mkdir /tmp/rb-files");
+    let env = Env::new();
+    let body = subst(
+        r#"local box = target("local"):podman("@PODMAN@")
+step("files", function()
+  local r = file.put(box, { path = "/tmp/rb-files/a.conf", content = "a = 1\n", mode = "0600" })
+  local got = file.get(box, "/tmp/rb-files/a.conf")
+  log.info(tostring(r.changed) .. " " .. got.content .. got.mode)
+end)
+"#,
+        &[("PODMAN", &PODMAN)],
+    );
+    let out = ct(&env, "files", &body).expect_exit(0).run();
+    assert_eq!(out.logs(), vec!["true a = 1\n0600"]);
+    assert_eq!(in_podman("cat /tmp/rb-files/a.conf"), "a = 1");
+    assert_eq!(in_podman("stat -c %a /tmp/rb-files/a.conf"), "600");
+    let out = ct(&env, "files", &body).expect_exit(0).run();
+    assert_eq!(out.logs(), vec!["false a = 1\n0600"]);
+    assert!(
+        !started_commands(&out)
+            .iter()
+            .any(|c| c.starts_with("file-put.sh")),
+        "no change the second time"
+    );
+}

@@ -396,6 +396,7 @@ fn sandbox_sets(env: &Env, file: &Path) -> Option<Vec<String>> {
             sets(&[("cache", &path("cache"))])
         }
         "examples/quickstart.lua" => sets(&[("dir", &path("quickstart"))]),
+        "examples/config-files.lua" => sets(&[("dir", &path("config"))]),
         "examples/fleet/cache-rollout.lua" => {
             // On this machine alone: the capture on the source (the restore on other nodes
             // is tests/cache_rollout.rs, over sshd).

@@ -792,3 +792,41 @@ end)
         Vec::<String>::new()
     );
 }
+
+/// `file.put` and `file.get` on a node, as job steps: the bytes reach the node through
+/// srun's stdin whole (a NUL and no last newline included), and the second run changes
+/// nothing.
+#[test]
+fn files_are_put_and_read_on_a_node() {
+    let c = require_slurm!();
+    let _one = c.serial();
+    let env = Env::new();
+    let path = env.scratch().join("node.conf");
+    let rb = env.write(
+        "files.lua",
+        &subst(
+            r#"runbook { name = "slurm-files" }
+local node = target("slurm:@n@")
+step("files", function()
+  local r = file.put(node, { path = "@path@", content = "a\0b\nno newline", mode = "0640" })
+  local got = file.get(node, "@path@")
+  log.info(tostring(r.changed) .. " " .. #got.content .. " " .. got.mode .. " " .. got.sha256)
+end)
+"#,
+            &[("n", &c.node), ("path", &path.display())],
+        ),
+    );
+    let want = b"a\0b\nno newline";
+    let sha = {
+        use sha2::Digest;
+        sha2::Sha256::digest(want)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
+    let out = run(&env, c, &rb).expect_exit(0).run();
+    assert_eq!(out.logs(), vec![format!("true 14 0640 {sha}")]);
+    assert_eq!(std::fs::read(&path).unwrap(), want);
+    let out = run(&env, c, &rb).expect_exit(0).run();
+    assert_eq!(out.logs(), vec![format!("false 14 0640 {sha}")]);
+}

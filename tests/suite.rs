@@ -20,6 +20,7 @@ mod disk;
 mod docs;
 mod drills;
 mod errors;
+mod file;
 mod fingerprint;
 mod fmt;
 mod git;

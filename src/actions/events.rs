@@ -82,6 +82,11 @@ pub enum Event {
         may_delete: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         script: Option<ScriptRef>,
+        /// What the change does to a file's content (`file.put`, `file.template`): a
+        /// unified diff of the file as read and as it will be, or a line with both sizes
+        /// and digests for a binary or huge file.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        diff: Option<String>,
     },
     ActionStarted {
         step: usize,
@@ -96,6 +101,9 @@ pub enum Event {
         /// dry-run moments before, not sent again (`kept_reads.rs`).
         #[serde(default, skip_serializing_if = "is_false")]
         replayed: bool,
+        /// As `action_planned`'s: what the change does to a file's content.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        diff: Option<String>,
     },
     /// A started command's process group, once known: what lets a later `--resume` find
     /// the command if this run dies before it ends (see `orphans.rs`).

@@ -2,6 +2,7 @@
 //! error type, quoting, durations, secrets, the embedded runbooks and scripts, …).
 
 pub mod abort;
+pub mod beside;
 pub mod cancel;
 pub mod chain;
 pub mod classify;

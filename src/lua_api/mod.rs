@@ -10,6 +10,7 @@ pub mod cache;
 pub mod control;
 mod convert;
 pub mod disk;
+pub mod file;
 pub mod fingerprint;
 pub mod git;
 pub mod gpu;
@@ -52,6 +53,7 @@ pub fn register_all(lua: &Lua) -> mlua::Result<()> {
     venv::register(lua)?;
     gpu::register(lua)?;
     disk::register(lua)?;
+    file::register(lua)?;
     warmup::register(lua)?;
     git::register(lua)?;
     proc::register(lua)?;

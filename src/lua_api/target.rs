@@ -649,6 +649,8 @@ async fn run(
         script: None,
         secret_output,
         binary_output: false,
+        stdin_data: false,
+        diff: None,
         detach,
     };
     let step = Step {

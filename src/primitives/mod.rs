@@ -1,4 +1,5 @@
-//! The recovery primitives (cache, venv, gpu, warmup, git, proc, fingerprint). Each works
+//! The recovery primitives (cache, venv, gpu, warmup, git, proc, fingerprint) and files
+//! on targets (file). Each works
 //! on any target because it only runs commands through `Step::read` / `Step::change`,
 //! which go through `actions::perform`: the one place that plans or runs, takes the run
 //! lock before a change, and records every action. Remote logic is small POSIX `sh`
@@ -11,6 +12,7 @@
 pub mod artifact;
 pub mod cache;
 pub mod disk;
+pub mod file;
 pub mod fingerprint;
 pub mod git;
 pub mod gpu;
@@ -58,6 +60,10 @@ pub struct Cmd {
     pub secret_output: bool,
     /// Its stdout is data (an archive), not lines for people (see `Action::binary_output`).
     pub binary_output: bool,
+    /// Its stdin is a file's content, named by size and digest (`Action::stdin_data`).
+    pub stdin_data: bool,
+    /// What a change does to a file's content, shown under it (`Action::diff`).
+    pub diff: Option<String>,
     /// `detach = true|false`; by default a command whose timeout is over
     /// `detach::BY_DEFAULT_OVER` is detached (`targets/detach.rs`).
     pub detach: Option<bool>,
@@ -322,6 +328,8 @@ impl Step<'_> {
             class,
             script: cmd.script,
             binary_output: cmd.binary_output,
+            stdin_data: cmd.stdin_data,
+            diff: cmd.diff,
             detach: cmd.detach.unwrap_or_else(|| {
                 cmd.timeout
                     .is_some_and(|t| t > crate::targets::detach::BY_DEFAULT_OVER)

@@ -17,7 +17,7 @@ use mlua::chunk::ChunkMode;
 use mlua::{
     Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, Variadic, VmState,
 };
-use std::path::{Component, Path};
+use std::path::Path;
 use std::rc::Rc;
 
 /// How often (in VM instructions) the hook checks deadlines and signals.
@@ -172,11 +172,7 @@ pub fn find_module(dir: Option<&Path>, label: &str, name: &str) -> Result<Found,
     let rel: std::path::PathBuf = name.split('.').collect::<Vec<_>>().join("/").into();
     let rel = rel.with_extension("lua");
     let path = dir.join(&rel);
-    let inside = std::fs::canonicalize(&path)
-        .ok()
-        .zip(std::fs::canonicalize(dir).ok())
-        .is_some_and(|(p, d)| p.starts_with(&d));
-    if !inside || rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+    if crate::base::beside::inside(dir, &rel).is_none() {
         let shown = Path::new(label).parent().map(|p| p.join(&rel));
         return Err(format!(
             "no module '{}' beside the runbook (modules must be Lua files in the runbook's folder, not links out of it)",

@@ -43,6 +43,12 @@ pub struct Action<'a> {
     /// Its stdout is data (`artifact.capture`'s archive): kept for the primitive, never
     /// made output events or a tail (bytes, not lines for people or the record).
     pub binary_output: bool,
+    /// Its stdin is data (a file's new content), text or not: left out of the lines
+    /// people read, which name its size and digest; the plan holds it by its digest.
+    pub stdin_data: bool,
+    /// What the change does to a file's content, shown under it (`file.put`): a unified
+    /// diff, or a line of sizes and digests. The plan holds it as it holds the summary.
+    pub diff: Option<String>,
     /// Run it detached from the connection (`targets/detach.rs`).
     pub detach: bool,
 }
@@ -111,6 +117,7 @@ pub fn own_change<T>(
         summary,
         destructive: false,
         may_delete: false,
+        diff: None,
     };
     let plan_only = ctx.mode != Mode::Real;
     watch::before_own(ctx, &seen, plan_only)?;
@@ -124,6 +131,7 @@ pub fn own_change<T>(
         shown,
         class: Class::Safe,
         script: None,
+        diff: None,
     };
     if plan_only {
         ctx.mark_changed();
@@ -160,6 +168,7 @@ struct Shown<'a> {
     shown: &'a str,
     class: Class,
     script: Option<&'static Script>,
+    diff: Option<&'a str>,
 }
 
 impl Shown<'_> {
@@ -174,6 +183,7 @@ impl Shown<'_> {
             destructive: self.class == Class::Deletes,
             may_delete: self.class == Class::MayDelete,
             script: self.script.map(|s| ctx.bus.script(s)),
+            diff: self.diff.map(str::to_string),
         });
     }
 
@@ -187,6 +197,7 @@ impl Shown<'_> {
             command: self.shown.into(),
             script: self.script.map(|s| ctx.bus.script(s)),
             replayed,
+            diff: self.diff.map(str::to_string),
         });
     }
 }
@@ -294,7 +305,12 @@ pub async fn perform(ctx: &Ctx, mut action: Action<'_>) -> Result<Performed, Act
     let Rendered {
         line: command,
         shown,
-    } = Rendered::of(action.target, &mut action.req, action.script);
+    } = Rendered::of(
+        action.target,
+        &mut action.req,
+        action.script,
+        action.stdin_data,
+    );
     warn_secret_in_argv(ctx, &action, step, &target);
     let plan_only = plan_only(ctx, &action);
     let names = watch::Names::of(ctx, action.target, step).await;
@@ -309,6 +325,7 @@ pub async fn perform(ctx: &Ctx, mut action: Action<'_>) -> Result<Performed, Act
         summary: &action.summary,
         destructive: action.class == Class::Deletes,
         may_delete: action.class == Class::MayDelete,
+        diff: action.diff.as_deref(),
     };
     let place = watch::before(
         ctx,
@@ -328,6 +345,7 @@ pub async fn perform(ctx: &Ctx, mut action: Action<'_>) -> Result<Performed, Act
         shown: &shown,
         class: action.class,
         script: action.script,
+        diff: action.diff.as_deref(),
     };
     if plan_only {
         let mut known_after = None;

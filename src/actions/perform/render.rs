@@ -8,7 +8,8 @@ use crate::targets::{ExecRequest, Target};
 pub struct Rendered {
     /// The exact line the target renders: what a confirmed plan holds the run to (its
     /// digest). Input that is no text (artifact.restore's archive, megabytes) is left out
-    /// of it as `< (binary stdin)`: the plan holds the run to its digest all the same.
+    /// of it as `< (binary stdin)`, a file's content (`file.put`) as `< (stdin data)`:
+    /// the plan holds the run to its digest all the same.
     pub line: String,
     /// The line people see: see [`shown`].
     pub shown: String,
@@ -16,27 +17,61 @@ pub struct Rendered {
 
 impl Rendered {
     /// `req` is given back as it came; its input is only set aside while the line is
-    /// rendered (no copy of megabytes of it).
-    pub fn of(target: &Target, req: &mut ExecRequest, script: Option<&Script>) -> Rendered {
-        let binary_stdin = req
-            .stdin
-            .as_deref()
-            .is_some_and(|s| std::str::from_utf8(s).is_err());
-        let line = match binary_stdin {
-            true => {
-                let input = req.stdin.take();
-                let line = format!("{} < (binary stdin)", target.render(req));
-                req.stdin = input;
+    /// rendered (no copy of megabytes of it). `stdin_data`: its input is a file's bytes
+    /// (`Action::stdin_data`), named by size and digest even when it is text.
+    pub fn of(
+        target: &Target,
+        req: &mut ExecRequest,
+        script: Option<&Script>,
+        stdin_data: bool,
+    ) -> Rendered {
+        let input = Input::of(req.stdin.as_deref(), stdin_data);
+        let line = match input {
+            Input::Text => target.render(req),
+            _ => {
+                let stdin = req.stdin.take();
+                let line = format!("{} < {}", target.render(req), input.marker());
+                req.stdin = stdin;
                 line
             }
-            false => target.render(req),
         };
         // A plain command is shown as it runs: the line just rendered.
-        let shown = match shown_as_rendered(target, req, script) && !binary_stdin {
+        let shown = match shown_as_rendered(target, req, script) && input == Input::Text {
             true => line.clone(),
-            false => shown(target, req, script),
+            false => shown_as(target, req, script, input),
         };
         Rendered { line, shown }
+    }
+}
+
+/// What a command's standard input is, for the lines people read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Input {
+    /// None, or text pasted as it is (`printf %s '…' |`).
+    Text,
+    /// Bytes that are no text (artifact.restore's archive).
+    Binary,
+    /// A file's content (`file.put`): text or not, the diff shows what it changes, and
+    /// pasted whole it would be the file again, megabytes of it.
+    Data,
+}
+
+impl Input {
+    fn of(stdin: Option<&[u8]>, data: bool) -> Input {
+        match stdin {
+            None => Input::Text,
+            Some(s) if std::str::from_utf8(s).is_err() => Input::Binary,
+            Some(_) if data => Input::Data,
+            Some(_) => Input::Text,
+        }
+    }
+
+    /// What stands for the input in the exact line.
+    fn marker(self) -> &'static str {
+        match self {
+            Input::Data => "(stdin data)",
+            _ => "(binary stdin)",
+        }
     }
 }
 
@@ -53,7 +88,11 @@ fn shown_as_rendered(target: &Target, req: &ExecRequest, script: Option<&Script>
 /// script NAME`) or the wrappers a remote hop needs for env and cwd. Such a command is
 /// shown as it runs on its target (`cd DIR && env K=V NAME ARG…`), which the events name.
 pub fn shown(target: &Target, req: &ExecRequest, script: Option<&Script>) -> String {
-    if shown_as_rendered(target, req, script) {
+    shown_as(target, req, script, Input::of(req.stdin.as_deref(), false))
+}
+
+fn shown_as(target: &Target, req: &ExecRequest, script: Option<&Script>, input: Input) -> String {
+    if shown_as_rendered(target, req, script) && input == Input::Text {
         return target.render(req);
     }
     let named: Vec<std::ffi::OsString>;
@@ -66,23 +105,24 @@ pub fn shown(target: &Target, req: &ExecRequest, script: Option<&Script>) -> Str
         }
         _ => &req.argv,
     };
-    // Input that is no text (artifact.restore's archive) is named by its size and digest:
-    // pasted as a word it is noise, megabytes of it. The plan holds its digest either way.
-    if let Some(input) = req
-        .stdin
-        .as_deref()
-        .filter(|s| std::str::from_utf8(s).is_err())
-    {
+    // Input that is no text (artifact.restore's archive), or a file's content, is named
+    // by its size and digest: pasted as a word it is noise, megabytes of it. The plan
+    // holds its digest either way.
+    if let (Some(bytes), Input::Binary | Input::Data) = (req.stdin.as_deref(), input) {
         use sha2::Digest;
-        let digest: String = sha2::Sha256::digest(input)
+        let digest: String = sha2::Sha256::digest(bytes)
             .iter()
             .take(8)
             .map(|b| format!("{b:02x}"))
             .collect();
         let line = crate::base::quote::render_with(argv, &req.env, req.cwd.as_deref(), None);
+        let what = match input {
+            Input::Binary => "binary data",
+            _ => "data",
+        };
         return format!(
-            "{line} < (stdin: {} bytes of binary data, sha256 {digest}…)",
-            input.len()
+            "{line} < (stdin: {} bytes of {what}, sha256 {digest}…)",
+            bytes.len()
         );
     }
     crate::base::quote::render_with(argv, &req.env, req.cwd.as_deref(), req.stdin.as_deref())

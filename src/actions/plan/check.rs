@@ -388,7 +388,13 @@ impl Plan {
         let n = self.changes.len().max(now.changes.len());
         for i in 0..n {
             match (self.changes.get(i), now.changes.get(i)) {
-                (Some(a), Some(b)) if a.same(b) && a.summary == b.summary => {}
+                (Some(a), Some(b)) if a.same(b) && a.summary == b.summary && a.diff == b.diff => {}
+                (Some(a), Some(b)) if a.same(b) && a.summary == b.summary => out.push(format!(
+                    "change {}: on {}: {}: the file reads otherwise now than the diff planned",
+                    i + 1,
+                    a.target,
+                    line(&a.summary)
+                )),
                 (Some(a), Some(b)) if a.same(b) => out.push(format!(
                     "change {}: on {}: planned \"{}\", now \"{}\"",
                     i + 1,

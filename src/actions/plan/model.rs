@@ -95,6 +95,12 @@ pub struct Change {
     /// only change whose text cannot be checked against its digest from the file alone.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub masked: bool,
+    /// What it does to a file's content (`file.put`, `file.template`): a unified diff of
+    /// the file as the plan read it and as it will be, or a line of both sizes and
+    /// digests (a binary or huge file); secrets masked. Held as the summary is: the real
+    /// change's must be this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
 }
 
 impl Change {
@@ -175,6 +181,11 @@ impl Change {
             ("command", &self.command, as_planned(seen.command)),
             ("shown", &self.shown, as_planned(seen.shown)),
             ("summary", &self.summary, as_planned(seen.summary)),
+            (
+                "diff",
+                &self.diff.clone().unwrap_or_default(),
+                seen.diff.map(as_planned).unwrap_or_default(),
+            ),
         ];
         for (field, planned, now) in texts {
             if *planned != now {
@@ -235,6 +246,8 @@ pub struct Seen<'a> {
     pub summary: &'a str,
     pub destructive: bool,
     pub may_delete: bool,
+    /// What the change does to a file's content (`Action::diff`).
+    pub diff: Option<&'a str>,
 }
 
 impl Seen<'_> {
@@ -254,6 +267,7 @@ impl Seen<'_> {
             may_delete: self.may_delete,
             parallel: false,
             masked: false,
+            diff: self.diff.map(str::to_string),
         }
     }
 }

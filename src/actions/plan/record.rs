@@ -71,6 +71,7 @@ impl Recording {
             change.command = known.shown(&change.command);
             change.shown = known.shown(&change.shown);
             change.summary = known.shown(&change.summary);
+            change.diff = change.diff.as_deref().map(|d| known.shown(d));
         }
         self.changes.push(change);
         self.changes.len() - 1
@@ -187,6 +188,7 @@ impl Plan {
             c.step_name = mask(&c.step_name);
             c.summary = mask(&c.summary);
             c.shown = mask(&c.shown);
+            c.diff = c.diff.as_deref().map(mask);
             let command = mask(&c.command);
             c.masked = command != c.command;
             c.command = command;

@@ -25,6 +25,8 @@ pub struct ChangeText<'a> {
     /// The exact command line, and whether it has standard input, where known (a plan;
     /// the preview's events carry only `shown`): the Markdown shows it when it differs.
     pub exact: Option<(&'a str, bool)>,
+    /// What it does to a file's content (`Change::diff`), shown under the command.
+    pub diff: Option<&'a str>,
 }
 
 /// A line of a change's command as `ChangeText::command` gives it.
@@ -62,6 +64,37 @@ impl ChangeText<'_> {
             };
             out.push_str(&format!("{line}\n"));
         }
+        for line in self.diff_lines(whole) {
+            out.push_str(&format!(
+                "{indent}  {}\n",
+                crate::base::printable::line(&line)
+            ));
+        }
+        out
+    }
+
+    /// A diff longer than this many lines plus the three a fold would save is folded in
+    /// text (a confirmation is no place for a whole new file): its first lines, and how
+    /// many more there are.
+    const DIFF_FOLD_AT: usize = 40;
+
+    /// The diff's lines as text shows them, folded unless `whole`.
+    pub fn diff_lines(&self, whole: bool) -> Vec<String> {
+        let Some(diff) = self.diff else {
+            return Vec::new();
+        };
+        let lines: Vec<&str> = diff.lines().collect();
+        if whole || lines.len() <= Self::DIFF_FOLD_AT + 3 {
+            return lines.iter().map(|l| l.to_string()).collect();
+        }
+        let mut out: Vec<String> = lines[..Self::DIFF_FOLD_AT]
+            .iter()
+            .map(|l| l.to_string())
+            .collect();
+        out.push(format!(
+            "… {} more lines of the diff (-v, --json, a saved plan or --format md show it whole)",
+            lines.len() - Self::DIFF_FOLD_AT
+        ));
         out
     }
 
@@ -94,6 +127,12 @@ impl ChangeText<'_> {
                     ""
                 },
                 code_block(&crate::base::printable::block(command), "   ")
+            ));
+        }
+        if let Some(diff) = self.diff {
+            out.push_str(&format!(
+                "   - what it does to the file:\n\n{}",
+                fenced(&crate::base::printable::block(diff), "     ", "diff")
             ));
         }
         out
@@ -191,8 +230,13 @@ fn code_in_list(text: &str) -> String {
 
 /// A fenced block holding `text` as it is, each line after `indent`.
 fn code_block(text: &str, indent: &str) -> String {
+    fenced(text, indent, "sh")
+}
+
+/// A fenced block of `lang` holding `text` as it is, each line after `indent`.
+fn fenced(text: &str, indent: &str, lang: &str) -> String {
     let fence = "`".repeat(longest_backtick_run(text).max(2) + 1);
-    let mut out = format!("{indent}{fence}sh\n");
+    let mut out = format!("{indent}{fence}{lang}\n");
     for line in text.lines() {
         out.push_str(&format!("{indent}{line}\n"));
     }
@@ -293,6 +337,7 @@ impl Plan {
                 destructive: c.destructive,
                 may_delete: c.may_delete,
                 exact: Some((&c.command, c.stdin_sha256.is_some())),
+                diff: c.diff.as_deref(),
             };
             match style {
                 Style::Text => out.push_str(&text.text("    - ", 8, whole)),

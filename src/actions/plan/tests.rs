@@ -24,6 +24,7 @@ fn seen<'a>(step: usize, command: &'a str) -> Seen<'a> {
         summary: command,
         destructive: false,
         may_delete: false,
+        diff: None,
     }
 }
 
@@ -574,6 +575,7 @@ fn a_change_reads_the_same_wherever_it_is_shown() {
         destructive: true,
         may_delete: false,
         exact: None,
+        diff: None,
     };
     assert_eq!(text.head(), "on local: sh -c: …  [deletes]");
     let folded = text.command(false);
@@ -594,6 +596,7 @@ fn a_change_reads_the_same_wherever_it_is_shown() {
         destructive: false,
         may_delete: false,
         exact: None,
+        diff: None,
     };
     assert_eq!(plain.head(), "on local: true");
     let unsure = ChangeText {
@@ -606,4 +609,82 @@ fn a_change_reads_the_same_wherever_it_is_shown() {
         .starts_with("1. **may delete** · on `local`"));
     assert!(plain.command(false).is_empty());
     assert_eq!(plain.text("- ", 4, false), "- on local: true\n");
+}
+
+/// A file's diff is held as its summary is: the same command and input whose diff reads
+/// otherwise (a plan edited after it was made) is stopped before it, naming the field.
+#[test]
+fn a_diff_that_reads_otherwise_is_refused() {
+    let mut rec = Recording::new(salt());
+    rec.change(&Seen {
+        stdin: Some(b"new\n"),
+        diff: Some("--- /x (before)\n+++ /x (after)\n-old\n+new"),
+        ..seen(0, "file-put.sh /x")
+    });
+    let mut p = plan(&[]);
+    p.changes = rec.changes;
+    assert_eq!(
+        p.changes[0].diff.as_deref(),
+        Some("--- /x (before)\n+++ /x (after)\n-old\n+new")
+    );
+    let mut e = Enforcer::new(&p);
+    e.step_attempt(0);
+    let err = e
+        .allow(
+            &Seen {
+                stdin: Some(b"new\n"),
+                diff: Some("--- /x (before)\n+++ /x (after)\n-other\n+new"),
+                ..seen(0, "file-put.sh /x")
+            },
+            &plain,
+        )
+        .unwrap_err();
+    assert!(err.contains("field \"diff\""), "{err}");
+    let mut e = Enforcer::new(&p);
+    e.step_attempt(0);
+    assert!(e
+        .allow(
+            &Seen {
+                stdin: Some(b"new\n"),
+                diff: Some("--- /x (before)\n+++ /x (after)\n-old\n+new"),
+                ..seen(0, "file-put.sh /x")
+            },
+            &plain,
+        )
+        .is_ok());
+}
+
+/// The diff under a change: indented lines in text, folded past forty unless whole (a
+/// control character shown escaped); a `diff` block in Markdown, always whole.
+#[test]
+fn a_changes_diff_is_shown_under_it() {
+    let long: String = (1..=60).map(|n| format!("+line {n}\n")).collect();
+    let diff = format!("--- /dev/null\n+++ /etc/x\n@@ -0,0 +1,60 @@\n{long}+bell \x07");
+    let text = ChangeText {
+        target: "web1",
+        summary: "create /etc/x (1 KiB)",
+        shown: "file-put.sh /etc/x old=none new=ab",
+        destructive: false,
+        may_delete: false,
+        exact: None,
+        diff: Some(&diff),
+    };
+    let folded = text.text("  ~ ", 6, false);
+    assert!(
+        folded.contains("\n        --- /dev/null\n        +++ /etc/x\n"),
+        "{folded}"
+    );
+    assert!(
+        folded.contains("        +line 37\n        … 24 more lines of the diff"),
+        "{folded}"
+    );
+    assert!(!folded.contains("+line 38"), "{folded}");
+    let whole = text.text("  ~ ", 6, true);
+    assert!(whole.contains("+line 60\n        +bell \\x07\n"), "{whole}");
+    let md = text.markdown(1);
+    assert!(
+        md.contains("   - what it does to the file:\n\n     ```diff\n     --- /dev/null\n"),
+        "{md}"
+    );
+    assert!(md.contains("     +line 60\n"), "{md}");
 }

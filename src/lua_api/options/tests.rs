@@ -1,5 +1,5 @@
 use super::*;
-use crate::lua_api::{artifact, slurm, venv, warmup};
+use crate::lua_api::{artifact, file, slurm, venv, warmup};
 use crate::lua_api::{
     cache, fingerprint, git, gpu, parallel, proc, rollout, runbook, step, target,
 };
@@ -78,6 +78,9 @@ fn all() -> Vec<(&'static str, &'static [&'static str], Check)> {
         entry::<runbook::HeaderOptions>(),
         entry::<runbook::ParamOptions>(),
         entry::<artifact::CaptureOptions>(),
+        entry::<file::PutOptions>(),
+        entry::<file::TemplateOptions>(),
+        entry::<file::GetOptions>(),
         entry::<artifact::RestoreOptions>(),
         entry::<artifact::ListOptions>(),
     ]

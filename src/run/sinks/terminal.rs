@@ -298,6 +298,7 @@ impl Sink for TerminalSink {
                 command,
                 destructive,
                 may_delete,
+                diff,
                 ..
             } => {
                 if quiet {
@@ -320,6 +321,7 @@ impl Sink for TerminalSink {
                     destructive: *destructive,
                     may_delete: *may_delete,
                     exact: None,
+                    diff: diff.as_deref(),
                 };
                 let text = change.text(&format!("  {mark} "), 6, self.opts.verbose);
                 self.line(text.trim_end());
@@ -331,6 +333,7 @@ impl Sink for TerminalSink {
                 summary,
                 command,
                 replayed,
+                diff,
                 ..
             } => {
                 let (target, summary, command) = (
@@ -359,6 +362,10 @@ impl Sink for TerminalSink {
                         "  {} {target}: {command}{answered}",
                         if *effect == Effect::Change { "$" } else { "=" }
                     ));
+                    // What a write does to its file, whole (`-v`), as the plan showed it.
+                    for l in diff.iter().flat_map(|d| d.lines()) {
+                        self.line(&format!("      {}", printable::line(l)));
+                    }
                 }
             }
             Event::Output { stream, line, .. } => {
