@@ -26,7 +26,7 @@ end
 step("files", function()
   show("put", file.put(box, { path = "@dir@/a.conf", content = "@content@", mode = "0640"@extra@ }))
   show("template", file.template(box, { path = "@dir@/app.conf", src = "templates/app.conf.j2",
-    vars = { name = "app", upstreams = { "10.0.0.5:8000", "10.0.0.6:8000" }, token = params.token, port = params.port } }))
+    vars = { name = "app", upstreams = { "app1.example:8000", "app2.example:8000" }, token = params.token, port = params.port } }))
   local got = file.get(box, "@dir@/a.conf", { missing_ok = true })
   if got then log.info("got " .. got.content .. " " .. got.mode .. " " .. got.size) else log.info("got nothing") end
 end)
@@ -46,7 +46,7 @@ fn write_runbook(env: &Env, body: &str) -> std::path::PathBuf {
 }
 
 fn rendered(port: u32) -> String {
-    format!("# app\nserver 10.0.0.5:8000;\nserver 10.0.0.6:8000;\ntoken = {TOKEN}\nport = {port}\n")
+    format!("# app\nserver app1.example:8000;\nserver app2.example:8000;\ntoken = {TOKEN}\nport = {port}\n")
 }
 
 /// The diffs of the planned changes, in order.
@@ -95,7 +95,7 @@ fn writes_once_shows_the_diff_and_then_changes_nothing() {
     );
     let template = planned[1].as_deref().unwrap();
     assert!(template.contains("+token = ***\n"), "{template}");
-    assert!(template.contains("+server 10.0.0.6:8000;\n"), "{template}");
+    assert!(template.contains("+server app2.example:8000;\n"), "{template}");
     assert!(
         !out.stdout_text().contains(TOKEN),
         "the secret is masked everywhere"

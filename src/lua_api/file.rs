@@ -194,7 +194,7 @@ async fn put(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Value>
 /// step("nginx site", function()
 ///   file.template(box, {
 ///     path = "/etc/nginx/sites-available/app", src = "templates/site.conf.j2",
-///     vars = { server_name = "app.example", upstreams = { "10.0.0.5:8000", "10.0.0.6:8000" } },
+///     vars = { server_name = "app.example", upstreams = { "app1.example:8000", "app2.example:8000" } },
 ///     mode = "0644", backup = true,
 ///   })
 /// end)

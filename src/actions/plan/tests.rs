@@ -205,13 +205,13 @@ fn another_destination_is_a_difference() {
     let err = e
         .allow(
             &Seen {
-                destination: "root@10.0.0.9:22",
+                destination: "root@app9.example:22",
                 ..seen(0, "touch a")
             },
             &plain,
         )
         .unwrap_err();
-    assert!(err.contains("(root@10.0.0.9:22)"), "{err}");
+    assert!(err.contains("(root@app9.example:22)"), "{err}");
 }
 
 /// What a person reads of a change is held to the real change, not only its
@@ -301,12 +301,12 @@ fn a_plan_file_that_does_not_hold_together_names_the_field() {
     assert!(unbound(|q| q.changes[0].target = "node1".into())
         .contains("change 1: field \"target\" is \"node1\", not one of the plan's targets"));
     assert!(unbound(|q| {
-        let mut t = PlannedTarget::of(&Target::Local, "root@10.0.0.5:22", None);
+        let mut t = PlannedTarget::of(&Target::Local, "root@app1.example:22", None);
         t.name = "local".into();
-        t.host = Some("10.0.0.9".into());
+        t.host = Some("app9.example".into());
         q.targets.push(t);
     })
-    .contains("target local: field \"host\" is not what its destination root@10.0.0.5:22 says"));
+    .contains("target local: field \"host\" is not what its destination root@app1.example:22 says"));
 }
 
 /// A change that uses an earlier one's output is a template: `(known after apply)`
