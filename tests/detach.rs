@@ -212,7 +212,10 @@ fn on_a_slurm_node_resume_after_kill_9_follows_it() {
         .run();
     whole_and_once(&out, &marks.join("started"));
     // Nothing of it is left as a job step (the other Slurm tests count them).
-    assert_eq!(c.wait_no_steps(Duration::from_secs(10)), Vec::<String>::new());
+    assert_eq!(
+        c.wait_no_steps(Duration::from_secs(10)),
+        Vec::<String>::new()
+    );
 }
 
 /// `runbook ps` lists a detached command a killed run left on an SSH host, with its

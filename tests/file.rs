@@ -95,7 +95,10 @@ fn writes_once_shows_the_diff_and_then_changes_nothing() {
     );
     let template = planned[1].as_deref().unwrap();
     assert!(template.contains("+token = ***\n"), "{template}");
-    assert!(template.contains("+server app2.example:8000;\n"), "{template}");
+    assert!(
+        template.contains("+server app2.example:8000;\n"),
+        "{template}"
+    );
     assert!(
         !out.stdout_text().contains(TOKEN),
         "the secret is masked everywhere"

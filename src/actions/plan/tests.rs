@@ -306,7 +306,9 @@ fn a_plan_file_that_does_not_hold_together_names_the_field() {
         t.host = Some("app9.example".into());
         q.targets.push(t);
     })
-    .contains("target local: field \"host\" is not what its destination root@app1.example:22 says"));
+    .contains(
+        "target local: field \"host\" is not what its destination root@app1.example:22 says"
+    ));
 }
 
 /// A change that uses an earlier one's output is a template: `(known after apply)`
