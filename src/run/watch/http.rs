@@ -53,10 +53,17 @@ impl Listener {
                         format!("cannot replace the stale socket {}: {e}", path.display())
                     })?;
                 }
-                let l = tokio::net::UnixListener::bind(path)
-                    .map_err(|e| format!("cannot listen on unix:{}: {e}", path.display()))?;
+                // Only this user may connect (a proxy in front of it runs as this user):
+                // the socket is made 0600 by the umask, so that it is never open to others,
+                // not even between bind and a chmod.
+                // SAFETY: umask only swaps the process's file-creation mask.
+                let old = unsafe { libc::umask(0o177) };
+                let bound = tokio::net::UnixListener::bind(path);
+                // SAFETY: as above, putting the mask back.
+                unsafe { libc::umask(old) };
+                let l =
+                    bound.map_err(|e| format!("cannot listen on unix:{}: {e}", path.display()))?;
                 use std::os::unix::fs::PermissionsExt;
-                // Only this user may connect; a proxy in front of it runs as this user.
                 let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600));
                 Ok(Listener::Unix(l, path.clone()))
             }
