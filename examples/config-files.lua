@@ -21,7 +21,12 @@ step("write the config", function()
   local conf = file.template(here, {
     path = params.dir .. "/app.conf",
     src = "files/app.conf.j2",
-    vars = { name = "demo", port = 8080, workers = params.workers, upstreams = { "app1.example:8000", "app2.example:8000" } },
+    vars = {
+      name = "demo",
+      port = 8080,
+      workers = params.workers,
+      upstreams = { "app1.example:8000", "app2.example:8000" },
+    },
     mode = "0644",
     backup = true,
   })
