@@ -26,8 +26,9 @@ pub struct Jobs {
     /// Jobs a dry-run planned to stop, by (target, `name:N` or `pid:N`): a later spawn of
     /// the same job plans its relaunch instead of refusing it as still running.
     planned_stops: std::cell::RefCell<std::collections::HashSet<(String, String)>>,
-    /// Where each job `spawn` started begins in its log, by (target, log path).
-    logs: std::cell::RefCell<std::collections::HashMap<(String, String), u64>>,
+    /// Where each job `spawn` started begins in its log, and the job's name, by (target,
+    /// log path): `wait_for` on that log reads from there, and ends when that job does.
+    logs: std::cell::RefCell<std::collections::HashMap<(String, String), (u64, String)>>,
 }
 
 /// What `proc.spawn` starts.
@@ -78,6 +79,9 @@ pub struct WaitSpec {
     pub from_start: bool,
     /// Read from this offset (where a job's output begins, from `proc.spawn`).
     pub since: Option<u64>,
+    /// The job that writes the file (its name, from `proc.spawn`): once it is gone, no
+    /// line will come, and the wait fails at once instead of at its timeout.
+    pub job: Option<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -266,7 +270,7 @@ pub async fn spawn(step: &Step<'_>, jobs: &Jobs, spec: &SpawnSpec) -> Result<Spa
         if let Some(off) = s.log_offset {
             jobs.logs
                 .borrow_mut()
-                .insert((step.target.name(), s.log.clone()), off);
+                .insert((step.target.name(), s.log.clone()), (off, s.name.clone()));
         }
     })
 }
@@ -296,10 +300,13 @@ pub async fn stop(
             })
         }
         Some((pid, false)) => {
+            if let Which::Name(name) = which {
+                forget(step, name, pid).await?;
+            }
             return Ok(Stopped {
                 pid: Some(pid),
                 ..Stopped::default()
-            })
+            });
         }
         Some((pid, true)) => Some(pid),
     };
@@ -361,6 +368,22 @@ pub async fn stop(
     })
 }
 
+/// Removes the pid file of job `name`, which has exited by itself (pid `pid`). The
+/// script looks again and leaves a job that runs under that name now alone.
+async fn forget(step: &Step<'_>, name: &str, pid: u32) -> Result<()> {
+    let cmd = Cmd::script(&script::PROC_FORGET, [name]).timeout(Duration::from_secs(30));
+    let summary = format!("remove the pid file of job {name} (pid {pid} has exited)");
+    let ran = step.change(cmd, summary, false).await?;
+    if ran.planned() || ran.ok() {
+        return Ok(());
+    }
+    Err(proc_error(
+        step,
+        &ran,
+        format!("proc.stop: removing the pid file of job {name}"),
+    ))
+}
+
 /// Splits a growing log into lines (`\n` or `\r`, so progress bars count), keeping a
 /// partial last line for the next chunk and the last few lines for error messages.
 #[derive(Debug, Default)]
@@ -400,6 +423,14 @@ impl Lines {
         }
         self.recent.push_back(line.clone());
         out.push(line);
+    }
+
+    /// The unfinished last line as a line of its own: its writer is gone, so nothing
+    /// will end it.
+    pub fn flush(&mut self) -> Vec<String> {
+        let mut out = Vec::new();
+        self.finish(&mut out);
+        out
     }
 
     /// The last complete lines, and the unfinished one.
@@ -442,15 +473,38 @@ struct Polled {
     start: u64,
     exists: bool,
     bytes: Vec<u8>,
+    job: JobState,
 }
 
-async fn poll(step: &Step<'_>, file: &str, offset: Option<u64>, wait: u64) -> Result<Polled> {
+/// What a poll saw of the job that writes the file.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum JobState {
+    /// No job was named: nothing to look at.
+    Untracked,
+    Up,
+    /// Its whole process group has exited (its pid, when its pid file was still there).
+    Gone(Option<u32>),
+}
+
+fn job_state(words: &mut std::str::SplitWhitespace<'_>) -> JobState {
+    match (words.next(), words.next()) {
+        (Some("up"), _) => JobState::Up,
+        (Some("gone"), pid) => JobState::Gone(pid.and_then(|p| p.parse().ok())),
+        _ => JobState::Untracked,
+    }
+}
+
+async fn poll(
+    step: &Step<'_>,
+    file: &str,
+    offset: Option<u64>,
+    wait: u64,
+    job: Option<&str>,
+) -> Result<Polled> {
     let off = offset.map_or_else(|| "end".to_string(), |o| o.to_string());
-    let cmd = Cmd::script(
-        &script::PROC_POLL,
-        [file.to_string(), off, wait.to_string(), CHUNK.to_string()],
-    )
-    .timeout(Duration::from_secs(wait + 30));
+    let mut args = vec![file.to_string(), off, wait.to_string(), CHUNK.to_string()];
+    args.extend(job.map(str::to_string));
+    let cmd = Cmd::script(&script::PROC_POLL, args).timeout(Duration::from_secs(wait + 30));
     let summary = if offset.is_none() {
         format!("size of {file}")
     } else {
@@ -475,10 +529,12 @@ async fn poll(step: &Step<'_>, file: &str, offset: Option<u64>, wait: u64) -> Re
     let mut words = head.split_whitespace();
     let start = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
     let exists = words.next() == Some("1");
+    let job = job_state(&mut words);
     Ok(Polled {
         start,
         exists,
         bytes,
+        job,
     })
 }
 
@@ -515,11 +571,13 @@ pub async fn wait_for(step: &Step<'_>, jobs: &Jobs, spec: &WaitSpec) -> Result<M
         .logs
         .borrow()
         .get(&(step.target.name(), spec.file.clone()))
-        .copied();
-    let mut offset = match (spec.from_start, spec.since.or(spawned)) {
+        .cloned();
+    let (spawned_at, spawned_job) = spawned.map_or((None, None), |(o, n)| (Some(o), Some(n)));
+    let job = spec.job.clone().or(spawned_job);
+    let mut offset = match (spec.from_start, spec.since.or(spawned_at)) {
         (true, _) => 0,
         (false, Some(since)) => since,
-        (false, None) => poll(step, &spec.file, None, 0).await?.start,
+        (false, None) => poll(step, &spec.file, None, 0, None).await?.start,
     };
     let mut ever_existed = false;
     loop {
@@ -529,7 +587,7 @@ pub async fn wait_for(step: &Step<'_>, jobs: &Jobs, spec: &WaitSpec) -> Result<M
                 .as_secs()
                 .min(MAX_POLL_WAIT)
         });
-        let polled = poll(step, &spec.file, Some(offset), wait).await?;
+        let polled = poll(step, &spec.file, Some(offset), wait, job.as_deref()).await?;
         ever_existed |= polled.exists;
         if polled.start < offset {
             // The file was truncated or replaced: read it from the start.
@@ -541,21 +599,48 @@ pub async fn wait_for(step: &Step<'_>, jobs: &Jobs, spec: &WaitSpec) -> Result<M
                 return Ok(m);
             }
         }
+        // Gone, and the poll read all it wrote (it was seen gone before the file was
+        // measured; a full chunk may have more behind it): no line will come.
+        if let (JobState::Gone(pid), true) = (polled.job, polled.bytes.len() < CHUNK) {
+            if let Some(m) = lines
+                .flush()
+                .iter()
+                .find_map(|l| match_line(&spec.pattern, l))
+            {
+                return Ok(m);
+            }
+            let name = job.as_deref().unwrap_or_default();
+            let pid = pid.map_or_else(String::new, |p| format!(" (pid {p})"));
+            let head = format!(
+                "proc.wait_for: job {name}{pid} exited before a line of {} matched /{}/ (after {})",
+                spec.file,
+                spec.pattern.as_str(),
+                crate::base::duration::short(started.elapsed())
+            );
+            return Err(with_last_lines(step, spec, head, &lines, ever_existed).await);
+        }
         if deadline.is_some_and(|d| Instant::now() >= d) {
-            return Err(timeout_error(step, spec, &lines, ever_existed).await);
+            let head = format!(
+                "proc.wait_for: no line of {} matched /{}/ within {}",
+                spec.file,
+                spec.pattern.as_str(),
+                crate::base::duration::short(spec.timeout.unwrap_or_default())
+            );
+            return Err(with_last_lines(step, spec, head, &lines, ever_existed).await);
         }
         let next = poll_started + POLL_EVERY;
         pause(step, deadline.map_or(next, |d| next.min(d))).await?;
     }
 }
 
-async fn timeout_error(step: &Step<'_>, spec: &WaitSpec, lines: &Lines, existed: bool) -> Error {
-    let head = format!(
-        "proc.wait_for: no line of {} matched /{}/ within {}",
-        spec.file,
-        spec.pattern.as_str(),
-        crate::base::duration::short(spec.timeout.unwrap_or_default())
-    );
+/// The failure `head`, with the file's last lines (those the wait read, else its tail).
+async fn with_last_lines(
+    step: &Step<'_>,
+    spec: &WaitSpec,
+    head: String,
+    lines: &Lines,
+    existed: bool,
+) -> Error {
     if !existed {
         return step.fail(format!("{head}: the file does not exist"));
     }
