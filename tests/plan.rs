@@ -638,7 +638,23 @@ fn the_fleet_example_applies_its_plan_of_reads() {
         "{events:#?}"
     );
 
-    // The inventory moves pve1 (and the container on it) to the other node: refused.
+    // Applied once, the plan is spent: a second apply is refused, naming the run.
+    let applied_by = env.last_record();
+    let run_id = pick!(&applied_by, Event::RunStarted { run_id, .. } => run_id.clone());
+    let out = apply(&env, &["--yes"]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "refused, nothing was changed: it was applied already, by run {} (its outcome: ok)",
+            run_id[0]
+        )),
+        "{}",
+        describe(&out)
+    );
+
+    // A new plan; then the inventory moves pve1 (and the container on it) to the other
+    // node: refused.
+    make_plan(&env, &file, &args);
     std::fs::write(
         &inventory,
         "[hosts.pve1]\naddress = \"node2\"\n[hosts.pve2]\naddress = \"node2\"\n\
@@ -716,6 +732,115 @@ fn an_edited_runbook_is_refused() {
     );
     assert!(!dir.join("touched").exists(), "the canary was touched");
     assert_eq!(env.record_count(), 0);
+}
+
+/// A plan is spent once applied (issue 33 item 5), as Terraform's: a second apply is
+/// refused naming the run that used it, a reformatted copy of it too, and an apply that
+/// failed spends it as well. An apply that never started (no confirmation) does not.
+/// Of two applies at once, one goes ahead.
+#[test]
+fn a_plan_is_spent_once_applied() {
+    let env = Env::new();
+    let dir = env.scratch();
+    std::fs::write(dir.join("note"), "one").unwrap();
+    let plan = make_plan(
+        &env,
+        &fixture("note.lua"),
+        &sets(&[("dir", &dir.display().to_string())]),
+    );
+    // Not confirmed (no terminal to ask on): nothing ran, the plan is not spent.
+    assert_eq!(apply(&env, &[]).status.code(), Some(2));
+    let out = apply(&env, &["--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let first = pick!(env.last_record(), Event::RunStarted { run_id, .. } => run_id.clone());
+    let records = env.record_count();
+    std::fs::remove_file(dir.join("touched")).unwrap();
+    let want = format!(
+        "refused, nothing was changed: it was applied already, by run {} (its outcome: ok); see `runbook log {}`",
+        first[0], first[0]
+    );
+    for copy in [None, Some(serde_json::to_string(&plan).unwrap())] {
+        if let Some(text) = &copy {
+            std::fs::write(plan_path(&env), text).unwrap();
+        }
+        let out = apply(&env, &["--yes"]);
+        assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+        assert!(stderr(&out).contains(&want), "{}", describe(&out));
+        assert_eq!(env.record_count(), records, "no run started");
+        assert!(!dir.join("touched").exists(), "nothing changed");
+    }
+
+    // An apply refused before it changed anything (a copy whose shown command was
+    // edited: found when the change is reached) leaves the plan unspent.
+    let env = Env::new();
+    let dir = env.scratch();
+    std::fs::write(dir.join("note"), "one").unwrap();
+    let plan = make_plan(
+        &env,
+        &fixture("note.lua"),
+        &sets(&[("dir", &dir.display().to_string())]),
+    );
+    let mut edited = plan.clone();
+    edited["changes"][0]["shown"] = "touch /tmp/elsewhere".into();
+    write_plan(&env, &edited);
+    let out = apply(&env, &["--yes"]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(!dir.join("touched").exists());
+    write_plan(&env, &plan);
+    let out = apply(&env, &["--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert!(dir.join("touched").exists());
+
+    // A failed apply spends its plan too.
+    let env = Env::new();
+    let failing = env.write(
+        "failing.lua",
+        "runbook { name = \"failing\" }\nstep(\"fail\", function() target(\"local\"):exec({ \"sh\", \"-c\", \"exit 3\" }) end)\n",
+    );
+    make_plan(&env, &failing, &[]);
+    assert_eq!(apply(&env, &["--yes"]).status.code(), Some(1));
+    let out = apply(&env, &["--yes"]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(
+        stderr(&out).contains("(its outcome: failed)"),
+        "{}",
+        describe(&out)
+    );
+
+    // Two applies of one plan at once: the index's lock lets one through.
+    let env = Env::new();
+    let slow = env.write(
+        "slow.lua",
+        "runbook { name = \"slow\" }\nstep(\"wait\", function() target(\"local\"):exec({ \"sleep\", \"1\" }) end)\n",
+    );
+    make_plan(&env, &slow, &[]);
+    let both: Vec<std::process::Child> = (0..2)
+        .map(|_| {
+            let mut c = env.std_cmd();
+            c.env("HOME", env.scratch().join("home"))
+                .arg("apply")
+                .arg(plan_path(&env))
+                .arg("--yes")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped());
+            c.spawn().unwrap()
+        })
+        .collect();
+    let mut codes: Vec<(i32, String)> = both
+        .into_iter()
+        .map(|c| {
+            let o = c.wait_with_output().unwrap();
+            (o.status.code().unwrap(), stderr(&o))
+        })
+        .collect();
+    codes.sort();
+    assert_eq!(codes[0].0, 0, "{codes:?}");
+    assert_eq!(codes[1].0, 2, "{codes:?}");
+    assert!(
+        codes[1].1.contains("it was applied already, by run"),
+        "{codes:?}"
+    );
+    assert_eq!(env.record_count(), 1, "one run");
 }
 
 /// A plan made in one directory, applied from another: its relative paths and local

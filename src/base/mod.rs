@@ -9,6 +9,7 @@ pub mod duration;
 pub mod embedded;
 pub mod error;
 pub mod fsx;
+pub mod glob;
 pub mod inventory;
 pub mod params;
 pub mod printable;

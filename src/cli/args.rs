@@ -163,11 +163,14 @@ formatting would change with a diff, and exits 1 if there is any."
         #[command(flatten)]
         remote: RemoteArgs,
     },
-    /// List earlier runs from the run records.
+    /// List earlier runs from the run records, the latest last; the filters narrow them
+    /// down (all of them must hold), then -n keeps the latest N.
     History {
         /// How many of the latest runs to show.
         #[arg(short = 'n', long, default_value_t = 20)]
         limit: usize,
+        #[command(flatten)]
+        filter: HistoryFilter,
         #[arg(long, env = "RUNBOOK_STATE_DIR", value_name = "DIR")]
         state_dir: Option<PathBuf>,
     },
@@ -252,6 +255,31 @@ formatting would change with a diff, and exits 1 if there is any."
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
+}
+
+/// Which runs `runbook history` lists.
+#[derive(Debug, Args, Clone, Default)]
+pub struct HistoryFilter {
+    /// Runs of this runbook: its name (the RUNBOOK column), or its file (the FILE
+    /// column, or that file's name alone); `*` and `?` match any text and any one
+    /// character.
+    #[arg(long, value_name = "NAME")]
+    pub runbook: Option<String>,
+
+    /// Runs that ran (or, dry-runs, planned) a command on this target: its name as
+    /// records give it (an inventory name, user@host, node1/ct200); a container on it
+    /// counts too; `*` and `?` as for --runbook. Reads each record to its end.
+    #[arg(long, value_name = "TARGET")]
+    pub target: Option<String>,
+
+    /// Runs that did not succeed: failed or interrupted.
+    #[arg(long)]
+    pub failed: bool,
+
+    /// Runs started since then: a duration back from now (`2h`, `7d`) or a UTC date or
+    /// time (`2026-12-01`, `2026-12-01T09:30:00Z`).
+    #[arg(long, value_name = "DURATION|DATE", value_parser = parse_since)]
+    pub since: Option<std::time::SystemTime>,
 }
 
 /// The targets `runbook new --target` writes a skeleton for.
@@ -540,4 +568,24 @@ fn parse_max_age(s: &str) -> Result<Duration, String> {
 
 fn parse_timeout(s: &str) -> Result<Duration, String> {
     duration::parse(s).map_err(|e| format!("{e}{}", duration::NO_TIMEOUT_HINT))
+}
+
+/// `--since`: a duration back from now, or a UTC date (midnight) or time.
+fn parse_since(s: &str) -> Result<std::time::SystemTime, String> {
+    let now = std::time::SystemTime::now();
+    if let Ok(d) = duration::parse(s) {
+        return now
+            .checked_sub(d)
+            .ok_or_else(|| format!("{s} goes back before 1970"));
+    }
+    let time = if s.len() == 10 {
+        format!("{s}T00:00:00Z")
+    } else {
+        s.to_string()
+    };
+    humantime::parse_rfc3339_weak(&time).map_err(|_| {
+        format!(
+            "'{s}' is neither a duration (2h, 7d) nor a UTC date or time (2026-12-01, 2026-12-01T09:30:00Z)"
+        )
+    })
 }

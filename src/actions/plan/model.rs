@@ -490,6 +490,13 @@ pub struct ReachedWith {
 }
 
 impl Plan {
+    /// What names this plan however its file is written (reformatted, re-indented): a
+    /// digest of its random salt, which no other plan has, and which the id does not
+    /// give away (the salt guards the digests of secret params).
+    pub fn id(&self) -> String {
+        self.salt.digest(b"runbook plan id")
+    }
+
     /// The plan file's text: pretty JSON and a newline.
     pub fn to_json(&self) -> String {
         let mut text = serde_json::to_string_pretty(self).expect("a plan serializes");

@@ -19,8 +19,10 @@ pub async fn apply(args: ApplyArgs, verbose: bool, quiet: bool) -> Result<()> {
         (None, true) => None,
         (None, false) => Some(DEFAULT_MAX_AGE),
     };
+    let state_dir = state::state_dir(args.limits.state_dir);
     let opened = saved::open(
         &args.plan,
+        &state_dir,
         max_age,
         args.params.as_deref(),
         args.sets,
@@ -52,7 +54,7 @@ pub async fn apply(args: ApplyArgs, verbose: bool, quiet: bool) -> Result<()> {
         json: args.json,
         resume: None,
         retry_failed: false,
-        state_dir: state::state_dir(args.limits.state_dir),
+        state_dir,
         timeout: args.limits.timeout.filter(|t| !t.is_zero()),
         term: TerminalOptions::detect(verbose, quiet),
         remote,

@@ -24,7 +24,15 @@ pub async fn approve(args: ApproveArgs, verbose: bool) -> Result<()> {
                 .into(),
         )
     })?;
-    let opened = saved::open(&args.plan, None, None, Vec::new(), args.remote.clone())?;
+    let state_dir = state::state_dir(args.state_dir.clone());
+    let opened = saved::open(
+        &args.plan,
+        &state_dir,
+        None,
+        None,
+        Vec::new(),
+        args.remote.clone(),
+    )?;
     let sha = file_sha256(&opened.bytes);
     let verified = signoff::verify(&args.plan, &sha, &policy).map_err(Error::Approval)?;
     let Some(author) = verified.author.clone() else {

@@ -45,7 +45,11 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
         Command::Fmt { paths, check } => fmt::fmt(&paths, check),
         Command::List { dir } => inspect::list(dir, remote_settings(&RemoteArgs::default())?),
         Command::Show { file, remote } => inspect::show(&file, remote_settings(&remote)?),
-        Command::History { limit, state_dir } => history::history(limit, state_dir),
+        Command::History {
+            limit,
+            filter,
+            state_dir,
+        } => history::history(limit, &filter, state_dir),
         Command::Log {
             run,
             json,

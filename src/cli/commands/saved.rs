@@ -1,7 +1,7 @@
 //! A saved plan opened for `apply` and `approve`: read, and checked against everything
 //! the file alone and this machine can tell, before any target is reached.
 
-use crate::actions::plan::Plan;
+use crate::actions::plan::{file_sha256, Plan};
 use crate::base::error::{Error, Result};
 use crate::run::source::{self, Source};
 use std::time::SystemTime;
@@ -17,11 +17,13 @@ pub(super) struct Opened {
     pub remote: crate::cli::args::RemoteArgs,
 }
 
-/// Reads `path` and refuses a plan that is too old (`max_age`), does not hold together,
+/// Reads `path` and refuses a plan that a run recorded in `state` applied already, that is
+/// too old (`max_age`), does not hold together,
 /// was made elsewhere, or whose runbook, modules, params or inventory are not the ones it
 /// was made with.
 pub(super) fn open(
     path: &std::path::Path,
+    state: &std::path::Path,
     max_age: Option<std::time::Duration>,
     params: Option<&std::path::Path>,
     extra_sets: Vec<(String, String)>,
@@ -55,6 +57,11 @@ pub(super) fn open(
             "the plan file does not hold together (was it edited?):\n  - {}",
             unbound.join("\n  - ")
         )));
+    }
+    // Spent: a run applied it (or a copy of it) already. After the checks above, so that
+    // an edited copy is named as edited.
+    if let Some(why) = crate::run::state::plan_spent(state, &file_sha256(&bytes), &plan.id())? {
+        return Err(refuse(why));
     }
     // A plan made before plans said where they were made has no directory to hold to.
     if let Some(made_in) = &plan.reached_with.cwd {
