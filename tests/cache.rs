@@ -152,9 +152,9 @@ fn clears_under_tmp_and_a_declared_root_after_a_truthful_preview() {
     // The command is the delete script with the root and the resolved path as its
     // arguments: it checks the path again from the root as it deletes.
     let shown = [
-        format!("cache-delete.sh /tmp {}", inductor.display()),
+        format!("cache-delete.sh root=/tmp path={}", inductor.display()),
         format!(
-            "cache-delete.sh {} {}",
+            "cache-delete.sh root={} path={}",
             declared_real.parent().unwrap().display(),
             declared_real.display()
         ),
@@ -204,7 +204,7 @@ fn clears_under_tmp_and_a_declared_root_after_a_truthful_preview() {
         .stderr_text();
     // The script by its name, with the arguments.
     let shown = format!(
-        "delete {} (1.9 MiB, 1,101 files)  [deletes]\n      $ cache-delete.sh /tmp {}\n",
+        "delete {} (1.9 MiB, 1,101 files)  [deletes]\n      $ cache-delete.sh root=/tmp path={}\n",
         inductor.display(),
         inductor.display()
     );
@@ -854,7 +854,7 @@ fn clears_torch_caches_inside_a_container_over_ssh() {
     // As it runs in the container (the target is node1/ct200), the script by name.
     assert!(
         matches!(rm, Event::ActionStarted { command, .. }
-            if command == "cache-delete.sh /tmp /tmp/torchinductor_root"),
+            if command == "cache-delete.sh root=/tmp path=/tmp/torchinductor_root"),
         "{rm:?}"
     );
 }
@@ -1032,19 +1032,22 @@ fn offline_plans_the_delete_script_with_the_roots_as_written() {
     assert_eq!(
         commands,
         [
-            "cache-delete.sh '~/.cache' '~/.cache/torch/x'",
-            "cache-delete.sh /var/tmp /var/tmp/y",
-            "cache-delete.sh '' /srv/z",
+            "cache-delete.sh root='~/.cache' path='~/.cache/torch/x'",
+            "cache-delete.sh root=/var/tmp path=/var/tmp/y",
+            "cache-delete.sh root='' path=/srv/z",
         ]
     );
-    // The planned line, run on this machine with the script `runbook script` prints,
-    // deletes what it says.
+    // The planned line, run on this machine with the script `runbook script` prints and
+    // the values in the order shown, deletes what it says.
     fill(&scene.home().join(".cache/torch/x"), 2, 1);
-    let line = commands[0].replacen(
-        "cache-delete.sh",
-        r#"sh -c "$("$RUNBOOK" script cache-delete)" sh"#,
-        1,
-    );
+    let line = commands[0]
+        .replacen(
+            "cache-delete.sh",
+            r#"sh -c "$("$RUNBOOK" script cache-delete)" sh"#,
+            1,
+        )
+        .replace(" root=", " ")
+        .replace(" path=", " ");
     let ran = std::process::Command::new("sh")
         .arg("-c")
         .arg(line)

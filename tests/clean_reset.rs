@@ -396,7 +396,7 @@ fn the_preview_names_the_wheel_index() {
         out.assert_exit(0);
         let events = out.events();
         let builds = pick!(events, Event::ActionPlanned { command, .. }
-            if command.contains(" fresh ") => command.as_str());
+            if command.contains(" mode=fresh ") => command.as_str());
         assert_eq!(builds.len(), 1, "{builds:?}");
         builds[0]
             .rsplit_once("' ")

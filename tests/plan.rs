@@ -568,7 +568,7 @@ fn clean_reset_in_a_container_behind_ssh_applies_its_plan() {
         "| host | `node1` |".into(),
         "**destructive** · on `node1/ct200`: restore 1 file in ".into(),
         "**destructive** · on `node1/ct200`: move aside /tmp/torchinductor_root (2.9 KiB, 1 file) → /tmp/torchinductor_root.runbook-kept-…".into(),
-        "   - runs: `cache-move-aside.sh /tmp /tmp/torchinductor_root`".into(),
+        "   - runs: `cache-move-aside.sh root=/tmp path=/tmp/torchinductor_root`".into(),
         "   <details><summary>the exact command</summary>".into(),
         format!("\n   ssh -F {} node1 -- 'pct exec 200 -- ", fleet.ssh_config().display()),
         "on `node1/ct200`: start job plan-ct-".into(),
@@ -1099,7 +1099,7 @@ fn a_job_that_runs_since_the_plan_stops_the_apply_before_it() {
     let said = stderr(&out);
     assert!(
         said.contains("step \"stop the job\": this change is not one that was confirmed")
-            && said.contains(&format!("now:       proc-stop.sh {job}")),
+            && said.contains(&format!("now:       proc-stop.sh name={job}")),
         "{said}"
     );
     assert!(

@@ -725,3 +725,40 @@ end)
         .join(format!("root/.local/state/runbook/proc-{name}.pid"))
         .exists());
 }
+
+/// A preview names a script's arguments (issue 33 item 6): not `proc-stop.sh quiet ''
+/// 60000` but `name=quiet pid='' timeout_ms=60000`.
+#[test]
+fn a_planned_stop_names_its_arguments() {
+    let s = Setup::new();
+    let start = s.env.write(
+        "start.lua",
+        r#"runbook { name = "start" }
+step("start", function()
+  local j = proc.spawn(target("local"), { name = "named", cmd = { "sleep", "30" }, log = "/dev/null" })
+  log.info("pid=" .. j.pid)
+end)
+"#,
+    );
+    let out = s.run(&start).yes().run();
+    let pid: u32 = logged(&out.logs(), "pid").parse().unwrap();
+    let _reaper = Reaper(vec![pid]);
+    out.assert_exit(0);
+    let stop = s.env.write(
+        "stop.lua",
+        r#"runbook { name = "stop" }
+step("stop", function() proc.stop(target("local"), { name = "named", timeout = "1m" }) end)
+"#,
+    );
+    let dry = s.run(&stop).dry_run().run();
+    dry.assert_exit(0);
+    let planned = pick!(dry.run_events(), Event::ActionPlanned { command, .. } => command.clone());
+    assert_eq!(
+        planned,
+        ["proc-stop.sh name=named pid='' timeout_ms=60000"],
+        "{}",
+        dry.describe()
+    );
+    s.run(&stop).yes().run().assert_exit(0);
+    assert!(wait_dead(pid));
+}

@@ -1,6 +1,7 @@
 # script: proc-forget.sh
 # for: proc.stop
 # made of: runbook_dir.sh proc_lib.sh proc_forget.sh
+# args: name
 # proc_forget.sh NAME: removes the pid file of job NAME, which has exited by itself, and
 # prints `gone`; a job that runs again under that name (started since it was looked at)
 # is left alone, its pid file too: prints `running PID`.

@@ -1,6 +1,7 @@
 # script: proc-poll.sh
 # for: proc.wait_for
 # made of: runbook_dir.sh proc_lib.sh proc_poll.sh
+# args: file offset wait_s max_bytes job
 # proc_poll.sh FILE OFFSET WAIT MAX [JOB]: OFFSET a byte offset or `end`; waits up to WAIT
 # seconds for FILE to grow past OFFSET, and no longer than the job named JOB (a name
 # proc.spawn gave) runs, then prints `START EXISTS STATE` and up to MAX bytes from START
