@@ -2094,3 +2094,55 @@ step("s", function() log.debug("quiet-detail-42"); log.info("loud-line-42") end)
     );
     assert!(env.all_records().contains("quiet-detail-42"));
 }
+
+/// The spinner of a running step leaves nothing in the scrollback (issue 33 item 6), on a
+/// terminal narrower than its line (a long step name, a long output line), whether the
+/// terminal says its rows or not (a pty with unknown rows, which console takes for 80
+/// columns): the screen, replayed by `common::screen`, holds the step's ✓ line and no
+/// spinner frame.
+#[test]
+fn the_spinner_leaves_nothing_in_the_scrollback() {
+    let env = Env::new();
+    let rb = env.write(
+        "spin.lua",
+        r#"runbook { name = "spin" }
+step("restore or clear the compile caches (kept aside)", function()
+  target("local"):exec({ "sh", "-c", "echo a first line of output longer than the screen is wide; sleep 0.6" })
+end)
+"#,
+    );
+    for stty in ["stty cols 40", "stty rows 24 cols 40"] {
+        let line = format!(
+            "{stty}; '{}' run '{}' --yes",
+            assert_cmd::cargo::cargo_bin!("runbook").display(),
+            rb.display()
+        );
+        let out = std::process::Command::new("script")
+            .args(["-q", "-e", "-c", &line, "/dev/null"])
+            .env("RUNBOOK_STATE_DIR", env.state())
+            .env("TERM", "xterm")
+            .env_remove("NO_COLOR")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("script (util-linux) runs");
+        assert!(out.status.success(), "{stty}: {out:?}");
+        assert!(
+            out.stdout.windows(3).any(|w| w == "⠁".as_bytes()),
+            "{stty}: a spinner was drawn"
+        );
+        let rows = crate::common::screen::rows(&out.stdout, 40);
+        let spinning: Vec<&String> = rows
+            .iter()
+            .filter(|r| r.chars().any(|c| ('\u{2800}'..='\u{28ff}').contains(&c)))
+            .collect();
+        assert!(
+            spinning.is_empty(),
+            "{stty}: left behind: {spinning:?}\n{rows:#?}"
+        );
+        assert!(
+            rows.iter()
+                .any(|r| r.starts_with("✓ restore or clear the compile caches (k")),
+            "{stty}: {rows:#?}"
+        );
+    }
+}
