@@ -412,6 +412,37 @@ end)
         )),
         "2.0"
     );
+    // A fresh build whose verify fails is rolled back: the old venv stays, and the run
+    // counts no change (issue 33 item 6: it counted changed=1).
+    let out = lxc::run(
+        &env,
+        &dir,
+        EnvMode::Keep,
+        &subst(
+            r#"step("venv", function()
+  venv.build(box, { path = "@venv@", no_index = true, find_links = "@wheels@",
+    packages = { "rbdemo==1.0" }, verify = "import rbdemo; assert rbdemo.VERSION == '3'" })
+end)
+"#,
+            &[("venv", &dir.at("venv")), ("wheels", &dir.at("wheels"))],
+        ),
+        &[],
+    );
+    out.assert_exit(1);
+    assert!(
+        out.step_error(FAILED).contains("verify failed"),
+        "{}",
+        out.describe()
+    );
+    let changed = pick!(out.run_events(), Event::RunFinished { changed, .. } => *changed);
+    assert_eq!(changed, [0], "{}", out.describe());
+    assert_eq!(
+        ct.inside(&format!(
+            "{}/bin/python -c 'import rbdemo; print(rbdemo.VERSION)'",
+            dir.at("venv")
+        )),
+        "2.0"
+    );
 });
 
 // warmup.run with the container's python3; without one it fails before running
