@@ -1059,3 +1059,57 @@ fn offline_plans_the_delete_script_with_the_roots_as_written() {
     assert!(!scene.home().join(".cache/torch/x").exists());
     assert!(scene.home().join(".cache/torch").exists());
 }
+
+/// A host that cannot be reached inside a stdlib call (issue 33 item 6): the error names
+/// the runbook's own line and the host, as other errors do, not the stdlib's
+/// (`<stdlib>/runbook/torch.lua:58`) with "runtime error:" in the middle; caught with
+/// pcall too.
+#[test]
+fn an_unreachable_host_in_a_stdlib_call_names_the_runbooks_line() {
+    require_sshd!();
+    let mut fleet = Fleet::start(1);
+    fleet.node("node1").kill();
+    let env = Env::new();
+    let rb = env.write(
+        "caches.lua",
+        r#"runbook { name = "caches" }
+local torch = require("runbook.torch")
+step("in a container", function()
+  local ok, err = pcall(torch.caches, target("node1"):pct(200))
+  log.info("caught: " .. tostring(err))
+end)
+step("on the node", function()
+  torch.caches(target("node1"))
+end)
+"#,
+    );
+    let out = Run::new(&env, &rb)
+        .ssh(&fleet)
+        .yes()
+        .json()
+        .expect_exit(1)
+        .run();
+    let err = out.step_error("on the node");
+    assert!(
+        err.starts_with(&format!(
+            "{}:8: torch.caches: cannot connect to node1",
+            rb.display()
+        )),
+        "{err}"
+    );
+    let caught = out
+        .logs()
+        .into_iter()
+        .find_map(|l| l.strip_prefix("caught: ").map(str::to_string))
+        .unwrap();
+    assert!(
+        caught.contains("torch.caches: cannot connect to node1"),
+        "{caught}"
+    );
+    for text in [&err, &caught] {
+        assert!(
+            !text.contains("<stdlib>") && !text.contains("runtime error"),
+            "{text}"
+        );
+    }
+}
