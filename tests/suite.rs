@@ -26,6 +26,7 @@ mod gpu;
 mod gpu_health;
 mod identity;
 mod interrupt;
+mod inventory;
 mod kept_reads;
 mod known_after;
 mod layers;

@@ -11,6 +11,7 @@ pub mod error;
 pub mod fsx;
 pub mod glob;
 pub mod inventory;
+pub mod limit;
 pub mod params;
 pub mod printable;
 pub mod project;

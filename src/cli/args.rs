@@ -364,6 +364,13 @@ pub struct RunArgs {
     #[command(flatten)]
     pub limits: RunLimits,
 
+    /// Only these hosts of the inventory's groups (`targets("group")`): names, `*`/`?`
+    /// wildcards, group names, `!TERM` to leave out, `&TERM` to keep only those also in
+    /// it, separated by commas (`'gpu,!gpu07'`). A target named by `target()` is not
+    /// affected. A limit that keeps no host is an error.
+    #[arg(long, value_name = "PATTERN")]
+    pub limit: Option<String>,
+
     #[command(flatten)]
     pub remote: RemoteArgs,
 }
@@ -456,6 +463,13 @@ pub struct PlanArgs {
     #[command(flatten)]
     pub signing: SigningArgs,
 
+    /// Only these hosts of the inventory's groups (`targets("group")`): names, `*`/`?`
+    /// wildcards, group names, `!TERM` to leave out, `&TERM` to keep only those also in
+    /// it, separated by commas (`'gpu,!gpu07'`). A target named by `target()` is not
+    /// affected. A limit that keeps no host is an error. The plan records it.
+    #[arg(long, value_name = "PATTERN")]
+    pub limit: Option<String>,
+
     #[command(flatten)]
     pub remote: RemoteArgs,
 }
@@ -524,6 +538,11 @@ pub struct ApplyArgs {
 
     #[command(flatten)]
     pub limits: RunLimits,
+
+    /// The plan's own `--limit` (the default); another is refused: the plan was made for
+    /// the hosts it kept.
+    #[arg(long, value_name = "PATTERN")]
+    pub limit: Option<String>,
 
     /// Default: the inventory and ssh_config the plan was made with.
     #[command(flatten)]

@@ -5,6 +5,7 @@ use super::replies::Replies;
 use super::ssh::{SshHost, SshSettings, SshSpec};
 use super::Target;
 use crate::base::inventory::{self, Inventory};
+use crate::base::limit::Limit;
 use crate::base::suggest;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -21,6 +22,8 @@ pub struct RemoteSettings {
     /// `run --save-replies` / `runbook test`: every target's commands are saved to these,
     /// or answered from them (see `replies.rs`).
     pub replies: Option<Rc<Replies>>,
+    /// `--limit`: which hosts of a group `targets()` keeps.
+    pub limit: Option<Rc<Limit>>,
 }
 
 pub struct Registry {
@@ -28,6 +31,7 @@ pub struct Registry {
     inventory: Option<Rc<Inventory>>,
     hosts: RefCell<HashMap<SshSpec, Rc<SshHost>>>,
     replies: Option<Rc<Replies>>,
+    limit: Option<Rc<Limit>>,
     /// Shared by every Slurm target of the run, so that their commands can share launches.
     slurm: Rc<super::slurm::Launcher>,
     /// What each target is, by name (`identity.rs`), asked once per run (`Locks`).
@@ -47,9 +51,29 @@ impl Registry {
             inventory: remote.inventory,
             hosts: RefCell::new(HashMap::new()),
             replies: remote.replies,
+            limit: remote.limit,
             slurm: Rc::default(),
             identities: Default::default(),
         }
+    }
+
+    /// `--limit`, if the run has one.
+    pub fn limit(&self) -> Option<&Limit> {
+        self.limit.as_deref()
+    }
+
+    /// Whether `--limit` keeps the host or node named `name` (all are kept without one).
+    pub fn keeps(&self, name: &str) -> bool {
+        self.limit.as_ref().is_none_or(|l| l.keeps(name))
+    }
+
+    /// The inventory's `vars` of the host `name` resolves to, if it is one of its hosts
+    /// (as `resolve` reads names: `local` and `slurm:` are never the inventory's).
+    pub fn vars(&self, name: &str) -> Option<toml::Table> {
+        if name == "local" || name == "localhost" || name.starts_with("slurm:") {
+            return None;
+        }
+        Some(self.inventory.as_ref()?.host(name)?.vars.clone())
     }
 
     /// The replies every target's commands go to, if any.
@@ -188,7 +212,7 @@ impl Registry {
         let Some(inv) = &self.inventory else {
             return Err(format!("targets(\"{name}\"): groups come from an inventory, and there is none (./inventory.toml or --inventory FILE)"));
         };
-        let members = inv.group(name)?.to_vec();
+        let members = inv.group(name)?;
         members
             .into_iter()
             .map(|m| match m.strip_prefix("slurm:") {
@@ -196,8 +220,10 @@ impl Registry {
                 Some(_) => self
                     .resolve(&m)
                     .map_err(|e| format!("inventory {}: group '{name}': {e}", inv.path.display()))
-                    .map(Member::Target),
-                None => self.inventory_target(inv, &m).map(Member::Target),
+                    .map(|t| Member::Target(t, toml::Table::new())),
+                None => self
+                    .inventory_target(inv, &m)
+                    .map(|t| Member::Target(t, self.vars(&m).unwrap_or_default())),
             })
             .collect()
     }
@@ -226,7 +252,8 @@ impl Registry {
 /// A member of an inventory group: a target, or a Slurm selection (what follows
 /// `slurm:`), whose nodes the scheduler lists when the group is used.
 pub enum Member {
-    Target(Rc<Target>),
+    /// A target, with its inventory `vars`.
+    Target(Rc<Target>, toml::Table),
     Slurm(String),
 }
 

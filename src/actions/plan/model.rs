@@ -487,6 +487,9 @@ pub struct ReachedWith {
     /// and relative paths mean a place in it, so `apply` runs only from the same one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
+    /// `--limit`: the hosts of the groups it kept; `apply` keeps the same ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<String>,
 }
 
 impl Plan {

@@ -27,6 +27,7 @@ pub async fn apply(args: ApplyArgs, verbose: bool, quiet: bool) -> Result<()> {
         args.params.as_deref(),
         args.sets,
         args.remote.clone(),
+        args.limit.as_deref(),
     )?;
     let signed = super::approve::check_policy(&args.plan, &opened)?;
     let saved::Opened {
@@ -36,8 +37,9 @@ pub async fn apply(args: ApplyArgs, verbose: bool, quiet: bool) -> Result<()> {
         source,
         sets,
         remote: remote_args,
+        limit,
     } = opened;
-    let mut remote = super::remote_settings(&remote_args)?;
+    let mut remote = super::with_limit(super::remote_settings(&remote_args)?, limit.as_deref())?;
     remote.lock_wait = args.limits.lock_wait;
     remote.ssh.keep = args.limits.keep_connections.or(remote.ssh.keep);
     engine::run(RunRequest {

@@ -32,6 +32,7 @@ pub async fn approve(args: ApproveArgs, verbose: bool) -> Result<()> {
         None,
         Vec::new(),
         args.remote.clone(),
+        None,
     )?;
     let sha = file_sha256(&opened.bytes);
     let verified = signoff::verify(&args.plan, &sha, &policy).map_err(Error::Approval)?;
@@ -45,7 +46,10 @@ pub async fn approve(args: ApproveArgs, verbose: bool) -> Result<()> {
         )));
     };
     // Before anything is signed: the targets as they are now, read by the plan's reads.
-    let remote = super::remote_settings(&opened.remote)?;
+    let remote = super::with_limit(
+        super::remote_settings(&opened.remote)?,
+        opened.limit.as_deref(),
+    )?;
     let now = engine::replan(
         &opened.source,
         &opened.plan,
@@ -181,7 +185,6 @@ fn required(policy: &Policy, opened: &Opened) -> (u32, Vec<String>) {
         inventory
             .as_ref()
             .and_then(|i| i.group(name).ok())
-            .map(<[String]>::to_vec)
             .unwrap_or_default()
     };
     signoff::required(policy, &opened.plan, &groups)

@@ -128,7 +128,18 @@ pub fn remote_settings(args: &RemoteArgs) -> Result<RemoteSettings> {
         inventory,
         lock_wait: std::time::Duration::ZERO,
         replies: None,
+        limit: None,
     })
+}
+
+/// `--limit PATTERN`, read against the inventory `remote` has (`base/limit.rs`).
+pub fn with_limit(mut remote: RemoteSettings, limit: Option<&str>) -> Result<RemoteSettings> {
+    if let Some(text) = limit {
+        let l = crate::base::limit::Limit::parse(text, remote.inventory.as_deref())
+            .map_err(Error::Usage)?;
+        remote.limit = Some(Rc::new(l));
+    }
+    Ok(remote)
 }
 
 /// This process's working directory with symlinks resolved, as a plan records it.

@@ -15,6 +15,8 @@ pub(super) struct Opened {
     pub source: Source,
     pub sets: Vec<(String, String)>,
     pub remote: crate::cli::args::RemoteArgs,
+    /// The plan's `--limit`, which the apply keeps.
+    pub limit: Option<String>,
 }
 
 /// Reads `path` and refuses a plan that a run recorded in `state` applied already, that is
@@ -28,6 +30,7 @@ pub(super) fn open(
     params: Option<&std::path::Path>,
     extra_sets: Vec<(String, String)>,
     remote: crate::cli::args::RemoteArgs,
+    limit: Option<&str>,
 ) -> Result<Opened> {
     let shown = path.display().to_string();
     let bytes = std::fs::read(path)
@@ -75,6 +78,19 @@ pub(super) fn open(
     }
     if let Some(why) = plan.runbook_path_differs() {
         return Err(refuse(why));
+    }
+    // The hosts a group gives are the ones the plan kept: another `--limit` would give
+    // others (a wider one, changes nobody reviewed).
+    let planned = plan.reached_with.limit.as_deref();
+    if let Some(given) = limit.filter(|l| Some(*l) != planned) {
+        return Err(refuse(match planned {
+            Some(p) => format!(
+                "it was made with --limit {p}, and this apply gives --limit {given}: apply keeps the plan's hosts; leave --limit out"
+            ),
+            None => format!(
+                "it was made without --limit (every host of its groups), and this apply gives --limit {given}: leave --limit out, or make a plan with it"
+            ),
+        }));
     }
     let source = match (&plan.runbook.shipped, &plan.runbook.file) {
         (Some(name), _) => Source::shipped(name).ok_or_else(|| {
@@ -149,6 +165,7 @@ pub(super) fn open(
     if remote_args.ssh_config.is_none() {
         remote_args.ssh_config = plan.reached_with.ssh_config.clone().map(Into::into);
     }
+    let limit = plan.reached_with.limit.clone();
     Ok(Opened {
         plan,
         bytes,
@@ -156,6 +173,7 @@ pub(super) fn open(
         source,
         sets,
         remote: remote_args,
+        limit,
     })
 }
 

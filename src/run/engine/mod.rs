@@ -302,6 +302,7 @@ pub async fn run(req: RunRequest) -> Result<()> {
             } => s.approvers.clone(),
             _ => Vec::new(),
         },
+        limit: req.remote.limit.as_ref().map(|l| l.text.clone()),
     });
     if record_failed.get() {
         ctx.bus.finish();
