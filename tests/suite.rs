@@ -33,6 +33,7 @@ mod layers;
 mod lxc;
 mod lxc_primitives;
 mod modules;
+mod names;
 mod numbers;
 mod options;
 mod params_file;

@@ -305,6 +305,45 @@ fn dates_as_text(table: &mut toml::Table) {
     table.iter_mut().for_each(|(_, v)| walk(v));
 }
 
+/// The first `Host` line of an ssh_config file whose patterns take `name` (`*` and `?`
+/// wildcards; a `!pattern` that matches rules the line out), as written after `Host`:
+/// where ssh finds its settings for that name. `Include` and `Match` are not followed.
+pub fn ssh_config_host(path: &Path, name: &str) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines().find_map(|l| {
+        let l = l.trim();
+        let (key, rest) = l.split_once(char::is_whitespace)?;
+        if !key.eq_ignore_ascii_case("host") {
+            return None;
+        }
+        let patterns: Vec<&str> = rest.split_whitespace().collect();
+        let ruled_out = patterns
+            .iter()
+            .filter_map(|p| p.strip_prefix('!'))
+            .any(|p| crate::base::glob::matches(p, name));
+        // `Host *` (settings for every host) says nothing of this one.
+        let taken = patterns
+            .iter()
+            .filter(|p| !p.starts_with('!') && **p != "*")
+            .any(|p| crate::base::glob::matches(p, name));
+        (taken && !ruled_out).then(|| patterns.join(" "))
+    })
+}
+
+/// A name a resolver can look up as it is: DNS labels of letters, digits and `-` (not at
+/// either end), joined by dots. What `target()` takes as a plain host name.
+pub fn plain_host(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        })
+}
+
 /// `Host` aliases declared in an ssh_config file (exact names only, no patterns).
 pub fn ssh_config_aliases(path: &Path) -> Vec<String> {
     let Ok(text) = std::fs::read_to_string(path) else {

@@ -156,10 +156,16 @@ formatting would change with a diff, and exits 1 if there is any."
         check: bool,
     },
     /// List runbooks in a directory (default: ./runbooks, else .) and the shipped ones.
-    List { dir: Option<PathBuf> },
+    List {
+        dir: Option<PathBuf>,
+        /// The names runbooks give targets at their top level resolve as in a run.
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
     /// Show a runbook's params (type, default, help) and steps in order.
     Show {
         file: String,
+        /// The names the runbook gives targets at its top level resolve as in a run.
         #[command(flatten)]
         remote: RemoteArgs,
     },

@@ -123,10 +123,15 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// Lua: target(name) -> target
 ///
 /// A handle on a machine to run things on. `name` is `"local"` (this machine),
-/// `"user@host"`, `"user@host:port"`, `"ssh://user@host:port"`, a `Host` alias from your
-/// ssh config (or `--ssh-config`), or a host name from the inventory (`inventory.toml` or
-/// `--inventory`), which may be a container on another host. Making a handle contacts
-/// nothing: the first command on an SSH host opens its one connection for the run.
+/// `"user@host"`, `"user@host:port"`, `"ssh://user@host:port"`, a host name from the
+/// inventory (`inventory.toml` or `--inventory`), which may be a container on another
+/// host, or any name ssh takes: one a `Host` line of your ssh config (or `--ssh-config`)
+/// takes, its wildcard patterns (`Host gpu*`) included, else a plain host name
+/// (`"gpu01"`, `"gpu01.cluster.example"`) for the resolver. Looked up in that order.
+/// Making a handle contacts nothing: the first command on an SSH host opens its one
+/// connection for the run; when that fails, the message says where the name came from
+/// (`gpu01x is a plain host name: in neither the inventory … nor a Host of …; did you
+/// mean 'gpu01'?`).
 /// `t.name` is the name messages give it (`node1/ct200` for a container on `node1`).
 /// `t.vars` is the host's `vars = { … }` from the inventory (a copy; an empty table for a
 /// target that is no inventory host, a container made with `:pct()` on one included).

@@ -114,6 +114,19 @@ impl Registry {
         self.answered(Target::Ssh(host))
     }
 
+    /// `ssh`, saying where its name came from (`origin`: the inventory, an ssh_config
+    /// Host, a plain host name), which a host that cannot be reached says.
+    fn ssh_from(&self, spec: SshSpec, origin: String) -> Rc<Target> {
+        let host = self
+            .hosts
+            .borrow_mut()
+            .entry(spec.clone())
+            .or_insert_with(|| Rc::new(SshHost::new(spec, self.settings.clone())))
+            .clone();
+        host.set_origin(origin);
+        self.answered(Target::Ssh(host))
+    }
+
     /// The target for a Slurm node.
     pub fn slurm(&self, spec: super::slurm::SlurmSpec) -> Rc<Target> {
         self.answered(Target::Slurm(Rc::new(super::slurm::SlurmNode::new(
@@ -140,24 +153,58 @@ impl Registry {
                 return self.inventory_target(inv, name);
             }
         }
-        let looks_like_address = name.contains(['@', '.', ':']) || name.starts_with("ssh://");
-        if looks_like_address || self.aliases().iter().any(|a| a == name) {
+        let looks_like_address = name.contains(['@', ':']) || name.starts_with("ssh://");
+        if looks_like_address {
             return SshSpec::parse(name).map(|spec| self.ssh(spec));
         }
+        // As ssh would take it: a Host of the ssh_config, else a name the resolver looks
+        // up. Where it came from goes with it, for the messages of a host that cannot be
+        // reached (a typo of an inventory name is a plain host name too).
+        let config = self.config_path();
+        if let Some((cfg, host)) = config
+            .as_ref()
+            .and_then(|c| Some((c, inventory::ssh_config_host(c, name)?)))
+        {
+            let origin = format!("from `Host {host}` in {}", cfg.display());
+            return SshSpec::parse(name).map(|spec| self.ssh_from(spec, origin));
+        }
+        let inv = match &self.inventory {
+            Some(i) => format!("inventory {}", i.path.display()),
+            None => "no inventory (./inventory.toml or --inventory)".into(),
+        };
         let known: Vec<String> = self
             .inventory
             .iter()
             .flat_map(|inv| inv.hosts.keys().cloned())
             .chain(self.aliases())
             .collect();
-        let inv = match &self.inventory {
-            Some(i) => format!("inventory {}", i.path.display()),
-            None => "no inventory (./inventory.toml or --inventory)".into(),
-        };
+        let hint = suggest::hint(name, known.iter().map(String::as_str));
+        if inventory::plain_host(name) {
+            let config = config.map_or("your ssh config".into(), |c| c.display().to_string());
+            let origin = match &self.inventory {
+                Some(i) => format!(
+                    "a plain host name: in neither the inventory {} nor a Host of {config}{hint}",
+                    i.path.display()
+                ),
+                None => format!("a plain host name: no Host of {config} takes it{hint}"),
+            };
+            return SshSpec::parse(name).map(|spec| self.ssh_from(spec, origin));
+        }
+        // A dotted name ssh takes though a resolver may not (`db_1.internal`).
+        if name.contains('.') {
+            return SshSpec::parse(name).map(|spec| self.ssh(spec));
+        }
         Err(format!(
-            "unknown target '{name}'{}: give \"local\", user@host[:port], an inventory name ({inv}) or a Host alias from your ssh config",
-            suggest::hint(name, known.iter().map(String::as_str))
+            "unknown target '{name}'{hint}: give \"local\", user@host[:port], a host name, an inventory name ({inv}) or a Host of your ssh config"
         ))
+    }
+
+    /// The ssh_config names are looked up in: `--ssh-config`, else `~/.ssh/config`.
+    fn config_path(&self) -> Option<PathBuf> {
+        match &self.settings.config {
+            Some(p) => Some(p.clone()),
+            None => std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".ssh/config")),
+        }
     }
 
     fn inventory_target(&self, inv: &Inventory, name: &str) -> Result<Rc<Target>, String> {
@@ -191,6 +238,7 @@ impl Registry {
         spec.identity = h.identity.as_deref().map(expand_home);
         spec.jump = h.jump.clone();
         spec.alias = Some(name.to_string());
+        let origin = format!("from the inventory {}", inv.path.display());
         if let Some(t) = &h.connect_timeout {
             let bad = |e: String| {
                 format!(
@@ -205,7 +253,7 @@ impl Registry {
             }
             spec.connect_timeout = d;
         }
-        Ok(self.ssh(spec))
+        Ok(self.ssh_from(spec, origin))
     }
 
     pub fn group(&self, name: &str) -> Result<Vec<Member>, String> {

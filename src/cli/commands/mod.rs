@@ -43,7 +43,7 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
             inspect::check(&files, sets, remote_settings(&remote)?).await
         }
         Command::Fmt { paths, check } => fmt::fmt(&paths, check),
-        Command::List { dir } => inspect::list(dir, remote_settings(&RemoteArgs::default())?),
+        Command::List { dir, remote } => inspect::list(dir, remote_settings(&remote)?),
         Command::Show { file, remote } => inspect::show(&file, remote_settings(&remote)?),
         Command::History {
             limit,
