@@ -202,7 +202,9 @@ impl Registry {
     /// Whether `name` is a host the inventory or a Host line of the ssh_config names (not
     /// merely a name a resolver might know).
     pub fn knows(&self, name: &str) -> bool {
-        self.inventory.as_ref().is_some_and(|i| i.host(name).is_some())
+        self.inventory
+            .as_ref()
+            .is_some_and(|i| i.host(name).is_some())
             || self
                 .config_path()
                 .is_some_and(|c| inventory::ssh_config_host(&c, name).is_some())
