@@ -100,6 +100,19 @@ fn write_plan(env: &Env, plan: &Value) {
     std::fs::write(plan_path(env), serde_json::to_string_pretty(plan).unwrap()).unwrap();
 }
 
+/// A plan of `note.lua` (a read of DIR/note, which says "one", and `touch DIR/touched`)
+/// in the test's scratch dir, saved as plan.json; and that dir.
+fn note_plan(env: &Env) -> (Value, PathBuf) {
+    let dir = env.scratch();
+    std::fs::write(dir.join("note"), "one").unwrap();
+    let plan = make_plan(
+        env,
+        &fixture("note.lua"),
+        &sets(&[("dir", &dir.display().to_string())]),
+    );
+    (plan, dir)
+}
+
 /// `runbook apply plan.json ARGS…`.
 fn apply(env: &Env, args: &[&str]) -> Output {
     sandboxed(env)
@@ -741,13 +754,7 @@ fn an_edited_runbook_is_refused() {
 #[test]
 fn a_plan_is_spent_once_applied() {
     let env = Env::new();
-    let dir = env.scratch();
-    std::fs::write(dir.join("note"), "one").unwrap();
-    let plan = make_plan(
-        &env,
-        &fixture("note.lua"),
-        &sets(&[("dir", &dir.display().to_string())]),
-    );
+    let (plan, dir) = note_plan(&env);
     // Not confirmed (no terminal to ask on): nothing ran, the plan is not spent.
     assert_eq!(apply(&env, &[]).status.code(), Some(2));
     let out = apply(&env, &["--yes"]);
@@ -773,13 +780,7 @@ fn a_plan_is_spent_once_applied() {
     // An apply refused before it changed anything (a copy whose shown command was
     // edited: found when the change is reached) leaves the plan unspent.
     let env = Env::new();
-    let dir = env.scratch();
-    std::fs::write(dir.join("note"), "one").unwrap();
-    let plan = make_plan(
-        &env,
-        &fixture("note.lua"),
-        &sets(&[("dir", &dir.display().to_string())]),
-    );
+    let (plan, dir) = note_plan(&env);
     let mut edited = plan.clone();
     edited["changes"][0]["shown"] = "touch /tmp/elsewhere".into();
     write_plan(&env, &edited);
@@ -1116,13 +1117,7 @@ fn a_job_that_runs_since_the_plan_stops_the_apply_before_it() {
 #[test]
 fn a_read_that_changed_alone_is_a_warning() {
     let env = Env::new();
-    let dir = env.scratch();
-    std::fs::write(dir.join("note"), "one").unwrap();
-    let plan = make_plan(
-        &env,
-        &fixture("note.lua"),
-        &sets(&[("dir", &dir.display().to_string())]),
-    );
+    let (plan, dir) = note_plan(&env);
     assert!(plan["reads"][0]["result_sha256"].is_string());
     std::fs::write(dir.join("note"), "two").unwrap();
     let out = apply(&env, &["--yes"]);
@@ -1138,13 +1133,7 @@ fn a_read_that_changed_alone_is_a_warning() {
 #[test]
 fn an_old_plan_is_refused() {
     let env = Env::new();
-    let dir = env.scratch();
-    std::fs::write(dir.join("note"), "one").unwrap();
-    let mut plan = make_plan(
-        &env,
-        &fixture("note.lua"),
-        &sets(&[("dir", &dir.display().to_string())]),
-    );
+    let (mut plan, dir) = note_plan(&env);
     let two_hours_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
     plan["created"] = humantime::format_rfc3339_seconds(two_hours_ago)
         .to_string()
@@ -1174,13 +1163,7 @@ fn an_old_plan_is_refused() {
 #[test]
 fn unknown_formats_and_broken_plans_are_refused() {
     let env = Env::new();
-    let dir = env.scratch();
-    std::fs::write(dir.join("note"), "one").unwrap();
-    let mut plan = make_plan(
-        &env,
-        &fixture("note.lua"),
-        &sets(&[("dir", &dir.display().to_string())]),
-    );
+    let (mut plan, dir) = note_plan(&env);
     plan["format"] = 2.into();
     write_plan(&env, &plan);
     let out = apply(&env, &["--yes"]);
@@ -1212,13 +1195,7 @@ fn unknown_formats_and_broken_plans_are_refused() {
 #[test]
 fn apply_without_yes_needs_a_terminal_to_ask() {
     let env = Env::new();
-    let dir = env.scratch();
-    std::fs::write(dir.join("note"), "one").unwrap();
-    make_plan(
-        &env,
-        &fixture("note.lua"),
-        &sets(&[("dir", &dir.display().to_string())]),
-    );
+    let (_, dir) = note_plan(&env);
     let out = apply(&env, &[]);
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
     let said = stderr(&out);
@@ -1237,13 +1214,7 @@ fn apply_without_yes_needs_a_terminal_to_ask() {
 #[test]
 fn apply_on_a_terminal_shows_the_plan_and_asks() {
     let env = Env::new();
-    let dir = env.scratch();
-    std::fs::write(dir.join("note"), "one").unwrap();
-    let plan = make_plan(
-        &env,
-        &fixture("note.lua"),
-        &sets(&[("dir", &dir.display().to_string())]),
-    );
+    let (plan, dir) = note_plan(&env);
     let on_a_terminal = |answer: &str| {
         let line = format!(
             "'{}' apply '{}'",

@@ -105,26 +105,24 @@ impl Registry {
 
     /// The target for an SSH spec; the same host always gets the same connection.
     pub fn ssh(&self, spec: SshSpec) -> Rc<Target> {
-        let host = self
-            .hosts
-            .borrow_mut()
-            .entry(spec.clone())
-            .or_insert_with(|| Rc::new(SshHost::new(spec, self.settings.clone())))
-            .clone();
-        self.answered(Target::Ssh(host))
+        self.answered(Target::Ssh(self.host(spec)))
     }
 
     /// `ssh`, saying where its name came from (`origin`: the inventory, an ssh_config
     /// Host, a plain host name), which a host that cannot be reached says.
     fn ssh_from(&self, spec: SshSpec, origin: String) -> Rc<Target> {
-        let host = self
-            .hosts
+        let host = self.host(spec);
+        host.set_origin(origin);
+        self.answered(Target::Ssh(host))
+    }
+
+    /// The one host (and connection) of a spec in this run.
+    fn host(&self, spec: SshSpec) -> Rc<SshHost> {
+        self.hosts
             .borrow_mut()
             .entry(spec.clone())
             .or_insert_with(|| Rc::new(SshHost::new(spec, self.settings.clone())))
-            .clone();
-        host.set_origin(origin);
-        self.answered(Target::Ssh(host))
+            .clone()
     }
 
     /// The target for a Slurm node.
