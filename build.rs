@@ -733,7 +733,8 @@ fn sh_body(text: &str) -> String {
 }
 
 /// Every `.sh` under `src/**/sh/`: a script (its header names it: `# script: NAME`,
-/// `# for: WHO RUNS IT`, and `# made of: PIECE…` in order when it is more than itself)
+/// `# for: WHO RUNS IT`, `# made of: PIECE…` in order when it is more than itself, and
+/// `# args: NAME…`, what previews call its arguments)
 /// or a piece others are made of. Generates one `Script` static per script, named after
 /// it (`cache-delete.sh` is `CACHE_DELETE`), `ALL`, `PREVIEWED` (those a primitive runs,
 /// which previews name) and `PIECES`.
@@ -796,13 +797,29 @@ fn scripts(root: &Path) -> String {
             "{source}: `# made of:` leaves out {file} itself"
         );
         let body: Vec<String> = parts.iter().map(|p| sh_body(text_of(p))).collect();
+        // `# args: NAME…`: what previews call each argument (`timeout_ms=60000`); a last
+        // name ending in `...` stands for the rest, shown as they are.
+        let args: Vec<String> = header(text, "args")
+            .map(|a| a.split_whitespace().map(str::to_string).collect())
+            .unwrap_or_default();
+        for (i, a) in args.iter().enumerate() {
+            let plain = a.strip_suffix("...").unwrap_or(a);
+            assert!(
+                !plain.is_empty()
+                    && plain
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+                    && (i + 1 == args.len() || !a.ends_with("...")),
+                "{source}: `# args:` names are lower_case words, only the last one may end in ..."
+            );
+        }
         let ident = name
             .trim_end_matches(".sh")
             .replace('-', "_")
             .to_uppercase();
         writeln!(
             code,
-            "/// `{name}`, from `{source}`.\npub static {ident}: Script = Script::new({name:?}, {used_by:?}, {source:?}, &{parts:?}, {:?});",
+            "/// `{name}`, from `{source}`.\npub static {ident}: Script = Script::new({name:?}, {used_by:?}, {source:?}, &{parts:?}, &{args:?}, {:?});",
             body.join("\n")
         )
         .unwrap();

@@ -152,9 +152,9 @@ fn clears_under_tmp_and_a_declared_root_after_a_truthful_preview() {
     // The command is the delete script with the root and the resolved path as its
     // arguments: it checks the path again from the root as it deletes.
     let shown = [
-        format!("cache-delete.sh /tmp {}", inductor.display()),
+        format!("cache-delete.sh root=/tmp path={}", inductor.display()),
         format!(
-            "cache-delete.sh {} {}",
+            "cache-delete.sh root={} path={}",
             declared_real.parent().unwrap().display(),
             declared_real.display()
         ),
@@ -204,7 +204,7 @@ fn clears_under_tmp_and_a_declared_root_after_a_truthful_preview() {
         .stderr_text();
     // The script by its name, with the arguments.
     let shown = format!(
-        "delete {} (1.9 MiB, 1,101 files)  [deletes]\n      $ cache-delete.sh /tmp {}\n",
+        "delete {} (1.9 MiB, 1,101 files)  [deletes]\n      $ cache-delete.sh root=/tmp path={}\n",
         inductor.display(),
         inductor.display()
     );
@@ -854,7 +854,7 @@ fn clears_torch_caches_inside_a_container_over_ssh() {
     // As it runs in the container (the target is node1/ct200), the script by name.
     assert!(
         matches!(rm, Event::ActionStarted { command, .. }
-            if command == "cache-delete.sh /tmp /tmp/torchinductor_root"),
+            if command == "cache-delete.sh root=/tmp path=/tmp/torchinductor_root"),
         "{rm:?}"
     );
 }
@@ -1032,19 +1032,22 @@ fn offline_plans_the_delete_script_with_the_roots_as_written() {
     assert_eq!(
         commands,
         [
-            "cache-delete.sh '~/.cache' '~/.cache/torch/x'",
-            "cache-delete.sh /var/tmp /var/tmp/y",
-            "cache-delete.sh '' /srv/z",
+            "cache-delete.sh root='~/.cache' path='~/.cache/torch/x'",
+            "cache-delete.sh root=/var/tmp path=/var/tmp/y",
+            "cache-delete.sh root='' path=/srv/z",
         ]
     );
-    // The planned line, run on this machine with the script `runbook script` prints,
-    // deletes what it says.
+    // The planned line, run on this machine with the script `runbook script` prints and
+    // the values in the order shown, deletes what it says.
     fill(&scene.home().join(".cache/torch/x"), 2, 1);
-    let line = commands[0].replacen(
-        "cache-delete.sh",
-        r#"sh -c "$("$RUNBOOK" script cache-delete)" sh"#,
-        1,
-    );
+    let line = commands[0]
+        .replacen(
+            "cache-delete.sh",
+            r#"sh -c "$("$RUNBOOK" script cache-delete)" sh"#,
+            1,
+        )
+        .replace(" root=", " ")
+        .replace(" path=", " ");
     let ran = std::process::Command::new("sh")
         .arg("-c")
         .arg(line)
@@ -1055,4 +1058,58 @@ fn offline_plans_the_delete_script_with_the_roots_as_written() {
     assert!(ran.status.success(), "{ran:?}");
     assert!(!scene.home().join(".cache/torch/x").exists());
     assert!(scene.home().join(".cache/torch").exists());
+}
+
+/// A host that cannot be reached inside a stdlib call (issue 33 item 6): the error names
+/// the runbook's own line and the host, as other errors do, not the stdlib's
+/// (`<stdlib>/runbook/torch.lua:58`) with "runtime error:" in the middle; caught with
+/// pcall too.
+#[test]
+fn an_unreachable_host_in_a_stdlib_call_names_the_runbooks_line() {
+    require_sshd!();
+    let mut fleet = Fleet::start(1);
+    fleet.node("node1").kill();
+    let env = Env::new();
+    let rb = env.write(
+        "caches.lua",
+        r#"runbook { name = "caches" }
+local torch = require("runbook.torch")
+step("in a container", function()
+  local ok, err = pcall(torch.caches, target("node1"):pct(200))
+  log.info("caught: " .. tostring(err))
+end)
+step("on the node", function()
+  torch.caches(target("node1"))
+end)
+"#,
+    );
+    let out = Run::new(&env, &rb)
+        .ssh(&fleet)
+        .yes()
+        .json()
+        .expect_exit(1)
+        .run();
+    let err = out.step_error("on the node");
+    assert!(
+        err.starts_with(&format!(
+            "{}:8: torch.caches: cannot connect to node1",
+            rb.display()
+        )),
+        "{err}"
+    );
+    let caught = out
+        .logs()
+        .into_iter()
+        .find_map(|l| l.strip_prefix("caught: ").map(str::to_string))
+        .unwrap();
+    assert!(
+        caught.contains("torch.caches: cannot connect to node1"),
+        "{caught}"
+    );
+    for text in [&err, &caught] {
+        assert!(
+            !text.contains("<stdlib>") && !text.contains("runtime error"),
+            "{text}"
+        );
+    }
 }

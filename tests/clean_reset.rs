@@ -396,7 +396,7 @@ fn the_preview_names_the_wheel_index() {
         out.assert_exit(0);
         let events = out.events();
         let builds = pick!(events, Event::ActionPlanned { command, .. }
-            if command.contains(" fresh ") => command.as_str());
+            if command.contains(" mode=fresh ") => command.as_str());
         assert_eq!(builds.len(), 1, "{builds:?}");
         builds[0]
             .rsplit_once("' ")
@@ -785,4 +785,75 @@ fn a_second_host_is_not_compared_with_the_first_ones_known_good() {
         )),
         "{node1:?}"
     );
+}
+
+/// The README's two commands pass on a busy machine (issue 33 item 7): while another
+/// runbook holds its locks on this machine (mid-change, its locks where runbook keeps
+/// them by itself, not in a test's lock file), the quickstart and the main command
+/// (clean-reset with examples/train/params.toml, its paths moved into the test's own
+/// directory) run to the end. Locks are scoped: the machine shared, each runbook its
+/// own; a second run of the busy runbook itself is refused, naming the first.
+#[test]
+fn the_readme_commands_pass_beside_another_run() {
+    require_uv!();
+    let env = Env::new();
+    let work = env.scratch();
+    let repo = demo_repo(&work);
+    let runtime = env.tmp.path().join("xdg-runtime");
+    std::fs::create_dir_all(&runtime).unwrap();
+    let (ready, release) = (work.join("ready"), work.join("release"));
+    let busy = env.write(
+        "busy.lua",
+        &subst(
+            r#"runbook { name = "busy" }
+step("hold", function()
+  target("local"):exec({ "sh", "-c", 'touch "$1"; while [ ! -e "$2" ]; do sleep 0.1; done', "sh", "@ready@", "@release@" })
+end)
+"#,
+            &[("ready", &ready.display()), ("release", &release.display())],
+        ),
+    );
+    // Locks in runbook's own directory (under this XDG_RUNTIME_DIR), as outside tests.
+    fn own_locks<'e>(run: Run<'e>, runtime: &Path) -> Run<'e> {
+        run.env_remove("RUNBOOK_LOCK_FILE")
+            .env("XDG_RUNTIME_DIR", runtime)
+    }
+    let mut holder = own_locks(Run::new(&env, &busy).yes(), &runtime).spawn();
+    holder.wait_file(&ready, std::time::Duration::from_secs(20));
+
+    let again = own_locks(Run::new(&env, &busy).yes(), &runtime).run();
+    again.assert_exit(1);
+    assert!(
+        again.step_error("hold").contains("is locked by run"),
+        "the busy run holds its lock: {}",
+        again.describe()
+    );
+    own_locks(
+        Run::new(&env, repo_path("examples/quickstart.lua")),
+        &runtime,
+    )
+    .yes()
+    .set("dir", work.join("quickstart"))
+    .expect_exit(0)
+    .run();
+    let mut main = own_locks(Run::new(&env, "clean-reset"), &runtime)
+        .arg("--params")
+        .arg(repo_path("examples/train/params.toml"))
+        .yes()
+        .args(demo_sets(&repo, &work, "busy-readme"));
+    for (k, v) in [
+        ("code_paths", ".".to_string()),
+        ("cache_dirs", work.join("inductor").display().to_string()),
+    ] {
+        main = main.set(k, v);
+    }
+    let out = main.run();
+    out.assert_exit(0);
+    stop_job(&env, r#"target("local")"#, "busy-readme", &[]);
+    std::fs::write(&release, "").unwrap();
+    assert_eq!(holder.code(std::time::Duration::from_secs(20)), 0);
+}
+
+fn repo_path(rel: &str) -> std::path::PathBuf {
+    repo().join(rel)
 }

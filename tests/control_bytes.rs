@@ -161,3 +161,71 @@ step("st\27[2Kep", function() end)
     assert!(!text.contains('\x1b') && !text.contains('\r'), "{text:?}");
     assert!(text.contains("de\\rsc"), "{text}");
 }
+
+/// Bytes that are not UTF-8 in a command (issue 33 item 6): shown named, `\xff` in
+/// `$'…'`, never as U+FFFD (which shows `\xfe` and `\xff` alike), in the preview, the
+/// plan's text and Markdown and `runbook log`, here and over a real sshd; the command
+/// itself runs with the very bytes.
+#[test]
+fn bytes_that_are_not_utf8_in_a_command_are_shown_named() {
+    crate::require_sshd!();
+    let fleet = crate::common::sshd::Fleet::start(1);
+    let env = Env::new();
+    let dir = env.scratch();
+    let rb = env.write(
+        "bytes.lua",
+        &crate::common::subst(
+            r#"runbook { name = "bytes" }
+step("touch", function()
+  target("local"):exec({ "touch", "@dir@/here-caf\xe9-\xff" })
+  target("node1"):exec({ "touch", "@dir@/there-caf\xe9-\xfe" })
+end)
+"#,
+            &[("dir", &dir.display())],
+        ),
+    );
+    let here = format!("touch $'{}/here-caf\\xe9-\\xff'", dir.display());
+    let there = format!("{}/there-caf\\xe9-\\xfe", dir.display());
+    let shown = |what: &str, text: &str| {
+        assert!(
+            text.contains(&here) && text.contains(&there),
+            "{what}: {text}"
+        );
+        assert!(!text.contains('\u{fffd}'), "{what}: {text}");
+    };
+    let dry = Run::new(&env, &rb)
+        .ssh(&fleet)
+        .dry_run()
+        .expect_exit(0)
+        .run();
+    shown("preview", &(dry.stdout_text() + &dry.stderr_text()));
+    let text = Run::cmd(&env, ["plan"])
+        .arg(&rb)
+        .ssh(&fleet)
+        .expect_exit(0)
+        .run();
+    shown("plan", &text.stdout_text());
+    let md = Run::cmd(&env, ["plan", "--format", "md"])
+        .arg(&rb)
+        .ssh(&fleet)
+        .expect_exit(0)
+        .run();
+    shown("markdown", &md.stdout_text());
+    Run::new(&env, &rb).ssh(&fleet).yes().expect_exit(0).run();
+    let log = Run::cmd(&env, ["log", "last"]).expect_exit(0).run();
+    shown("log", &log.stdout_text());
+    use std::os::unix::ffi::OsStrExt;
+    let mut made: Vec<Vec<u8>> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().as_bytes().to_vec())
+        .collect();
+    made.sort();
+    assert_eq!(
+        made,
+        [
+            b"here-caf\xe9-\xff".to_vec(),
+            b"there-caf\xe9-\xfe".to_vec()
+        ],
+        "the commands ran with the very bytes"
+    );
+}

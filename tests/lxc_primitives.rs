@@ -237,6 +237,50 @@ end)
     assert!(ct.processes(&format!("sleep {n}")).is_empty(), "stopped");
 });
 
+// A job that dies before its line comes ends `wait_for` at once with the log's last
+// lines (not its 10 minute default timeout), and `proc.stop` of it, not running, removes
+// its pid file inside the container: under busybox too.
+in_containers!(proc_wait_for_a_dead_job, |ct: &Ct| {
+    let env = Env::new();
+    let dir = ct.dir();
+    let job = format!("rbt-dies-{}", unique());
+    let log = dir.at("dies.log");
+    let t0 = Instant::now();
+    let out = lxc::run(
+        &env,
+        &dir,
+        EnvMode::Clear,
+        &subst(
+            r#"step("start, wait, stop", function()
+  local j = proc.spawn(box, { name = "@job@", log = "@log@",
+    cmd = { "sh", "-c", "echo loading; echo 'RuntimeError: boom' >&2; exit 1" } })
+  local ok, err = pcall(proc.wait_for, box, { file = "@log@", pattern = "ready" })
+  log.info("err=" .. tostring(err):gsub("\n", "|"))
+  local s = proc.stop(box, { name = "@job@" })
+  log.info(("stop=%s %s"):format(s.pid == j.pid, s.was_running))
+end)
+"#,
+            &[("job", &job), ("log", &log)],
+        ),
+        &[],
+    );
+    out.assert_exit(0);
+    assert!(t0.elapsed() < Duration::from_secs(60), "{:?}", t0.elapsed());
+    let logs = out.logs();
+    assert!(
+        logs[0].starts_with("err=")
+            && logs[0].contains(&format!("proc.wait_for: job {job} (pid "))
+            && logs[0].contains("exited before a line")
+            && logs[0].contains("last lines:|  loading|  RuntimeError: boom"),
+        "{logs:?}"
+    );
+    assert_eq!(logs[1], "stop=true false");
+    let gone = ct.inside(&format!(
+        "test -e /root/.local/state/runbook/proc-{job}.pid && echo there || echo gone"
+    ));
+    assert_eq!(gone, "gone", "the pid file was removed");
+});
+
 /// A repository inside the container (Debian: made with its git), or a plain directory
 /// with a file where there is no git; `f` holds "two" over a committed "one".
 fn make_repo(ct: &Ct, dir: &CtDir<'_>) -> String {
@@ -361,6 +405,37 @@ end)
         said.len() == 1 && said[0].starts_with("python 3.") && said[0].ends_with(" rbdemo==2.0"),
         "{said:?}"
     );
+    assert_eq!(
+        ct.inside(&format!(
+            "{}/bin/python -c 'import rbdemo; print(rbdemo.VERSION)'",
+            dir.at("venv")
+        )),
+        "2.0"
+    );
+    // A fresh build whose verify fails is rolled back: the old venv stays, and the run
+    // counts no change (issue 33 item 6: it counted changed=1).
+    let out = lxc::run(
+        &env,
+        &dir,
+        EnvMode::Keep,
+        &subst(
+            r#"step("venv", function()
+  venv.build(box, { path = "@venv@", no_index = true, find_links = "@wheels@",
+    packages = { "rbdemo==1.0" }, verify = "import rbdemo; assert rbdemo.VERSION == '3'" })
+end)
+"#,
+            &[("venv", &dir.at("venv")), ("wheels", &dir.at("wheels"))],
+        ),
+        &[],
+    );
+    out.assert_exit(1);
+    assert!(
+        out.step_error(FAILED).contains("verify failed"),
+        "{}",
+        out.describe()
+    );
+    let changed = pick!(out.run_events(), Event::RunFinished { changed, .. } => *changed);
+    assert_eq!(changed, [0], "{}", out.describe());
     assert_eq!(
         ct.inside(&format!(
             "{}/bin/python -c 'import rbdemo; print(rbdemo.VERSION)'",

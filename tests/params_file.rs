@@ -301,22 +301,6 @@ fn apply_takes_secrets_from_a_private_file_and_refuses_other_values() {
         .run()
         .assert_exit(0);
     assert!(!std::fs::read_to_string(&saved).unwrap().contains("hunter2"));
-    // The same file at apply: the secret matches the plan's digest, the rest is the plan's.
-    let out = Run::cmd(&env, ["apply"])
-        .arg(&saved)
-        .arg("--params")
-        .arg(&made)
-        .json()
-        .yes()
-        .run();
-    out.assert_exit(0);
-    assert!(
-        out.logs()
-            .iter()
-            .any(|l| l.starts_with("got dir=/tmp/x n=3") && !l.contains("hunter2")),
-        "{}",
-        out.describe()
-    );
     // Another n in the file: refused, naming the line, nothing run.
     let other = file(
         &env,
@@ -353,6 +337,23 @@ fn apply_takes_secrets_from_a_private_file_and_refuses_other_values() {
     out.assert_exit(2);
     assert!(
         out.stderr_text().contains("token") && !out.stderr_text().contains("not-the-one"),
+        "{}",
+        out.describe()
+    );
+    // The same file at apply (last: an apply spends its plan): the secret matches the
+    // plan's digest, the rest is the plan's.
+    let out = Run::cmd(&env, ["apply"])
+        .arg(&saved)
+        .arg("--params")
+        .arg(&made)
+        .json()
+        .yes()
+        .run();
+    out.assert_exit(0);
+    assert!(
+        out.logs()
+            .iter()
+            .any(|l| l.starts_with("got dir=/tmp/x n=3") && !l.contains("hunter2")),
         "{}",
         out.describe()
     );

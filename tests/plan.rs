@@ -100,6 +100,19 @@ fn write_plan(env: &Env, plan: &Value) {
     std::fs::write(plan_path(env), serde_json::to_string_pretty(plan).unwrap()).unwrap();
 }
 
+/// A plan of `note.lua` (a read of DIR/note, which says "one", and `touch DIR/touched`)
+/// in the test's scratch dir, saved as plan.json; and that dir.
+fn note_plan(env: &Env) -> (Value, PathBuf) {
+    let dir = env.scratch();
+    std::fs::write(dir.join("note"), "one").unwrap();
+    let plan = make_plan(
+        env,
+        &fixture("note.lua"),
+        &sets(&[("dir", &dir.display().to_string())]),
+    );
+    (plan, dir)
+}
+
 /// `runbook apply plan.json ARGS…`.
 fn apply(env: &Env, args: &[&str]) -> Output {
     sandboxed(env)
@@ -569,7 +582,7 @@ fn clean_reset_in_a_container_behind_ssh_applies_its_plan() {
         "| host | `node1` |".into(),
         "**destructive** · on `node1/ct200`: restore 1 file in ".into(),
         "**destructive** · on `node1/ct200`: move aside /tmp/torchinductor_root (2.9 KiB, 1 file) → /tmp/torchinductor_root.runbook-kept-…".into(),
-        "   - runs: `cache-move-aside.sh /tmp /tmp/torchinductor_root`".into(),
+        "   - runs: `cache-move-aside.sh root=/tmp path=/tmp/torchinductor_root`".into(),
         "   <details><summary>the exact command</summary>".into(),
         format!("\n   ssh -F {} node1 -- 'pct exec 200 -- ", fleet.ssh_config().display()),
         "on `node1/ct200`: start job plan-ct-".into(),
@@ -639,7 +652,23 @@ fn the_fleet_example_applies_its_plan_of_reads() {
         "{events:#?}"
     );
 
-    // The inventory moves pve1 (and the container on it) to the other node: refused.
+    // Applied once, the plan is spent: a second apply is refused, naming the run.
+    let applied_by = env.last_record();
+    let run_id = pick!(&applied_by, Event::RunStarted { run_id, .. } => run_id.clone());
+    let out = apply(&env, &["--yes"]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "refused, nothing was changed: it was applied already, by run {} (its outcome: ok)",
+            run_id[0]
+        )),
+        "{}",
+        describe(&out)
+    );
+
+    // A new plan; then the inventory moves pve1 (and the container on it) to the other
+    // node: refused.
+    make_plan(&env, &file, &args);
     std::fs::write(
         &inventory,
         "[hosts.pve1]\naddress = \"node2\"\n[hosts.pve2]\naddress = \"node2\"\n\
@@ -717,6 +746,103 @@ fn an_edited_runbook_is_refused() {
     );
     assert!(!dir.join("touched").exists(), "the canary was touched");
     assert_eq!(env.record_count(), 0);
+}
+
+/// A plan is spent once applied (issue 33 item 5), as Terraform's: a second apply is
+/// refused naming the run that used it, a reformatted copy of it too, and an apply that
+/// failed spends it as well. An apply that never started (no confirmation) does not.
+/// Of two applies at once, one goes ahead.
+#[test]
+fn a_plan_is_spent_once_applied() {
+    let env = Env::new();
+    let (plan, dir) = note_plan(&env);
+    // Not confirmed (no terminal to ask on): nothing ran, the plan is not spent.
+    assert_eq!(apply(&env, &[]).status.code(), Some(2));
+    let out = apply(&env, &["--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let first = pick!(env.last_record(), Event::RunStarted { run_id, .. } => run_id.clone());
+    let records = env.record_count();
+    std::fs::remove_file(dir.join("touched")).unwrap();
+    let want = format!(
+        "refused, nothing was changed: it was applied already, by run {} (its outcome: ok); see `runbook log {}`",
+        first[0], first[0]
+    );
+    for copy in [None, Some(serde_json::to_string(&plan).unwrap())] {
+        if let Some(text) = &copy {
+            std::fs::write(plan_path(&env), text).unwrap();
+        }
+        let out = apply(&env, &["--yes"]);
+        assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+        assert!(stderr(&out).contains(&want), "{}", describe(&out));
+        assert_eq!(env.record_count(), records, "no run started");
+        assert!(!dir.join("touched").exists(), "nothing changed");
+    }
+
+    // An apply refused before it changed anything (a copy whose shown command was
+    // edited: found when the change is reached) leaves the plan unspent.
+    let env = Env::new();
+    let (plan, dir) = note_plan(&env);
+    let mut edited = plan.clone();
+    edited["changes"][0]["shown"] = "touch /tmp/elsewhere".into();
+    write_plan(&env, &edited);
+    let out = apply(&env, &["--yes"]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(!dir.join("touched").exists());
+    write_plan(&env, &plan);
+    let out = apply(&env, &["--yes"]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert!(dir.join("touched").exists());
+
+    // A failed apply spends its plan too.
+    let env = Env::new();
+    let failing = env.write(
+        "failing.lua",
+        "runbook { name = \"failing\" }\nstep(\"fail\", function() target(\"local\"):exec({ \"sh\", \"-c\", \"exit 3\" }) end)\n",
+    );
+    make_plan(&env, &failing, &[]);
+    assert_eq!(apply(&env, &["--yes"]).status.code(), Some(1));
+    let out = apply(&env, &["--yes"]);
+    assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
+    assert!(
+        stderr(&out).contains("(its outcome: failed)"),
+        "{}",
+        describe(&out)
+    );
+
+    // Two applies of one plan at once: the index's lock lets one through.
+    let env = Env::new();
+    let slow = env.write(
+        "slow.lua",
+        "runbook { name = \"slow\" }\nstep(\"wait\", function() target(\"local\"):exec({ \"sleep\", \"1\" }) end)\n",
+    );
+    make_plan(&env, &slow, &[]);
+    let both: Vec<std::process::Child> = (0..2)
+        .map(|_| {
+            let mut c = env.std_cmd();
+            c.env("HOME", env.scratch().join("home"))
+                .arg("apply")
+                .arg(plan_path(&env))
+                .arg("--yes")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped());
+            c.spawn().unwrap()
+        })
+        .collect();
+    let mut codes: Vec<(i32, String)> = both
+        .into_iter()
+        .map(|c| {
+            let o = c.wait_with_output().unwrap();
+            (o.status.code().unwrap(), stderr(&o))
+        })
+        .collect();
+    codes.sort();
+    assert_eq!(codes[0].0, 0, "{codes:?}");
+    assert_eq!(codes[1].0, 2, "{codes:?}");
+    assert!(
+        codes[1].1.contains("it was applied already, by run"),
+        "{codes:?}"
+    );
+    assert_eq!(env.record_count(), 1, "one run");
 }
 
 /// A plan made in one directory, applied from another: its relative paths and local
@@ -975,7 +1101,7 @@ fn a_job_that_runs_since_the_plan_stops_the_apply_before_it() {
     let said = stderr(&out);
     assert!(
         said.contains("step \"stop the job\": this change is not one that was confirmed")
-            && said.contains(&format!("now:       proc-stop.sh {job}")),
+            && said.contains(&format!("now:       proc-stop.sh name={job}")),
         "{said}"
     );
     assert!(
@@ -992,13 +1118,7 @@ fn a_job_that_runs_since_the_plan_stops_the_apply_before_it() {
 #[test]
 fn a_read_that_changed_alone_is_a_warning() {
     let env = Env::new();
-    let dir = env.scratch();
-    std::fs::write(dir.join("note"), "one").unwrap();
-    let plan = make_plan(
-        &env,
-        &fixture("note.lua"),
-        &sets(&[("dir", &dir.display().to_string())]),
-    );
+    let (plan, dir) = note_plan(&env);
     assert!(plan["reads"][0]["result_sha256"].is_string());
     std::fs::write(dir.join("note"), "two").unwrap();
     let out = apply(&env, &["--yes"]);
@@ -1014,13 +1134,7 @@ fn a_read_that_changed_alone_is_a_warning() {
 #[test]
 fn an_old_plan_is_refused() {
     let env = Env::new();
-    let dir = env.scratch();
-    std::fs::write(dir.join("note"), "one").unwrap();
-    let mut plan = make_plan(
-        &env,
-        &fixture("note.lua"),
-        &sets(&[("dir", &dir.display().to_string())]),
-    );
+    let (mut plan, dir) = note_plan(&env);
     let two_hours_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(7200);
     plan["created"] = humantime::format_rfc3339_seconds(two_hours_ago)
         .to_string()
@@ -1050,13 +1164,7 @@ fn an_old_plan_is_refused() {
 #[test]
 fn unknown_formats_and_broken_plans_are_refused() {
     let env = Env::new();
-    let dir = env.scratch();
-    std::fs::write(dir.join("note"), "one").unwrap();
-    let mut plan = make_plan(
-        &env,
-        &fixture("note.lua"),
-        &sets(&[("dir", &dir.display().to_string())]),
-    );
+    let (mut plan, dir) = note_plan(&env);
     plan["format"] = 2.into();
     write_plan(&env, &plan);
     let out = apply(&env, &["--yes"]);
@@ -1088,13 +1196,7 @@ fn unknown_formats_and_broken_plans_are_refused() {
 #[test]
 fn apply_without_yes_needs_a_terminal_to_ask() {
     let env = Env::new();
-    let dir = env.scratch();
-    std::fs::write(dir.join("note"), "one").unwrap();
-    make_plan(
-        &env,
-        &fixture("note.lua"),
-        &sets(&[("dir", &dir.display().to_string())]),
-    );
+    let (_, dir) = note_plan(&env);
     let out = apply(&env, &[]);
     assert_eq!(out.status.code(), Some(2), "{}", describe(&out));
     let said = stderr(&out);
@@ -1113,13 +1215,7 @@ fn apply_without_yes_needs_a_terminal_to_ask() {
 #[test]
 fn apply_on_a_terminal_shows_the_plan_and_asks() {
     let env = Env::new();
-    let dir = env.scratch();
-    std::fs::write(dir.join("note"), "one").unwrap();
-    let plan = make_plan(
-        &env,
-        &fixture("note.lua"),
-        &sets(&[("dir", &dir.display().to_string())]),
-    );
+    let (plan, dir) = note_plan(&env);
     let on_a_terminal = |answer: &str| {
         let line = format!(
             "'{}' apply '{}'",

@@ -46,7 +46,7 @@ fn stable(text: &str, replace: &[(&Path, &str)]) -> String {
         (r"\b\d+(\.\d+)?(ms|s)\b", "[DUR]"),
         (r"\b[0-9a-f]{40}\b", "[REV]"),
         (r"\b[0-9a-f]{7}\b", "[REV]"),
-        (r"(venv-build\.sh )\S+", "${1}[UV]"),
+        (r"(venv-build\.sh uv=)\S+", "${1}[UV]"),
         // A known-good fingerprint's file is named by the machine (fingerprint.rs).
         (r"\bm-[0-9a-f]{16}\b", "[MACHINE]"),
     ] {
@@ -64,13 +64,13 @@ fn reads_in_one_screen(preview: &str, venv: &str, log: &str) {
     assert!(lines <= 80, "{lines} lines:\n{preview}");
     for want in [
         "venv-build.sh ".to_string(),
-        format!(" {venv} python3 fresh 'import torch; print(torch.__version__, torch.version.cuda)' --index-url https://download.pytorch.org/whl/cu128 torch==2.11.0\n"),
+        format!(" venv={venv} python=python3 mode=fresh verify='import torch; print(torch.__version__, torch.version.cuda)' --index-url https://download.pytorch.org/whl/cu128 torch==2.11.0\n"),
         "move aside [CACHE1] (293.0 KiB, 1 file)".into(),
         "move aside [CACHE2] (1.5 KiB, 1 file)".into(),
         "restore 1 file in [REPO] to [REV]: train.py (+1 -34)".into(),
         "build venv {venv} (python python3, torch==2.11.0 from https://download.pytorch.org/whl/cu128, fresh)".replace("{venv}", venv),
         format!("start job preview-train in the background: {venv}/bin/python [REPO]/train.py 400 (in [REPO], log {log}, env TORCHINDUCTOR_CACHE_DIR)"),
-        format!("$ cd [REPO] && env TORCHINDUCTOR_CACHE_DIR=[CACHE1] proc-spawn.sh preview-train {log} {venv}/bin/python [REPO]/train.py 400\n"),
+        format!("$ cd [REPO] && env TORCHINDUCTOR_CACHE_DIR=[CACHE1] proc-spawn.sh name=preview-train log={log} {venv}/bin/python [REPO]/train.py 400\n"),
         "env PYTHONUNBUFFERED=1 TORCHINDUCTOR_CACHE_DIR=[CACHE1] TORCHINDUCTOR_COMPILE_THREADS=1 ".into(),
     ] {
         assert!(preview.contains(&want), "no {want:?} in:\n{preview}");
@@ -204,17 +204,23 @@ fn twice_args(a: &Path, b: &Path) -> Vec<String> {
 }
 
 /// The command line of an action, as `-v` or the preview printed it after `$ ` or
-/// `target: `, with the script's name replaced by `sh -c "$(runbook script NAME)" sh`:
-/// what a user pastes.
+/// `target: `, with the script's name replaced by `sh -c "$(runbook script NAME)" sh`
+/// and its arguments' names taken off (`root=/tmp` is `/tmp`): what a user pastes.
+/// (The words here have no space in them.)
 fn by_hand(line: &str, name: &str) -> String {
     let short = name.strip_suffix(".sh").unwrap();
     let at = line
         .find(name)
         .unwrap_or_else(|| panic!("no {name} in {line}"));
+    let named = regex::Regex::new(r"^[a-z_0-9]+=").unwrap();
+    let values: Vec<String> = line[at + name.len()..]
+        .split(' ')
+        .map(|w| named.replace(w, "").into_owned())
+        .collect();
     format!(
         "{}sh -c \"$(\"$RUNBOOK\" script {short})\" sh{}",
         &line[..at],
-        &line[at + name.len()..]
+        values.join(" ")
     )
 }
 
@@ -258,7 +264,10 @@ fn a_preview_line_runs_by_hand_through_runbook_script() {
         stderr.contains(&format!("      $ {command}\n")),
         "-v shows the record's command line:\n{stderr}"
     );
-    assert!(command.starts_with("cache-probe.sh size "), "{command}");
+    assert!(
+        command.starts_with("cache-probe.sh mode=size nroots=4 "),
+        "{command}"
+    );
     let printed = lines_of(&record, *action, Stream::Stdout);
     assert!(!printed.is_empty());
     let ran = sh(&by_hand(command, "cache-probe.sh"), env.tmp.path());
@@ -369,7 +378,10 @@ fn the_record_and_json_carry_each_body_once() {
         .run()
         .stdout_text();
     assert!(
-        text.contains(&format!("local: cache-delete.sh /tmp {}", b.display())),
+        text.contains(&format!(
+            "local: cache-delete.sh root=/tmp path={}",
+            b.display()
+        )),
         "{text}"
     );
     assert!(!text.contains("script cache-probe.sh (sha256"), "{text}");

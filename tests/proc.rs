@@ -563,3 +563,202 @@ step("job", function() proc.stop(target("local"), { name = "quiet" }) end)
         "nothing was written through the link"
     );
 }
+
+/// A job that dies before its line comes ends the wait at once, not at its timeout
+/// (10 minutes by default): the message names the job and shows the log's last lines. A
+/// line it printed without a newline before exiting still matches. A later run's
+/// `since = job` looks at that job too; `proc.stop` of the dead job removes its pid file.
+#[test]
+fn wait_for_fails_as_soon_as_its_job_is_gone() {
+    let s = Setup::new();
+    let log = s.env.scratch().join("dies.log");
+    let last = s.env.scratch().join("last.log");
+    let rb = s.env.write(
+        "dies.lua",
+        &subst(
+            r#"runbook { name = "dies" }
+local here = target("local")
+step("start and wait", function()
+  local j = proc.spawn(here, { name = "dies", log = "@log@",
+    cmd = { "sh", "-c", 'echo "loading shard 1"; sleep 1; echo "CUDA out of memory" >&2; exit 3' } })
+  log.info("pid=" .. j.pid)
+  local ok, err = pcall(proc.wait_for, here, { file = "@log@", pattern = "Ktok/s" })
+  log.info("err=" .. tostring(err):gsub("\n", "|"))
+  proc.spawn(here, { name = "last", log = "@last@", cmd = { "printf", "ready at last" } })
+  local m = proc.wait_for(here, { file = "@last@", pattern = "ready (.*)", timeout = "1m" })
+  log.info("last=" .. m[1])
+end)
+"#,
+            &[("log", &log.display()), ("last", &last.display())],
+        ),
+    );
+    let t0 = Instant::now();
+    let out = s.run(&rb).yes().run();
+    let logs = out.logs();
+    let pid: u32 = logged(&logs, "pid").parse().unwrap();
+    let _reaper = Reaper(vec![pid]);
+    out.assert_exit(0);
+    assert!(
+        t0.elapsed() < Duration::from_secs(20),
+        "not the 10 minute timeout: {:?}",
+        t0.elapsed()
+    );
+    let err = logged(&logs, "err");
+    assert!(
+        err.contains(&format!(
+            "dies.lua:7: proc.wait_for: job dies (pid {pid}) exited before a line of {} matched /Ktok/s/",
+            log.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("last lines:|  loading shard 1|  CUDA out of memory"),
+        "{err}"
+    );
+    assert_eq!(
+        logged(&logs, "last"),
+        "at last",
+        "an unfinished last line counts"
+    );
+
+    let pid_file = s.runtime.join("runbook/proc-dies.pid");
+    assert!(pid_file.exists(), "the dead job's pid file is still there");
+    let later = s.env.write(
+        "later.lua",
+        &subst(
+            r#"runbook { name = "later" }
+local here = target("local")
+step("wait and stop", function()
+  local ok, err = pcall(proc.wait_for, here, { file = "@log@", pattern = "Ktok/s",
+    since = { name = "dies", log_offset = 0 } })
+  log.info("since=" .. tostring(err):gsub("\n", "|"))
+  local r = proc.stop(here, { name = "dies" })
+  log.info(("stop=%s %s"):format(r.pid, r.was_running))
+end)
+"#,
+            &[("log", &log.display())],
+        ),
+    );
+    let t0 = Instant::now();
+    let out = s.run(&later).yes().run();
+    out.assert_exit(0);
+    assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+    let logs = out.logs();
+    let since = logged(&logs, "since");
+    assert!(
+        since.contains(&format!("job dies (pid {pid}) exited before"))
+            && since.contains("CUDA out of memory"),
+        "{since}"
+    );
+    assert_eq!(logged(&logs, "stop"), format!("{pid} false"));
+    assert!(
+        !pid_file.exists(),
+        "proc.stop removed the dead job's pid file"
+    );
+    let forgot: Vec<String> =
+        pick!(out.run_events(), Event::ActionStarted { summary, .. } => summary.clone());
+    assert!(
+        forgot.contains(&format!(
+            "remove the pid file of job dies (pid {pid} has exited)"
+        )),
+        "{forgot:?}"
+    );
+}
+
+/// Over SSH: a job that dies on the node (and one in a container on it) ends the wait at
+/// once with the log's last lines, and `proc.stop` removes their pid files there.
+#[test]
+fn over_ssh_a_dead_job_ends_the_wait_and_stop_removes_its_pid_file() {
+    require_sshd!();
+    let fleet = Fleet::start(1);
+    let ct = fleet.container(200);
+    let env = Env::new();
+    let node_log = env.scratch().join("node.log");
+    let name = format!("ssh-dies-{}", std::process::id());
+    let rb = env.write(
+        "dies.lua",
+        &subst(
+            r#"runbook { name = "dies-remote" }
+local node = target("node1")
+step("start, wait, stop", function()
+  for _, t in ipairs({ node, node:pct(200) }) do
+    local log_file = t == node and "@node_log@" or "/root/dies.log"
+    proc.spawn(t, { name = "@name@", log = log_file,
+      cmd = { "sh", "-c", 'echo "Traceback: boom"; exit 1' } })
+    local ok, err = pcall(proc.wait_for, t, { file = log_file, pattern = "Ktok/s", timeout = "5m" })
+    log.info("err=" .. tostring(err):gsub("\n", "|"))
+    local r = proc.stop(t, { name = "@name@" })
+    log.info("was_running=" .. tostring(r.was_running))
+  end
+end)
+"#,
+            &[("name", &name), ("node_log", &node_log.display())],
+        ),
+    );
+    let t0 = Instant::now();
+    let out = Run::new(&env, &rb).ssh(&fleet).yes().json().run();
+    out.assert_exit(0);
+    assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
+    let errs: Vec<String> = out
+        .logs()
+        .into_iter()
+        .filter_map(|l| l.strip_prefix("err=").map(str::to_string))
+        .collect();
+    assert_eq!(errs.len(), 2, "{errs:?}");
+    for e in &errs {
+        assert!(
+            e.contains(&format!("job {name} (pid ")) && e.contains("|  Traceback: boom"),
+            "{e}"
+        );
+    }
+    assert_eq!(
+        out.logs()
+            .iter()
+            .filter(|l| *l == "was_running=false")
+            .count(),
+        2
+    );
+    let home = std::env::var("HOME").unwrap();
+    let on_node = Path::new(&home).join(format!(".local/state/runbook/proc-{name}.pid"));
+    assert!(!on_node.exists(), "{}", on_node.display());
+    assert!(!ct
+        .join(format!("root/.local/state/runbook/proc-{name}.pid"))
+        .exists());
+}
+
+/// A preview names a script's arguments (issue 33 item 6): not `proc-stop.sh quiet ''
+/// 60000` but `name=quiet pid='' timeout_ms=60000`.
+#[test]
+fn a_planned_stop_names_its_arguments() {
+    let s = Setup::new();
+    let start = s.env.write(
+        "start.lua",
+        r#"runbook { name = "start" }
+step("start", function()
+  local j = proc.spawn(target("local"), { name = "named", cmd = { "sleep", "30" }, log = "/dev/null" })
+  log.info("pid=" .. j.pid)
+end)
+"#,
+    );
+    let out = s.run(&start).yes().run();
+    let pid: u32 = logged(&out.logs(), "pid").parse().unwrap();
+    let _reaper = Reaper(vec![pid]);
+    out.assert_exit(0);
+    let stop = s.env.write(
+        "stop.lua",
+        r#"runbook { name = "stop" }
+step("stop", function() proc.stop(target("local"), { name = "named", timeout = "1m" }) end)
+"#,
+    );
+    let dry = s.run(&stop).dry_run().run();
+    dry.assert_exit(0);
+    let planned = pick!(dry.run_events(), Event::ActionPlanned { command, .. } => command.clone());
+    assert_eq!(
+        planned,
+        ["proc-stop.sh name=named pid='' timeout_ms=60000"],
+        "{}",
+        dry.describe()
+    );
+    s.run(&stop).yes().run().assert_exit(0);
+    assert!(wait_dead(pid));
+}

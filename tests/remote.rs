@@ -118,6 +118,21 @@ step("after", { always = true }, function() log.info("cleanup ran") end)
         "{error}"
     );
     assert!(out.logs().contains(&"cleanup ran".to_string()));
+
+    // What a person reads (issue 33 item 6): the host that failed is named once with its
+    // error, in the step's failure; the line as it fails says only that it failed.
+    let out = Run::new(&env, &rb).ssh(&fleet).yes().expect_exit(1).run();
+    let screen = out.stderr_text() + &out.stdout_text();
+    assert_eq!(
+        screen.matches("Connection refused").count(),
+        1,
+        "the reason once:\n{screen}"
+    );
+    assert!(screen.contains("error: [3/6] node3: failed\n"), "{screen}");
+    assert!(
+        screen.contains("parallel(): 1 of 6 failed:\n      node3: "),
+        "{screen}"
+    );
 }
 
 /// Two runs changing the same target: the second fails naming the first, unless it waits.

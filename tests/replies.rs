@@ -203,6 +203,9 @@ fn a_failed_venv_verify_keeps_the_old_venv() {
         "{err}"
     );
     assert!(err.contains("ImportError: libcudart.so.12"), "{err}");
+    // Rolled back: the run counts no change (it said changed=1).
+    let changed = pick!(out.run_events(), Event::RunFinished { changed, .. } => *changed);
+    assert_eq!(changed, [0]);
     let skipped: Vec<String> = pick!(out.run_events(), Event::StepSkipped { name, reason, .. }
         if reason == "an earlier step failed" => name.clone());
     for later in [

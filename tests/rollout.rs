@@ -105,6 +105,19 @@ fn within_the_budget_the_rollout_finishes_and_says_what_failed() {
         "{logs:?}"
     );
     assert!(logs.contains(&"result 1: node1 ok".to_string()), "{logs:?}");
+    // Each failure's reason once (issue 33 item 6): in the warning the rollout ends with;
+    // the line as it fails says only that it failed.
+    let all: Vec<String> = pick!(out.events(), Event::Log { message, .. } => message.clone());
+    let said = all.join("\n");
+    assert_eq!(said.matches("node3 broke").count(), 1, "{said}");
+    assert!(
+        all.contains(&"[batch 2] node3: failed".to_string()),
+        "{said}"
+    );
+    assert!(
+        said.contains("rollout(): 2 of 10 failed, within the 2 allowed:\n  node3: "),
+        "{said}"
+    );
 }
 
 #[test]

@@ -452,6 +452,106 @@ fn dry_runs_are_recorded_as_such() {
     assert!(h.stdout_text().contains("dry-run"), "{}", h.stdout_text());
 }
 
+/// `history --runbook/--target/--failed/--since` (issue 33 item 5): each narrows the
+/// list, together they all hold; a target matches the runs that ran or planned a command
+/// on it (a container on it counts), here over a real sshd.
+#[test]
+fn history_filters_by_runbook_target_outcome_and_time() {
+    require_sshd!();
+    let fleet = crate::common::sshd::Fleet::start(1);
+    fleet.container(200);
+    let env = Env::new();
+    let alpha = env.write(
+        "alpha.lua",
+        r#"runbook { name = "alpha" }
+step("here", function() target("local"):exec({ "true" }) end)
+"#,
+    );
+    let beta = env.write(
+        "beta.lua",
+        r#"runbook { name = "beta", params = { fail = { type = "boolean", default = false } } }
+step("there", function()
+  target("node1"):pct(200):exec({ "true" })
+  if params.fail then error("asked to fail") end
+end)
+"#,
+    );
+    Run::new(&env, &alpha).yes().expect_exit(0).run();
+    // Record times are to the millisecond: a second between them is room enough.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let between = humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    Run::new(&env, &beta).ssh(&fleet).yes().expect_exit(0).run();
+    Run::new(&env, &beta)
+        .ssh(&fleet)
+        .yes()
+        .set("fail", "true")
+        .expect_exit(1)
+        .run();
+    Run::new(&env, &beta)
+        .ssh(&fleet)
+        .dry_run()
+        .expect_exit(0)
+        .run();
+    // Oldest first (run ids within one second do not sort by time).
+    let ids: Vec<String> = env
+        .record_files()
+        .iter()
+        .map(|f| f.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(ids.len(), 4);
+    // The runs `history FILTERS…` lists: 0 alpha, 1 beta ok, 2 beta failed, 3 beta dry-run.
+    let listed = |filters: &[&str]| -> Vec<usize> {
+        let mut words = vec!["history"];
+        words.extend(filters);
+        let out = Run::cmd(&env, words).expect_exit(0).run();
+        let text = out.stdout_text();
+        (0..ids.len())
+            .filter(|&i| text.lines().any(|l| l.starts_with(ids[i].as_str())))
+            .collect()
+    };
+    assert_eq!(listed(&[]), [0, 1, 2, 3]);
+    assert_eq!(listed(&["--runbook", "alpha"]), [0]);
+    assert_eq!(listed(&["--runbook", "b*"]), [1, 2, 3]);
+    assert_eq!(listed(&["--runbook", "beta.lua"]), [1, 2, 3], "or by file");
+    assert_eq!(listed(&["--target", "local"]), [0]);
+    assert_eq!(
+        listed(&["--target", "node1"]),
+        [1, 2, 3],
+        "a container on node1 counts, and a dry-run's planned command"
+    );
+    assert_eq!(listed(&["--target", "node?/ct2*"]), [1, 2, 3]);
+    assert!(listed(&["--target", "node2"]).is_empty());
+    assert_eq!(listed(&["--failed"]), [2]);
+    assert_eq!(listed(&["--since", "1h"]), [0, 1, 2, 3]);
+    assert_eq!(listed(&["--since", &between]), [1, 2, 3]);
+    assert_eq!(
+        listed(&["--since", &between, "--target", "node1", "--failed"]),
+        [2]
+    );
+    assert_eq!(listed(&["--runbook", "beta", "-n", "1"]), [3]);
+
+    let none = Run::cmd(&env, ["history", "--failed", "--runbook", "alpha"])
+        .expect_exit(0)
+        .run();
+    assert!(
+        none.stdout_text().contains("is failed, of runbook alpha"),
+        "{}",
+        none.describe()
+    );
+    let bad = Run::cmd(&env, ["history", "--since", "last tuesday"])
+        .expect_exit(2)
+        .run();
+    assert!(
+        bad.stderr_text().contains("--since")
+            && bad
+                .stderr_text()
+                .contains("neither a duration (2h, 7d) nor a UTC date"),
+        "{}",
+        bad.describe()
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // 4. --resume
 
@@ -1993,4 +2093,56 @@ step("s", function() log.debug("quiet-detail-42"); log.info("loud-line-42") end)
         verbose.describe()
     );
     assert!(env.all_records().contains("quiet-detail-42"));
+}
+
+/// The spinner of a running step leaves nothing in the scrollback (issue 33 item 6), on a
+/// terminal narrower than its line (a long step name, a long output line), whether the
+/// terminal says its rows or not (a pty with unknown rows, which console takes for 80
+/// columns): the screen, replayed by `common::screen`, holds the step's ✓ line and no
+/// spinner frame.
+#[test]
+fn the_spinner_leaves_nothing_in_the_scrollback() {
+    let env = Env::new();
+    let rb = env.write(
+        "spin.lua",
+        r#"runbook { name = "spin" }
+step("restore or clear the compile caches (kept aside)", function()
+  target("local"):exec({ "sh", "-c", "echo a first line of output longer than the screen is wide; sleep 0.6" })
+end)
+"#,
+    );
+    for stty in ["stty cols 40", "stty rows 24 cols 40"] {
+        let line = format!(
+            "{stty}; '{}' run '{}' --yes",
+            assert_cmd::cargo::cargo_bin!("runbook").display(),
+            rb.display()
+        );
+        let out = std::process::Command::new("script")
+            .args(["-q", "-e", "-c", &line, "/dev/null"])
+            .env("RUNBOOK_STATE_DIR", env.state())
+            .env("TERM", "xterm")
+            .env_remove("NO_COLOR")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("script (util-linux) runs");
+        assert!(out.status.success(), "{stty}: {out:?}");
+        assert!(
+            out.stdout.windows(3).any(|w| w == "⠁".as_bytes()),
+            "{stty}: a spinner was drawn"
+        );
+        let rows = crate::common::screen::rows(&out.stdout, 40);
+        let spinning: Vec<&String> = rows
+            .iter()
+            .filter(|r| r.chars().any(|c| ('\u{2800}'..='\u{28ff}').contains(&c)))
+            .collect();
+        assert!(
+            spinning.is_empty(),
+            "{stty}: left behind: {spinning:?}\n{rows:#?}"
+        );
+        assert!(
+            rows.iter()
+                .any(|r| r.starts_with("✓ restore or clear the compile caches (k")),
+            "{stty}: {rows:#?}"
+        );
+    }
 }

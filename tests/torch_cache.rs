@@ -285,7 +285,7 @@ fn torch_warmup_reads_inductors_own_counters() {
     );
     assert!(
         started[0].contains(&format!(
-            "warmup-torch.sh {}/bin/python '' {} 4",
+            "warmup-torch.sh python={}/bin/python mega='' script={} 4",
             c.venv.display(),
             c.trainer.display()
         )),

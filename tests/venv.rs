@@ -570,6 +570,9 @@ fn fresh_build_over_ssh() {
         out.describe()
     );
     assert_eq!(case.rbdemo_version(), Ok("1.0".to_string()));
+    // Rolled back: no change counted (issue 33 item 6).
+    let changed = pick!(out.run_events(), Event::RunFinished { changed, .. } => *changed);
+    assert_eq!(changed, [0], "{}", out.describe());
     // The remote clean-up finishes right after runbook has given up waiting for it.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     while !case.leftovers().is_empty() && std::time::Instant::now() < deadline {

@@ -66,7 +66,15 @@ pub struct StepDecl {
 #[derive(Debug, Clone, Copy)]
 pub struct StepCursor {
     pub index: usize,
-    pub changed: bool,
+    /// The changes it made (or, planning, would make), less those rolled back.
+    pub changes: u32,
+}
+
+impl StepCursor {
+    /// Whether it changed anything (that stayed changed).
+    pub fn changed(&self) -> bool {
+        self.changes > 0
+    }
 }
 
 /// What an earlier run did with an item of a `rollout()` (`--resume`).
@@ -228,7 +236,17 @@ impl Ctx {
 
     pub fn mark_changed(&self) {
         if let Some(mut cur) = self.step.get() {
-            cur.changed = true;
+            cur.changes = cur.changes.saturating_add(1);
+            self.step.set(Some(cur));
+        }
+    }
+
+    /// A change of the running step failed and put back what it had changed (a fresh
+    /// `venv.build` whose new venv was removed, the old one untouched): it does not count
+    /// as a change of the step (`changed=` of the summary).
+    pub fn mark_rolled_back(&self) {
+        if let Some(mut cur) = self.step.get() {
+            cur.changes = cur.changes.saturating_sub(1);
             self.step.set(Some(cur));
         }
     }

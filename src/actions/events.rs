@@ -37,6 +37,9 @@ pub enum Event {
         /// Who approved it, each once, in the order their approvals were verified.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         approvers: Vec<String>,
+        /// `--limit`: the hosts of the inventory's groups the run kept.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limit: Option<String>,
     },
     StepStarted {
         index: usize,

@@ -14,6 +14,9 @@ pub mod api {
     include!(concat!(env!("OUT_DIR"), "/api_table.rs"));
 }
 
+/// How a stdlib module is named in messages and tracebacks: `<stdlib>/runbook/NAME.lua`.
+pub const STDLIB_LABEL: &str = "<stdlib>/";
+
 pub fn stdlib(name: &str) -> Option<&'static str> {
     STDLIB.iter().find(|(n, _)| *n == name).map(|(_, src)| *src)
 }

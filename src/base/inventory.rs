@@ -8,6 +8,8 @@
 //! jump = "bastion.example"
 //! connect_timeout = "10s"
 //!
+//! vars = { cuda = "12.4", gpus = 8 }   # read in Lua as t.vars.cuda, t.vars.gpus
+//!
 //! [hosts.trainer]
 //! via = "node1"      # a Proxmox container on node1
 //! pct = 200
@@ -16,6 +18,7 @@
 //! gpu = ["node1", "node2"]
 //! training = ["slurm:job=4242"]          # the nodes of a running Slurm job
 //! a100 = ["slurm:partition=a100", "slurm:login1"]
+//! fleet = { hosts = ["login1"], children = ["gpu", "a100"] }   # nested groups
 //!
 //! [ssh]
 //! keep_connections = "10m"   # as --keep-connections: masters outlive a run by this
@@ -38,6 +41,17 @@ pub struct HostEntry {
     pub connect_timeout: Option<String>,
     pub via: Option<String>,
     pub pct: Option<u32>,
+    /// `vars = { … }`: what runbooks read as `t.vars` (any TOML values; a date or time
+    /// as its text).
+    #[serde(default)]
+    pub vars: toml::Table,
+}
+
+/// A group as loaded: its own members (hosts, or Slurm selections) and its children.
+#[derive(Debug, Clone, Default)]
+pub struct Group {
+    pub hosts: Vec<String>,
+    pub children: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -45,8 +59,10 @@ pub struct HostEntry {
 struct InventoryFile {
     #[serde(default)]
     hosts: BTreeMap<String, HostEntry>,
+    /// Each a list of members, or a table of its own members (`hosts`) and the groups
+    /// whose members it has too (`children`, Ansible's word): read by `group_of`.
     #[serde(default)]
-    groups: BTreeMap<String, Vec<String>>,
+    groups: BTreeMap<String, toml::Value>,
     #[serde(default)]
     ssh: SshTable,
 }
@@ -62,7 +78,7 @@ struct SshTable {
 pub struct Inventory {
     pub path: PathBuf,
     pub hosts: BTreeMap<String, HostEntry>,
-    pub groups: BTreeMap<String, Vec<String>>,
+    pub groups: BTreeMap<String, Group>,
     /// `[ssh] keep_connections`: what `--keep-connections` is when not given.
     pub keep_connections: Option<std::time::Duration>,
 }
@@ -81,10 +97,23 @@ impl Inventory {
                 format!("inventory {}: [ssh] keep_connections: {e}", path.display())
             })?),
         };
+        let groups = file
+            .groups
+            .into_iter()
+            .map(|(name, v)| {
+                group_of(&v)
+                    .map(|g| (name.clone(), g))
+                    .map_err(|e| format!("inventory {}: group '{name}': {e}", path.display()))
+            })
+            .collect::<Result<_, _>>()?;
+        let mut hosts = file.hosts;
+        for h in hosts.values_mut() {
+            dates_as_text(&mut h.vars);
+        }
         let inv = Inventory {
             path: path.to_path_buf(),
-            hosts: file.hosts,
-            groups: file.groups,
+            hosts,
+            groups,
             keep_connections,
         };
         inv.validate()?;
@@ -122,8 +151,8 @@ impl Inventory {
                 }
             }
         }
-        for (group, members) in &self.groups {
-            for m in members {
+        for (group, g) in &self.groups {
+            for m in &g.hosts {
                 // A Slurm node or selection (`slurm:partition=gpu`): the scheduler knows
                 // it, not this file.
                 if m.starts_with("slurm:") {
@@ -131,7 +160,51 @@ impl Inventory {
                 }
                 self.check_name(m, &format!("group '{group}'"))?;
             }
+            for child in &g.children {
+                if !self.groups.contains_key(child) {
+                    return Err(format!(
+                        "inventory {here}: group '{group}': children: no group '{child}'{}",
+                        suggest::hint(child, self.groups.keys().map(String::as_str))
+                    ));
+                }
+            }
+            self.members_of(group, &mut Vec::new(), &mut Vec::new())?;
         }
+        Ok(())
+    }
+
+    /// The members of `group` and of its children, depth first, each once; `on_path`
+    /// holds the groups being expanded, so that a group among its own children is an
+    /// error naming the loop.
+    fn members_of(
+        &self,
+        group: &str,
+        on_path: &mut Vec<String>,
+        out: &mut Vec<String>,
+    ) -> Result<(), String> {
+        if let Some(at) = on_path.iter().position(|g| g == group) {
+            let mut cycle = on_path[at..].to_vec();
+            cycle.push(group.to_string());
+            return Err(format!(
+                "inventory {}: group '{}': its children lead back to it ({})",
+                self.path.display(),
+                on_path[at],
+                cycle.join(" → ")
+            ));
+        }
+        let Some(g) = self.groups.get(group) else {
+            return Ok(());
+        };
+        on_path.push(group.to_string());
+        for m in &g.hosts {
+            if !out.contains(m) {
+                out.push(m.clone());
+            }
+        }
+        for child in &g.children {
+            self.members_of(child, on_path, out)?;
+        }
+        on_path.pop();
         Ok(())
     }
 
@@ -150,8 +223,15 @@ impl Inventory {
         self.hosts.get(name)
     }
 
-    pub fn group(&self, name: &str) -> Result<&[String], String> {
-        self.groups.get(name).map(Vec::as_slice).ok_or_else(|| {
+    /// The members of a group, its children's included (each once, in the inventory's
+    /// order: its own, then each child's).
+    pub fn group(&self, name: &str) -> Result<Vec<String>, String> {
+        if self.groups.contains_key(name) {
+            let mut out = Vec::new();
+            self.members_of(name, &mut Vec::new(), &mut out)?;
+            return Ok(out);
+        }
+        Err({
             let names: Vec<&str> = self.groups.keys().map(String::as_str).collect();
             format!(
                 "no group '{name}' in {}{} (groups: {})",
@@ -165,6 +245,103 @@ impl Inventory {
             )
         })
     }
+
+    /// Whether a group has Slurm selections among its members: nodes this file does not
+    /// name, which the scheduler lists when the group is used.
+    pub fn has_slurm(&self) -> bool {
+        self.groups
+            .values()
+            .any(|g| g.hosts.iter().any(|m| m.starts_with("slurm:")))
+    }
+}
+
+/// A `[groups]` entry: `["a", "b"]`, or `{ hosts = ["a"], children = ["g"] }`.
+fn group_of(v: &toml::Value) -> Result<Group, String> {
+    fn names(v: &toml::Value, what: &str) -> Result<Vec<String>, String> {
+        let bad = || format!("{what} is a list of names, like [\"node1\", \"node2\"]");
+        v.as_array()
+            .ok_or_else(bad)?
+            .iter()
+            .map(|n| n.as_str().map(str::to_string).ok_or_else(bad))
+            .collect()
+    }
+    match v {
+        toml::Value::Array(_) => Ok(Group {
+            hosts: names(v, "a group")?,
+            children: Vec::new(),
+        }),
+        toml::Value::Table(t) => {
+            let mut g = Group::default();
+            for (k, v) in t {
+                match k.as_str() {
+                    "hosts" => g.hosts = names(v, "hosts")?,
+                    "children" => g.children = names(v, "children")?,
+                    other => {
+                        return Err(format!(
+                            "unknown key '{other}': a group table has hosts and children{}",
+                            suggest::hint(other, ["hosts", "children"])
+                        ))
+                    }
+                }
+            }
+            Ok(g)
+        }
+        _ => {
+            Err("give a list of hosts, or { hosts = [\"…\"], children = [\"other-group\"] }".into())
+        }
+    }
+}
+
+/// Dates and times in `vars` become their text: what a runbook compares and prints.
+fn dates_as_text(table: &mut toml::Table) {
+    fn walk(v: &mut toml::Value) {
+        match v {
+            toml::Value::Datetime(d) => *v = toml::Value::String(d.to_string()),
+            toml::Value::Array(a) => a.iter_mut().for_each(walk),
+            toml::Value::Table(t) => t.iter_mut().for_each(|(_, v)| walk(v)),
+            _ => {}
+        }
+    }
+    table.iter_mut().for_each(|(_, v)| walk(v));
+}
+
+/// The first `Host` line of an ssh_config file whose patterns take `name` (`*` and `?`
+/// wildcards; a `!pattern` that matches rules the line out), as written after `Host`:
+/// where ssh finds its settings for that name. `Include` and `Match` are not followed.
+pub fn ssh_config_host(path: &Path, name: &str) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines().find_map(|l| {
+        let l = l.trim();
+        let (key, rest) = l.split_once(char::is_whitespace)?;
+        if !key.eq_ignore_ascii_case("host") {
+            return None;
+        }
+        let patterns: Vec<&str> = rest.split_whitespace().collect();
+        let ruled_out = patterns
+            .iter()
+            .filter_map(|p| p.strip_prefix('!'))
+            .any(|p| crate::base::glob::matches(p, name));
+        // `Host *` (settings for every host) says nothing of this one.
+        let taken = patterns
+            .iter()
+            .filter(|p| !p.starts_with('!') && **p != "*")
+            .any(|p| crate::base::glob::matches(p, name));
+        (taken && !ruled_out).then(|| patterns.join(" "))
+    })
+}
+
+/// A name a resolver can look up as it is: DNS labels of letters, digits and `-` (not at
+/// either end), joined by dots. What `target()` takes as a plain host name.
+pub fn plain_host(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        })
 }
 
 /// `Host` aliases declared in an ssh_config file (exact names only, no patterns).
@@ -240,6 +417,56 @@ mod tests {
                 .unwrap_err()
                 .contains("group 'g'")
         );
+    }
+
+    #[test]
+    fn nested_groups_and_host_vars() {
+        let inv = load(
+            r#"
+            [hosts.a]
+            address = "a.example"
+            vars = { cuda = "12.4", gpus = 8, since = 2026-12-01, tags = ["x", 1979-05-27T07:32:00Z] }
+            [hosts.b]
+            address = "b.example"
+            [hosts.c]
+            address = "c.example"
+            [groups]
+            one = ["a"]
+            two = { hosts = ["b", "a"], children = ["one"] }
+            all = { hosts = ["c"], children = ["two", "one"] }
+            "#,
+        )
+        .unwrap();
+        assert_eq!(inv.group("all").unwrap(), ["c", "b", "a"], "each once");
+        assert_eq!(inv.group("two").unwrap(), ["b", "a"]);
+        let vars = &inv.host("a").unwrap().vars;
+        assert_eq!(vars["gpus"].as_integer(), Some(8));
+        assert_eq!(
+            vars["since"].as_str(),
+            Some("2026-12-01"),
+            "a date as its text"
+        );
+        assert_eq!(vars["tags"][1].as_str(), Some("1979-05-27T07:32:00Z"));
+        assert!(inv.host("b").unwrap().vars.is_empty());
+        for (text, want) in [
+            (
+                "[groups]\na = { children = [\"b\"] }\nb = { children = [\"a\"] }\n",
+                "its children lead back to it (a → b → a)",
+            ),
+            (
+                "[groups]\na = { children = [\"nope\"] }\n",
+                "group 'a': children: no group 'nope'",
+            ),
+            (
+                "[groups]\na = { childs = [] }\n",
+                "unknown key 'childs': a group table has hosts and children; did you mean 'children'?",
+            ),
+            ("[groups]\na = \"x\"\n", "give a list of hosts"),
+            ("[groups]\na = [1]\n", "a group is a list of names"),
+        ] {
+            let e = load(text).unwrap_err();
+            assert!(e.contains(want), "{text}: {e}");
+        }
     }
 
     #[test]

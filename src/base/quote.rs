@@ -68,14 +68,41 @@ pub fn join_bytes(argv: &[OsString]) -> OsString {
     OsString::from_vec(out)
 }
 
-/// `quote_bytes` as text, for showing (invalid UTF-8 shows as U+FFFD).
+/// A word as people see it: `quote_bytes`, when the word is UTF-8 text. A word that is
+/// not is shown in `$'…'` (the quoting of bash, zsh, ksh and busybox sh), each byte that
+/// is not UTF-8 as `\xNN`, a backslash as `\\`, a quote as `\'`: every byte is named,
+/// no two words read the same (a `\xff` typed in the word reads `\\xff`), and pasted
+/// into one of those shells it is the very word. Never U+FFFD, which would show `\xfe`
+/// and `\xff` alike.
 pub fn quote_word(word: &OsStr) -> String {
-    String::from_utf8_lossy(&quote_bytes(word.as_bytes())).into_owned()
+    let bytes = word.as_bytes();
+    if std::str::from_utf8(bytes).is_ok() {
+        return String::from_utf8(quote_bytes(bytes)).expect("quoting UTF-8 adds ASCII");
+    }
+    let mut out = String::from("$'");
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '\\' => out.push_str("\\\\"),
+                '\'' => out.push_str("\\'"),
+                c => out.push(c),
+            }
+        }
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out.push('\'');
+    out
 }
 
-/// Renders an argv as one shell command line, for showing.
+/// Renders an argv as one shell command line, for showing (each word as `quote_word`
+/// shows it).
 pub fn join(argv: &[OsString]) -> String {
-    String::from_utf8_lossy(join_bytes(argv).as_bytes()).into_owned()
+    argv.iter()
+        .map(|w| quote_word(w))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// A copy-pastable command line for a local command with its working directory,
@@ -137,6 +164,32 @@ mod tests {
         assert_eq!(quote_word(&os("$HOME")), "'$HOME'");
         assert_eq!(quote_word(&os("*.txt")), "'*.txt'");
         assert_eq!(quote_word(&os("~root")), "'~root'");
+    }
+
+    /// Bytes that are not UTF-8 are named (`\xff`), never U+FFFD; what is shown runs
+    /// as that very word in bash and in busybox sh.
+    #[test]
+    fn bytes_that_are_not_utf8_show_escaped_and_paste_back() {
+        let bytes = |b: &[u8]| OsString::from_vec(b.to_vec());
+        let fe = bytes(b"/tmp/caf\xe9-\xfe");
+        let ff = bytes(b"/tmp/caf\xe9-\xff");
+        assert_eq!(quote_word(&ff), "$'/tmp/caf\\xe9-\\xff'");
+        assert_ne!(quote_word(&fe), quote_word(&ff));
+        let tricky = bytes(b"it's \\xff \xff \xc3\xa9");
+        assert_eq!(quote_word(&tricky), "$'it\\'s \\\\xff \\xff \u{e9}'");
+        assert_eq!(
+            join(&[os("touch"), ff.clone()]),
+            "touch $'/tmp/caf\\xe9-\\xff'"
+        );
+        assert!(!join(std::slice::from_ref(&ff)).contains('\u{fffd}'));
+        // dash has no `$'…'` (before 0.5.13): the shown line is for a person's shell.
+        for sh in crate::testing::shells().iter().filter(|s| s.name != "dash") {
+            for word in [&fe, &ff, &tricky] {
+                let line = format!("printf %s {}", quote_word(word));
+                let out = sh.run(&line, &[] as &[&str]);
+                assert_eq!(out.stdout, word.as_bytes(), "{}: {line}", sh.name);
+            }
+        }
     }
 
     #[test]

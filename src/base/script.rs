@@ -26,6 +26,10 @@ pub struct Script {
     /// the tests read it, to check each body against its files.
     #[cfg_attr(not(test), allow(dead_code))]
     pub parts: &'static [&'static str],
+    /// What previews call its arguments, in order (its header's `# args:`), so that a
+    /// bare `''` or `60000` reads `pid=''`, `timeout_ms=60000`; a last name ending in
+    /// `...` stands for the rest, shown as they are. Empty: shown as they are.
+    pub args: &'static [&'static str],
     /// The exact text `sh -c` gets: the parts without their comments, joined at compile
     /// time (build.rs).
     pub body: &'static str,
@@ -38,6 +42,7 @@ impl Script {
         used_by: &'static str,
         source: &'static str,
         parts: &'static [&'static str],
+        args: &'static [&'static str],
         body: &'static str,
     ) -> Script {
         Script {
@@ -45,6 +50,7 @@ impl Script {
             used_by,
             source,
             parts,
+            args,
             body,
             sha256: OnceLock::new(),
         }
@@ -54,6 +60,20 @@ impl Script {
     pub fn sha256(&self) -> &str {
         self.sha256
             .get_or_init(|| format!("{:x}", Sha256::digest(self.body.as_bytes())))
+    }
+
+    /// Its arguments as previews show them: `NAME=VALUE` (the value quoted as
+    /// `quote::quote_word` does) for each named one, the rest as they are.
+    pub fn shown_args(&self, args: &[std::ffi::OsString]) -> Vec<String> {
+        let mut out = Vec::with_capacity(args.len());
+        for (i, value) in args.iter().enumerate() {
+            let word = crate::base::quote::quote_word(value);
+            match self.args.get(i) {
+                Some(name) if !name.ends_with("...") => out.push(format!("{name}={word}")),
+                _ => out.push(word),
+            }
+        }
+        out
     }
 
     /// The name without `.sh`, as `runbook script` takes it.

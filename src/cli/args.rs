@@ -166,18 +166,27 @@ formatting would change with a diff, and exits 1 if there is any."
         check: bool,
     },
     /// List runbooks in a directory (default: ./runbooks, else .) and the shipped ones.
-    List { dir: Option<PathBuf> },
-    /// Show a runbook's params (type, default, help) and steps in order.
-    Show {
-        file: String,
+    List {
+        dir: Option<PathBuf>,
+        /// The names runbooks give targets at their top level resolve as in a run.
         #[command(flatten)]
         remote: RemoteArgs,
     },
-    /// List earlier runs from the run records.
+    /// Show a runbook's params (type, default, help) and steps in order.
+    Show {
+        file: String,
+        /// The names the runbook gives targets at its top level resolve as in a run.
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// List earlier runs from the run records, the latest last; the filters narrow them
+    /// down (all of them must hold), then -n keeps the latest N.
     History {
         /// How many of the latest runs to show.
         #[arg(short = 'n', long, default_value_t = 20)]
         limit: usize,
+        #[command(flatten)]
+        filter: HistoryFilter,
         #[arg(long, env = "RUNBOOK_STATE_DIR", value_name = "DIR")]
         state_dir: Option<PathBuf>,
     },
@@ -294,6 +303,31 @@ formatting would change with a diff, and exits 1 if there is any."
     },
 }
 
+/// Which runs `runbook history` lists.
+#[derive(Debug, Args, Clone, Default)]
+pub struct HistoryFilter {
+    /// Runs of this runbook: its name (the RUNBOOK column), or its file (the FILE
+    /// column, or that file's name alone); `*` and `?` match any text and any one
+    /// character.
+    #[arg(long, value_name = "NAME")]
+    pub runbook: Option<String>,
+
+    /// Runs that ran (or, dry-runs, planned) a command on this target: its name as
+    /// records give it (an inventory name, user@host, node1/ct200); a container on it
+    /// counts too; `*` and `?` as for --runbook. Reads each record to its end.
+    #[arg(long, value_name = "TARGET")]
+    pub target: Option<String>,
+
+    /// Runs that did not succeed: failed or interrupted.
+    #[arg(long)]
+    pub failed: bool,
+
+    /// Runs started since then: a duration back from now (`2h`, `7d`) or a UTC date or
+    /// time (`2026-12-01`, `2026-12-01T09:30:00Z`).
+    #[arg(long, value_name = "DURATION|DATE", value_parser = parse_since)]
+    pub since: Option<std::time::SystemTime>,
+}
+
 /// The targets `runbook new --target` writes a skeleton for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum NewTarget {
@@ -375,6 +409,13 @@ pub struct RunArgs {
 
     #[command(flatten)]
     pub limits: RunLimits,
+
+    /// Only these hosts of the inventory's groups (`targets("group")`): names, `*`/`?`
+    /// wildcards, group names, `!TERM` to leave out, `&TERM` to keep only those also in
+    /// it, separated by commas (`'gpu,!gpu07'`). A target named by `target()` is not
+    /// affected. A limit that keeps no host is an error.
+    #[arg(long, value_name = "PATTERN")]
+    pub limit: Option<String>,
 
     #[command(flatten)]
     pub remote: RemoteArgs,
@@ -467,6 +508,13 @@ pub struct PlanArgs {
 
     #[command(flatten)]
     pub signing: SigningArgs,
+
+    /// Only these hosts of the inventory's groups (`targets("group")`): names, `*`/`?`
+    /// wildcards, group names, `!TERM` to leave out, `&TERM` to keep only those also in
+    /// it, separated by commas (`'gpu,!gpu07'`). A target named by `target()` is not
+    /// affected. A limit that keeps no host is an error. The plan records it.
+    #[arg(long, value_name = "PATTERN")]
+    pub limit: Option<String>,
 
     #[command(flatten)]
     pub remote: RemoteArgs,
@@ -573,6 +621,11 @@ pub struct ApplyArgs {
     #[command(flatten)]
     pub limits: RunLimits,
 
+    /// The plan's own `--limit` (the default); another is refused: the plan was made for
+    /// the hosts it kept.
+    #[arg(long, value_name = "PATTERN")]
+    pub limit: Option<String>,
+
     /// Default: the inventory and ssh_config the plan was made with.
     #[command(flatten)]
     pub remote: RemoteArgs,
@@ -616,4 +669,24 @@ fn parse_max_age(s: &str) -> Result<Duration, String> {
 
 fn parse_timeout(s: &str) -> Result<Duration, String> {
     duration::parse(s).map_err(|e| format!("{e}{}", duration::NO_TIMEOUT_HINT))
+}
+
+/// `--since`: a duration back from now, or a UTC date (midnight) or time.
+fn parse_since(s: &str) -> Result<std::time::SystemTime, String> {
+    let now = std::time::SystemTime::now();
+    if let Ok(d) = duration::parse(s) {
+        return now
+            .checked_sub(d)
+            .ok_or_else(|| format!("{s} goes back before 1970"));
+    }
+    let time = if s.len() == 10 {
+        format!("{s}T00:00:00Z")
+    } else {
+        s.to_string()
+    };
+    humantime::parse_rfc3339_weak(&time).map_err(|_| {
+        format!(
+            "'{s}' is neither a duration (2h, 7d) nor a UTC date or time (2026-12-01, 2026-12-01T09:30:00Z)"
+        )
+    })
 }

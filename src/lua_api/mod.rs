@@ -95,6 +95,9 @@ pub fn ctx(lua: &Lua) -> Rc<Ctx> {
 /// `file:line` of the innermost runbook code on the stack (skipping mlua's own helper
 /// chunks and Rust functions), for error messages.
 pub fn location(lua: &Lua) -> String {
+    // A line of the stdlib (`<stdlib>/runbook/torch.lua:70`) is runbook's own: the
+    // runbook's line that called into it is the one to name, as for any other call.
+    let mut in_stdlib = None;
     for level in 0..64 {
         let found = lua.inspect_stack(level, |d| {
             let src = d.source();
@@ -105,14 +108,25 @@ pub fn location(lua: &Lua) -> String {
         });
         match found {
             None => break,
+            Some(Some(loc)) if is_stdlib(&loc) => {
+                in_stdlib.get_or_insert(loc);
+            }
             Some(Some(loc)) => return loc,
             Some(None) => continue,
         }
+    }
+    if let Some(loc) = in_stdlib {
+        return loc;
     }
     if let Some(at) = vm::resumed_at(lua) {
         return at;
     }
     ctx(lua).label.clone()
+}
+
+/// Whether a `FILE:LINE` is in runbook's stdlib (`require("runbook.torch")`).
+fn is_stdlib(location: &str) -> bool {
+    location.starts_with(crate::base::embedded::STDLIB_LABEL)
 }
 
 /// A Lua error that points at the runbook line that caused it.
@@ -205,13 +219,32 @@ pub fn error_message(e: &mlua::Error) -> String {
 /// (errors raised inside Lua's own C code, such as "C stack overflow" from a recursive
 /// `__tostring`): the innermost frame of a runbook file in the traceback, else
 /// `fallback` (the step's line).
+///
+/// A message placed in the stdlib (`<stdlib>/runbook/torch.lua:95: torch.caches: …`, an
+/// `error()` of the stdlib's own) is placed at the runbook's line that called it instead.
 pub fn located(e: &mlua::Error, fallback: &str) -> String {
     let msg = error_message(e);
-    if matches!(innermost(e), mlua::Error::MemoryError(_)) || has_location(&msg) {
+    if matches!(innermost(e), mlua::Error::MemoryError(_)) {
         return msg;
     }
-    let at = traceback_location(e).unwrap_or_else(|| fallback.to_string());
-    format!("{at}: {msg}")
+    let at = || traceback_location(e).unwrap_or_else(|| fallback.to_string());
+    if let Some(rest) = stdlib_placed(&msg) {
+        return format!("{}: {rest}", at());
+    }
+    if has_location(&msg) {
+        return msg;
+    }
+    format!("{}: {msg}", at())
+}
+
+/// The message after its location, when that location is a line of the stdlib.
+fn stdlib_placed(msg: &str) -> Option<&str> {
+    if !is_stdlib(msg) {
+        return None;
+    }
+    let (loc, rest) = msg.split_once(": ")?;
+    let (_, line) = loc.rsplit_once(':')?;
+    line.bytes().all(|b| b.is_ascii_digit()).then_some(rest)
 }
 
 /// The error under mlua's callback wrappers.
@@ -261,7 +294,7 @@ fn traceback_location(e: &mlua::Error) -> Option<String> {
             let l = l.trim();
             let (loc, _) = l.split_once(": ")?;
             let (file, line) = loc.rsplit_once(':')?;
-            (file.ends_with(".lua") && line.bytes().all(|b| b.is_ascii_digit()))
+            (file.ends_with(".lua") && line.bytes().all(|b| b.is_ascii_digit()) && !is_stdlib(loc))
                 .then(|| loc.to_string())
         })
     })

@@ -116,10 +116,11 @@ async fn parallel(
                     failures.push(format!("  {label}: {msg}"));
                     continue;
                 }
+                // Why, once: in the step's error below, which lists every failed item.
                 ctx.bus.emit(Event::Log {
                     step,
                     level: crate::actions::events::Level::Error,
-                    message: format!("[{}/{total}] {label}: {msg}", i + 1),
+                    message: format!("[{}/{total}] {label}: failed", i + 1),
                 });
                 failures.push(format!("  {label}: {msg}"));
             }

@@ -59,7 +59,8 @@ pub struct WaitOptions {
     /// `from_start = true`: the whole file counts (an earlier run's lines included);
     #[serde(default)]
     from_start: bool,
-    /// `since = job` (the result of `proc.spawn`): the lines that job wrote count.
+    /// `since = job` (the result of `proc.spawn`): the lines that job wrote count, and
+    /// the wait ends when that job does.
     /// ---@type runbook.ProcJob
     since: Option<LuaValue>,
 }
@@ -200,7 +201,11 @@ async fn spawn(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Valu
 /// that job wrote (from where the log stood when it started: a line it printed at once is
 /// seen, an earlier run's line in an appended log is not; `since` says so explicitly);
 /// otherwise the lines written after the call starts, or with `from_start` all of them.
-/// Lines end at `\n` or `\r` (progress bars count). Options ([`WaitOptions`]):
+/// Lines end at `\n` or `\r` (progress bars count). When that job (spawned in this run
+/// with this log, or given as `since`) is gone, its whole process group exited, no line
+/// will come: the wait fails at once, not at its timeout, naming the job and showing the
+/// log's last lines (a line it printed before exiting still counts, one without a final
+/// newline too). Options ([`WaitOptions`]):
 ///
 /// The result has the matching `line` and `captures`, the groups as strings (a group that
 /// did not take part is `false`; named groups are also `captures.NAME`); the groups are
@@ -241,22 +246,43 @@ async fn wait_for(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<T
         .map_err(|e| err_at(&lua, format!("{WHAT}: pattern is not a valid regex: {e}")))?;
     let timeout = o.timeout.unwrap_or(Some(Duration::from_secs(600)));
     let from_start = o.from_start;
-    let since = match raw(o.since) {
-        Value::Nil => None,
-        Value::Table(job) => match job.get::<Value>("log_offset")? {
-            Value::Integer(n) if n >= 0 => Some(n as u64),
-            // A planned spawn (dry-run) has no offset: nothing was started.
-            Value::Nil => None,
-            other => {
-                return Err(err_at(
-                    &lua,
-                    format!(
-                        "{WHAT}: since.log_offset must be a whole number, got {}",
-                        other.type_name()
-                    ),
-                ))
-            }
-        },
+    let (since, job) = match raw(o.since) {
+        Value::Nil => (None, None),
+        Value::Table(job) => {
+            let offset = match job.get::<Value>("log_offset")? {
+                Value::Integer(n) if n >= 0 => Some(n as u64),
+                // A planned spawn (dry-run) has no offset: nothing was started.
+                Value::Nil => None,
+                other => {
+                    return Err(err_at(
+                        &lua,
+                        format!(
+                            "{WHAT}: since.log_offset must be a whole number, got {}",
+                            other.type_name()
+                        ),
+                    ))
+                }
+            };
+            let name = match job.get::<Value>("name")? {
+                Value::Nil => None,
+                Value::String(n) => {
+                    let n = n.to_string_lossy();
+                    proc::check_name(&n)
+                        .map_err(|e| err_at(&lua, format!("{WHAT}: since.name: {e}")))?;
+                    Some(n)
+                }
+                other => {
+                    return Err(err_at(
+                        &lua,
+                        format!(
+                            "{WHAT}: since.name must be a job name, got {}",
+                            other.type_name()
+                        ),
+                    ))
+                }
+            };
+            (offset, name)
+        }
         other => {
             return Err(err_at(
                 &lua,
@@ -274,6 +300,7 @@ async fn wait_for(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<T
         timeout,
         from_start,
         since,
+        job,
     };
     let m = proc::wait_for(&step, &jobs(&lua), &spec).await?;
     let result = lua.create_table()?;
@@ -310,8 +337,9 @@ async fn wait_for(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<T
 /// (the process alone if it leads none), up to `timeout` for it to exit, then SIGKILL
 /// (`killed = true`). Give one of `name` and `pid`. Options ([`StopOptions`]):
 ///
-/// A job that is not running is not an error: `was_running = false` and nothing is
-/// changed (`pid` is nil when there is no pid file). The pid file is removed. During
+/// A job that is not running is not an error: `was_running = false`, nothing is
+/// signalled (`pid` is nil when there is no pid file). The pid file is removed, that of a
+/// job that exited by itself too (a change: planned during `--dry-run`). During
 /// `--dry-run` the check runs and the stop is planned.
 ///
 /// ```lua

@@ -357,7 +357,10 @@ async fn rollout(
                 Job::FailedIn(run) => {
                     let msg =
                         format!("failed in run {run} (not run again; --retry-failed runs it)");
-                    log(Level::Error, format!("[batch {}] {label}: {msg}", b + 1));
+                    log(
+                        Level::Error,
+                        format!("[batch {}] {label}: failed in run {run}", b + 1),
+                    );
                     failed.push(format!("  {label}: {msg}"));
                     failed_labels.raw_set(failed_labels.raw_len() + 1, label.clone())?;
                     ctx.bus.emit(Event::RolloutItem {
@@ -390,7 +393,9 @@ async fn rollout(
                 }
                 Some(Err(e)) => {
                     let msg = super::error_message(&e);
-                    log(Level::Error, format!("[batch {}] {label}: {msg}", b + 1));
+                    // Why, once: in the list of failures the rollout ends with (the
+                    // step's error, or a warning within the budget).
+                    log(Level::Error, format!("[batch {}] {label}: failed", b + 1));
                     failed.push(format!("  {label}: {msg}"));
                     failed_labels.raw_set(failed_labels.raw_len() + 1, label.clone())?;
                     ("failed", Some(msg))

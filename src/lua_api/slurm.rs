@@ -65,7 +65,7 @@ fn slurm(lua: &Lua, (node, opts): (Value, Option<Table>)) -> mlua::Result<Target
         o.immediate,
     )
     .map_err(|e| err_at(lua, format!("slurm(): {e}")))?;
-    Ok(TargetHandle(ctx(lua).targets.slurm(spec)))
+    Ok(TargetHandle::new(ctx(lua).targets.slurm(spec)))
 }
 
 /// The targets of a Slurm selection (what follows `slurm:` in `targets()`), listed by the
@@ -116,7 +116,7 @@ pub async fn select(lua: &Lua, what: &str, text: &str) -> mlua::Result<Vec<Targe
         .map_err(|e| err_at(lua, format!("{what}: {e}")))?;
     Ok(specs
         .into_iter()
-        .map(|s| TargetHandle(ctx.targets.slurm(s)))
+        .map(|s| TargetHandle::new(ctx.targets.slurm(s)))
         .collect())
 }
 

@@ -67,11 +67,22 @@ pub struct CommandOptions {
     detach: Option<bool>,
 }
 
-pub struct TargetHandle(pub Rc<Target>);
+/// A target as runbooks hold it, with its inventory `vars` (empty for any other).
+pub struct TargetHandle(pub Rc<Target>, pub Rc<toml::Table>);
+
+impl TargetHandle {
+    /// A target that is no inventory host: no `vars`.
+    pub fn new(target: Rc<Target>) -> Self {
+        TargetHandle(target, Rc::default())
+    }
+}
 
 impl UserData for TargetHandle {
     fn add_fields<F: mlua::UserDataFields<Self>>(fields: &mut F) {
         fields.add_field_method_get("name", |_, this| Ok(this.0.name()));
+        // A fresh copy at each read: the inventory's values, whatever a runbook does
+        // with the table.
+        fields.add_field_method_get("vars", |lua, this| super::to_lua(lua, &*this.1));
     }
 
     fn add_methods<M: UserDataMethods<Self>>(methods: &mut M) {
@@ -121,21 +132,30 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// Lua: target(name) -> target
 ///
 /// A handle on a machine to run things on. `name` is `"local"` (this machine),
-/// `"user@host"`, `"user@host:port"`, `"ssh://user@host:port"`, a `Host` alias from your
-/// ssh config (or `--ssh-config`), or a host name from the inventory (`inventory.toml` or
-/// `--inventory`), which may be a container on another host. Making a handle contacts
-/// nothing: the first command on an SSH host opens its one connection for the run.
+/// `"user@host"`, `"user@host:port"`, `"ssh://user@host:port"`, a host name from the
+/// inventory (`inventory.toml` or `--inventory`), which may be a container on another
+/// host, or any name ssh takes: one a `Host` line of your ssh config (or `--ssh-config`)
+/// takes, its wildcard patterns (`Host gpu*`) included, else a plain host name
+/// (`"gpu01"`, `"gpu01.cluster.example"`) for the resolver. Looked up in that order.
+/// Making a handle contacts nothing: the first command on an SSH host opens its one
+/// connection for the run; when that fails, the message says where the name came from
+/// (`gpu01x is a plain host name: in neither the inventory … nor a Host of …; did you
+/// mean 'gpu01'?`).
 /// `t.name` is the name messages give it (`node1/ct200` for a container on `node1`).
+/// `t.vars` is the host's `vars = { … }` from the inventory (a copy; an empty table for a
+/// target that is no inventory host, a container made with `:pct()` on one included).
 ///
 /// ```lua
 /// local here = target("local")
 /// local node = target("root@gpu-node-1.example")
 /// local trainer = target("trainer")   -- from inventory.toml
+/// log.info("CUDA " .. tostring(trainer.vars.cuda))
 /// ```
 /// ---@param name string
 /// ---@return runbook.Target
 /// ---@class runbook.Target
 /// ---@field name string the name messages give it (`node1/ct200` for a container on `node1`)
+/// ---@field vars table<string, any> the host's `vars` from the inventory (empty for any other target)
 fn target(lua: &Lua, name: Value) -> mlua::Result<TargetHandle> {
     let Some(name) = string_value(lua, name, "target()")? else {
         return Err(err_at(
@@ -143,11 +163,12 @@ fn target(lua: &Lua, name: Value) -> mlua::Result<TargetHandle> {
             "target(): give a target name, e.g. target(\"local\") or target(\"root@node.example\")",
         ));
     };
-    let resolved = ctx(lua)
-        .targets
+    let targets = &ctx(lua).targets;
+    let resolved = targets
         .resolve(&name)
         .map_err(|e| err_at(lua, format!("target(\"{name}\"): {e}")))?;
-    Ok(TargetHandle(resolved))
+    let vars = targets.vars(&name).unwrap_or_default();
+    Ok(TargetHandle(resolved, Rc::new(vars)))
 }
 
 /// Options of `ssh`.
@@ -208,7 +229,7 @@ fn ssh(lua: &Lua, (host, opts): (Value, Option<Table>)) -> mlua::Result<TargetHa
         }
         spec.connect_timeout = d;
     }
-    Ok(TargetHandle(ctx(lua).targets.ssh(spec)))
+    Ok(TargetHandle::new(ctx(lua).targets.ssh(spec)))
 }
 
 /// Lua: t:pct(ctid) -> target
@@ -244,7 +265,7 @@ fn pct(lua: &Lua, this: &TargetHandle, ctid: Value) -> mlua::Result<TargetHandle
 }
 
 fn inside(this: &TargetHandle, ct: Container) -> TargetHandle {
-    TargetHandle(Rc::new(Target::In {
+    TargetHandle::new(Rc::new(Target::In {
         parent: this.0.clone(),
         ct,
         label: None,

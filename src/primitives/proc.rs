@@ -26,8 +26,9 @@ pub struct Jobs {
     /// Jobs a dry-run planned to stop, by (target, `name:N` or `pid:N`): a later spawn of
     /// the same job plans its relaunch instead of refusing it as still running.
     planned_stops: std::cell::RefCell<std::collections::HashSet<(String, String)>>,
-    /// Where each job `spawn` started begins in its log, by (target, log path).
-    logs: std::cell::RefCell<std::collections::HashMap<(String, String), u64>>,
+    /// Where each job `spawn` started begins in its log, and the job's name, by (target,
+    /// log path): `wait_for` on that log reads from there, and ends when that job does.
+    logs: std::cell::RefCell<std::collections::HashMap<(String, String), (u64, String)>>,
 }
 
 /// What `proc.spawn` starts.
@@ -78,6 +79,9 @@ pub struct WaitSpec {
     pub from_start: bool,
     /// Read from this offset (where a job's output begins, from `proc.spawn`).
     pub since: Option<u64>,
+    /// The job that writes the file (its name, from `proc.spawn`): once it is gone, no
+    /// line will come, and the wait fails at once instead of at its timeout.
+    pub job: Option<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -266,7 +270,7 @@ pub async fn spawn(step: &Step<'_>, jobs: &Jobs, spec: &SpawnSpec) -> Result<Spa
         if let Some(off) = s.log_offset {
             jobs.logs
                 .borrow_mut()
-                .insert((step.target.name(), s.log.clone()), off);
+                .insert((step.target.name(), s.log.clone()), (off, s.name.clone()));
         }
     })
 }
@@ -296,10 +300,13 @@ pub async fn stop(
             })
         }
         Some((pid, false)) => {
+            if let Which::Name(name) = which {
+                forget(step, name, pid).await?;
+            }
             return Ok(Stopped {
                 pid: Some(pid),
                 ..Stopped::default()
-            })
+            });
         }
         Some((pid, true)) => Some(pid),
     };
@@ -361,6 +368,22 @@ pub async fn stop(
     })
 }
 
+/// Removes the pid file of job `name`, which has exited by itself (pid `pid`). The
+/// script looks again and leaves a job that runs under that name now alone.
+async fn forget(step: &Step<'_>, name: &str, pid: u32) -> Result<()> {
+    let cmd = Cmd::script(&script::PROC_FORGET, [name]).timeout(Duration::from_secs(30));
+    let summary = format!("remove the pid file of job {name} (pid {pid} has exited)");
+    let ran = step.change(cmd, summary, false).await?;
+    if ran.planned() || ran.ok() {
+        return Ok(());
+    }
+    Err(proc_error(
+        step,
+        &ran,
+        format!("proc.stop: removing the pid file of job {name}"),
+    ))
+}
+
 /// Splits a growing log into lines (`\n` or `\r`, so progress bars count), keeping a
 /// partial last line for the next chunk and the last few lines for error messages.
 #[derive(Debug, Default)]
@@ -400,6 +423,14 @@ impl Lines {
         }
         self.recent.push_back(line.clone());
         out.push(line);
+    }
+
+    /// The unfinished last line as a line of its own: its writer is gone, so nothing
+    /// will end it.
+    pub fn flush(&mut self) -> Vec<String> {
+        let mut out = Vec::new();
+        self.finish(&mut out);
+        out
     }
 
     /// The last complete lines, and the unfinished one.
@@ -449,22 +480,49 @@ pub struct Polled {
     /// (or an earlier script answered: replies saved before it said the inode).
     pub inode: Option<String>,
     pub bytes: Vec<u8>,
+    pub job: JobState,
+}
+
+/// What a poll saw of the job that writes the file.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum JobState {
+    /// No job was named: nothing to look at.
+    Untracked,
+    Up,
+    /// Its whole process group has exited (its pid, when its pid file was still there).
+    Gone(Option<u32>),
+}
+
+fn job_state(words: &mut std::str::SplitWhitespace<'_>) -> JobState {
+    match words.next() {
+        Some("up") => {
+            words.next();
+            JobState::Up
+        }
+        Some("gone") => JobState::Gone(words.next().and_then(|p| p.parse().ok())),
+        _ => JobState::Untracked,
+    }
 }
 
 /// One look at `file` from `offset` (`None`: only its size, `start`), waiting up to
-/// `wait` seconds for it to grow; `was`, the inode an earlier poll gave, has a file
-/// replaced since read from its start. `who` names the caller in a failure
-/// (`proc.wait_for`).
+/// `wait` seconds for it to grow, and no longer than the job `job` runs; `was`, the inode
+/// an earlier poll gave, has a file replaced since read from its start. `who` names the
+/// caller in a failure (`proc.wait_for`).
 pub async fn poll(
     step: &Step<'_>,
     file: &str,
     offset: Option<u64>,
     wait: u64,
+    job: Option<&str>,
     was: Option<&str>,
     who: &str,
 ) -> Result<Polled> {
     let off = offset.map_or_else(|| "end".to_string(), |o| o.to_string());
     let mut args = vec![file.to_string(), off, wait.to_string(), CHUNK.to_string()];
+    // Only the words asked for: replies saved with fewer still match.
+    if job.is_some() || was.is_some() {
+        args.push(job.unwrap_or_default().to_string());
+    }
     args.extend(was.map(str::to_string));
     let cmd = Cmd::script(&script::PROC_POLL, args).timeout(Duration::from_secs(wait + 30));
     let summary = if offset.is_none() {
@@ -487,12 +545,14 @@ pub async fn poll(
     let mut words = head.split_whitespace();
     let start = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
     let exists = words.next() == Some("1");
+    let job = job_state(&mut words);
     let inode = words.next().filter(|w| *w != "-").map(str::to_string);
     Ok(Polled {
         start,
         exists,
         inode,
         bytes,
+        job,
     })
 }
 
@@ -529,11 +589,13 @@ pub async fn wait_for(step: &Step<'_>, jobs: &Jobs, spec: &WaitSpec) -> Result<M
         .logs
         .borrow()
         .get(&(step.target.name(), spec.file.clone()))
-        .copied();
-    let mut offset = match (spec.from_start, spec.since.or(spawned)) {
+        .cloned();
+    let (spawned_at, spawned_job) = spawned.map_or((None, None), |(o, n)| (Some(o), Some(n)));
+    let job = spec.job.clone().or(spawned_job);
+    let mut offset = match (spec.from_start, spec.since.or(spawned_at)) {
         (true, _) => 0,
         (false, Some(since)) => since,
-        (false, None) => poll(step, &spec.file, None, 0, None, WHO).await?.start,
+        (false, None) => poll(step, &spec.file, None, 0, None, None, WHO).await?.start,
     };
     let mut ever_existed = false;
     loop {
@@ -543,7 +605,7 @@ pub async fn wait_for(step: &Step<'_>, jobs: &Jobs, spec: &WaitSpec) -> Result<M
                 .as_secs()
                 .min(MAX_POLL_WAIT)
         });
-        let polled = poll(step, &spec.file, Some(offset), wait, None, WHO).await?;
+        let polled = poll(step, &spec.file, Some(offset), wait, job.as_deref(), None, WHO).await?;
         ever_existed |= polled.exists;
         if polled.start < offset {
             // The file was truncated or replaced: read it from the start.
@@ -555,21 +617,48 @@ pub async fn wait_for(step: &Step<'_>, jobs: &Jobs, spec: &WaitSpec) -> Result<M
                 return Ok(m);
             }
         }
+        // Gone, and the poll read all it wrote (it was seen gone before the file was
+        // measured; a full chunk may have more behind it): no line will come.
+        if let (JobState::Gone(pid), true) = (polled.job, polled.bytes.len() < CHUNK) {
+            if let Some(m) = lines
+                .flush()
+                .iter()
+                .find_map(|l| match_line(&spec.pattern, l))
+            {
+                return Ok(m);
+            }
+            let name = job.as_deref().unwrap_or_default();
+            let pid = pid.map_or_else(String::new, |p| format!(" (pid {p})"));
+            let head = format!(
+                "proc.wait_for: job {name}{pid} exited before a line of {} matched /{}/ (after {})",
+                spec.file,
+                spec.pattern.as_str(),
+                crate::base::duration::short(started.elapsed())
+            );
+            return Err(with_last_lines(step, spec, head, &lines, ever_existed).await);
+        }
         if deadline.is_some_and(|d| Instant::now() >= d) {
-            return Err(timeout_error(step, spec, &lines, ever_existed).await);
+            let head = format!(
+                "proc.wait_for: no line of {} matched /{}/ within {}",
+                spec.file,
+                spec.pattern.as_str(),
+                crate::base::duration::short(spec.timeout.unwrap_or_default())
+            );
+            return Err(with_last_lines(step, spec, head, &lines, ever_existed).await);
         }
         let next = poll_started + POLL_EVERY;
         pause(step, deadline.map_or(next, |d| next.min(d))).await?;
     }
 }
 
-async fn timeout_error(step: &Step<'_>, spec: &WaitSpec, lines: &Lines, existed: bool) -> Error {
-    let head = format!(
-        "proc.wait_for: no line of {} matched /{}/ within {}",
-        spec.file,
-        spec.pattern.as_str(),
-        crate::base::duration::short(spec.timeout.unwrap_or_default())
-    );
+/// The failure `head`, with the file's last lines (those the wait read, else its tail).
+async fn with_last_lines(
+    step: &Step<'_>,
+    spec: &WaitSpec,
+    head: String,
+    lines: &Lines,
+    existed: bool,
+) -> Error {
     if !existed {
         return step.fail(format!("{head}: the file does not exist"));
     }
@@ -602,7 +691,7 @@ mod tests {
 
     /// `proc_poll.sh` under dash, bash and busybox sh: the size and inode at `end`; the
     /// bytes from an offset; from the start when the file shrank or is another inode
-    /// than the one given (rotated); `0 0 -` for no file.
+    /// than the one given (rotated); `0 0 - -` for no file (no job named: state `-`).
     #[test]
     fn poll_reads_on_from_an_offset_and_again_from_the_start_of_a_rotated_file() {
         let dir = tempfile::tempdir().unwrap();
@@ -620,38 +709,38 @@ mod tests {
             let shell = sh.name;
             assert_eq!(
                 poll(&[&file, "end", "0", "100"]),
-                format!("8 1 {inode}\n"),
+                format!("8 1 - {inode}\n"),
                 "{shell}"
             );
             assert_eq!(
                 poll(&[&file, "4", "0", "100"]),
-                format!("4 1 {inode}\ntwo\n"),
+                format!("4 1 - {inode}\ntwo\n"),
                 "{shell}"
             );
             assert_eq!(
-                poll(&[&file, "4", "0", "100", &inode]),
-                format!("4 1 {inode}\ntwo\n"),
+                poll(&[&file, "4", "0", "100", "", &inode]),
+                format!("4 1 - {inode}\ntwo\n"),
                 "{shell}"
             );
             assert_eq!(
-                poll(&[&file, "4", "0", "100", "1"]),
-                format!("0 1 {inode}\none\ntwo\n"),
+                poll(&[&file, "4", "0", "100", "", "1"]),
+                format!("0 1 - {inode}\none\ntwo\n"),
                 "{shell}: another inode"
             );
             assert_eq!(
                 poll(&[&file, "20", "0", "100"]),
-                format!("0 1 {inode}\none\ntwo\n"),
+                format!("0 1 - {inode}\none\ntwo\n"),
                 "{shell}: shrank"
             );
             assert_eq!(
                 poll(&[&file, "0", "0", "3"]),
-                format!("0 1 {inode}\none"),
+                format!("0 1 - {inode}\none"),
                 "{shell}: at most MAX bytes"
             );
             let gone = dir.path().join("gone").display().to_string();
             assert_eq!(
-                poll(&[&gone, "4", "0", "100", &inode]),
-                "0 0 -\n",
+                poll(&[&gone, "4", "0", "100", "", &inode]),
+                "0 0 - -\n",
                 "{shell}"
             );
         }

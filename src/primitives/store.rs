@@ -147,8 +147,9 @@ impl Store {
     ///
     /// - `/DIR`: a directory on this machine;
     /// - `ssh://HOST/DIR`: the directory `/DIR` on HOST, HOST resolved by `targets` as
-    ///   `target(HOST)` resolves it (an inventory name first, then an ssh_config `Host`
-    ///   alias, or `user@host[:port]`), so it shares the run's connection to HOST.
+    ///   `target(HOST)` resolves it (an inventory name first, then an ssh_config `Host`,
+    ///   or `user@host[:port]`, or a plain host name), so it shares the run's connection
+    ///   to HOST.
     ///
     /// Anything else (a relative path, a bare host name, another scheme) is refused with
     /// the spellings above.
@@ -179,9 +180,9 @@ impl Store {
             ));
         }
         if !s.starts_with('/') {
-            // A bare inventory name or ssh_config alias: a host, not a directory.
-            let host = !s.contains(['@', '.', ':', '/'])
-                && targets.resolve(s).is_ok_and(|t| !t.is_local());
+            // A bare inventory name or ssh_config Host: a host, not a directory (any word
+            // could be a plain host name: only a named one is said to be a host).
+            let host = !s.contains(['@', '.', ':', '/']) && targets.knows(s);
             let hint = match host {
                 true => format!(" ({s:?} is a host: its store is spelled \"ssh://{s}/DIR\")"),
                 false => String::new(),
@@ -482,7 +483,7 @@ mod tests {
             ("ssh:///srv/a", "no host after ssh://"),
             ("ssh://files.example/srv/../etc", "not a tidy path"),
             ("ssh://files.example/srv//a", "not a tidy path"),
-            ("ssh://nosuchname/srv/a", "unknown target 'nosuchname'"),
+            ("ssh://no_such_name/srv/a", "unknown target 'no_such_name'"),
             ("ssh://localhost/srv/a", "is this machine"),
         ] {
             let e = open(Some(bad)).unwrap_err();

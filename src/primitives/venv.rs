@@ -193,6 +193,11 @@ pub async fn build(step: &Step<'_>, spec: &BuildSpec) -> Result<Built> {
         });
     }
     if !ran.ok() {
+        // A fresh build that fails leaves the venv as it was (the new one is removed, the
+        // old one put back): no change to count.
+        if spec.fresh {
+            step.ctx.mark_rolled_back();
+        }
         return Err(fail(step, failure(&ran, spec)));
     }
     let (python, packages) = installed(step, &spec.path, &uv).await?;

@@ -90,6 +90,14 @@ pub fn verify(state_dir: &Path, which: Option<&str>) -> Result<Audit> {
     // The runs the index lists, in the order they started (their `opened` lines).
     let mut started = Vec::new();
     for (_, entry) in read.iter().flat_map(|r| r.entries.iter()) {
+        // Which run applied a plan (written before that run's record is made: a run
+        // refused then has none), and which gave it back: they list no record.
+        if matches!(
+            entry,
+            Entry::PlanApplied { .. } | Entry::PlanReleased { .. }
+        ) {
+            continue;
+        }
         let l = listed.entry(entry.run_id().to_string()).or_insert_with(|| {
             started.push(entry.run_id().to_string());
             Listed::default()

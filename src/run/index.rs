@@ -7,6 +7,11 @@
 //! where it ended (a record cut short, or its last line edited). It lives beside `runs/`,
 //! not in it, so that `runs/` holds records only.
 //!
+//! It also says which run applied each saved plan (`plan_applied`): a plan is spent once
+//! applied, and a second `apply` of it (or of a copy, reformatted or not) is refused;
+//! unless that run ended without success and without changing anything
+//! (`plan_released`).
+//!
 //! Runs append to it concurrently: each append holds an exclusive lock on the file
 //! while it reads the last line and writes its own (one write, O_APPEND, mode 0600).
 
@@ -34,12 +39,26 @@ pub enum Entry {
         lines: u64,
         last: String,
     },
+    /// The run is about to apply a saved plan: the plan file's sha256, and the plan's
+    /// own id (`Plan::id`, the same for a copy of the file however it is reformatted).
+    /// Written before the run's record is made; the plan is spent from then on.
+    PlanApplied {
+        run_id: String,
+        plan: String,
+        plan_id: String,
+    },
+    /// The run that claimed a plan ended without success and without changing anything
+    /// (refused, a lock held elsewhere, a failed read, Ctrl-C): the plan is not spent.
+    PlanReleased { run_id: String },
 }
 
 impl Entry {
     pub fn run_id(&self) -> &str {
         match self {
-            Entry::Opened { run_id } | Entry::Closed { run_id, .. } => run_id,
+            Entry::Opened { run_id }
+            | Entry::Closed { run_id, .. }
+            | Entry::PlanApplied { run_id, .. }
+            | Entry::PlanReleased { run_id } => run_id,
         }
     }
 }
@@ -55,14 +74,101 @@ struct Line {
 
 /// Appends `entry` to the index at `path`, chained to its last line.
 pub fn append(path: &Path, entry: Entry) -> std::io::Result<()> {
-    let mut file = OpenOptions::new()
+    append_to(&mut open_locked(path)?, entry)
+}
+
+/// The run that applied the plan whose file has sha256 `plan` or whose id is `plan_id`,
+/// if one did.
+pub fn applied_by(path: &Path, plan: &str, plan_id: &str) -> std::io::Result<Option<String>> {
+    match File::open(path) {
+        Ok(mut f) => find_applied(&mut f, plan, plan_id),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Records that `run_id` applies the plan (`plan`: its file's sha256; `plan_id`: its id),
+/// unless a run did already: then that run's id, and nothing is written. The look and
+/// the write are under the index's lock, so of two applies of one plan at once, one
+/// goes ahead.
+pub fn claim_plan(
+    path: &Path,
+    run_id: &str,
+    plan: &str,
+    plan_id: &str,
+) -> std::io::Result<Option<String>> {
+    let mut file = open_locked(path)?;
+    if let Some(earlier) = find_applied(&mut file, plan, plan_id)? {
+        return Ok(Some(earlier));
+    }
+    append_to(
+        &mut file,
+        Entry::PlanApplied {
+            run_id: run_id.into(),
+            plan: plan.into(),
+            plan_id: plan_id.into(),
+        },
+    )?;
+    Ok(None)
+}
+
+/// Records that the run `run_id`, which claimed a plan, ended without success and
+/// without changing anything: the plan may be applied again.
+pub fn release_plan(path: &Path, run_id: &str) -> std::io::Result<()> {
+    append(
+        path,
+        Entry::PlanReleased {
+            run_id: run_id.into(),
+        },
+    )
+}
+
+/// The run whose `plan_applied` line names that plan and which did not release it, read
+/// from the start of `file`.
+fn find_applied(file: &mut File, plan: &str, plan_id: &str) -> std::io::Result<Option<String>> {
+    file.seek(SeekFrom::Start(0))?;
+    let mut reader = BufReader::new(file);
+    let mut buf = Vec::new();
+    let (mut claims, mut released) = (Vec::new(), std::collections::HashSet::new());
+    loop {
+        buf.clear();
+        if reader.read_until(b'\n', &mut buf)? == 0 {
+            break;
+        }
+        // Only the lines that can be one, parsed: the index has a line per run start and end.
+        if !buf.windows(5).any(|w| w == b"plan_") {
+            continue;
+        }
+        match serde_json::from_slice::<Line>(buf.trim_ascii_end()).map(|l| l.entry) {
+            Ok(Entry::PlanApplied {
+                run_id,
+                plan: p,
+                plan_id: id,
+            }) if p == plan || id == plan_id => claims.push(run_id),
+            Ok(Entry::PlanReleased { run_id }) => {
+                released.insert(run_id);
+            }
+            _ => {}
+        }
+    }
+    Ok(claims.into_iter().find(|run| !released.contains(run)))
+}
+
+/// The index file, made if missing (0600), under its exclusive lock.
+fn open_locked(path: &Path) -> std::io::Result<File> {
+    let file = OpenOptions::new()
         .create(true)
         .read(true)
         .append(true)
         .mode(0o600)
         .open(path)?;
     lock(&file)?;
-    let (chain, torn) = tail(&mut file)?;
+    Ok(file)
+}
+
+/// Appends `entry` to `file`, locked, chained to its last line.
+fn append_to(file: &mut File, entry: Entry) -> std::io::Result<()> {
+    let (chain, torn) = tail(file)?;
     let (seq, prev) = chain.next();
     let line = Line {
         ts: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
@@ -230,6 +336,29 @@ mod tests {
         let mode = std::fs::metadata(&p).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         assert!(read(&dir.path().join("none")).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_plan_is_claimed_once_unless_released() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = path(dir.path());
+        assert_eq!(applied_by(&p, "sha", "id").unwrap(), None, "no index yet");
+        assert_eq!(claim_plan(&p, "r1", "sha", "id").unwrap(), None);
+        append(&p, opened("r1")).unwrap();
+        // By the file's sha256, or by the plan's id (a reformatted copy).
+        assert_eq!(
+            claim_plan(&p, "r2", "sha", "other").unwrap().as_deref(),
+            Some("r1")
+        );
+        assert_eq!(applied_by(&p, "copy", "id").unwrap().as_deref(), Some("r1"));
+        assert_eq!(applied_by(&p, "x", "y").unwrap(), None, "another plan");
+        release_plan(&p, "r1").unwrap();
+        assert_eq!(applied_by(&p, "sha", "id").unwrap(), None, "given back");
+        assert_eq!(claim_plan(&p, "r3", "copy", "id").unwrap(), None);
+        assert_eq!(applied_by(&p, "sha", "id").unwrap().as_deref(), Some("r3"));
+        let r = read(&p).unwrap().unwrap();
+        assert_eq!(r.broken, None, "the claims are chained as any line");
+        assert_eq!(r.lines, 4);
     }
 
     #[test]

@@ -145,7 +145,7 @@ pub fn find_module(dir: Option<&Path>, label: &str, name: &str) -> Result<Found,
         return match embedded::stdlib(rest) {
             Some(src) => Ok(Found {
                 source: src.as_bytes().to_vec(),
-                label: format!("<stdlib>/runbook/{rest}.lua"),
+                label: format!("{}runbook/{rest}.lua", embedded::STDLIB_LABEL),
                 module: crate::actions::plan::PlannedModule {
                     name: name.into(),
                     path: crate::actions::plan::SHIPPED_MODULE.into(),

@@ -347,7 +347,6 @@ pub fn required_in(
     let groups = |name: &str| -> Vec<String> {
         inventory
             .and_then(|i| i.group(name).ok())
-            .map(<[String]>::to_vec)
             .unwrap_or_default()
     };
     required(policy, plan, &groups)

@@ -73,6 +73,48 @@ pub fn create_record(state: &Path, run_id: &str) -> Result<(PathBuf, File)> {
     Ok((path, file))
 }
 
+/// Why the saved plan (its file's sha256, its id: `Plan::id`) cannot be applied: the run
+/// that applied it already, as a person reads it; `None` when none did. A plan is spent
+/// once applied (the index of runs says by which run), unless that apply ended without
+/// success and without changing anything.
+pub fn plan_spent(state: &Path, sha256: &str, plan_id: &str) -> Result<Option<String>> {
+    let index = index::path(state);
+    let earlier = index::applied_by(&index, sha256, plan_id).map_err(|e| Error::io(&index, e))?;
+    Ok(earlier.map(|run| spent_why(state, &run)))
+}
+
+/// Records that `run_id` applies the saved plan, before its record is made; or, when a
+/// run applied it already, why it cannot (as [`plan_spent`] says it), writing nothing.
+pub fn claim_plan(
+    state: &Path,
+    run_id: &str,
+    sha256: &str,
+    plan_id: &str,
+) -> Result<Option<String>> {
+    std::fs::create_dir_all(state).map_err(|e| Error::io(state, e))?;
+    let index = index::path(state);
+    let earlier =
+        index::claim_plan(&index, run_id, sha256, plan_id).map_err(|e| Error::io(&index, e))?;
+    Ok(earlier.map(|run| spent_why(state, &run)))
+}
+
+/// Records that `run_id`, which claimed a saved plan, ended without success and without
+/// changing anything: the plan is not spent.
+pub fn release_plan(state: &Path, run_id: &str) -> Result<()> {
+    let index = index::path(state);
+    index::release_plan(&index, run_id).map_err(|e| Error::io(&index, e))
+}
+
+fn spent_why(state: &Path, run: &str) -> String {
+    let ended = list_runs(state)
+        .ok()
+        .and_then(|runs| runs.into_iter().find(|r| r.id == run))
+        .map_or(String::new(), |r| format!(" (its outcome: {})", r.outcome));
+    format!(
+        "it was applied already, by run {run}{ended}; see `runbook log {run}`. A plan is spent once applied (an apply that failed before changing anything does not spend it)"
+    )
+}
+
 /// What `history` shows of a run, read from its first and last events.
 #[derive(Debug, Clone)]
 pub struct RunInfo {
@@ -198,6 +240,29 @@ pub fn list_runs(state: &Path) -> Result<Vec<RunInfo>> {
     }
     runs.sort_by(|a, b| a.started.cmp(&b.started).then(a.id.cmp(&b.id)));
     Ok(runs)
+}
+
+/// Whether the run of the record at `path` ran (or planned) a command on a target whose
+/// name `matches`: each action's target, read line by line to the record's end.
+pub fn touched(path: &Path, matches: impl Fn(&str) -> bool) -> Result<bool> {
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    for line in BufReader::new(file).lines() {
+        let line = line.map_err(|e| Error::io(path, e))?;
+        // Only the lines that can be one are parsed: output lines are most of a record.
+        if !line.contains("\"action_started\"") && !line.contains("\"action_planned\"") {
+            continue;
+        }
+        let Ok(ev) = serde_json::from_str::<Stamped>(&line) else {
+            continue;
+        };
+        if let Event::ActionStarted { target, .. } | Event::ActionPlanned { target, .. } = &ev.event
+        {
+            if matches(target) {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
 }
 
 /// Finds a run by id (or a unique prefix of one), or `last`.

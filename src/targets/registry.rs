@@ -5,6 +5,7 @@ use super::replies::Replies;
 use super::ssh::{SshHost, SshSettings, SshSpec};
 use super::Target;
 use crate::base::inventory::{self, Inventory};
+use crate::base::limit::Limit;
 use crate::base::suggest;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -21,6 +22,8 @@ pub struct RemoteSettings {
     /// `run --save-replies` / `runbook test`: every target's commands are saved to these,
     /// or answered from them (see `replies.rs`).
     pub replies: Option<Rc<Replies>>,
+    /// `--limit`: which hosts of a group `targets()` keeps.
+    pub limit: Option<Rc<Limit>>,
 }
 
 pub struct Registry {
@@ -28,6 +31,7 @@ pub struct Registry {
     inventory: Option<Rc<Inventory>>,
     hosts: RefCell<HashMap<SshSpec, Rc<SshHost>>>,
     replies: Option<Rc<Replies>>,
+    limit: Option<Rc<Limit>>,
     /// Shared by every Slurm target of the run, so that their commands can share launches.
     slurm: Rc<super::slurm::Launcher>,
     /// What each target is, by name (`identity.rs`), asked once per run (`Locks`).
@@ -47,9 +51,29 @@ impl Registry {
             inventory: remote.inventory,
             hosts: RefCell::new(HashMap::new()),
             replies: remote.replies,
+            limit: remote.limit,
             slurm: Rc::default(),
             identities: Default::default(),
         }
+    }
+
+    /// `--limit`, if the run has one.
+    pub fn limit(&self) -> Option<&Limit> {
+        self.limit.as_deref()
+    }
+
+    /// Whether `--limit` keeps the host or node named `name` (all are kept without one).
+    pub fn keeps(&self, name: &str) -> bool {
+        self.limit.as_ref().is_none_or(|l| l.keeps(name))
+    }
+
+    /// The inventory's `vars` of the host `name` resolves to, if it is one of its hosts
+    /// (as `resolve` reads names: `local` and `slurm:` are never the inventory's).
+    pub fn vars(&self, name: &str) -> Option<toml::Table> {
+        if name == "local" || name == "localhost" || name.starts_with("slurm:") {
+            return None;
+        }
+        Some(self.inventory.as_ref()?.host(name)?.vars.clone())
     }
 
     /// The replies every target's commands go to, if any.
@@ -81,13 +105,24 @@ impl Registry {
 
     /// The target for an SSH spec; the same host always gets the same connection.
     pub fn ssh(&self, spec: SshSpec) -> Rc<Target> {
-        let host = self
-            .hosts
+        self.answered(Target::Ssh(self.host(spec)))
+    }
+
+    /// `ssh`, saying where its name came from (`origin`: the inventory, an ssh_config
+    /// Host, a plain host name), which a host that cannot be reached says.
+    fn ssh_from(&self, spec: SshSpec, origin: String) -> Rc<Target> {
+        let host = self.host(spec);
+        host.set_origin(origin);
+        self.answered(Target::Ssh(host))
+    }
+
+    /// The one host (and connection) of a spec in this run.
+    fn host(&self, spec: SshSpec) -> Rc<SshHost> {
+        self.hosts
             .borrow_mut()
             .entry(spec.clone())
             .or_insert_with(|| Rc::new(SshHost::new(spec, self.settings.clone())))
-            .clone();
-        self.answered(Target::Ssh(host))
+            .clone()
     }
 
     /// The target for a Slurm node.
@@ -116,24 +151,69 @@ impl Registry {
                 return self.inventory_target(inv, name);
             }
         }
-        let looks_like_address = name.contains(['@', '.', ':']) || name.starts_with("ssh://");
-        if looks_like_address || self.aliases().iter().any(|a| a == name) {
+        let looks_like_address = name.contains(['@', ':']) || name.starts_with("ssh://");
+        if looks_like_address {
             return SshSpec::parse(name).map(|spec| self.ssh(spec));
         }
+        // As ssh would take it: a Host of the ssh_config, else a name the resolver looks
+        // up. Where it came from goes with it, for the messages of a host that cannot be
+        // reached (a typo of an inventory name is a plain host name too).
+        let config = self.config_path();
+        if let Some((cfg, host)) = config
+            .as_ref()
+            .and_then(|c| Some((c, inventory::ssh_config_host(c, name)?)))
+        {
+            let origin = format!("from `Host {host}` in {}", cfg.display());
+            return SshSpec::parse(name).map(|spec| self.ssh_from(spec, origin));
+        }
+        let inv = match &self.inventory {
+            Some(i) => format!("inventory {}", i.path.display()),
+            None => "no inventory (./inventory.toml or --inventory)".into(),
+        };
         let known: Vec<String> = self
             .inventory
             .iter()
             .flat_map(|inv| inv.hosts.keys().cloned())
             .chain(self.aliases())
             .collect();
-        let inv = match &self.inventory {
-            Some(i) => format!("inventory {}", i.path.display()),
-            None => "no inventory (./inventory.toml or --inventory)".into(),
-        };
+        let hint = suggest::hint(name, known.iter().map(String::as_str));
+        if inventory::plain_host(name) {
+            let config = config.map_or("your ssh config".into(), |c| c.display().to_string());
+            let origin = match &self.inventory {
+                Some(i) => format!(
+                    "a plain host name: in neither the inventory {} nor a Host of {config}{hint}",
+                    i.path.display()
+                ),
+                None => format!("a plain host name: no Host of {config} takes it{hint}"),
+            };
+            return SshSpec::parse(name).map(|spec| self.ssh_from(spec, origin));
+        }
+        // A dotted name ssh takes though a resolver may not (`db_1.internal`).
+        if name.contains('.') {
+            return SshSpec::parse(name).map(|spec| self.ssh(spec));
+        }
         Err(format!(
-            "unknown target '{name}'{}: give \"local\", user@host[:port], an inventory name ({inv}) or a Host alias from your ssh config",
-            suggest::hint(name, known.iter().map(String::as_str))
+            "unknown target '{name}'{hint}: give \"local\", user@host[:port], a host name, an inventory name ({inv}) or a Host of your ssh config"
         ))
+    }
+
+    /// Whether `name` is a host the inventory or a Host line of the ssh_config names (not
+    /// merely a name a resolver might know).
+    pub fn knows(&self, name: &str) -> bool {
+        self.inventory
+            .as_ref()
+            .is_some_and(|i| i.host(name).is_some())
+            || self
+                .config_path()
+                .is_some_and(|c| inventory::ssh_config_host(&c, name).is_some())
+    }
+
+    /// The ssh_config names are looked up in: `--ssh-config`, else `~/.ssh/config`.
+    fn config_path(&self) -> Option<PathBuf> {
+        match &self.settings.config {
+            Some(p) => Some(p.clone()),
+            None => std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".ssh/config")),
+        }
     }
 
     fn inventory_target(&self, inv: &Inventory, name: &str) -> Result<Rc<Target>, String> {
@@ -167,6 +247,7 @@ impl Registry {
         spec.identity = h.identity.as_deref().map(expand_home);
         spec.jump = h.jump.clone();
         spec.alias = Some(name.to_string());
+        let origin = format!("from the inventory {}", inv.path.display());
         if let Some(t) = &h.connect_timeout {
             let bad = |e: String| {
                 format!(
@@ -181,14 +262,14 @@ impl Registry {
             }
             spec.connect_timeout = d;
         }
-        Ok(self.ssh(spec))
+        Ok(self.ssh_from(spec, origin))
     }
 
     pub fn group(&self, name: &str) -> Result<Vec<Member>, String> {
         let Some(inv) = &self.inventory else {
             return Err(format!("targets(\"{name}\"): groups come from an inventory, and there is none (./inventory.toml or --inventory FILE)"));
         };
-        let members = inv.group(name)?.to_vec();
+        let members = inv.group(name)?;
         members
             .into_iter()
             .map(|m| match m.strip_prefix("slurm:") {
@@ -196,8 +277,10 @@ impl Registry {
                 Some(_) => self
                     .resolve(&m)
                     .map_err(|e| format!("inventory {}: group '{name}': {e}", inv.path.display()))
-                    .map(Member::Target),
-                None => self.inventory_target(inv, &m).map(Member::Target),
+                    .map(|t| Member::Target(t, toml::Table::new())),
+                None => self
+                    .inventory_target(inv, &m)
+                    .map(|t| Member::Target(t, self.vars(&m).unwrap_or_default())),
             })
             .collect()
     }
@@ -226,7 +309,8 @@ impl Registry {
 /// A member of an inventory group: a target, or a Slurm selection (what follows
 /// `slurm:`), whose nodes the scheduler lists when the group is used.
 pub enum Member {
-    Target(Rc<Target>),
+    /// A target, with its inventory `vars`.
+    Target(Rc<Target>, toml::Table),
     Slurm(String),
 }
 

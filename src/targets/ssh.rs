@@ -147,6 +147,9 @@ impl SshSpec {
 pub struct SshHost {
     pub spec: SshSpec,
     pub(super) settings: Rc<SshSettings>,
+    /// Where its name came from (the inventory, an ssh_config Host, a plain host name),
+    /// said when it cannot be reached; the first name that made it.
+    origin: RefCell<Option<String>>,
     session: RefCell<Option<Rc<Session>>>,
     /// The host's boot id as a command on the current connection reported it. A reboot
     /// ends the connection, so it holds for every later command on the same one, and
@@ -173,6 +176,7 @@ impl SshHost {
         SshHost {
             spec,
             settings,
+            origin: RefCell::new(None),
             session: RefCell::new(None),
             boot_id: RefCell::new(None),
             host_key: RefCell::new(None),
@@ -184,6 +188,11 @@ impl SshHost {
 
     pub fn name(&self) -> String {
         self.spec.display()
+    }
+
+    /// Says where its name came from, unless an earlier name did.
+    pub(super) fn set_origin(&self, origin: String) {
+        self.origin.borrow_mut().get_or_insert(origin);
     }
 
     /// Where this host really is, as ssh itself resolves it (`ssh -G`: the ssh_config
@@ -406,6 +415,9 @@ impl SshHost {
         // ssh's own lines end in CR LF (it writes for a terminal).
         let cause = cause.trim().replace("\r\n", " ").replace('\n', " ");
         let mut msg = format!("cannot connect to {}: {cause}", self.name());
+        if let Some(origin) = self.origin.borrow().as_deref() {
+            msg.push_str(&format!(" ({} is {origin})", self.name()));
+        }
         let known = match &self.settings.config {
             Some(cfg) => format!("the known_hosts file set in {}", cfg.display()),
             None => "~/.ssh/known_hosts (or the UserKnownHostsFile your ssh config sets)".into(),

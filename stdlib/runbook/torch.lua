@@ -40,11 +40,16 @@ local function defaults(user)
     home .. "/.cache/runbook-megacache"
 end
 
--- Raises `msg` at the line that called torch.<fn>, without this file's own location.
+-- Raises `msg` as torch.<fn>'s error. An error caught from a call (a target that cannot
+-- be reached) loses what wraps it: "runtime error: ", its own FILE:LINE, its traceback.
+-- Where it is raised from, runbook names the runbook's line that called torch.<fn>.
+-- `level` is error()'s: 3 (the default) from torch.<fn> itself, one more for each helper
+-- between it and fail.
+---@param level? integer
 ---@return never
-local function fail(fn, msg)
-  msg = tostring(msg):gsub("^<stdlib>/runbook/torch%.lua:%d+: ", "")
-  error(("torch.%s: %s"):format(fn, msg), 3)
+local function fail(fn, msg, level)
+  msg = tostring(msg):gsub("\nstack traceback:.*$", ""):gsub("^runtime error: ", ""):gsub("^[^\n:]+:%d+: ", "")
+  error(("torch.%s: %s"):format(fn, msg), level or 3)
 end
 
 -- (inductor, extensions, triton, runbook's Mega-Cache folder) on t, for torch.caches and
@@ -53,19 +58,20 @@ end
 ---@param fn string
 ---@param t runbook.Target
 ---@param opts? { user?: string }
+---@param level integer fail's level: 4 from torch.<fn>, 5 from a helper of it
 ---@return string, string, string, string
-local function read_caches(fn, t, opts)
+local function read_caches(fn, t, opts, level)
   if type(t) ~= "userdata" then
-    fail(fn, ('the first argument is a target, e.g. torch.%s(target("local"), …); got %s'):format(fn, type(t)))
+    fail(fn, ('the first argument is a target, e.g. torch.%s(target("local"), …); got %s'):format(fn, type(t)), level)
   end
   opts = opts or {}
-  if type(opts) ~= "table" then fail(fn, 'opts must be a table like { user = "root" }') end
+  if type(opts) ~= "table" then fail(fn, 'opts must be a table like { user = "root" }', level) end
   for k in pairs(opts) do
-    if k ~= "user" then fail(fn, ("unknown option '%s'; known: user"):format(tostring(k))) end
+    if k ~= "user" then fail(fn, ("unknown option '%s'; known: user"):format(tostring(k)), level) end
   end
   local user = opts.user
   if user ~= nil and (type(user) ~= "string" or not user:match("^[%a_][%w_.-]*$")) then
-    fail(fn, ('user must be a user name like "root", got %q'):format(tostring(user)))
+    fail(fn, ('user must be a user name like "root", got %q'):format(tostring(user)), level)
   end
   local ok, r = pcall(
     t.exec,
@@ -73,12 +79,12 @@ local function read_caches(fn, t, opts)
     { "sh", "-c", CACHES, "sh", user or "" },
     { read_only = true, summary = "where torch keeps its caches for " .. (user or "the current user") }
   )
-  if not ok then fail(fn, r) end
+  if not ok then fail(fn, r, level) end
   local inductor, extensions, triton, mega = r.stdout:match("^([^\n]*)\n([^\n]*)\n([^\n]*)\n([^\n]*)\n$")
   if r.planned then
     inductor, extensions, triton, mega = defaults(user or "root")
   elseif not inductor then
-    fail(fn, "unexpected answer from " .. t.name .. ": " .. r.stdout)
+    fail(fn, "unexpected answer from " .. t.name .. ": " .. r.stdout, level)
   end
   ---@cast inductor string
   ---@cast extensions string
@@ -92,7 +98,7 @@ end
 ---@param opts? { user?: string }
 ---@return runbook.TorchCaches
 function torch.caches(t, opts)
-  local inductor, extensions, triton = read_caches("caches", t, opts)
+  local inductor, extensions, triton = read_caches("caches", t, opts, 4)
   return { inductor, extensions, triton, inductor = inductor, extensions = extensions, triton = triton }
 end
 
@@ -178,7 +184,7 @@ end
 
 -- A copy of opts without the keys in `drop`, checked to be a table.
 local function without(fn, opts, drop)
-  if type(opts) ~= "table" then fail(fn, 'opts must be a table, e.g. { name = "dflash", venv = "/opt/venv" }') end
+  if type(opts) ~= "table" then fail(fn, 'opts must be a table, e.g. { name = "dflash", venv = "/opt/venv" }', 4) end
   local out = {}
   for k, v in pairs(opts) do
     if not drop[k] then out[k] = v end
@@ -188,13 +194,13 @@ end
 
 local function target_ok(fn, t)
   if type(t) ~= "userdata" then
-    fail(fn, ('the first argument is a target, e.g. torch.%s(target("local"), { … }); got %s'):format(fn, type(t)))
+    fail(fn, ('the first argument is a target, e.g. torch.%s(target("local"), { … }); got %s'):format(fn, type(t)), 4)
   end
 end
 
 local function name_ok(fn, what, name)
   if type(name) ~= "string" or not name:match("^[%w_.-]+$") or name:sub(1, 1) == "." then
-    fail(fn, ("%s must be a name (letters, digits, -, _, .), got %s"):format(what, tostring(name)))
+    fail(fn, ("%s must be a name (letters, digits, -, _, .), got %s"):format(what, tostring(name)), 4)
   end
 end
 
@@ -202,13 +208,13 @@ end
 local MODES = { auto = true, mega = true, files = true }
 local function mode_of(fn, mode)
   if mode == nil then return "auto" end
-  if not MODES[mode] then fail(fn, ('mode is "auto", "mega" or "files", got %s'):format(tostring(mode))) end
+  if not MODES[mode] then fail(fn, ('mode is "auto", "mega" or "files", got %s'):format(tostring(mode)), 4) end
   return mode
 end
 
 -- The Mega-Cache file of artifact `name` on t, and its folder (what artifact packs).
 local function mega_file(t, name)
-  local _, _, _, root = read_caches("megacache", t, nil)
+  local _, _, _, root = read_caches("megacache", t, nil, 5)
   local dir = root .. "/" .. name
   return dir .. "/megacache.bin", dir
 end
@@ -287,7 +293,7 @@ local function known_only(fn, opts, extra)
         names[#names + 1] = n
       end
       table.sort(names)
-      fail(fn, ("unknown option '%s'; known: %s"):format(tostring(k), table.concat(names, ", ")))
+      fail(fn, ("unknown option '%s'; known: %s"):format(tostring(k), table.concat(names, ", ")), 4)
     end
   end
 end

@@ -11,6 +11,7 @@ pub mod lxc;
 pub mod mount;
 pub mod run;
 pub mod running;
+pub mod screen;
 #[macro_use]
 pub mod slurm;
 #[macro_use]

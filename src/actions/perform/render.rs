@@ -96,11 +96,16 @@ fn shown_as(target: &Target, req: &ExecRequest, script: Option<&Script>, input: 
         return target.render(req);
     }
     let named: Vec<std::ffi::OsString>;
+    // A script's arguments, named as its header says (`pid='' timeout_ms=60000`), go
+    // after the line made of the rest.
+    let mut args = String::new();
     let argv = match script {
         Some(s) if req.argv.len() >= 4 && req.argv[2] == s.body => {
-            named = std::iter::once(s.name.into())
-                .chain(req.argv[4..].iter().cloned())
-                .collect();
+            named = vec![s.name.into()];
+            for a in s.shown_args(&req.argv[4..]) {
+                args.push(' ');
+                args.push_str(&a);
+            }
             &named
         }
         _ => &req.argv,
@@ -121,9 +126,10 @@ fn shown_as(target: &Target, req: &ExecRequest, script: Option<&Script>, input: 
             _ => "data",
         };
         return format!(
-            "{line} < (stdin: {} bytes of {what}, sha256 {digest}…)",
+            "{line}{args} < (stdin: {} bytes of {what}, sha256 {digest}…)",
             bytes.len()
         );
     }
     crate::base::quote::render_with(argv, &req.env, req.cwd.as_deref(), req.stdin.as_deref())
+        + &args
 }

@@ -501,9 +501,19 @@ pub struct ReachedWith {
     /// and relative paths mean a place in it, so `apply` runs only from the same one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
+    /// `--limit`: the hosts of the groups it kept; `apply` keeps the same ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<String>,
 }
 
 impl Plan {
+    /// What names this plan however its file is written (reformatted, re-indented): a
+    /// digest of its random salt, which no other plan has, and which the id does not
+    /// give away (the salt guards the digests of secret params).
+    pub fn id(&self) -> String {
+        self.salt.digest(b"runbook plan id")
+    }
+
     /// The plan file's text: pretty JSON and a newline.
     pub fn to_json(&self) -> String {
         let mut text = serde_json::to_string_pretty(self).expect("a plan serializes");

@@ -464,10 +464,13 @@ impl Plan {
     /// rendering of a plan names them. None when the plan names neither.
     fn reached_with_text(&self, path: impl Fn(&str) -> String) -> Option<String> {
         let r = &self.reached_with;
-        let parts: Vec<String> = [("ssh_config", &r.ssh_config), ("inventory", &r.inventory)]
+        let mut parts: Vec<String> = [("ssh_config", &r.ssh_config), ("inventory", &r.inventory)]
             .into_iter()
             .filter_map(|(what, p)| Some(format!("{what} {}", path(p.as_deref()?))))
             .collect();
+        if let Some(limit) = &r.limit {
+            parts.push(format!("--limit {}", path(limit)));
+        }
         (!parts.is_empty()).then(|| parts.join(", "))
     }
 

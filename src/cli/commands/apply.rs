@@ -19,12 +19,15 @@ pub async fn apply(args: ApplyArgs, verbose: bool, quiet: bool) -> Result<()> {
         (None, true) => None,
         (None, false) => Some(DEFAULT_MAX_AGE),
     };
+    let state_dir = state::state_dir(args.limits.state_dir);
     let opened = saved::open(
         &args.plan,
+        &state_dir,
         max_age,
         args.params.as_deref(),
         args.sets,
         args.remote.clone(),
+        args.limit.as_deref(),
     )?;
     let signed = super::approve::check_policy(&args.plan, &opened)?;
     let saved::Opened {
@@ -34,8 +37,9 @@ pub async fn apply(args: ApplyArgs, verbose: bool, quiet: bool) -> Result<()> {
         source,
         sets,
         remote: remote_args,
+        limit,
     } = opened;
-    let mut remote = super::remote_settings(&remote_args)?;
+    let mut remote = super::with_limit(super::remote_settings(&remote_args)?, limit.as_deref())?;
     remote.lock_wait = args.limits.lock_wait;
     remote.ssh.keep = args.limits.keep_connections.or(remote.ssh.keep);
     engine::run(RunRequest {
@@ -52,7 +56,7 @@ pub async fn apply(args: ApplyArgs, verbose: bool, quiet: bool) -> Result<()> {
         json: args.json,
         resume: None,
         retry_failed: false,
-        state_dir: state::state_dir(args.limits.state_dir),
+        state_dir,
         timeout: args.limits.timeout.filter(|t| !t.is_zero()),
         term: TerminalOptions::detect(verbose, quiet),
         remote,

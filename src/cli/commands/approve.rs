@@ -24,7 +24,16 @@ pub async fn approve(args: ApproveArgs, verbose: bool) -> Result<()> {
                 .into(),
         )
     })?;
-    let opened = saved::open(&args.plan, None, None, Vec::new(), args.remote.clone())?;
+    let state_dir = state::state_dir(args.state_dir.clone());
+    let opened = saved::open(
+        &args.plan,
+        &state_dir,
+        None,
+        None,
+        Vec::new(),
+        args.remote.clone(),
+        None,
+    )?;
     let sha = file_sha256(&opened.bytes);
     let verified = signoff::verify(&args.plan, &sha, &policy).map_err(Error::Approval)?;
     let Some(author) = verified.author.clone() else {
@@ -37,7 +46,10 @@ pub async fn approve(args: ApproveArgs, verbose: bool) -> Result<()> {
         )));
     };
     // Before anything is signed: the targets as they are now, read by the plan's reads.
-    let remote = super::remote_settings(&opened.remote)?;
+    let remote = super::with_limit(
+        super::remote_settings(&opened.remote)?,
+        opened.limit.as_deref(),
+    )?;
     let now = engine::replan(
         &opened.source,
         &opened.plan,

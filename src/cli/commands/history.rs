@@ -2,16 +2,31 @@
 
 use crate::actions::events::Sink;
 use crate::base::error::{Error, Result};
+use crate::cli::args::HistoryFilter;
 use crate::run::sinks::terminal::{TerminalOptions, TerminalSink};
 use crate::run::state;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub fn history(limit: usize, state_dir: Option<PathBuf>) -> Result<()> {
+pub fn history(limit: usize, filter: &HistoryFilter, state_dir: Option<PathBuf>) -> Result<()> {
     let dir = state::state_dir(state_dir);
-    let runs = state::list_runs(&dir)?;
-    if runs.is_empty() {
+    let all = state::list_runs(&dir)?;
+    if all.is_empty() {
         println!("no runs recorded in {}", dir.display());
+        return Ok(());
+    }
+    let mut runs = Vec::new();
+    for r in all {
+        if kept(&r, filter)? {
+            runs.push(r);
+        }
+    }
+    if runs.is_empty() {
+        println!(
+            "no run in {} is {}",
+            dir.display(),
+            crate::base::printable::line(&described(filter))
+        );
         return Ok(());
     }
     // Whether each record still holds (its chain and the index of runs): one pass over
@@ -72,6 +87,62 @@ pub fn history(limit: usize, state_dir: Option<PathBuf>) -> Result<()> {
         println!("the index of runs does not hold: {why} (runbook audit verify --all)");
     }
     Ok(())
+}
+
+/// Whether `history`'s filters keep the run `r` (the cheap ones first: `--target` reads
+/// the whole record).
+fn kept(r: &state::RunInfo, f: &HistoryFilter) -> Result<bool> {
+    use crate::base::glob;
+    if let Some(name) = &f.runbook {
+        let base = r.file.rsplit('/').next().unwrap_or_default();
+        if ![r.runbook.as_str(), &r.file, base]
+            .iter()
+            .any(|text| glob::matches(name, text))
+        {
+            return Ok(false);
+        }
+    }
+    if f.failed && !matches!(r.outcome.as_str(), "failed" | "interrupted") {
+        return Ok(false);
+    }
+    if let Some(since) = f.since {
+        let started = humantime::parse_rfc3339_weak(&r.started).ok();
+        if started.is_none_or(|t| t < since) {
+            return Ok(false);
+        }
+    }
+    match &f.target {
+        None => Ok(true),
+        // The target itself, or a container on it (`node1/ct200` for `node1`).
+        Some(t) => state::touched(&r.path, |name| {
+            glob::matches(t, name)
+                || name
+                    .char_indices()
+                    .filter(|(_, c)| *c == '/')
+                    .any(|(i, _)| glob::matches(t, &name[..i]))
+        }),
+    }
+}
+
+/// The filters as words, for "no run is …".
+fn described(f: &HistoryFilter) -> String {
+    let mut out = Vec::new();
+    if f.failed {
+        out.push("failed".to_string());
+    }
+    if let Some(n) = &f.runbook {
+        out.push(format!("of runbook {n}"));
+    }
+    if let Some(t) = &f.target {
+        out.push(format!("on target {t}"));
+    }
+    if let Some(s) = f.since {
+        out.push(format!(
+            "started since {}",
+            humantime::format_rfc3339_seconds(s)
+        ));
+    }
+    out.join(", ")
 }
 
 /// A record's state in one word: `verified`, `incomplete` (killed or running, its chain

@@ -45,9 +45,13 @@ pub async fn dispatch(cli: Cli) -> Result<()> {
             inspect::check(&files, sets, remote_settings(&remote)?).await
         }
         Command::Fmt { paths, check } => fmt::fmt(&paths, check),
-        Command::List { dir } => inspect::list(dir, remote_settings(&RemoteArgs::default())?),
+        Command::List { dir, remote } => inspect::list(dir, remote_settings(&remote)?),
         Command::Show { file, remote } => inspect::show(&file, remote_settings(&remote)?),
-        Command::History { limit, state_dir } => history::history(limit, state_dir),
+        Command::History {
+            limit,
+            filter,
+            state_dir,
+        } => history::history(limit, &filter, state_dir),
         Command::Log {
             run,
             json,
@@ -138,7 +142,18 @@ pub fn remote_settings(args: &RemoteArgs) -> Result<RemoteSettings> {
         inventory,
         lock_wait: std::time::Duration::ZERO,
         replies: None,
+        limit: None,
     })
+}
+
+/// `--limit PATTERN`, read against the inventory `remote` has (`base/limit.rs`).
+pub fn with_limit(mut remote: RemoteSettings, limit: Option<&str>) -> Result<RemoteSettings> {
+    if let Some(text) = limit {
+        let l = crate::base::limit::Limit::parse(text, remote.inventory.as_deref())
+            .map_err(Error::Usage)?;
+        remote.limit = Some(Rc::new(l));
+    }
+    Ok(remote)
 }
 
 /// This process's working directory with symlinks resolved, as a plan records it.

@@ -13,11 +13,12 @@ pub async fn plan(args: PlanArgs, verbose: bool, quiet: bool) -> Result<()> {
     }
     let source = source::locate(&args.file)?;
     super::use_params_file(args.params.as_deref())?;
-    let remote = super::remote_settings(&args.remote)?;
+    let remote = super::with_limit(super::remote_settings(&args.remote)?, args.limit.as_deref())?;
     let reached_with = ReachedWith {
         inventory: remote.inventory.as_ref().map(|i| absolute(&i.path)),
         ssh_config: remote.ssh.config.as_deref().map(absolute),
         cwd: super::working_dir(),
+        limit: remote.limit.as_ref().map(|l| l.text.clone()),
     };
     let planned = engine::plan(
         &source,

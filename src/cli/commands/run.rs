@@ -39,7 +39,8 @@ pub async fn run(args: RunArgs, verbose: bool, quiet: bool) -> Result<()> {
         timeout: args.limits.timeout.filter(|t| !t.is_zero()),
         term: TerminalOptions::detect(verbose, quiet),
         remote: {
-            let mut r = super::remote_settings(&args.remote)?;
+            let mut r =
+                super::with_limit(super::remote_settings(&args.remote)?, args.limit.as_deref())?;
             r.lock_wait = args.limits.lock_wait;
             r.ssh.keep = args.limits.keep_connections.or(r.ssh.keep);
             r.replies = replies.clone();

@@ -1,7 +1,7 @@
 //! A saved plan opened for `apply` and `approve`: read, and checked against everything
 //! the file alone and this machine can tell, before any target is reached.
 
-use crate::actions::plan::Plan;
+use crate::actions::plan::{file_sha256, Plan};
 use crate::base::error::{Error, Result};
 use crate::run::source::{self, Source};
 use std::time::SystemTime;
@@ -15,17 +15,22 @@ pub(super) struct Opened {
     pub source: Source,
     pub sets: Vec<(String, String)>,
     pub remote: crate::cli::args::RemoteArgs,
+    /// The plan's `--limit`, which the apply keeps.
+    pub limit: Option<String>,
 }
 
-/// Reads `path` and refuses a plan that is too old (`max_age`), does not hold together,
+/// Reads `path` and refuses a plan that a run recorded in `state` applied already, that is
+/// too old (`max_age`), does not hold together,
 /// was made elsewhere, or whose runbook, modules, params or inventory are not the ones it
 /// was made with.
 pub(super) fn open(
     path: &std::path::Path,
+    state: &std::path::Path,
     max_age: Option<std::time::Duration>,
     params: Option<&std::path::Path>,
     extra_sets: Vec<(String, String)>,
     remote: crate::cli::args::RemoteArgs,
+    limit: Option<&str>,
 ) -> Result<Opened> {
     let shown = path.display().to_string();
     let bytes = std::fs::read(path)
@@ -56,6 +61,11 @@ pub(super) fn open(
             unbound.join("\n  - ")
         )));
     }
+    // Spent: a run applied it (or a copy of it) already. After the checks above, so that
+    // an edited copy is named as edited.
+    if let Some(why) = crate::run::state::plan_spent(state, &file_sha256(&bytes), &plan.id())? {
+        return Err(refuse(why));
+    }
     // A plan made before plans said where they were made has no directory to hold to.
     if let Some(made_in) = &plan.reached_with.cwd {
         let here = super::working_dir();
@@ -68,6 +78,19 @@ pub(super) fn open(
     }
     if let Some(why) = plan.runbook_path_differs() {
         return Err(refuse(why));
+    }
+    // The hosts a group gives are the ones the plan kept: another `--limit` would give
+    // others (a wider one, changes nobody reviewed).
+    let planned = plan.reached_with.limit.as_deref();
+    if let Some(given) = limit.filter(|l| Some(*l) != planned) {
+        return Err(refuse(match planned {
+            Some(p) => format!(
+                "it was made with --limit {p}, and this apply gives --limit {given}: apply keeps the plan's hosts; leave --limit out"
+            ),
+            None => format!(
+                "it was made without --limit (every host of its groups), and this apply gives --limit {given}: leave --limit out, or make a plan with it"
+            ),
+        }));
     }
     let source = match (&plan.runbook.shipped, &plan.runbook.file) {
         (Some(name), _) => Source::shipped(name).ok_or_else(|| {
@@ -142,6 +165,7 @@ pub(super) fn open(
     if remote_args.ssh_config.is_none() {
         remote_args.ssh_config = plan.reached_with.ssh_config.clone().map(Into::into);
     }
+    let limit = plan.reached_with.limit.clone();
     Ok(Opened {
         plan,
         bytes,
@@ -149,6 +173,7 @@ pub(super) fn open(
         source,
         sets,
         remote: remote_args,
+        limit,
     })
 }
 

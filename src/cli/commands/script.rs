@@ -64,10 +64,13 @@ fn listing() -> String {
             "{:<width$}  {:<used$}  {}\n",
             s.name, s.used_by, s.source
         ));
+        if !s.args.is_empty() {
+            out.push_str(&format!("{:<width$}  args: {}\n", "", s.args.join(" ")));
+        }
     }
     out.push_str(
-        "\n`runbook script NAME` prints one; a preview's `NAME.sh ARG…` runs by hand as\n\
-         sh -c \"$(runbook script NAME)\" sh ARG…\n",
+        "\n`runbook script NAME` prints one; a preview's `NAME.sh ARG=VALUE…` runs by hand as\n\
+         sh -c \"$(runbook script NAME)\" sh VALUE…, the values in the order shown\n",
     );
     out
 }

@@ -30,6 +30,8 @@ pub async fn watch(args: WatchArgs) -> Result<()> {
         inventory: remote.inventory.as_ref().map(|i| absolute(&i.path)),
         ssh_config: remote.ssh.config.as_deref().map(absolute),
         cwd: super::working_dir(),
+        // The watcher proposes for the targets its triggers name, never a --limit.
+        limit: None,
     };
     watch::watch(watch::Options {
         file,

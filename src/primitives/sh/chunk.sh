@@ -1,5 +1,6 @@
 # script: artifact-chunk.sh
 # for: artifact.capture
+# args: file skip_mib count_mib last
 # chunk.sh FILE SKIP COUNT LAST: writes COUNT MiB of FILE, from SKIP MiB on, to stdout,
 # for artifact.capture (FILE is what pack.sh made: `.NAME.runbook-pack.XXXXXXXXXX`), and
 # deletes FILE after the last piece (LAST = 1): it is runbook's own scratch, and the

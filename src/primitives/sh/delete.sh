@@ -1,6 +1,7 @@
 # script: cache-delete.sh
 # for: cache.clear
 # made of: delete.sh lib.sh
+# args: root path
 # delete.sh ROOT PATH: deletes PATH, which lies strictly inside the cache root ROOT, in
 # the same command that checks it, so nothing can be swapped between check and delete:
 # PATH is reached from ROOT with `descend` (lib.sh, which follows this and runs main),

@@ -1,6 +1,7 @@
 # script: disk-free.sh
 # for: disk.free
 # made of: disk_free.sh lib.sh
+# args: path
 # disk_free.sh PATH: the room on the filesystem that holds PATH, for disk.rs to read:
 # the directory measured on the first line (PATH, or its nearest existing parent when
 # PATH does not exist yet: where a new venv or cache would be made), then `df -P -k`'s

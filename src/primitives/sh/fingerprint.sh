@@ -1,6 +1,7 @@
 # script: fingerprint.sh
 # for: fingerprint.take
 # made of: fingerprint.sh size.sh main.sh
+# args: python repo caches...
 # fingerprint.sh PYTHON REPO CACHE...: what fingerprint.rs records about a target, one
 # `@key value` line per fact. Every probe may fail on its own (no torch, no GPU, no repo)
 # without hiding the others. size.sh follows this, then `main "$@"`.

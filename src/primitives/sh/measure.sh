@@ -1,6 +1,7 @@
 # script: warmup-measure.sh
 # for: warmup.run
 # made of: measure.sh size.sh main.sh
+# args: paths...
 # measure.sh PATH...: `BYTES FILES` (size_of's, from size.sh, which follows this, then
 # `main "$@"`) or `missing` for each path, one line each, in order, for warmup.rs to
 # compare before and after. `~/` means the target user's home.

@@ -1,6 +1,7 @@
 # script: cache-move-aside.sh
 # for: cache.clear { keep = true }
 # made of: move_aside.sh lib.sh
+# args: root path
 # move_aside.sh ROOT PATH: renames PATH, which lies strictly inside the cache root ROOT,
 # to PATH.runbook-kept-<UTC time> beside it (a name that sorts by time; .N is added when
 # one was kept in the same second) and prints the new path. PATH is reached from ROOT

@@ -1,5 +1,6 @@
 # script: need.sh
 # for: warmup.run
+# args: program why
 # need.sh PROGRAM WHY: succeeds when PROGRAM runs here (a name found on PATH, a builtin,
 # or an executable file given by path); otherwise prints `needs PROGRAM (WHY)` on stderr
 # and exits 127. Primitives run it as a read before their first change, so a missing

@@ -1,6 +1,7 @@
 # script: artifact-pack.sh
 # for: artifact.capture
 # made of: pack.sh lib.sh
+# args: root path
 # pack.sh ROOT PATH: packs the directory PATH, which lies strictly inside the cache root
 # ROOT, as a gzipped tar of its contents (`./…` names) into a new file beside it, for
 # artifact.capture, and prints `SIZE FILE`; artifact.rs then reads FILE in pieces

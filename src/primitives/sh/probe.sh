@@ -1,6 +1,7 @@
 # script: cache-probe.sh
 # for: cache.clear, cache.restore, cache.size
 # made of: probe.sh size.sh lib.sh
+# args: mode nroots roots_then_paths...
 # probe.sh MODE NROOTS ROOT... PATH...: looks at the roots and paths, as the user of
 # the target (size.sh and lib.sh follow this; lib.sh runs main), for cache.rs to decide
 # on. Mode `clear` measures and scans (mounts, processes) only paths strictly inside a

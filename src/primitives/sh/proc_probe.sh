@@ -1,6 +1,7 @@
 # script: proc-probe.sh
 # for: proc.spawn, proc.stop
 # made of: runbook_dir.sh signal.sh proc_lib.sh proc_probe.sh
+# args: name pid
 # proc_probe.sh NAME PID: prints `running PID`, `stopped PID` or `none`, for the job
 # NAME (its pid file) or the process PID (NAME empty).
 pid=$2 t=''

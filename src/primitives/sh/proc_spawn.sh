@@ -1,6 +1,7 @@
 # script: proc-spawn.sh
 # for: proc.spawn
 # made of: runbook_dir.sh signal.sh proc_lib.sh proc_spawn.sh
+# args: name log cmd...
 # proc_spawn.sh NAME LOG ARGV...: starts ARGV detached (its own session, stdin from
 # /dev/null, output appended to LOG), records its pid and start time in the pid file,
 # prints the pid, the pid file and the size of LOG before the job started.

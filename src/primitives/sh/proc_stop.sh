@@ -1,6 +1,7 @@
 # script: proc-stop.sh
 # for: proc.stop
 # made of: runbook_dir.sh signal.sh proc_lib.sh proc_stop.sh
+# args: name pid timeout_ms
 # proc_stop.sh NAME PID MS: TERM the job's group, wait up to MS milliseconds (-1: until
 # it exits), then KILL. Prints `term PID`, `kill PID`, `stopped PID` (was not running) or
 # `none`. A PID that leads no group is signalled alone. sig comes from signal.sh.

@@ -1,6 +1,7 @@
 # script: cache-restore.sh
 # for: cache.restore
 # made of: restore.sh lib.sh
+# args: root path kept
 # restore.sh ROOT PATH KEPT: puts the kept copy KEPT (PATH.runbook-kept-…, beside PATH)
 # back at PATH, which lies strictly inside the cache root ROOT. Both are reached from ROOT
 # with `descend` (lib.sh, which follows this and runs main) in this same command and

@@ -1,6 +1,7 @@
 # script: store-list.sh
 # for: artifact.restore, artifact.list, runbook artifacts
 # made of: store_list.sh store_lib.sh
+# args: dir
 # store_list.sh DIR: prints every manifest of the artifact store DIR (runbook reaches a
 # team's store on another machine over ssh; see store/remote.rs), each as the byte 036
 # (RS: JSON text never holds it raw), its file name, a newline and its text. A manifest

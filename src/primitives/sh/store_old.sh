@@ -1,6 +1,7 @@
 # script: store-old.sh
 # for: runbook artifacts prune
 # made of: store_old.sh store_lib.sh
+# args: dir
 # store_old.sh DIR: prints the files of the artifact store DIR (a team's store reached
 # over ssh; see store/remote.rs) that `runbook artifacts prune` may delete once no
 # manifest names them, each as KIND/NAME: objects, and uploads a capture that died left

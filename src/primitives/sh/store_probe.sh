@@ -1,6 +1,7 @@
 # script: store-probe.sh
 # for: artifact.capture
 # made of: store_probe.sh store_lib.sh
+# args: dir
 # store_probe.sh DIR: whether artifacts can be kept in DIR on this machine (a team's
 # store that runbook reaches over ssh; see store/remote.rs), asked by artifact.capture
 # before it packs anything, so that a store it cannot write stops the capture before any

@@ -1,6 +1,7 @@
 # script: store-prune.sh
 # for: runbook artifacts prune
 # made of: store_prune.sh store_lib.sh
+# args: dir files...
 # store_prune.sh DIR KIND/NAME…: deletes files of the artifact store DIR (a team's store
 # reached over ssh; see store/remote.rs) for `runbook artifacts prune`, and prints each
 # one deleted. Only names of the store itself: manifests/ID.json (ID: 16 hex digits),

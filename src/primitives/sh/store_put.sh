@@ -1,6 +1,7 @@
 # script: store-put.sh
 # for: artifact.capture
 # made of: store_put.sh store_lib.sh
+# args: dir verb args...
 # store_put.sh DIR VERB ARG…: writes into the artifact store DIR (a team's store that
 # runbook reaches over ssh; see store/remote.rs), for artifact.capture. Nothing gets a
 # name a reader looks at until it is whole:

@@ -1,6 +1,7 @@
 # script: store-read.sh
 # for: artifact.restore, runbook artifacts verify
 # made of: store_read.sh store_lib.sh
+# args: dir sha256 skip_mib count_mib
 # store_read.sh DIR SHA256 SKIP COUNT: writes COUNT MiB of the object SHA256 of the
 # artifact store DIR, from SKIP MiB on, to stdout, for artifact.restore and `runbook
 # artifacts verify` (store/remote.rs), which read an object in pieces (a command's

@@ -1,6 +1,7 @@
 # script: artifact-unpack.sh
 # for: artifact.restore
 # made of: unpack.sh lib.sh
+# args: root path
 # unpack.sh ROOT PATH: puts the gzipped tar on stdin at PATH, which lies strictly inside
 # the cache root ROOT, for artifact.restore, and prints where the directory that was at
 # PATH was kept (nothing when there was none). PATH is reached from ROOT with `descend`

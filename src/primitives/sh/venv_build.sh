@@ -1,5 +1,6 @@
 # script: venv-build.sh
 # for: venv.build
+# args: uv venv python mode verify pip_args...
 # `$1` uv, `$2` venv path, `$3` python for `uv venv` (empty: uv's choice), `$4` `fresh` or
 # `in-place`, `$5` verify code (empty: only check that the interpreter starts); the rest
 # are the arguments of `uv pip install` (none: create only).

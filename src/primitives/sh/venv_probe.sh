@@ -1,5 +1,6 @@
 # script: venv-probe.sh
 # for: venv.build
+# args: uv venv python
 # Finds uv (the given path, else PATH, `~/.local/bin`, `~/.cargo/bin`), the Python it
 # would make a venv with (`uv python find`, `$3` the `python` asked for or empty), python3
 # (for install_uv) and what is at the venv path. `$1` = uv's given path or empty, `$2` =

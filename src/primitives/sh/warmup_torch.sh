@@ -1,5 +1,6 @@
 # script: warmup-torch.sh
 # for: warmup.run
+# args: python mega script args...
 # warmup_torch.sh PYTHON MEGA SCRIPT [ARG...]: runs SCRIPT with PYTHON as `PYTHON SCRIPT
 # ARG...` would (sys.argv, sys.path[0] its folder, __main__, its exit status), and when it
 # exits prints one line on stderr: `runbook-warmup-report ` and a JSON object, which

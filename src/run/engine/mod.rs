@@ -233,6 +233,20 @@ pub async fn run(req: RunRequest) -> Result<()> {
     stopped.extend(followed);
 
     let run_id = state::new_run_id();
+    // A saved plan is spent from here on, unless this run ends without success and
+    // without changing anything; one applied already is refused before anything is
+    // changed.
+    if let Approval::Saved {
+        plan, sha256, path, ..
+    } = &req.approval
+    {
+        if let Some(why) = state::claim_plan(&req.state_dir, &run_id, sha256, &plan.id())? {
+            return Err(Error::PlanRefused(format!(
+                "{path}: refused, nothing was changed: {why}\nmake a new plan (runbook plan {} …) and review it",
+                plan.runbook.path
+            )));
+        }
+    }
     // Before the record, so that a run refused here leaves no empty record behind.
     let shipping = match ship_to.is_empty() {
         true => None,
@@ -302,6 +316,7 @@ pub async fn run(req: RunRequest) -> Result<()> {
             } => s.approvers.clone(),
             _ => Vec::new(),
         },
+        limit: req.remote.limit.as_ref().map(|l| l.text.clone()),
     });
     if record_failed.get() {
         ctx.bus.finish();
@@ -377,6 +392,13 @@ pub async fn run(req: RunRequest) -> Result<()> {
     } else {
         (RunOutcome::Ok, Ok(()))
     };
+    // An apply that did not succeed and changed nothing leaves its plan unspent: it may
+    // be applied again (once the lock is free, or on a terminal that can confirm).
+    if let (Approval::Saved { .. }, Err(_), 0) = (&req.approval, &ended, tally.changed) {
+        if let Err(e) = state::release_plan(&req.state_dir, &run_id) {
+            eprintln!("warning: the plan stays spent: {e}");
+        }
+    }
     let code = match &ended {
         Ok(()) => Exit::Success.code(),
         Err(e) => e.exit_code(),

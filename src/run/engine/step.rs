@@ -133,10 +133,7 @@ pub(super) async fn run_step(
         enforcer.step_attempt(index);
     }
     if let Some(when) = &step.opts.when {
-        ctx.step.set(Some(StepCursor {
-            index,
-            changed: false,
-        }));
+        ctx.step.set(Some(StepCursor { index, changes: 0 }));
         let deadline = step_deadline(step, run_deadline, ctx.hard_end.get());
         ctx.deadline.set(deadline);
         crate::run::watchdog::arm(index, &step.name, &step.location, deadline, planning);
@@ -176,10 +173,7 @@ pub(super) async fn run_step(
             attempt,
         });
         let deadline = step_deadline(step, run_deadline, ctx.hard_end.get());
-        ctx.step.set(Some(StepCursor {
-            index,
-            changed: false,
-        }));
+        ctx.step.set(Some(StepCursor { index, changes: 0 }));
         ctx.deadline.set(deadline);
         if attempt > 1 {
             if let Some(enforcer) = ctx.watch.borrow_mut().held() {
@@ -194,7 +188,7 @@ pub(super) async fn run_step(
         let result = step.func.call_async::<()>(()).await;
         crate::run::watchdog::disarm();
         let result = result.and_then(|()| still_standing(ctx, &step.location));
-        let changed = ctx.step.get().is_some_and(|c| c.changed);
+        let changed = ctx.step.get().is_some_and(|c| c.changed());
         changed_any |= changed;
         ctx.step.set(None);
         ctx.deadline.set(None);

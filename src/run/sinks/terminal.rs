@@ -20,7 +20,51 @@ use std::time::Duration;
 static BARS: OnceLock<MultiProgress> = OnceLock::new();
 
 pub fn bars() -> &'static MultiProgress {
-    BARS.get_or_init(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr()))
+    BARS.get_or_init(|| {
+        MultiProgress::with_draw_target(ProgressDrawTarget::term_like_with_hz(
+            Box::new(Stderr(console::Term::buffered_stderr())),
+            20,
+        ))
+    })
+}
+
+/// stderr as the bars draw on it, as wide as its window says (`columns`): console's own
+/// size is 80 columns whenever the window's rows are unknown (0), and a line drawn for
+/// 80 columns on a narrower screen wraps, and its first rows stay in the scrollback.
+#[derive(Debug)]
+struct Stderr(console::Term);
+
+impl indicatif::TermLike for Stderr {
+    fn width(&self) -> u16 {
+        u16::try_from(columns()).unwrap_or(u16::MAX)
+    }
+    fn height(&self) -> u16 {
+        self.0.size().0
+    }
+    fn move_cursor_up(&self, n: usize) -> std::io::Result<()> {
+        self.0.move_cursor_up(n)
+    }
+    fn move_cursor_down(&self, n: usize) -> std::io::Result<()> {
+        self.0.move_cursor_down(n)
+    }
+    fn move_cursor_right(&self, n: usize) -> std::io::Result<()> {
+        self.0.move_cursor_right(n)
+    }
+    fn move_cursor_left(&self, n: usize) -> std::io::Result<()> {
+        self.0.move_cursor_left(n)
+    }
+    fn write_line(&self, s: &str) -> std::io::Result<()> {
+        self.0.write_line(s)
+    }
+    fn write_str(&self, s: &str) -> std::io::Result<()> {
+        self.0.write_str(s)
+    }
+    fn clear_line(&self) -> std::io::Result<()> {
+        self.0.clear_line()
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.0.flush()
+    }
 }
 
 /// Takes the spinners off the terminal while a question is asked mid-run, and puts them
@@ -99,6 +143,8 @@ pub struct TerminalSink {
     opts: TerminalOptions,
     dry_run: bool,
     spinner: Option<ProgressBar>,
+    /// The running step's name, as its spinner shows it (fitted to the width).
+    spinning: String,
     planned_changes: usize,
     run_id: String,
 }
@@ -109,6 +155,7 @@ impl TerminalSink {
             opts,
             dry_run: false,
             spinner: None,
+            spinning: String::new(),
             planned_changes: 0,
             run_id: String::new(),
         }
@@ -148,12 +195,24 @@ impl TerminalSink {
         }
         let pb = bars().add(ProgressBar::new_spinner());
         pb.set_style(
-            ProgressStyle::with_template("{spinner:.cyan} {prefix} {elapsed:.dim} {wide_msg:.dim}")
+            ProgressStyle::with_template("{spinner:.cyan} {prefix} {elapsed:.dim} {msg:.dim}")
                 .expect("static template"),
         );
-        pb.set_prefix(name.to_string());
+        // One screen line, whatever the width: a line that wraps is redrawn from its last
+        // row only, and its first rows stay in the scrollback, spinner and all.
+        self.spinning = console::truncate_str(name, spinner_room(columns(), 0), "…").into_owned();
+        pb.set_prefix(self.spinning.clone());
         pb.enable_steady_tick(Duration::from_millis(100));
         self.spinner = Some(pb);
+    }
+
+    /// The running step's latest output line, cut to what is left of the screen line.
+    fn spin_message(&self, line: &str) {
+        if let Some(pb) = &self.spinner {
+            let used = console::measure_text_width(&self.spinning) + 1;
+            let room = spinner_room(columns(), used);
+            pb.set_message(console::truncate_str(line, room, "…").into_owned());
+        }
     }
 
     fn stop_spinner(&mut self) {
@@ -162,6 +221,26 @@ impl TerminalSink {
             bars().remove(&pb);
         }
     }
+}
+
+/// The columns of the terminal on stderr: its window size (a pty whose rows are unknown
+/// still says its columns), else 80.
+fn columns() -> usize {
+    use std::os::fd::AsRawFd;
+    // SAFETY: TIOCGWINSZ fills the winsize it is given, on a descriptor this process has.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::ioctl(std::io::stderr().as_raw_fd(), libc::TIOCGWINSZ, &mut ws) } == 0;
+    match (ok, ws.ws_col) {
+        (true, cols) if cols > 0 => usize::from(cols),
+        _ => 80,
+    }
+}
+
+/// Display columns left on a spinner line `cols` wide once `used` are taken: the spinner
+/// and its space, the elapsed time (up to `59m 59s`) and the spaces around it, and one
+/// column spare (a line that fills the last column wraps on some terminals).
+fn spinner_room(cols: usize, used: usize) -> usize {
+    cols.saturating_sub(2 + 1 + 7 + 1 + 1 + used)
 }
 
 impl Sink for TerminalSink {
@@ -377,8 +456,8 @@ impl Sink for TerminalSink {
                         self.paint("2", "│")
                     };
                     self.line(&format!("    {tag} {line}"));
-                } else if let Some(pb) = &self.spinner {
-                    pb.set_message(line.chars().take(200).collect::<String>());
+                } else {
+                    self.spin_message(&line);
                 }
             }
             Event::Script { name, sha256, body } => {

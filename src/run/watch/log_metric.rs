@@ -65,7 +65,7 @@ pub async fn look(
             ..Follow::default()
         };
         // The first look: from where the log ends now, as `tail -f` starts.
-        let p = proc::poll(step, &m.file, None, 0, None, "watch").await?;
+        let p = proc::poll(step, &m.file, None, 0, None, None, "watch").await?;
         follow.offset = p.start;
         follow.inode = p.inode;
         seen.missing = !p.exists;
@@ -78,6 +78,7 @@ pub async fn look(
             &m.file,
             Some(follow.offset),
             0,
+            None,
             follow.inode.as_deref(),
             "watch",
         )
