@@ -595,7 +595,11 @@ pub async fn wait_for(step: &Step<'_>, jobs: &Jobs, spec: &WaitSpec) -> Result<M
     let mut offset = match (spec.from_start, spec.since.or(spawned_at)) {
         (true, _) => 0,
         (false, Some(since)) => since,
-        (false, None) => poll(step, &spec.file, None, 0, None, None, WHO).await?.start,
+        (false, None) => {
+            poll(step, &spec.file, None, 0, None, None, WHO)
+                .await?
+                .start
+        }
     };
     let mut ever_existed = false;
     loop {
@@ -605,7 +609,16 @@ pub async fn wait_for(step: &Step<'_>, jobs: &Jobs, spec: &WaitSpec) -> Result<M
                 .as_secs()
                 .min(MAX_POLL_WAIT)
         });
-        let polled = poll(step, &spec.file, Some(offset), wait, job.as_deref(), None, WHO).await?;
+        let polled = poll(
+            step,
+            &spec.file,
+            Some(offset),
+            wait,
+            job.as_deref(),
+            None,
+            WHO,
+        )
+        .await?;
         ever_existed |= polled.exists;
         if polled.start < offset {
             // The file was truncated or replaced: read it from the start.
