@@ -933,9 +933,11 @@ fn auto_apply_without_a_policy_and_other_mistakes_are_refused_at_their_line() {
             "only a loopback address",
         ),
         (
-            format!("[[trigger]]\nname = \"g\"\nkind = \"gpu_health\"\ntarget = \"nosuchhost\"\nrunbook = \"{rb}\"\n"),
+            // Any name ssh could resolve is a target (a plain host name); one it could
+            // not is refused at its line.
+            format!("[[trigger]]\nname = \"g\"\nkind = \"gpu_health\"\ntarget = \"no such host\"\nrunbook = \"{rb}\"\n"),
             "watch.toml:1:",
-            "unknown target 'nosuchhost'",
+            "unknown target 'no such host'",
         ),
         (
             "[[trigger]]\nname = \"g\"\nkind = \"gpu_health\"\ntarget = \"local\"\nrunbook = \"no-such-runbook\"\n".to_string(),
