@@ -438,7 +438,13 @@ cooldown = "4s"
         "{:?}",
         closed.elapsed()
     );
-    assert_eq!(statuses(&env), ["rejected", "pending"]);
+    // The plan file is written before the state that records it.
+    until(
+        &mut w,
+        "the new proposal in the state",
+        Duration::from_secs(10),
+        || statuses(&env) == ["rejected", "pending"],
+    );
     assert!(
         state(&env)["proposals"][0]["outcome"]
             .as_str()
