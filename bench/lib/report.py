@@ -904,15 +904,40 @@ if has("scale"):
         w(f"The {k} kept masters, idle after the warm runs: {md / 1024:.2f} MiB PSS each (median; "
           f"{lo / 1024:.2f}–{hi / 1024:.2f}), {k * md / 1024:.0f} MiB together: with runbook's own warm "
           f"figure, what a warm fan-out to {k} hosts holds on this machine.")
-    # runbook's records: where a warm fan-out's time goes
-    for n in SCALE:
-        runs = records(f"scale-warm-{n}")
-        if runs and n == SCALE[-1]:
-            acts = [e["duration_ms"] for evs in runs for e in evs if e.get("event") == "action_finished"]
-            durs = [evs[-1]["duration_ms"] for evs in runs]
-            w(f"Warm at {n} hosts, from runbook's records ({len(runs)} runs): each host's command took "
-              f"{min(acts):,.0f}–{max(acts):,.0f} ms (median {med(acts):,.0f}), the run {fmt(med(durs))} ms "
-              f"of the {fmt(SC[n][2])} ms process wall.")
+    # runbook's records: where a fan-out's time goes
+    rec_rows = []
+    for kind, sub in (("cold", "scale-"), ("warm", "scale-warm-")):
+        for n in SCALE:
+            runs = records(f"{sub}{n}")
+            if not runs:
+                continue
+            spread, first, step, after, dur, acts = [], [], [], [], [], []
+            for evs in runs:
+                st = [ts_ms(e) for e in evs if e.get("event") == "action_started"]
+                out = [ts_ms(e) for e in evs if e.get("event") == "action_pgid"]
+                sf = [e for e in evs if e.get("event") == "step_finished"]
+                acts += [e["duration_ms"] for e in evs if e.get("event") == "action_finished"]
+                if st:
+                    spread.append(max(st) - min(st))
+                if st and out:
+                    first.append(min(out) - min(st))
+                if sf:
+                    step.append(sf[-1]["duration_ms"])
+                    after.append(ts_ms(evs[-1]) - ts_ms(sf[-1]))
+                dur.append(evs[-1]["duration_ms"])
+            rec_rows.append((kind, n, len(runs), med(dur), med(step), med(spread), med(first), med(acts), med(after)))
+    if rec_rows:
+        w("")
+        w("From runbook's records of the timed runs (medians): how long the `parallel` step took, how far "
+          "apart the first and last host's command started, when the first command was seen running on "
+          "its host (its process group reported), a host's command from start to exit status (connect "
+          "included when cold), and the time from the step's end to the run's end (closing the sessions, "
+          "and the masters when cold).")
+        w("")
+        w("| run | hosts | runs | run ms | step ms | command starts spread over ms | first command running after ms | a host's command ms | step end → run end ms |")
+        w("|---|---|---|---|---|---|---|---|---|")
+        for kind, n, k, dur, step, spread, first, act, after in rec_rows:
+            w(f"| {kind} | {n} | {k} | {fmt(dur, 0)} | {fmt(step, 0)} | {fmt(spread, 0)} | {fmt(first, 0)} | {fmt(act, 0)} | {fmt(after, 0)} |")
     # what runbook prints
     big = SCALE[-1]
     import re
