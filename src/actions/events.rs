@@ -291,8 +291,24 @@ pub struct ErrorEvent {
     pub ts: String,
 }
 
+/// The line the bus made of a chained event: the `serde_json` text of the `Stamped`
+/// (the run record's line of it, without the line break) and that text's sha256
+/// (`chain::hash`), which the next event names as its `prev`.
+#[derive(Debug, Clone, Copy)]
+pub struct Line<'a> {
+    pub text: &'a str,
+    pub hash: &'a str,
+}
+
 pub trait Sink {
     fn emit(&mut self, ev: &Stamped);
+    /// `emit`, given the line the bus made of `ev` when it chains the run's events: a
+    /// sink that writes that same text (the record, `--json`) takes it instead of
+    /// serializing and hashing the event again.
+    fn emit_line(&mut self, ev: &Stamped, line: Option<Line<'_>>) {
+        let _ = line;
+        self.emit(ev);
+    }
     /// Called once at the end, whatever the outcome; flushes and tears down bars.
     fn finish(&mut self) {}
 }
@@ -404,18 +420,22 @@ impl Bus {
             seq: None,
             prev: None,
         };
+        let mut made: Option<(String, String)> = None;
         if let Some(chain) = self.chain.borrow_mut().as_mut() {
             let (seq, prev) = chain.next();
             stamped.seq = Some(seq);
             stamped.prev = Some(prev);
             // The line the sinks write is serde_json's text of this same value: hashed
-            // here once, so that the next event can name it.
+            // here once, so that the next event can name it, and handed to the sinks
+            // that write it.
             if let Ok(line) = serde_json::to_string(&stamped) {
                 chain.push(line.as_bytes());
+                made = Some((line, chain.last().to_string()));
             }
         }
+        let line = made.as_ref().map(|(text, hash)| Line { text, hash });
         for (_, sink) in self.sinks.borrow_mut().iter_mut() {
-            sink.emit(&stamped);
+            sink.emit_line(&stamped, line);
         }
     }
 

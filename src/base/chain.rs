@@ -16,10 +16,7 @@ use sha2::{Digest, Sha256};
 
 /// sha256 of `bytes`, as lowercase hex.
 pub fn hash(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::base::hex::hex(&Sha256::digest(bytes))
 }
 
 /// The genesis of a run's record: its run id is in it, so that a record renamed to
@@ -62,8 +59,14 @@ impl Chain {
 
     /// The next line was written as `line`.
     pub fn push(&mut self, line: &[u8]) {
+        self.push_hashed(hash(line));
+    }
+
+    /// The next line was written, and `hash` is its `hash` (made by whoever made the
+    /// line, so that it is hashed once).
+    pub fn push_hashed(&mut self, hash: String) {
         self.seq += 1;
-        self.last = hash(line);
+        self.last = hash;
     }
 
     /// How many lines there are.

@@ -11,6 +11,7 @@ pub mod embedded;
 pub mod error;
 pub mod fsx;
 pub mod glob;
+pub mod hex;
 pub mod inventory;
 pub mod limit;
 pub mod params;

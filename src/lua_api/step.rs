@@ -5,10 +5,11 @@ use super::{ctx, err_at, location, string_value};
 use crate::actions::ctx::{Phase, StepDecl, StepOptions};
 use mlua::{Lua, Table, Value, Variadic};
 use serde::Deserialize;
+use std::collections::HashSet;
 use std::time::Duration;
 
 /// Options of `step`.
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct DeclareOptions {
     /// `retries` (a whole number from 0 to 1000, default 0): how many more tries a failed
@@ -34,7 +35,13 @@ pub struct DeclareOptions {
 }
 
 pub fn register(lua: &Lua) -> mlua::Result<()> {
-    lua.globals().raw_set("step", lua.create_function(declare)?)
+    // The names declared so far, to refuse a second step of one name: a set, not a look
+    // through every step declared before (1,000 steps were half a million comparisons).
+    let names = std::cell::RefCell::new(HashSet::new());
+    lua.globals().raw_set(
+        "step",
+        lua.create_function(move |lua, args| declare(lua, args, &names))?,
+    )
 }
 
 /// Lua: step(name, [opts], fn)
@@ -52,7 +59,11 @@ pub fn register(lua: &Lua) -> mlua::Result<()> {
 /// ---@param opts runbook.StepDeclareOptions
 /// ---@param fn fun()
 /// ---@overload fun(name: string, fn: fun())
-fn declare(lua: &Lua, args: Variadic<Value>) -> mlua::Result<()> {
+fn declare(
+    lua: &Lua,
+    args: Variadic<Value>,
+    names: &std::cell::RefCell<HashSet<String>>,
+) -> mlua::Result<()> {
     let ctx = ctx(lua);
     if ctx.phase.get() != Phase::Declaring {
         return Err(err_at(
@@ -82,7 +93,7 @@ fn declare(lua: &Lua, args: Variadic<Value>) -> mlua::Result<()> {
         (Some(Value::Table(t)), Some(Value::Function(f)), None) => (Some(t), f),
         _ => return Err(err_at(lua, format!("step(\"{name}\"): {usage}"))),
     };
-    if ctx.steps.borrow().iter().any(|s| s.name == name) {
+    if names.borrow().contains(&name) {
         return Err(err_at(
             lua,
             format!(
@@ -91,6 +102,7 @@ fn declare(lua: &Lua, args: Variadic<Value>) -> mlua::Result<()> {
         ));
     }
     let opts = parse_options(lua, &name, opts)?;
+    names.borrow_mut().insert(name.clone());
     ctx.steps.borrow_mut().push(StepDecl {
         name,
         opts,
@@ -101,7 +113,11 @@ fn declare(lua: &Lua, args: Variadic<Value>) -> mlua::Result<()> {
 }
 
 fn parse_options(lua: &Lua, name: &str, t: Option<Table>) -> mlua::Result<StepOptions> {
-    let o: DeclareOptions = options::read(lua, &format!("step(\"{name}\")"), t)?;
+    // No table: every option's default, without an empty table made to read them from.
+    let o: DeclareOptions = match t {
+        None => DeclareOptions::default(),
+        t => options::read(lua, &format!("step(\"{name}\")"), t)?,
+    };
     Ok(StepOptions {
         retries: o.retries.map_or(0, |n| n.0 as u32),
         delay: o.delay.unwrap_or(Duration::from_secs(1)),

@@ -15,7 +15,7 @@
 
 pub mod typos;
 
-use mlua::{Lua, LuaOptions, StdLib};
+use std::borrow::Cow;
 use std::collections::HashSet;
 
 /// A use of a global name the sandbox does not define.
@@ -29,27 +29,20 @@ pub struct UnknownGlobal {
     pub assigned: bool,
 }
 
-/// Compiles `source` (without running it) and lists its unknown globals. `Err` carries
-/// Lua's own syntax error, `[string]:LINE: message`.
-pub fn unknown_globals(source: &str, known: &[&str]) -> Result<Vec<UnknownGlobal>, String> {
-    let lua = Lua::new_with(StdLib::NONE, LuaOptions::new()).map_err(|e| e.to_string())?;
-    let func = lua
-        .load(source)
-        .set_name("=source")
-        .set_mode(mlua::chunk::ChunkMode::Text)
-        .into_function()
-        .map_err(|e| e.to_string())?;
-    let dump = func.dump(false);
-    let main = Reader::new(&dump)
+/// Lists the unknown globals of a chunk the load compiled: `dump` is its
+/// `Function::dump(false)` (debug info kept), so the file is compiled once, for the run,
+/// and read here from what that compile produced.
+pub fn unknown_globals_in(dump: &[u8], known: &[&str]) -> Result<Vec<UnknownGlobal>, String> {
+    let main = Reader::new(dump)
         .chunk()
         .map_err(|e| format!("cannot read the compiled chunk: {e}"))?;
 
-    let mut declared: HashSet<String> = known.iter().map(|s| s.to_string()).collect();
+    let mut declared: HashSet<&str> = known.iter().copied().collect();
     main.walk(&mut |proto, is_main| {
         if is_main {
             for a in &proto.accesses {
                 if a.write {
-                    declared.insert(a.name.clone());
+                    declared.insert(&a.name);
                 }
             }
         }
@@ -58,7 +51,7 @@ pub fn unknown_globals(source: &str, known: &[&str]) -> Result<Vec<UnknownGlobal
     let mut found: Vec<UnknownGlobal> = Vec::new();
     main.walk(&mut |proto, is_main| {
         for a in &proto.accesses {
-            if declared.contains(&a.name) || (is_main && a.write) {
+            if declared.contains(a.name.as_ref()) || (is_main && a.write) {
                 continue;
             }
             match found
@@ -68,7 +61,7 @@ pub fn unknown_globals(source: &str, known: &[&str]) -> Result<Vec<UnknownGlobal
                 Some(g) => g.assigned |= a.write,
                 None => found.push(UnknownGlobal {
                     line: a.line,
-                    name: a.name.clone(),
+                    name: a.name.to_string(),
                     assigned: a.write,
                 }),
             }
@@ -78,22 +71,23 @@ pub fn unknown_globals(source: &str, known: &[&str]) -> Result<Vec<UnknownGlobal
     Ok(found)
 }
 
-struct Access {
-    name: String,
+struct Access<'a> {
+    /// The constant's text (borrowed from the dump unless it is not UTF-8).
+    name: Cow<'a, str>,
     line: usize,
     write: bool,
 }
 
-struct Proto {
-    accesses: Vec<Access>,
-    children: Vec<Proto>,
+struct Proto<'a> {
+    accesses: Vec<Access<'a>>,
+    children: Vec<Proto<'a>>,
 }
 
-impl Proto {
-    fn walk(&self, f: &mut impl FnMut(&Proto, bool)) {
+impl<'a> Proto<'a> {
+    fn walk<'p>(&'p self, f: &mut impl FnMut(&'p Proto<'a>, bool)) {
         self.walk_at(f, true);
     }
-    fn walk_at(&self, f: &mut impl FnMut(&Proto, bool), is_main: bool) {
+    fn walk_at<'p>(&'p self, f: &mut impl FnMut(&'p Proto<'a>, bool), is_main: bool) {
         f(self, is_main);
         for c in &self.children {
             c.walk_at(f, false);
@@ -143,16 +137,14 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn string(&mut self) -> Result<Option<String>, String> {
+    fn string(&mut self) -> Result<Option<&'a [u8]>, String> {
         match self.size()? {
             0 => Ok(None),
-            n => Ok(Some(
-                String::from_utf8_lossy(self.bytes(n - 1)?).into_owned(),
-            )),
+            n => Ok(Some(self.bytes(n - 1)?)),
         }
     }
 
-    fn chunk(&mut self) -> Result<Proto, String> {
+    fn chunk(&mut self) -> Result<Proto<'a>, String> {
         if self.bytes(4)? != b"\x1bLua" || self.byte()? != 0x54 || self.byte()? != 0 {
             return Err("not a Lua 5.4 chunk".into());
         }
@@ -166,19 +158,15 @@ impl<'a> Reader<'a> {
         self.function()
     }
 
-    fn function(&mut self) -> Result<Proto, String> {
+    fn function(&mut self) -> Result<Proto<'a>, String> {
         self.string()?; // source
         let line_defined = self.size()?;
         self.size()?; // lastlinedefined
         self.bytes(3)?; // numparams, is_vararg, maxstacksize
         let ncode = self.size()?;
-        let code: Vec<u32> = self
-            .bytes(ncode * 4)?
-            .chunks_exact(4)
-            .map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
-            .collect();
+        let code = self.bytes(ncode.checked_mul(4).ok_or("size overflow")?)?;
         let nk = self.size()?;
-        let mut constants: Vec<Option<String>> = Vec::with_capacity(nk);
+        let mut constants: Vec<Option<&'a [u8]>> = Vec::with_capacity(nk);
         for _ in 0..nk {
             constants.push(match self.byte()? {
                 0 | 1 | 17 => None, // nil, false, true
@@ -198,7 +186,7 @@ impl<'a> Reader<'a> {
             children.push(self.function()?);
         }
         let nline = self.size()?;
-        let lineinfo: Vec<i8> = self.bytes(nline)?.iter().map(|b| *b as i8).collect();
+        let lineinfo = self.bytes(nline)?;
         let nabs = self.size()?;
         let mut abs = Vec::with_capacity(nabs);
         for _ in 0..nabs {
@@ -212,47 +200,52 @@ impl<'a> Reader<'a> {
         let nupnames = self.size()?;
         let mut env_upvalue = None;
         for i in 0..nupnames {
-            if self.string()?.as_deref() == Some("_ENV") {
+            if self.string()? == Some(b"_ENV".as_slice()) {
                 env_upvalue = Some(i as u32);
             }
         }
 
+        let mut accesses = Vec::new();
+        let Some(env) = env_upvalue else {
+            return Ok(Proto { accesses, children });
+        };
         // Line of each instruction: deltas from `linedefined`, with absolute entries
         // where a delta would not fit.
-        let mut lines = Vec::with_capacity(code.len());
         let mut line = line_defined as i64;
-        for (pc, delta) in lineinfo.iter().enumerate() {
-            if *delta == ABSLINEINFO {
-                if let Some((_, l)) = abs.iter().find(|(p, _)| *p == pc) {
-                    line = *l as i64;
+        for (pc, ins) in code.chunks_exact(4).enumerate() {
+            let at = match lineinfo.get(pc) {
+                Some(delta) => {
+                    let delta = *delta as i8;
+                    if delta == ABSLINEINFO {
+                        if let Some((_, l)) = abs.iter().find(|(p, _)| *p == pc) {
+                            line = *l as i64;
+                        }
+                    } else {
+                        line += delta as i64;
+                    }
+                    line.max(0) as usize
                 }
-            } else {
-                line += *delta as i64;
+                None => line_defined,
+            };
+            let ins = u32::from_ne_bytes([ins[0], ins[1], ins[2], ins[3]]);
+            let op = ins & 0x7f;
+            let a = (ins >> 7) & 0xff;
+            let b = (ins >> 16) & 0xff;
+            let c = (ins >> 24) & 0xff;
+            let (upvalue, key, write) = match op {
+                OP_GETTABUP => (b, c, false),
+                OP_SETTABUP => (a, b, true),
+                _ => continue,
+            };
+            if upvalue != env {
+                continue;
             }
-            lines.push(line.max(0) as usize);
-        }
-        let mut accesses = Vec::new();
-        if let Some(env) = env_upvalue {
-            for (pc, ins) in code.iter().enumerate() {
-                let op = ins & 0x7f;
-                let a = (ins >> 7) & 0xff;
-                let b = (ins >> 16) & 0xff;
-                let c = (ins >> 24) & 0xff;
-                let (upvalue, key, write) = match op {
-                    OP_GETTABUP => (b, c, false),
-                    OP_SETTABUP => (a, b, true),
-                    _ => continue,
-                };
-                if upvalue != env {
-                    continue;
-                }
-                if let Some(Some(name)) = constants.get(key as usize) {
-                    accesses.push(Access {
-                        name: name.clone(),
-                        line: lines.get(pc).copied().unwrap_or(line_defined),
-                        write,
-                    });
-                }
+            if let Some(Some(name)) = constants.get(key as usize) {
+                accesses.push(Access {
+                    name: String::from_utf8_lossy(name),
+                    line: at,
+                    write,
+                });
             }
         }
         Ok(Proto { accesses, children })
@@ -262,6 +255,20 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Compiles `source` (without running it) in a VM of its own and lists its unknown
+    /// globals. `Err` carries Lua's own syntax error, `[string]:LINE: message`.
+    pub fn unknown_globals(source: &str, known: &[&str]) -> Result<Vec<UnknownGlobal>, String> {
+        use mlua::{Lua, LuaOptions, StdLib};
+        let lua = Lua::new_with(StdLib::NONE, LuaOptions::new()).map_err(|e| e.to_string())?;
+        let func = lua
+            .load(source)
+            .set_name("=source")
+            .set_mode(mlua::chunk::ChunkMode::Text)
+            .into_function()
+            .map_err(|e| e.to_string())?;
+        unknown_globals_in(&func.dump(false), known)
+    }
 
     const KNOWN: &[&str] = &[
         "runbook",

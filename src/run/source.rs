@@ -45,7 +45,7 @@ impl Source {
     pub fn content_hash(&self) -> String {
         use sha2::Digest;
         let digest = sha2::Sha256::digest(&self.bytes);
-        digest.iter().map(|b| format!("{b:02x}")).collect()
+        crate::base::hex::hex(&digest)
     }
 }
 

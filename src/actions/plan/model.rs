@@ -3,6 +3,7 @@
 
 use super::*;
 
+use crate::base::hex::hex;
 use crate::targets::identity::Identity;
 use crate::targets::{Hop, Target};
 use serde::{Deserialize, Serialize};
@@ -45,10 +46,6 @@ impl Salt {
         let code = code.map_or("signal".to_string(), |c| c.to_string());
         self.digest(&[code.as_bytes(), b"\n", stdout].concat())
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// sha256 of a file's bytes, hex: how a plan file is named in records and `history`.

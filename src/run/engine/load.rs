@@ -123,7 +123,7 @@ pub(super) fn load_with(
             source.label
         )));
     }
-    check_globals(&lua, source, &api_tables, &api_functions)?;
+    check_globals(&lua, &chunk, source, &api_tables, &api_functions)?;
     Ok(Loaded { _lua: lua, ctx })
 }
 
@@ -164,9 +164,10 @@ pub async fn offline_warnings(
 /// So do misspelt API names (`cache.clera`, `here:exce`: `lint::typos`).
 pub(super) fn check_globals(
     lua: &Lua,
+    chunk: &mlua::Function,
     source: &Source,
     api_tables: &[String],
-    api_functions: &std::collections::BTreeMap<String, usize>,
+    api_functions: &std::collections::BTreeMap<&'static str, usize>,
 ) -> Result<()> {
     let text = String::from_utf8_lossy(&source.bytes);
     let mut known: Vec<String> = Vec::new();
@@ -176,9 +177,9 @@ pub(super) fn check_globals(
         }
     }
     let known_refs: Vec<&str> = known.iter().map(String::as_str).collect();
-    // The file already compiled and ran, so a parse failure here is the linter's own
-    // limit, not the user's mistake: do not block the run on it.
-    let Ok(found) = crate::run::lint::unknown_globals(&text, &known_refs) else {
+    // Read from the chunk the load compiled and ran, not compiled again; what cannot be
+    // read is the linter's own limit, not the user's mistake: do not block the run on it.
+    let Ok(found) = crate::run::lint::unknown_globals_in(&chunk.dump(false), &known_refs) else {
         return Ok(());
     };
     let mut problems = Vec::new();
@@ -204,7 +205,7 @@ pub(super) fn check_globals(
             problems.push((g.line, format!("{}:{}: {why}", source.label, g.line)));
         }
     }
-    let mut known = crate::run::lint::typos::Known::read(api_tables, lua);
+    let mut known = crate::run::lint::typos::Known::read(api_tables, lua, &text);
     known.keep_options_of_unchanged(api_functions, &crate::run::lint::typos::api_functions(lua));
     // `params.NAME` against the declared params: the proxy names a misspelling only
     // when its line runs, which may be after earlier steps changed things.

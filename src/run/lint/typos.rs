@@ -2,8 +2,8 @@
 //! `here:exce(…)`, `box.nmae`. Lua finds them mid-run, after earlier steps changed
 //! things; this finds them in the source, before any step runs.
 //!
-//! The file is parsed (full_moon, the parser `runbook fmt` formats with) and walked with
-//! its scopes, so a name means what Lua would make of it: a local `cache` or `target`
+//! The file is parsed (`typos/syntax.rs`: only what this walk reads) and walked with its
+//! scopes, so a name means what Lua would make of it: a local `cache` or `target`
 //! shadows the global, and a field of a user table is never looked at. Only values whose
 //! shape is certain are checked:
 //! - an API table of the sandbox (`cache`, `venv`, `string`, …) read through its global,
@@ -21,14 +21,11 @@
 //! What is known comes from the caller ([`Known`]): the engine reads it from the live VM
 //! and the API reference (`typos/known.rs`), never from a list written here.
 
-use full_moon::ast::{
-    self, BinOp, Block, Call, Expression, Field, FunctionArgs, FunctionBody, Index, LastStmt,
-    Parameter, Prefix, Stmt, Suffix, Var,
-};
-use full_moon::tokenizer::{TokenReference, TokenType};
 use std::collections::{BTreeSet, HashMap, HashSet};
+use syntax::{Args, BinOp, Block, Expr, Field, FuncBody, Name, Prefix, Stmt, Suffix};
 
 mod known;
+mod syntax;
 pub use known::{api_functions, api_tables, Known};
 
 /// One misspelt name.
@@ -58,20 +55,13 @@ impl std::fmt::Display for Typo {
 /// message when it cannot read the file (the caller decides what that means: Lua's own
 /// compiler has the last word on syntax).
 pub fn find(source: &str, known: &Known) -> Result<Vec<Typo>, String> {
-    let ast = full_moon::parse_fallible(source, full_moon::LuaVersion::lua54())
-        .into_result()
-        .map_err(|errors| {
-            errors
-                .first()
-                .map(|e| format!("line {}: {}", e.range().0.line(), e.error_message()))
-                .unwrap_or_default()
-        })?;
+    let ast = syntax::parse(source)?;
     // Pass one learns what the file assigns; pass two, knowing it, reports.
     let mut first = Walker::new(known, None);
-    first.block(ast.nodes(), &[]);
+    first.block(&ast, []);
     let learnt = first.learnt;
     let mut second = Walker::new(known, Some(learnt));
-    second.block(ast.nodes(), &[]);
+    second.block(&ast, []);
     let mut found = second.found;
     found.sort_by_key(|t| t.line);
     found.dedup();
@@ -80,163 +70,179 @@ pub fn find(source: &str, known: &Known) -> Result<Vec<Typo>, String> {
 
 /// What the file does to names, anywhere in it.
 #[derive(Debug, Default, Clone)]
-struct Learnt {
+struct Learnt<'s> {
     /// Locals (by declaration order) assigned after their declaration.
     reassigned: HashSet<usize>,
     /// Globals the file assigns.
-    globals: HashSet<String>,
+    globals: HashSet<&'s str>,
     /// Keys the file stores into an API table or stdlib module, by its name.
-    stored: HashMap<String, HashSet<String>>,
+    stored: HashMap<&'s str, HashSet<&'s str>>,
 }
 
 /// What an expression is known to be.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Kind {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind<'s> {
     Unknown,
     /// A global the file never assigns: a function or table of the sandbox, or nothing.
-    Global(String),
-    Module(String),
+    Global(&'s str),
+    Module(&'s str),
     Target,
     TargetList,
 }
 
-struct Binding {
+struct Binding<'s> {
+    name: &'s str,
     id: usize,
-    kind: Kind,
+    kind: Kind<'s>,
 }
 
-struct Walker<'k> {
+struct Walker<'k, 's> {
     known: &'k Known,
     /// None in the first pass (nothing is reported then).
-    learnt_before: Option<Learnt>,
-    learnt: Learnt,
-    scopes: Vec<HashMap<String, Binding>>,
+    learnt_before: Option<Learnt<'s>>,
+    learnt: Learnt<'s>,
+    /// The locals in scope, innermost last (a later one of the same name shadows), and
+    /// where each open scope starts in it.
+    bindings: Vec<Binding<'s>>,
+    scopes: Vec<usize>,
     next_id: usize,
     found: Vec<Typo>,
 }
 
-fn ident(t: &TokenReference) -> String {
-    match t.token_type() {
-        TokenType::Identifier { identifier } => identifier.to_string(),
-        _ => t.token().to_string(),
-    }
-}
-
-fn line(t: &TokenReference) -> usize {
-    t.start_position().line()
-}
-
 /// The text of a plain string literal (`"runbook.text"`), escapes left as written.
-fn literal(e: &Expression) -> Option<String> {
+fn literal<'s>(e: &Expr<'s>) -> Option<&'s str> {
     match e {
-        Expression::String(t) => match t.token_type() {
-            TokenType::StringLiteral { literal, .. } => Some(literal.to_string()),
-            _ => None,
-        },
-        Expression::Parentheses { expression, .. } => literal(expression),
+        Expr::Str(s) => Some(s),
+        Expr::Paren(e) => literal(e),
         _ => None,
     }
 }
 
-impl<'k> Walker<'k> {
-    fn new(known: &'k Known, learnt_before: Option<Learnt>) -> Self {
+/// How a reader sees `prefix` and `suffixes`: `here`, `target(…):pct(…)`, `(…).x[…]`.
+/// Made only for a report.
+fn shown(prefix: &Prefix, suffixes: &[Suffix]) -> String {
+    let mut out = match prefix {
+        Prefix::Name(n) => n.text.to_string(),
+        Prefix::Paren(_) => String::from("(…)"),
+    };
+    for s in suffixes {
+        match s {
+            Suffix::Dot(n) => {
+                out.push('.');
+                out.push_str(n.text);
+            }
+            Suffix::Index(_) => out.push_str("[…]"),
+            Suffix::Method(n, _) => {
+                out.push(':');
+                out.push_str(n.text);
+                out.push_str("(…)");
+            }
+            Suffix::Call(_) => out.push_str("(…)"),
+        }
+    }
+    out
+}
+
+impl<'k, 's> Walker<'k, 's> {
+    fn new(known: &'k Known, learnt_before: Option<Learnt<'s>>) -> Self {
         Walker {
             known,
             learnt_before,
             learnt: Learnt::default(),
-            scopes: vec![HashMap::new()],
+            bindings: Vec::new(),
+            scopes: Vec::new(),
             next_id: 0,
             found: Vec::new(),
         }
     }
 
-    fn declare(&mut self, name: &TokenReference, kind: Kind) {
+    fn open(&mut self) {
+        self.scopes.push(self.bindings.len());
+    }
+
+    fn close(&mut self) {
+        let start = self.scopes.pop().expect("a scope is open");
+        self.bindings.truncate(start);
+    }
+
+    fn declare(&mut self, name: &Name<'s>, kind: Kind<'s>) {
         let id = self.next_id;
         self.next_id += 1;
         let kind = match &self.learnt_before {
             Some(l) if l.reassigned.contains(&id) => Kind::Unknown,
             _ => kind,
         };
-        self.scopes
-            .last_mut()
-            .expect("a scope is open")
-            .insert(ident(name), Binding { id, kind });
+        self.bindings.push(Binding {
+            name: name.text,
+            id,
+            kind,
+        });
     }
 
-    fn lookup(&self, name: &str) -> Option<&Binding> {
-        self.scopes.iter().rev().find_map(|s| s.get(name))
+    fn lookup(&self, name: &str) -> Option<&Binding<'s>> {
+        self.bindings.iter().rev().find(|b| b.name == name)
     }
 
-    fn resolve(&self, name: &TokenReference) -> Kind {
-        let name = ident(name);
-        match self.lookup(&name) {
-            Some(b) => b.kind.clone(),
+    fn resolve(&self, name: &Name<'s>) -> Kind<'s> {
+        match self.lookup(name.text) {
+            Some(b) => b.kind,
             None => match &self.learnt_before {
-                Some(l) if l.globals.contains(&name) => Kind::Unknown,
-                _ => Kind::Global(name),
+                Some(l) if l.globals.contains(name.text) => Kind::Unknown,
+                _ => Kind::Global(name.text),
             },
         }
     }
 
     /// The name written to (`x = …`, `function x()`): a local is reassigned, a global
     /// assigned.
-    fn assign_name(&mut self, name: &TokenReference) {
-        let n = ident(name);
-        match self.lookup(&n) {
+    fn assign_name(&mut self, name: &Name<'s>) {
+        match self.lookup(name.text) {
             Some(b) => {
                 let id = b.id;
                 self.learnt.reassigned.insert(id);
             }
             None => {
-                self.learnt.globals.insert(n);
+                self.learnt.globals.insert(name.text);
             }
         }
     }
 
     /// `base.key = …` / `function base.key()`: a key the file gives a known table.
-    fn store(&mut self, base: &Kind, key: &str) {
+    fn store(&mut self, base: &Kind<'s>, key: &'s str) {
         if let Some(name) = self.table_name(base) {
-            self.learnt
-                .stored
-                .entry(name)
-                .or_default()
-                .insert(key.to_string());
+            self.learnt.stored.entry(name).or_default().insert(key);
         }
     }
 
-    /// The API table or module `kind` is, and its keys (those the file stores included).
-    fn keys_of(&self, kind: &Kind) -> Option<(String, String, BTreeSet<String>)> {
-        let (name, of, keys) = match kind {
-            Kind::Global(g) => (
-                g.clone(),
-                format!("the API table '{g}'"),
-                self.known.tables.get(g)?,
-            ),
-            Kind::Module(m) => (
-                m.clone(),
-                format!("module '{m}'"),
-                self.known.modules.get(m)?,
-            ),
+    /// The API table or module `kind` is and its keys (without those the file stores:
+    /// `stored`). None in the first pass.
+    fn keys_of(&self, kind: &Kind<'s>) -> Option<(&'s str, &'k BTreeSet<String>)> {
+        let (name, keys) = match kind {
+            Kind::Global(g) => (*g, self.known.tables.get(*g)?),
+            Kind::Module(m) => (*m, self.known.modules.get(*m)?),
             _ => return None,
         };
-        let mut keys = keys.clone();
-        let stored = self.learnt_before.as_ref()?.stored.get(&name);
-        keys.extend(stored.into_iter().flatten().cloned());
-        Some((name, of, keys))
+        self.learnt_before.as_ref()?;
+        Some((name, keys))
     }
 
-    fn table_name(&self, kind: &Kind) -> Option<String> {
+    /// The keys the file stores into table `name`.
+    fn stored(&self, name: &str) -> Option<&HashSet<&'s str>> {
+        self.learnt_before.as_ref()?.stored.get(name)
+    }
+
+    fn table_name(&self, kind: &Kind<'s>) -> Option<&'s str> {
         match kind {
-            Kind::Global(g) if self.known.tables.contains_key(g) => Some(g.clone()),
-            Kind::Module(m) if self.known.modules.contains_key(m) => Some(m.clone()),
+            Kind::Global(g) if self.known.tables.contains_key(*g) => Some(g),
+            Kind::Module(m) if self.known.modules.contains_key(*m) => Some(m),
             _ => None,
         }
     }
 
-    fn report(&mut self, at: &TokenReference, written: String, why: String, s: Option<String>) {
+    fn report(&mut self, line: usize, written: String, why: String, s: Option<String>) {
         if self.learnt_before.is_some() {
             self.found.push(Typo {
-                line: line(at),
+                line,
                 written,
                 why,
                 suggestion: s,
@@ -245,18 +251,30 @@ impl<'k> Walker<'k> {
     }
 
     /// `base.key` read (`method` for `base:key(…)`): checked where `base` is known.
-    fn index(&mut self, base: &Kind, shown: &str, key: &TokenReference, method: bool) -> Kind {
-        let k = ident(key);
+    /// `shown` is how `base` reads.
+    fn index(
+        &mut self,
+        base: &Kind<'s>,
+        shown: impl Fn() -> String,
+        key: &Name<'s>,
+        method: bool,
+    ) -> Kind<'s> {
+        let k = key.text;
         let sep = if method { ":" } else { "." };
-        if let Some((name, of, keys)) = self.keys_of(base) {
-            if !keys.contains(&k) {
-                let s = crate::base::suggest::closest(&k, keys.iter().map(String::as_str))
+        if let Some((name, keys)) = self.keys_of(base) {
+            let stored = self.stored(name);
+            if !keys.contains(k) && !stored.is_some_and(|s| s.contains(k)) {
+                let mut all: BTreeSet<&str> = keys.iter().map(String::as_str).collect();
+                all.extend(stored.into_iter().flatten().copied());
+                let shown = shown();
+                let s = crate::base::suggest::closest(k, all.iter().copied())
                     .map(|c| format!("{shown}{sep}{c}"));
-                let why = match name.as_str() {
-                    "params" => format!("the runbook declares no param '{k}'"),
-                    _ => format!("{of} has no '{k}'"),
+                let why = match base {
+                    _ if name == "params" => format!("the runbook declares no param '{k}'"),
+                    Kind::Module(m) => format!("module '{m}' has no '{k}'"),
+                    _ => format!("the API table '{name}' has no '{k}'"),
                 };
-                self.report(key, format!("{shown}{sep}{k}"), why, s);
+                self.report(key.line, format!("{shown}{sep}{k}"), why, s);
             }
             return Kind::Unknown;
         }
@@ -264,118 +282,130 @@ impl<'k> Walker<'k> {
             let methods = &self.known.target_methods;
             let fields = &self.known.target_fields;
             // A method is also a field (`t.exec` is the function); a field is no method.
-            let ok = methods.contains(&k) || (!method && fields.contains(&k));
+            let ok = methods.contains(k) || (!method && fields.contains(k));
+            if !ok && self.learnt_before.is_none() {
+                return Kind::Unknown;
+            }
             if !ok {
                 let candidates: Vec<&str> = if method {
                     methods.iter().map(String::as_str).collect()
                 } else {
                     fields.iter().chain(methods).map(String::as_str).collect()
                 };
-                let s = crate::base::suggest::closest(&k, candidates)
+                let shown = shown();
+                let s = crate::base::suggest::closest(k, candidates)
                     .map(|c| format!("{shown}{sep}{c}"));
                 let why = if method {
                     format!("a target handle has no method '{k}'")
                 } else {
                     format!("a target handle has no field or method '{k}'")
                 };
-                self.report(key, format!("{shown}{sep}{k}"), why, s);
+                self.report(key.line, format!("{shown}{sep}{k}"), why, s);
                 return Kind::Unknown;
             }
-            if method && self.known.target_derivers.contains(&k) {
+            if method && self.known.target_derivers.contains(k) {
                 return Kind::Target;
             }
         }
         Kind::Unknown
     }
 
-    fn block(&mut self, block: &Block, params: &[(&TokenReference, Kind)]) {
-        self.scopes.push(HashMap::new());
+    /// A block in a scope of its own, `params` declared in it first.
+    fn block<'a>(
+        &mut self,
+        block: &Block<'s>,
+        params: impl IntoIterator<Item = (&'a Name<'s>, Kind<'s>)>,
+    ) where
+        's: 'a,
+    {
+        self.open();
         for (p, k) in params {
-            self.declare(p, k.clone());
+            self.declare(p, k);
         }
         self.stmts(block);
-        self.scopes.pop();
+        self.close();
     }
 
     /// A block's statements in the current scope (`repeat … until` needs it open).
-    fn stmts(&mut self, block: &Block) {
-        for stmt in block.stmts() {
+    fn stmts(&mut self, block: &Block<'s>) {
+        for stmt in &block.stmts {
             self.stmt(stmt);
         }
-        if let Some(LastStmt::Return(r)) = block.last_stmt() {
-            for e in r.returns().iter() {
+        if let Some(r) = &block.ret {
+            for e in r {
                 self.expr(e);
             }
         }
     }
 
-    fn function(&mut self, body: &FunctionBody, method: bool, hints: &[Kind]) {
-        let mut params = Vec::new();
-        for (i, p) in body.parameters().iter().enumerate() {
-            if let Parameter::Name(n) = p {
-                params.push((n, hints.get(i).cloned().unwrap_or(Kind::Unknown)));
-            }
-        }
+    fn function(&mut self, body: &FuncBody<'s>, method: bool, hint: Option<Kind<'s>>) {
         // `function M:f()` has a `self` no token of the file spells: it shadows a global
         // `self` all the same.
-        self.scopes.push(HashMap::new());
+        self.open();
         if method {
-            let self_binding = Binding {
+            self.bindings.push(Binding {
+                name: "self",
                 id: usize::MAX,
                 kind: Kind::Unknown,
-            };
-            self.scopes
-                .last_mut()
-                .expect("just pushed")
-                .insert("self".into(), self_binding);
+            });
         }
-        self.block(body.block(), &params);
-        self.scopes.pop();
+        // The body's block, its parameters declared first (`hint`: the first one's kind).
+        self.open();
+        for (i, p) in body.params.iter().enumerate() {
+            let kind = match hint {
+                Some(k) if i == 0 => k,
+                _ => Kind::Unknown,
+            };
+            self.declare(p, kind);
+        }
+        self.stmts(&body.block);
+        self.close();
+        self.close();
     }
 
-    fn stmt(&mut self, stmt: &Stmt) {
+    fn stmt(&mut self, stmt: &Stmt<'s>) {
         match stmt {
-            Stmt::LocalAssignment(la) => {
-                let exprs: Vec<&Expression> = la.expressions().iter().collect();
-                let kinds: Vec<Kind> = exprs.iter().map(|e| self.expr(e)).collect();
-                for (i, name) in la.names().iter().enumerate() {
-                    self.declare(name, kinds.get(i).cloned().unwrap_or(Kind::Unknown));
+            Stmt::Local(names, exprs) => {
+                // The values first: a local is not in scope in its own declaration.
+                if let ([name], [e]) = (&names[..], &exprs[..]) {
+                    let kind = self.expr(e);
+                    self.declare(name, kind);
+                } else {
+                    let kinds: Vec<Kind> = exprs.iter().map(|e| self.expr(e)).collect();
+                    for (i, name) in names.iter().enumerate() {
+                        self.declare(name, kinds.get(i).copied().unwrap_or(Kind::Unknown));
+                    }
                 }
             }
-            Stmt::LocalFunction(lf) => {
-                self.declare(lf.name(), Kind::Unknown);
-                self.function(lf.body(), false, &[]);
+            Stmt::LocalFunction(name, body) => {
+                self.declare(name, Kind::Unknown);
+                self.function(body, false, None);
             }
-            Stmt::FunctionDeclaration(fd) => {
-                let names: Vec<&TokenReference> = fd.name().names().iter().collect();
-                let method = fd.name().method_name();
+            Stmt::Function(names, method, body) => {
                 if names.len() == 1 && method.is_none() {
-                    self.assign_name(names[0]);
+                    self.assign_name(&names[0]);
                 } else if let Some(first) = names.first() {
                     // `function text.pad()`, `function M:m()`: the first key is stored
                     // into the table itself (later ones into what it holds).
                     let kind = self.resolve(first);
-                    if let Some(k) = names.get(1).copied().or(method) {
-                        self.store(&kind, &ident(k));
+                    if let Some(k) = names.get(1).or(method.as_ref()) {
+                        self.store(&kind, k.text);
                     }
                 }
-                self.function(fd.body(), method.is_some(), &[]);
+                self.function(body, method.is_some(), None);
             }
-            Stmt::Assignment(a) => {
-                for var in a.variables().iter() {
+            Stmt::Assign(vars, exprs) => {
+                for var in vars {
                     match var {
-                        Var::Name(n) => self.assign_name(n),
-                        Var::Expression(ve) => {
-                            let suffixes: Vec<&Suffix> = ve.suffixes().collect();
-                            let (last, init) = suffixes.split_last().expect("a var has a suffix");
-                            let base = self.suffixed(ve.prefix(), init);
+                        Expr::Name(n) => self.assign_name(n),
+                        Expr::Suffixed(s) => {
+                            let (last, init) = s.suffixes.split_last().expect("a var has a suffix");
+                            let base = self.suffixed(&s.prefix, init);
                             match last {
-                                Suffix::Index(Index::Dot { name, .. }) => {
-                                    self.store(&base, &ident(name))
-                                }
-                                Suffix::Index(Index::Brackets { expression, .. }) => {
+                                Suffix::Dot(name) => self.store(&base, name.text),
+                                Suffix::Index(expression) => {
                                     if let Some(k) = literal(expression) {
-                                        self.store(&base, &k);
+                                        self.store(&base, k);
                                     }
                                     self.expr(expression);
                                 }
@@ -385,224 +415,196 @@ impl<'k> Walker<'k> {
                         _ => {}
                     }
                 }
-                for e in a.expressions().iter() {
+                for e in exprs {
                     self.expr(e);
                 }
             }
-            Stmt::FunctionCall(fc) => {
-                let suffixes: Vec<&Suffix> = fc.suffixes().collect();
-                self.suffixed(fc.prefix(), &suffixes);
+            Stmt::Call(s) => {
+                self.suffixed(&s.prefix, &s.suffixes);
             }
-            Stmt::Do(d) => self.block(d.block(), &[]),
-            Stmt::While(w) => {
-                self.expr(w.condition());
-                self.block(w.block(), &[]);
+            Stmt::Do(b) => self.block(b, []),
+            Stmt::While(cond, b) => {
+                self.expr(cond);
+                self.block(b, []);
             }
-            Stmt::Repeat(r) => {
-                self.scopes.push(HashMap::new());
-                self.stmts(r.block());
-                self.expr(r.until());
-                self.scopes.pop();
+            Stmt::Repeat(b, until) => {
+                self.open();
+                self.stmts(b);
+                self.expr(until);
+                self.close();
             }
-            Stmt::If(i) => {
-                self.expr(i.condition());
-                self.block(i.block(), &[]);
-                for ei in i.else_if().into_iter().flatten() {
-                    self.expr(ei.condition());
-                    self.block(ei.block(), &[]);
+            Stmt::If(arms, otherwise) => {
+                for (cond, b) in arms {
+                    self.expr(cond);
+                    self.block(b, []);
                 }
-                if let Some(b) = i.else_block() {
-                    self.block(b, &[]);
+                if let Some(b) = otherwise {
+                    self.block(b, []);
                 }
             }
-            Stmt::NumericFor(f) => {
-                self.expr(f.start());
-                self.expr(f.end());
-                if let Some(s) = f.step() {
+            Stmt::NumericFor(var, bounds, step, b) => {
+                self.expr(&bounds[0]);
+                self.expr(&bounds[1]);
+                if let Some(s) = step {
                     self.expr(s);
                 }
-                self.block(f.block(), &[(f.index_variable(), Kind::Unknown)]);
+                self.block(b, [(var, Kind::Unknown)]);
             }
-            Stmt::GenericFor(f) => {
-                let exprs: Vec<&Expression> = f.expressions().iter().collect();
+            Stmt::GenericFor(names, exprs, b) => {
                 let mut items = Kind::Unknown;
                 // `for _, t in ipairs(targets(…))`: the values are handles.
-                if let [Expression::FunctionCall(fc)] = exprs.as_slice() {
-                    let suffixes: Vec<&Suffix> = fc.suffixes().collect();
-                    let iter = match fc.prefix() {
-                        Prefix::Name(n) => self.resolve(n),
-                        _ => Kind::Unknown,
-                    };
-                    if let (Kind::Global(g), [Suffix::Call(Call::AnonymousCall(args))]) =
-                        (&iter, suffixes.as_slice())
-                    {
-                        let kinds = self.args(&Kind::Unknown, args);
-                        if (g == "ipairs" || g == "pairs")
-                            && kinds.first() == Some(&Kind::TargetList)
-                        {
-                            items = Kind::Target;
+                match &exprs[..] {
+                    [Expr::Suffixed(fc)] if fc.is_call() => {
+                        let iter = match &fc.prefix {
+                            Prefix::Name(n) => self.resolve(n),
+                            _ => Kind::Unknown,
+                        };
+                        if let (Kind::Global(g), [Suffix::Call(args)]) = (iter, &fc.suffixes[..]) {
+                            let first = self.args(&Kind::Unknown, args);
+                            if (g == "ipairs" || g == "pairs") && first == Kind::TargetList {
+                                items = Kind::Target;
+                            }
+                        } else {
+                            self.suffixed(&fc.prefix, &fc.suffixes);
                         }
-                    } else {
-                        self.suffixed(fc.prefix(), &suffixes);
                     }
-                } else {
-                    for e in &exprs {
-                        self.expr(e);
+                    _ => {
+                        for e in exprs {
+                            self.expr(e);
+                        }
                     }
                 }
-                let names: Vec<&TokenReference> = f.names().iter().collect();
-                let params: Vec<(&TokenReference, Kind)> = names
+                let params = names
                     .iter()
                     .enumerate()
-                    .map(|(i, n)| (*n, if i == 1 { items.clone() } else { Kind::Unknown }))
-                    .collect();
-                self.block(f.block(), &params);
+                    .map(|(i, n)| (n, if i == 1 { items } else { Kind::Unknown }));
+                self.block(b, params);
             }
-            _ => {}
+            Stmt::Other => {}
         }
     }
 
-    fn expr(&mut self, e: &Expression) -> Kind {
+    fn expr(&mut self, e: &Expr<'s>) -> Kind<'s> {
         match e {
-            Expression::BinaryOperator { lhs, binop, rhs } => {
+            Expr::Binary(b) => {
+                let (lhs, op, rhs) = &**b;
                 let l = self.expr(lhs);
                 let r = self.expr(rhs);
-                match binop {
+                match op {
                     // `cond and handle`: a handle or false, which has no methods either.
-                    BinOp::And(_) => r,
-                    BinOp::Or(_) if l == r => l,
+                    BinOp::And => r,
+                    BinOp::Or if l == r => l,
                     _ => Kind::Unknown,
                 }
             }
-            Expression::Parentheses { expression, .. } => self.expr(expression),
-            Expression::UnaryOperator { expression, .. } => {
-                self.expr(expression);
+            Expr::Paren(e) => self.expr(e),
+            Expr::Unary(e) => {
+                self.expr(e);
                 Kind::Unknown
             }
-            Expression::Function(f) => {
-                self.function(f.body(), false, &[]);
+            Expr::Function(f) => {
+                self.function(f, false, None);
                 Kind::Unknown
             }
-            Expression::FunctionCall(fc) => {
-                let suffixes: Vec<&Suffix> = fc.suffixes().collect();
-                self.suffixed(fc.prefix(), &suffixes)
-            }
-            Expression::TableConstructor(t) => {
+            Expr::Table(t) => {
                 self.table(t);
                 Kind::Unknown
             }
-            Expression::Var(Var::Name(n)) => self.resolve(n),
-            Expression::Var(Var::Expression(ve)) => {
-                let suffixes: Vec<&Suffix> = ve.suffixes().collect();
-                self.suffixed(ve.prefix(), &suffixes)
-            }
-            _ => Kind::Unknown,
+            Expr::Name(n) => self.resolve(n),
+            Expr::Suffixed(s) => self.suffixed(&s.prefix, &s.suffixes),
+            Expr::Str(_) | Expr::Other => Kind::Unknown,
         }
     }
 
-    fn table(&mut self, t: &ast::TableConstructor) {
-        for f in t.fields().iter() {
+    fn table(&mut self, t: &syntax::Table<'s>) {
+        for f in &t.fields {
             match f {
-                Field::ExpressionKey { key, value, .. } => {
+                Field::Bracket(_, key, value) => {
                     self.expr(key);
                     self.expr(value);
                 }
-                Field::NameKey { value, .. } => {
+                Field::Named(_, value) | Field::Positional(value) => {
                     self.expr(value);
                 }
-                Field::NoKey(v) => {
-                    self.expr(v);
-                }
-                _ => {}
             }
         }
     }
 
-    /// Walks a call's arguments; `callee` is what is called (for `parallel(targets(…),
-    /// function(t) … end)`, whose function gets handles).
-    fn args(&mut self, callee: &Kind, args: &FunctionArgs) -> Vec<Kind> {
+    /// Walks a call's arguments and says what the first is; `callee` is what is called
+    /// (for `parallel(targets(…), function(t) … end)`, whose function gets handles).
+    fn args(&mut self, callee: &Kind<'s>, args: &Args<'s>) -> Kind<'s> {
         match args {
-            FunctionArgs::Parentheses { arguments, .. } => {
-                let list: Vec<&Expression> = arguments.iter().collect();
-                let mut kinds = Vec::new();
+            Args::Paren(list) => {
+                let mut first = Kind::Unknown;
                 for (i, a) in list.iter().enumerate() {
-                    let parallel_fn = i == 1
-                        && *callee == Kind::Global("parallel".into())
-                        && kinds.first() == Some(&Kind::TargetList);
+                    let parallel_fn =
+                        i == 1 && *callee == Kind::Global("parallel") && first == Kind::TargetList;
                     match a {
-                        Expression::Function(f) if parallel_fn => {
-                            self.function(f.body(), false, &[Kind::Target]);
-                            kinds.push(Kind::Unknown);
+                        Expr::Function(f) if parallel_fn => {
+                            self.function(f, false, Some(Kind::Target));
                         }
                         _ => {
                             let k = self.expr(a);
-                            kinds.push(k);
+                            if i == 0 {
+                                first = k;
+                            }
                         }
                     }
                 }
-                kinds
+                first
             }
-            FunctionArgs::TableConstructor(t) => {
+            Args::Table(t) => {
                 self.table(t);
-                vec![Kind::Unknown]
+                Kind::Unknown
             }
-            _ => vec![Kind::Unknown],
+            Args::Str(_) => Kind::Unknown,
         }
     }
 
     /// `prefix` followed by `.key`, `[expr]`, `(args)`, `:m(args)`: what it is.
-    fn suffixed(&mut self, prefix: &Prefix, suffixes: &[&Suffix]) -> Kind {
-        let (mut kind, mut shown) = match prefix {
-            Prefix::Name(n) => (self.resolve(n), ident(n)),
-            Prefix::Expression(e) => (self.expr(e), String::from("(…)")),
-            _ => (Kind::Unknown, String::new()),
+    fn suffixed(&mut self, prefix: &Prefix<'s>, suffixes: &[Suffix<'s>]) -> Kind<'s> {
+        let mut kind = match prefix {
+            Prefix::Name(n) => self.resolve(n),
+            Prefix::Paren(e) => self.expr(e),
         };
         // What a call here would call, by the name its options are known under: a
         // global function of the sandbox (`step`), or an API table's (`cache.clear`).
-        let mut callee = match &kind {
-            Kind::Global(g) if !self.known.tables.contains_key(g) => Some(g.clone()),
+        let mut callee: Option<(&'s str, Option<&'s str>)> = match kind {
+            Kind::Global(g) if !self.known.tables.contains_key(g) => Some((g, None)),
             _ => None,
         };
-        for s in suffixes {
-            let next_callee = match (s, &kind) {
-                (Suffix::Index(Index::Dot { name, .. }), Kind::Global(g))
-                    if self.known.tables.contains_key(g) =>
-                {
-                    Some(format!("{g}.{}", ident(name)))
+        for (i, s) in suffixes.iter().enumerate() {
+            let before = || shown(prefix, &suffixes[..i]);
+            let next_callee = match (s, kind) {
+                (Suffix::Dot(name), Kind::Global(g)) if self.known.tables.contains_key(g) => {
+                    Some((g, Some(name.text)))
                 }
                 _ => None,
             };
             kind = match s {
-                Suffix::Index(Index::Dot { name, .. }) => {
-                    let k = self.index(&kind, &shown, name, false);
-                    shown = format!("{shown}.{}", ident(name));
-                    k
-                }
-                Suffix::Index(Index::Brackets { expression, .. }) => {
+                Suffix::Dot(name) => self.index(&kind, before, name, false),
+                Suffix::Index(expression) => {
                     self.expr(expression);
-                    shown.push_str("[…]");
                     Kind::Unknown
                 }
-                Suffix::Call(Call::MethodCall(mc)) => {
-                    let method = ident(mc.name());
+                Suffix::Method(name, args) => {
                     if kind == Kind::Target {
-                        let called = format!("{shown}:{method}");
-                        self.options_of(&format!(":{method}"), &called, mc.args());
+                        let called = || format!("{}:{}", before(), name.text);
+                        self.options_of((":", name.text), called, args);
                     }
-                    let k = self.index(&kind, &shown, mc.name(), true);
-                    self.args(&Kind::Unknown, mc.args());
-                    shown = format!("{shown}:{method}(…)");
+                    let k = self.index(&kind, before, name, true);
+                    self.args(&Kind::Unknown, args);
                     k
                 }
-                Suffix::Call(Call::AnonymousCall(args)) => {
-                    if let Some(c) = &callee {
-                        self.options_of(c, &shown, args);
+                Suffix::Call(args) => {
+                    match callee {
+                        Some((g, Some(key))) => self.options_of((g, key), before, args),
+                        Some((g, None)) => self.options_of(("", g), before, args),
+                        None => {}
                     }
-                    let kinds = self.args(&kind, args);
-                    shown.push_str("(…)");
-                    self.call_result(&kind, args, &kinds)
+                    self.args(&kind, args);
+                    self.call_result(&kind, args)
                 }
-                _ => Kind::Unknown,
             };
             callee = next_callee;
         }
@@ -611,50 +613,78 @@ impl<'k> Walker<'k> {
 
     /// A call of `callee` (shown as `called`): each key of a table written in the call
     /// for an options argument must be one of its options. Only keys written as names or
-    /// string literals are checked; a table built elsewhere is not looked at.
-    fn options_of(&mut self, callee: &str, called: &str, args: &FunctionArgs) {
-        let Some(options) = self.known.options.get(callee) else {
+    /// string literals are checked; a table built elsewhere is not looked at. `callee` is
+    /// the name its options are known under in two parts, joined by a `.` unless the
+    /// first is empty or `:` (`step`, `cache.clear`, `:exec`).
+    fn options_of(&mut self, callee: (&str, &str), called: impl Fn() -> String, args: &Args<'s>) {
+        // Only reports: nothing to learn here in the first pass.
+        if self.learnt_before.is_none() {
+            return;
+        }
+        let Some(options) = self.options(callee) else {
             return;
         };
-        let list: Vec<&Expression> = match args {
-            FunctionArgs::Parentheses { arguments, .. } => arguments.iter().collect(),
-            _ => return,
+        let Args::Paren(list) = args else {
+            return;
         };
         let mut found = Vec::new();
         for (index, keys) in options {
-            let Some(Expression::TableConstructor(t)) = list.get(*index) else {
+            let Some(Expr::Table(t)) = list.get(*index) else {
                 continue;
             };
-            for f in t.fields().iter() {
+            for f in &t.fields {
                 let (at, key) = match f {
-                    Field::NameKey { key, .. } => (key, ident(key)),
+                    Field::Named(key, _) => (key.line, key.text),
                     // A key with an escape (`"read\95only"`) is left alone: the
                     // parser gives it as written, not as Lua reads it.
-                    Field::ExpressionKey { key, brackets, .. } => match literal(key) {
-                        Some(k) if !k.contains('\\') => (brackets.tokens().0, k),
+                    Field::Bracket(at, key, _) => match literal(key) {
+                        Some(k) if !k.contains('\\') => (*at, k),
                         _ => continue,
                     },
-                    _ => continue,
+                    Field::Positional(_) => continue,
                 };
-                if !keys.contains(&key) {
-                    let s = crate::base::suggest::closest(&key, keys.iter().map(String::as_str))
+                if !keys.contains(key) {
+                    let s = crate::base::suggest::closest(key, keys.iter().map(String::as_str))
                         .map(str::to_string);
-                    found.push((at.clone(), key, s));
+                    found.push((at, key, s));
                 }
             }
         }
+        if found.is_empty() {
+            return;
+        }
+        let called = called();
         for (at, key, s) in found {
             self.report(
-                &at,
-                key.clone(),
+                at,
+                key.to_string(),
                 format!("{called}() takes no option '{key}'"),
                 s,
             );
         }
     }
 
-    fn call_result(&self, callee: &Kind, args: &FunctionArgs, _kinds: &[Kind]) -> Kind {
-        let Kind::Global(g) = callee else {
+    /// The options tables of `callee` (see `options_of`), named without a `String` made
+    /// for each call.
+    fn options(&self, (first, second): (&str, &str)) -> Option<&'k Vec<(usize, BTreeSet<String>)>> {
+        let sep = match first {
+            "" | ":" => "",
+            _ => ".",
+        };
+        let len = first.len() + sep.len() + second.len();
+        // Every callee with options is a short name: no buffer, no lookup.
+        let mut buf = [0u8; 64];
+        let out = buf.get_mut(..len)?;
+        let (a, rest) = out.split_at_mut(first.len());
+        let (b, c) = rest.split_at_mut(sep.len());
+        a.copy_from_slice(first.as_bytes());
+        b.copy_from_slice(sep.as_bytes());
+        c.copy_from_slice(second.as_bytes());
+        self.known.options.get(std::str::from_utf8(out).ok()?)
+    }
+
+    fn call_result(&self, callee: &Kind<'s>, args: &Args<'s>) -> Kind<'s> {
+        let Kind::Global(g) = *callee else {
             return Kind::Unknown;
         };
         if self.known.target_makers.contains(g) {
@@ -665,13 +695,11 @@ impl<'k> Walker<'k> {
         }
         if g == "require" {
             let name = match args {
-                FunctionArgs::Parentheses { arguments, .. } if arguments.len() == 1 => {
-                    arguments.iter().next().and_then(literal)
-                }
-                FunctionArgs::String(t) => literal(&Expression::String(t.clone())),
+                Args::Paren(list) if list.len() == 1 => literal(&list[0]),
+                Args::Str(s) => Some(*s),
                 _ => None,
             };
-            if let Some(m) = name.filter(|m| self.known.modules.contains_key(m)) {
+            if let Some(m) = name.filter(|m| self.known.modules.contains_key(*m)) {
                 return Kind::Module(m);
             }
         }

@@ -5,7 +5,7 @@
 //! the record is closed the index of runs (`run/index.rs`) is told how many lines it has
 //! and the hash of the last, which is what `runbook audit verify` checks it against.
 
-use crate::actions::events::{Event, Sink, Stamped};
+use crate::actions::events::{Event, Line, Sink, Stamped};
 use crate::base::chain::{self, Chain};
 use crate::run::index::{self, Entry};
 use std::cell::Cell;
@@ -51,10 +51,14 @@ impl RecordSink {
 
 impl Sink for RecordSink {
     fn emit(&mut self, ev: &Stamped) {
+        self.emit_line(ev, None);
+    }
+
+    fn emit_line(&mut self, ev: &Stamped, line: Option<Line<'_>>) {
         if self.failed.get() {
             return;
         }
-        if !self.writer.write(ev) {
+        if !self.writer.write(ev, line) {
             self.failed.set(true);
         }
     }
@@ -87,8 +91,9 @@ fn lock(m: &Mutex<Written>) -> MutexGuard<'_, Written> {
 }
 
 impl RecordWriter {
-    /// Appends `ev`; false once the record cannot be written.
-    fn write(&self, ev: &Stamped) -> bool {
+    /// Appends `ev` (whose line the bus made, when it did); false once the record
+    /// cannot be written.
+    fn write(&self, ev: &Stamped, made: Option<Line<'_>>) -> bool {
         let mut w = lock(&self.0);
         if w.failed {
             return false;
@@ -96,7 +101,11 @@ impl RecordWriter {
         let (seq, prev) = w.chain.next();
         // The bus stamps each event of a run with these same links (so that `--json` is
         // the record); an event it did not stamp so still gets the record's own.
-        let line = if ev.seq == Some(seq) && ev.prev.as_deref() == Some(prev.as_str()) {
+        let stamped_so = ev.seq == Some(seq) && ev.prev.as_deref() == Some(prev.as_str());
+        if let (true, Some(made)) = (stamped_so, made) {
+            return w.append_hashed(made);
+        }
+        let line = if stamped_so {
             serde_json::to_string(ev)
         } else {
             serde_json::to_string(&Stamped {
@@ -150,13 +159,33 @@ impl Written {
     fn append(&mut self, line: String) -> bool {
         let mut bytes = line.into_bytes();
         bytes.push(b'\n');
+        if !self.write_line(&bytes) {
+            return false;
+        }
+        self.chain.push(&bytes[..bytes.len() - 1]);
+        true
+    }
+
+    /// `append` of a line whose hash is known: the bus's, made of this same text.
+    fn append_hashed(&mut self, line: Line<'_>) -> bool {
+        debug_assert_eq!(chain::hash(line.text.as_bytes()), line.hash);
+        let mut bytes = Vec::with_capacity(line.text.len() + 1);
+        bytes.extend_from_slice(line.text.as_bytes());
+        bytes.push(b'\n');
+        if !self.write_line(&bytes) {
+            return false;
+        }
+        self.chain.push_hashed(line.hash.to_string());
+        true
+    }
+
+    /// Writes `bytes` (a line and its line break); false, and the record given up, when
+    /// it cannot.
+    fn write_line(&mut self, bytes: &[u8]) -> bool {
         // One write per event on an unbuffered file: the line is in the kernel's hands
         // before the next action starts.
-        match self.file.write_all(&bytes) {
-            Ok(()) => {
-                self.chain.push(&bytes[..bytes.len() - 1]);
-                true
-            }
+        match self.file.write_all(bytes) {
+            Ok(()) => true,
             Err(e) => {
                 self.failed = true;
                 tracing::error!(

@@ -177,8 +177,13 @@ impl TerminalSink {
             let _ = writeln!(std::io::stdout().lock(), "{text}");
             return;
         }
+        // One write: stderr is unbuffered, and `writeln!` wrote the text and its newline
+        // with a system call each.
         let err = || {
-            let _ = writeln!(std::io::stderr().lock(), "{text}");
+            let mut line = String::with_capacity(text.len() + 1);
+            line.push_str(text);
+            line.push('\n');
+            let _ = std::io::stderr().lock().write_all(line.as_bytes());
         };
         match &self.spinner {
             Some(_) => bars().suspend(err),

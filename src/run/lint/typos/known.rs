@@ -48,32 +48,32 @@ pub fn api_tables(fresh: &mlua::Lua) -> Vec<String> {
         .collect()
 }
 
-/// Each function of the API, as a fresh sandbox VM holds it (taken with `api_tables`,
-/// before any runbook ran): a global function (`step`) or an API table's (`cache.clear`),
-/// by name, and the function's identity. A name whose function the runbook's top level
-/// replaced (a helper module that wraps `step`, `function cache.clear(…)`) is no longer
-/// the API's, and its options are not the definitions'.
-pub fn api_functions(vm: &mlua::Lua) -> BTreeMap<String, usize> {
+/// The function each name whose options the check knows (`embedded::api::OPTIONS`: a
+/// global function, `step`, or an API table's, `cache.clear`) is in `vm`, by that name:
+/// taken from a fresh sandbox VM (with `api_tables`, before any runbook ran) and again
+/// after the runbook's top level ran. A name whose function the top level replaced (a
+/// helper module that wraps `step`, `function cache.clear(…)`) is no longer the API's,
+/// and its options are not the definitions'. Only those names: the others' functions
+/// are never compared.
+pub fn api_functions(vm: &mlua::Lua) -> BTreeMap<&'static str, usize> {
     use mlua::Value;
+    let globals = vm.globals();
     let mut out = BTreeMap::new();
-    for (k, v) in vm.globals().pairs::<Value, Value>().flatten() {
-        let Value::String(name) = k else { continue };
-        let name = name.to_string_lossy();
-        match v {
-            Value::Function(f) => {
-                out.insert(name, f.to_pointer() as usize);
-            }
-            Value::Table(t) if name != "_G" && name != "params" => {
-                for (k, v) in t.pairs::<Value, Value>().flatten() {
-                    if let (Value::String(key), Value::Function(f)) = (k, v) {
-                        out.insert(
-                            format!("{name}.{}", key.to_string_lossy()),
-                            f.to_pointer() as usize,
-                        );
-                    }
-                }
-            }
-            _ => {}
+    for (callee, _, _) in crate::base::embedded::api::OPTIONS {
+        if callee.starts_with(':') || out.contains_key(callee) {
+            continue;
+        }
+        let value = match callee.split_once('.') {
+            None => globals.raw_get::<Value>(*callee),
+            // `_G` and `params` hold the runbook's own.
+            Some(("_G" | "params", _)) => continue,
+            Some((table, key)) => match globals.raw_get::<Value>(table) {
+                Ok(Value::Table(t)) => t.raw_get::<Value>(key),
+                _ => continue,
+            },
+        };
+        if let Ok(Value::Function(f)) = value {
+            out.insert(*callee, f.to_pointer() as usize);
         }
     }
     out
@@ -85,22 +85,24 @@ impl Known {
     /// handle's methods (`:exec`) cannot be replaced.
     pub fn keep_options_of_unchanged(
         &mut self,
-        before: &BTreeMap<String, usize>,
-        now: &BTreeMap<String, usize>,
+        before: &BTreeMap<&'static str, usize>,
+        now: &BTreeMap<&'static str, usize>,
     ) {
         self.options.retain(|callee, _| {
+            let callee = callee.as_str();
             callee.starts_with(':')
                 || (before.contains_key(callee) && before.get(callee) == now.get(callee))
         });
     }
 
     /// What the API defines, from its one source: its tables (`api_tables`, taken from
-    /// the runbook's VM before the runbook ran), their keys and the stdlib modules'
-    /// exports as the runbook's own VM (`live`, after its top level ran) holds them;
+    /// the runbook's VM before the runbook ran), their keys and the exports of the
+    /// stdlib modules `source` names as the runbook's own VM (`live`, after its top level
+    /// ran) holds them;
     /// the target handle's methods and fields as its `UserData` registers them; what
     /// returns a handle and the options tables' keys from the `/// Lua:` blocks, as
     /// build.rs tabled them (`embedded::api`).
-    pub fn read(api_tables: &[String], live: &mlua::Lua) -> Known {
+    pub fn read(api_tables: &[String], live: &mlua::Lua, source: &str) -> Known {
         use mlua::{Table, Value};
         let keys = |t: &Table| -> BTreeSet<String> {
             t.pairs::<Value, Value>()
@@ -124,6 +126,13 @@ impl Known {
         {
             for (stem, _) in crate::base::embedded::STDLIB {
                 let name = format!("runbook.{stem}");
+                // The check binds a module only to `require` of a literal that is its
+                // name as written: one the file does not spell cannot be bound, and
+                // loading it would cost every load its compile (and list it among the
+                // modules a plan ran).
+                if !source.contains(name.as_str()) {
+                    continue;
+                }
                 if let Ok(t) = require.call::<Table>(name.as_str()) {
                     known.modules.insert(name, keys(&t));
                 }
