@@ -55,24 +55,48 @@ impl std::fmt::Display for Typo {
 /// message when it cannot read the file (the caller decides what that means: Lua's own
 /// compiler has the last word on syntax).
 pub fn find(source: &str, known: &Known) -> Result<Vec<Typo>, String> {
-    let ast = syntax::parse(source)?;
     // Pass one learns what the file assigns, and reports as if it assigned nothing; pass
     // two, knowing it, reports. What is learnt only changes what a walk makes of names
     // through a local that held something known and is assigned again, a global the file
     // assigns, or a key it stores: with none of them, pass two would walk as pass one
-    // did, and report what it reported.
-    let mut first = Walker::new(&ast, known, Some(Learnt::default()));
-    first.block(&ast.root, []);
+    // did, and report what it reported (and the file is read once).
+    let first = walk(source, known, Learnt::default())?;
     let mut found = if first.learnt_changes_nothing() {
         first.found
     } else {
-        let mut second = Walker::new(&ast, known, Some(first.learnt));
-        second.block(&ast.root, []);
-        second.found
+        walk(source, known, first.learnt)?.found
     };
     found.sort_by_key(|t| t.line);
     found.dedup();
     Ok(found)
+}
+
+/// One pass over `source`, a top-level statement at a time (what is parsed is held for
+/// one statement, not the whole file), knowing `learnt`.
+fn walk<'k, 's>(
+    source: &'s str,
+    known: &'k Known,
+    learnt: Learnt<'s>,
+) -> Result<Walker<'s, 'k, 's>, String> {
+    let mut file = syntax::TopLevels::new(source)?;
+    let mut idle = Walker::new(Ast::empty(), known, Some(learnt));
+    // The top level is a block: its locals are in a scope of their own.
+    idle.open();
+    while let Some(top) = file.next()? {
+        let mut w = idle.over(file.ast());
+        match &top {
+            syntax::TopLevel::Stmt(stmt) => w.stmt(stmt),
+            syntax::TopLevel::Return(exprs) => {
+                for e in file.ast().exprs(*exprs) {
+                    w.expr(e);
+                }
+            }
+        }
+        idle = w.over(Ast::empty());
+        file.clear();
+    }
+    idle.close();
+    Ok(idle)
 }
 
 /// What the file does to names, anywhere in it.
@@ -155,6 +179,21 @@ fn shown(prefix: &Prefix, suffixes: &[Suffix]) -> String {
 }
 
 impl<'a, 'k, 's> Walker<'a, 'k, 's> {
+    /// This walk, now over the nodes in `ast`.
+    fn over<'b>(self, ast: &'b Ast<'s>) -> Walker<'b, 'k, 's> {
+        Walker {
+            ast,
+            known: self.known,
+            learnt_before: self.learnt_before,
+            learnt: self.learnt,
+            bindings: self.bindings,
+            scopes: self.scopes,
+            next_id: self.next_id,
+            held_known: self.held_known,
+            found: self.found,
+        }
+    }
+
     fn new(ast: &'a Ast<'s>, known: &'k Known, learnt_before: Option<Learnt<'s>>) -> Self {
         Walker {
             ast,

@@ -36,10 +36,9 @@ impl Span {
     }
 }
 
-/// A parsed file: its top-level block, and every node, by kind.
+/// Parsed nodes, by kind.
 #[derive(Debug, Default)]
 pub struct Ast<'s> {
-    pub root: Block,
     stmts: Vec<Stmt<'s>>,
     exprs: Vec<Expr<'s>>,
     suffixes: Vec<Suffix<'s>>,
@@ -50,6 +49,20 @@ pub struct Ast<'s> {
 }
 
 impl<'s> Ast<'s> {
+    /// No nodes: what a walk is over between two statements.
+    pub fn empty() -> &'static Ast<'static> {
+        static EMPTY: Ast<'static> = Ast {
+            stmts: Vec::new(),
+            exprs: Vec::new(),
+            suffixes: Vec::new(),
+            fields: Vec::new(),
+            names: Vec::new(),
+            bodies: Vec::new(),
+            arms: Vec::new(),
+        };
+        &EMPTY
+    }
+
     pub fn stmts(&self, s: Span) -> &[Stmt<'s>] {
         &self.stmts[s.range()]
     }
@@ -195,27 +208,80 @@ pub enum Field<'s> {
     Positional(Expr<'s>),
 }
 
-/// Parses a whole file. `Err`: `line N: what was expected`.
-pub fn parse(source: &str) -> Result<Ast<'_>, String> {
-    let mut p = Parser {
-        lex: Lexer::new(source),
-        tok: Token::EOF,
-        ahead: None,
-        ast: Ast::default(),
-        stmts: Vec::new(),
-        exprs: Vec::new(),
-        suffixes: Vec::new(),
-        fields: Vec::new(),
-        names: Vec::new(),
-        arms: Vec::new(),
-    };
-    p.advance()?;
+/// Parses a whole file: its nodes and its top-level block. `Err`: `line N: what was
+/// expected`.
+#[cfg(test)]
+pub fn parse(source: &str) -> Result<(Ast<'_>, Block), String> {
+    let mut p = Parser::new(source)?;
     let root = p.block()?;
     if p.tok.t != T::Eof {
         return Err(p.expected("the end of the file"));
     }
-    p.ast.root = root;
-    Ok(p.ast)
+    Ok((p.ast, root))
+}
+
+/// A statement of a file's top level, or the `return` that ends it.
+pub enum TopLevel<'s> {
+    Stmt(Stmt<'s>),
+    /// The `return`'s expressions (`Ast::exprs`).
+    Return(Span),
+}
+
+/// Reads a file one top-level statement at a time, each statement's nodes alone in its
+/// [`Ast`] (`clear` makes room for the next): what is held at once is one statement,
+/// not the whole file.
+pub struct TopLevels<'s> {
+    p: Parser<'s>,
+}
+
+impl<'s> TopLevels<'s> {
+    pub fn new(source: &'s str) -> Result<Self, String> {
+        Ok(TopLevels {
+            p: Parser::new(source)?,
+        })
+    }
+
+    /// The next statement (its nodes in `ast()`), none at the end of the file. `Err`:
+    /// `line N: what was expected`.
+    pub fn next(&mut self) -> Result<Option<TopLevel<'s>>, String> {
+        let p = &mut self.p;
+        loop {
+            match p.tok.t {
+                T::Eof => return Ok(None),
+                T::Semicolon => {
+                    p.advance()?;
+                }
+                T::Return => {
+                    let exprs = p.ret()?;
+                    if p.tok.t != T::Eof {
+                        return Err(p.expected("the end of the file"));
+                    }
+                    return Ok(Some(TopLevel::Return(exprs)));
+                }
+                T::End | T::Else | T::Elseif | T::Until => {
+                    return Err(p.expected("the end of the file"))
+                }
+                _ => return p.stmt().map(|s| Some(TopLevel::Stmt(s))),
+            }
+        }
+    }
+
+    /// The nodes of the statement `next` gave.
+    pub fn ast(&self) -> &Ast<'s> {
+        &self.p.ast
+    }
+
+    /// Forgets the last statement's nodes (their room is kept for the next).
+    pub fn clear(&mut self) {
+        let a = &mut self.p.ast;
+        a.stmts.clear();
+        a.exprs.clear();
+        a.suffixes.clear();
+        a.fields.clear();
+        a.names.clear();
+        a.bodies.clear();
+        a.arms.clear();
+    }
 }
 
 /// Token kinds: each keyword and symbol its own.
@@ -642,6 +708,23 @@ fn binary(t: T) -> Option<(BinOp, u8, u8)> {
 const UNARY_PRIORITY: u8 = 12;
 
 impl<'s> Parser<'s> {
+    fn new(source: &'s str) -> Result<Self, String> {
+        let mut p = Parser {
+            lex: Lexer::new(source),
+            tok: Token::EOF,
+            ahead: None,
+            ast: Ast::default(),
+            stmts: Vec::new(),
+            exprs: Vec::new(),
+            suffixes: Vec::new(),
+            fields: Vec::new(),
+            names: Vec::new(),
+            arms: Vec::new(),
+        };
+        p.advance()?;
+        Ok(p)
+    }
+
     fn advance(&mut self) -> Result<Token, String> {
         let was = self.tok;
         self.tok = match self.ahead.take() {
@@ -704,15 +787,7 @@ impl<'s> Parser<'s> {
             match self.tok.t {
                 T::Eof | T::End | T::Else | T::Elseif | T::Until => break,
                 T::Return => {
-                    self.advance()?;
-                    let exprs = match self.tok.t {
-                        T::Eof | T::End | T::Else | T::Elseif | T::Until | T::Semicolon => {
-                            Span::default()
-                        }
-                        _ => self.exprs()?,
-                    };
-                    self.accept(T::Semicolon)?;
-                    ret = Some(exprs);
+                    ret = Some(self.ret()?);
                     break;
                 }
                 T::Semicolon => {
@@ -728,6 +803,17 @@ impl<'s> Parser<'s> {
             stmts: settle(&mut self.stmts, start, &mut self.ast.stmts),
             ret,
         })
+    }
+
+    /// `return [exps] [;]`, at its `return`: the expressions.
+    fn ret(&mut self) -> Result<Span, String> {
+        self.expect(T::Return, "'return'")?;
+        let exprs = match self.tok.t {
+            T::Eof | T::End | T::Else | T::Elseif | T::Until | T::Semicolon => Span::default(),
+            _ => self.exprs()?,
+        };
+        self.accept(T::Semicolon)?;
+        Ok(exprs)
     }
 
     fn end(&mut self) -> Result<(), String> {
@@ -1106,8 +1192,8 @@ mod tests {
     #[test]
     fn lines_and_literals_are_as_written() {
         let src = "#!/usr/bin/env runbook\nlocal a = [==[\nx]]=]==] .. 'q\\'\\\n' -- c\n--[[ long\n]] b(\"s\")";
-        let ast = parse(src).unwrap();
-        let stmts = ast.stmts(ast.root.stmts);
+        let (ast, root) = parse(src).unwrap();
+        let stmts = ast.stmts(root.stmts);
         let Stmt::Local(names, exprs) = &stmts[0] else {
             panic!("{ast:?}")
         };
@@ -1126,8 +1212,8 @@ mod tests {
     #[test]
     fn precedence_is_luas() {
         // `a or b and c .. d`: or(a, and(b, ..(c, d))).
-        let ast = parse("x = a or b and c .. d").unwrap();
-        let Stmt::Assign(_, e) = &ast.stmts(ast.root.stmts)[0] else {
+        let (ast, root) = parse("x = a or b and c .. d").unwrap();
+        let Stmt::Assign(_, e) = &ast.stmts(root.stmts)[0] else {
             panic!()
         };
         let Expr::Binary(_, BinOp::Or, and) = &ast.exprs(*e)[0] else {
@@ -1141,8 +1227,8 @@ mod tests {
             Expr::Binary(_, BinOp::Other, _)
         ));
         // `not a and b`: and(not a, b); `-x ^ 2`: -(x ^ 2).
-        let ast = parse("x = not a and b\ny = -x ^ 2").unwrap();
-        let stmts = ast.stmts(ast.root.stmts);
+        let (ast, root) = parse("x = not a and b\ny = -x ^ 2").unwrap();
+        let stmts = ast.stmts(root.stmts);
         let Stmt::Assign(_, e) = &stmts[0] else {
             panic!()
         };
@@ -1171,9 +1257,9 @@ f{ 1 } f"s" f[[s]] t:m"s" (f)()
 do ; end
 return x, y;
 "#;
-        let ast = parse(src).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(ast.stmts(ast.root.stmts).len(), 13, "{ast:?}");
-        assert!(ast.root.ret.is_some());
+        let (ast, root) = parse(src).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ast.stmts(root.stmts).len(), 13, "{ast:?}");
+        assert!(root.ret.is_some());
     }
 
     #[test]
