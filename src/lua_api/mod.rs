@@ -101,10 +101,18 @@ pub fn location(lua: &Lua) -> String {
     for level in 0..64 {
         let found = lua.inspect_stack(level, |d| {
             let src = d.source();
-            let source = src.source.as_deref().unwrap_or_default().to_string();
-            source
-                .strip_prefix('@')
-                .map(|file| format!("{file}:{}", d.current_line().unwrap_or(0)))
+            let file = src
+                .source
+                .as_deref()
+                .unwrap_or_default()
+                .strip_prefix('@')?;
+            // Made by hand: every step() and every command asks for its location.
+            let line = d.current_line().unwrap_or(0).to_string();
+            let mut loc = String::with_capacity(file.len() + 1 + line.len());
+            loc.push_str(file);
+            loc.push(':');
+            loc.push_str(&line);
+            Some(loc)
         });
         match found {
             None => break,

@@ -18,6 +18,15 @@ pub mod typos;
 use std::borrow::Cow;
 use std::collections::HashSet;
 
+/// `bytes` as text, what is not UTF-8 replaced (`String::from_utf8_lossy`), without
+/// copying or going through it byte by byte when it is UTF-8 (a runbook, almost always).
+pub fn text(bytes: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(bytes),
+    }
+}
+
 /// A use of a global name the sandbox does not define.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownGlobal {
@@ -242,7 +251,7 @@ impl<'a> Reader<'a> {
             }
             if let Some(Some(name)) = constants.get(key as usize) {
                 accesses.push(Access {
-                    name: String::from_utf8_lossy(name),
+                    name: text(name),
                     line: at,
                     write,
                 });

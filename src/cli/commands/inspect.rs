@@ -32,7 +32,7 @@ pub async fn check(
                     s.label,
                     crate::base::printable::line(&h.name),
                     h.params.len(),
-                    loaded.steps().len()
+                    loaded.step_count()
                 );
                 drop(loaded);
                 // What only running the steps' code shows, planned offline: nothing is

@@ -37,6 +37,10 @@ impl Loaded {
     pub fn steps(&self) -> Vec<StepDecl> {
         self.ctx.steps.borrow().clone()
     }
+    /// How many steps it declares (`steps` copies them all).
+    pub fn step_count(&self) -> usize {
+        self.ctx.steps.borrow().len()
+    }
 }
 
 /// Runs the file's top level (declarations only; no command can run there).
@@ -169,7 +173,7 @@ pub(super) fn check_globals(
     api_tables: &[String],
     api_functions: &std::collections::BTreeMap<&'static str, usize>,
 ) -> Result<()> {
-    let text = String::from_utf8_lossy(&source.bytes);
+    let text = crate::run::lint::text(&source.bytes);
     let mut known: Vec<String> = Vec::new();
     for pair in lua.globals().pairs::<Value, Value>() {
         if let Ok((Value::String(k), _)) = pair {

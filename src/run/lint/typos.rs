@@ -22,7 +22,7 @@
 //! and the API reference (`typos/known.rs`), never from a list written here.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use syntax::{Args, BinOp, Block, Expr, Field, FuncBody, Name, Prefix, Stmt, Suffix};
+use syntax::{Args, Ast, BinOp, Block, BodyId, Expr, Field, Name, Prefix, Span, Stmt, Suffix};
 
 mod known;
 mod syntax;
@@ -55,17 +55,48 @@ impl std::fmt::Display for Typo {
 /// message when it cannot read the file (the caller decides what that means: Lua's own
 /// compiler has the last word on syntax).
 pub fn find(source: &str, known: &Known) -> Result<Vec<Typo>, String> {
-    let ast = syntax::parse(source)?;
-    // Pass one learns what the file assigns; pass two, knowing it, reports.
-    let mut first = Walker::new(known, None);
-    first.block(&ast, []);
-    let learnt = first.learnt;
-    let mut second = Walker::new(known, Some(learnt));
-    second.block(&ast, []);
-    let mut found = second.found;
+    // Pass one learns what the file assigns, and reports as if it assigned nothing; pass
+    // two, knowing it, reports. What is learnt only changes what a walk makes of names
+    // through a local that held something known and is assigned again, a global the file
+    // assigns, or a key it stores: with none of them, pass two would walk as pass one
+    // did, and report what it reported (and the file is read once).
+    let first = walk(source, known, Learnt::default())?;
+    let mut found = if first.learnt_changes_nothing() {
+        first.found
+    } else {
+        walk(source, known, first.learnt)?.found
+    };
     found.sort_by_key(|t| t.line);
     found.dedup();
     Ok(found)
+}
+
+/// One pass over `source`, a top-level statement at a time (what is parsed is held for
+/// one statement, not the whole file), knowing `learnt`.
+fn walk<'k, 's>(
+    source: &'s str,
+    known: &'k Known,
+    learnt: Learnt<'s>,
+) -> Result<Walker<'s, 'k, 's>, String> {
+    let mut file = syntax::TopLevels::new(source)?;
+    let mut idle = Walker::new(Ast::empty(), known, Some(learnt));
+    // The top level is a block: its locals are in a scope of their own.
+    idle.open();
+    while let Some(top) = file.next()? {
+        let mut w = idle.over(file.ast());
+        match &top {
+            syntax::TopLevel::Stmt(stmt) => w.stmt(stmt),
+            syntax::TopLevel::Return(exprs) => {
+                for e in file.ast().exprs(*exprs) {
+                    w.expr(e);
+                }
+            }
+        }
+        idle = w.over(Ast::empty());
+        file.clear();
+    }
+    idle.close();
+    Ok(idle)
 }
 
 /// What the file does to names, anywhere in it.
@@ -96,7 +127,8 @@ struct Binding<'s> {
     kind: Kind<'s>,
 }
 
-struct Walker<'k, 's> {
+struct Walker<'a, 'k, 's> {
+    ast: &'a Ast<'s>,
     known: &'k Known,
     /// None in the first pass (nothing is reported then).
     learnt_before: Option<Learnt<'s>>,
@@ -106,14 +138,17 @@ struct Walker<'k, 's> {
     bindings: Vec<Binding<'s>>,
     scopes: Vec<usize>,
     next_id: usize,
+    /// By declaration (`Binding::id`): whether the local was declared holding something
+    /// known, which its being assigned again would change.
+    held_known: Vec<bool>,
     found: Vec<Typo>,
 }
 
 /// The text of a plain string literal (`"runbook.text"`), escapes left as written.
-fn literal<'s>(e: &Expr<'s>) -> Option<&'s str> {
+fn literal<'s>(ast: &Ast<'s>, e: &Expr<'s>) -> Option<&'s str> {
     match e {
         Expr::Str(s) => Some(s),
-        Expr::Paren(e) => literal(e),
+        Expr::Paren(e) => literal(ast, ast.expr(*e)),
         _ => None,
     }
 }
@@ -143,15 +178,32 @@ fn shown(prefix: &Prefix, suffixes: &[Suffix]) -> String {
     out
 }
 
-impl<'k, 's> Walker<'k, 's> {
-    fn new(known: &'k Known, learnt_before: Option<Learnt<'s>>) -> Self {
+impl<'a, 'k, 's> Walker<'a, 'k, 's> {
+    /// This walk, now over the nodes in `ast`.
+    fn over<'b>(self, ast: &'b Ast<'s>) -> Walker<'b, 'k, 's> {
         Walker {
+            ast,
+            known: self.known,
+            learnt_before: self.learnt_before,
+            learnt: self.learnt,
+            bindings: self.bindings,
+            scopes: self.scopes,
+            next_id: self.next_id,
+            held_known: self.held_known,
+            found: self.found,
+        }
+    }
+
+    fn new(ast: &'a Ast<'s>, known: &'k Known, learnt_before: Option<Learnt<'s>>) -> Self {
+        Walker {
+            ast,
             known,
             learnt_before,
             learnt: Learnt::default(),
             bindings: Vec::new(),
             scopes: Vec::new(),
             next_id: 0,
+            held_known: Vec::new(),
             found: Vec::new(),
         }
     }
@@ -172,11 +224,23 @@ impl<'k, 's> Walker<'k, 's> {
             Some(l) if l.reassigned.contains(&id) => Kind::Unknown,
             _ => kind,
         };
+        self.held_known.push(kind != Kind::Unknown);
         self.bindings.push(Binding {
             name: name.text,
             id,
             kind,
         });
+    }
+
+    /// Whether what this walk learnt would change nothing in a walk that knew it (see
+    /// `find`).
+    fn learnt_changes_nothing(&self) -> bool {
+        let l = &self.learnt;
+        l.globals.is_empty()
+            && l.stored.is_empty()
+            && l.reassigned
+                .iter()
+                .all(|id| !self.held_known.get(*id).copied().unwrap_or(false))
     }
 
     fn lookup(&self, name: &str) -> Option<&Binding<'s>> {
@@ -311,12 +375,12 @@ impl<'k, 's> Walker<'k, 's> {
     }
 
     /// A block in a scope of its own, `params` declared in it first.
-    fn block<'a>(
+    fn block<'p>(
         &mut self,
-        block: &Block<'s>,
-        params: impl IntoIterator<Item = (&'a Name<'s>, Kind<'s>)>,
+        block: &Block,
+        params: impl IntoIterator<Item = (&'p Name<'s>, Kind<'s>)>,
     ) where
-        's: 'a,
+        's: 'p,
     {
         self.open();
         for (p, k) in params {
@@ -327,18 +391,21 @@ impl<'k, 's> Walker<'k, 's> {
     }
 
     /// A block's statements in the current scope (`repeat … until` needs it open).
-    fn stmts(&mut self, block: &Block<'s>) {
-        for stmt in &block.stmts {
+    fn stmts(&mut self, block: &Block) {
+        let ast = self.ast;
+        for stmt in ast.stmts(block.stmts) {
             self.stmt(stmt);
         }
-        if let Some(r) = &block.ret {
-            for e in r {
+        if let Some(r) = block.ret {
+            for e in ast.exprs(r) {
                 self.expr(e);
             }
         }
     }
 
-    fn function(&mut self, body: &FuncBody<'s>, method: bool, hint: Option<Kind<'s>>) {
+    fn function(&mut self, body: BodyId, method: bool, hint: Option<Kind<'s>>) {
+        let ast = self.ast;
+        let body = ast.body(body);
         // `function M:f()` has a `self` no token of the file spells: it shadows a global
         // `self` all the same.
         self.open();
@@ -351,7 +418,7 @@ impl<'k, 's> Walker<'k, 's> {
         }
         // The body's block, its parameters declared first (`hint`: the first one's kind).
         self.open();
-        for (i, p) in body.params.iter().enumerate() {
+        for (i, p) in ast.names(body.params).iter().enumerate() {
             let kind = match hint {
                 Some(k) if i == 0 => k,
                 _ => Kind::Unknown,
@@ -364,10 +431,12 @@ impl<'k, 's> Walker<'k, 's> {
     }
 
     fn stmt(&mut self, stmt: &Stmt<'s>) {
+        let ast = self.ast;
         match stmt {
             Stmt::Local(names, exprs) => {
+                let (names, exprs) = (ast.names(*names), ast.exprs(*exprs));
                 // The values first: a local is not in scope in its own declaration.
-                if let ([name], [e]) = (&names[..], &exprs[..]) {
+                if let ([name], [e]) = (names, exprs) {
                     let kind = self.expr(e);
                     self.declare(name, kind);
                 } else {
@@ -379,9 +448,10 @@ impl<'k, 's> Walker<'k, 's> {
             }
             Stmt::LocalFunction(name, body) => {
                 self.declare(name, Kind::Unknown);
-                self.function(body, false, None);
+                self.function(*body, false, None);
             }
             Stmt::Function(names, method, body) => {
+                let names = ast.names(*names);
                 if names.len() == 1 && method.is_none() {
                     self.assign_name(&names[0]);
                 } else if let Some(first) = names.first() {
@@ -392,19 +462,22 @@ impl<'k, 's> Walker<'k, 's> {
                         self.store(&kind, k.text);
                     }
                 }
-                self.function(body, method.is_some(), None);
+                self.function(*body, method.is_some(), None);
             }
             Stmt::Assign(vars, exprs) => {
-                for var in vars {
+                for var in ast.exprs(*vars) {
                     match var {
                         Expr::Name(n) => self.assign_name(n),
-                        Expr::Suffixed(s) => {
-                            let (last, init) = s.suffixes.split_last().expect("a var has a suffix");
-                            let base = self.suffixed(&s.prefix, init);
+                        Expr::Suffixed(prefix, suffixes) => {
+                            let (last, init) = ast
+                                .suffixes(*suffixes)
+                                .split_last()
+                                .expect("a var has a suffix");
+                            let base = self.suffixed(prefix, init);
                             match last {
                                 Suffix::Dot(name) => self.store(&base, name.text),
                                 Suffix::Index(expression) => {
-                                    if let Some(k) = literal(expression) {
+                                    if let Some(k) = literal(ast, expression) {
                                         self.store(&base, k);
                                     }
                                     self.expr(expression);
@@ -415,12 +488,12 @@ impl<'k, 's> Walker<'k, 's> {
                         _ => {}
                     }
                 }
-                for e in exprs {
+                for e in ast.exprs(*exprs) {
                     self.expr(e);
                 }
             }
-            Stmt::Call(s) => {
-                self.suffixed(&s.prefix, &s.suffixes);
+            Stmt::Call(prefix, suffixes) => {
+                self.suffixed(prefix, ast.suffixes(*suffixes));
             }
             Stmt::Do(b) => self.block(b, []),
             Stmt::While(cond, b) => {
@@ -434,7 +507,7 @@ impl<'k, 's> Walker<'k, 's> {
                 self.close();
             }
             Stmt::If(arms, otherwise) => {
-                for (cond, b) in arms {
+                for (cond, b) in ast.arms(*arms) {
                     self.expr(cond);
                     self.block(b, []);
                 }
@@ -442,30 +515,32 @@ impl<'k, 's> Walker<'k, 's> {
                     self.block(b, []);
                 }
             }
-            Stmt::NumericFor(var, bounds, step, b) => {
-                self.expr(&bounds[0]);
-                self.expr(&bounds[1]);
+            Stmt::NumericFor(var, start, end, step, b) => {
+                self.expr(ast.expr(*start));
+                self.expr(ast.expr(*end));
                 if let Some(s) = step {
-                    self.expr(s);
+                    self.expr(ast.expr(*s));
                 }
                 self.block(b, [(var, Kind::Unknown)]);
             }
             Stmt::GenericFor(names, exprs, b) => {
+                let exprs = ast.exprs(*exprs);
                 let mut items = Kind::Unknown;
                 // `for _, t in ipairs(targets(…))`: the values are handles.
-                match &exprs[..] {
-                    [Expr::Suffixed(fc)] if fc.is_call() => {
-                        let iter = match &fc.prefix {
+                match exprs {
+                    [Expr::Suffixed(prefix, suffixes)] if ast.is_call(*suffixes) => {
+                        let suffixes = ast.suffixes(*suffixes);
+                        let iter = match prefix {
                             Prefix::Name(n) => self.resolve(n),
                             _ => Kind::Unknown,
                         };
-                        if let (Kind::Global(g), [Suffix::Call(args)]) = (iter, &fc.suffixes[..]) {
+                        if let (Kind::Global(g), [Suffix::Call(args)]) = (iter, suffixes) {
                             let first = self.args(&Kind::Unknown, args);
                             if (g == "ipairs" || g == "pairs") && first == Kind::TargetList {
                                 items = Kind::Target;
                             }
                         } else {
-                            self.suffixed(&fc.prefix, &fc.suffixes);
+                            self.suffixed(prefix, suffixes);
                         }
                     }
                     _ => {
@@ -474,7 +549,8 @@ impl<'k, 's> Walker<'k, 's> {
                         }
                     }
                 }
-                let params = names
+                let params = ast
+                    .names(*names)
                     .iter()
                     .enumerate()
                     .map(|(i, n)| (n, if i == 1 { items } else { Kind::Unknown }));
@@ -485,11 +561,11 @@ impl<'k, 's> Walker<'k, 's> {
     }
 
     fn expr(&mut self, e: &Expr<'s>) -> Kind<'s> {
+        let ast = self.ast;
         match e {
-            Expr::Binary(b) => {
-                let (lhs, op, rhs) = &**b;
-                let l = self.expr(lhs);
-                let r = self.expr(rhs);
+            Expr::Binary(lhs, op, rhs) => {
+                let l = self.expr(ast.expr(*lhs));
+                let r = self.expr(ast.expr(*rhs));
                 match op {
                     // `cond and handle`: a handle or false, which has no methods either.
                     BinOp::And => r,
@@ -497,27 +573,28 @@ impl<'k, 's> Walker<'k, 's> {
                     _ => Kind::Unknown,
                 }
             }
-            Expr::Paren(e) => self.expr(e),
+            Expr::Paren(e) => self.expr(ast.expr(*e)),
             Expr::Unary(e) => {
-                self.expr(e);
+                self.expr(ast.expr(*e));
                 Kind::Unknown
             }
             Expr::Function(f) => {
-                self.function(f, false, None);
+                self.function(*f, false, None);
                 Kind::Unknown
             }
             Expr::Table(t) => {
-                self.table(t);
+                self.table(*t);
                 Kind::Unknown
             }
             Expr::Name(n) => self.resolve(n),
-            Expr::Suffixed(s) => self.suffixed(&s.prefix, &s.suffixes),
+            Expr::Suffixed(prefix, suffixes) => self.suffixed(prefix, ast.suffixes(*suffixes)),
             Expr::Str(_) | Expr::Other => Kind::Unknown,
         }
     }
 
-    fn table(&mut self, t: &syntax::Table<'s>) {
-        for f in &t.fields {
+    /// A table constructor's fields (`Ast::fields`).
+    fn table(&mut self, fields: Span) {
+        for f in self.ast.fields(fields) {
             match f {
                 Field::Bracket(_, key, value) => {
                     self.expr(key);
@@ -536,12 +613,12 @@ impl<'k, 's> Walker<'k, 's> {
         match args {
             Args::Paren(list) => {
                 let mut first = Kind::Unknown;
-                for (i, a) in list.iter().enumerate() {
+                for (i, a) in self.ast.exprs(*list).iter().enumerate() {
                     let parallel_fn =
                         i == 1 && *callee == Kind::Global("parallel") && first == Kind::TargetList;
                     match a {
                         Expr::Function(f) if parallel_fn => {
-                            self.function(f, false, Some(Kind::Target));
+                            self.function(*f, false, Some(Kind::Target));
                         }
                         _ => {
                             let k = self.expr(a);
@@ -554,7 +631,7 @@ impl<'k, 's> Walker<'k, 's> {
                 first
             }
             Args::Table(t) => {
-                self.table(t);
+                self.table(*t);
                 Kind::Unknown
             }
             Args::Str(_) => Kind::Unknown,
@@ -565,7 +642,7 @@ impl<'k, 's> Walker<'k, 's> {
     fn suffixed(&mut self, prefix: &Prefix<'s>, suffixes: &[Suffix<'s>]) -> Kind<'s> {
         let mut kind = match prefix {
             Prefix::Name(n) => self.resolve(n),
-            Prefix::Paren(e) => self.expr(e),
+            Prefix::Paren(e) => self.expr(self.ast.expr(*e)),
         };
         // What a call here would call, by the name its options are known under: a
         // global function of the sandbox (`step`), or an API table's (`cache.clear`).
@@ -624,20 +701,22 @@ impl<'k, 's> Walker<'k, 's> {
         let Some(options) = self.options(callee) else {
             return;
         };
+        let ast = self.ast;
         let Args::Paren(list) = args else {
             return;
         };
+        let list = ast.exprs(*list);
         let mut found = Vec::new();
         for (index, keys) in options {
             let Some(Expr::Table(t)) = list.get(*index) else {
                 continue;
             };
-            for f in &t.fields {
+            for f in ast.fields(*t) {
                 let (at, key) = match f {
                     Field::Named(key, _) => (key.line, key.text),
                     // A key with an escape (`"read\95only"`) is left alone: the
                     // parser gives it as written, not as Lua reads it.
-                    Field::Bracket(at, key, _) => match literal(key) {
+                    Field::Bracket(at, key, _) => match literal(ast, key) {
                         Some(k) if !k.contains('\\') => (*at, k),
                         _ => continue,
                     },
@@ -695,7 +774,10 @@ impl<'k, 's> Walker<'k, 's> {
         }
         if g == "require" {
             let name = match args {
-                Args::Paren(list) if list.len() == 1 => literal(&list[0]),
+                Args::Paren(list) => match self.ast.exprs(*list) {
+                    [only] => literal(self.ast, only),
+                    _ => None,
+                },
                 Args::Str(s) => Some(*s),
                 _ => None,
             };

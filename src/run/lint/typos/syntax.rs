@@ -5,17 +5,96 @@
 //! the check the most of `runbook check`'s time and memory (a 1,000-step file: 80 million
 //! instructions and 15 MB for the tree, against 19 million for Lua's own compile). Here
 //! only what the walk looks at is kept: names with their line, string literals as
-//! written, and the shape of statements and expressions. The file has already been
-//! compiled by Lua when this runs, so this parser need not explain a syntax error: it
-//! only says where it stopped.
+//! written, and the shape of statements and expressions, each kind of node in one vector
+//! of the [`Ast`] (a node names its children by their place there: one allocation per
+//! kind, not one per node, to make and to free). The file has already been compiled by
+//! Lua when this runs, so this parser need not explain a syntax error: it only says where
+//! it stopped.
 //!
 //! As full_moon read it: a line is counted at each `\n` (so a lone `\r` starts none), a
 //! string literal is the text between its delimiters as written (escapes not decoded, a
 //! long string's first newline kept), and a `#!` first line is skipped.
 
-/// A list of nodes, allocated once at its exact length: each is gathered on a stack of
-/// the parser's (nested lists above it, taken off before it ends) and moved here whole.
-pub type List<T> = Box<[T]>;
+/// An expression's place in [`Ast::exprs`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExprId(u32);
+
+/// A function body's place in [`Ast::bodies`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyId(u32);
+
+/// A list of nodes, in order, in one of the [`Ast`]'s vectors: where it starts, how many.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Span {
+    start: u32,
+    len: u32,
+}
+
+impl Span {
+    fn range(self) -> std::ops::Range<usize> {
+        self.start as usize..(self.start + self.len) as usize
+    }
+}
+
+/// Parsed nodes, by kind.
+#[derive(Debug, Default)]
+pub struct Ast<'s> {
+    stmts: Vec<Stmt<'s>>,
+    exprs: Vec<Expr<'s>>,
+    suffixes: Vec<Suffix<'s>>,
+    fields: Vec<Field<'s>>,
+    names: Vec<Name<'s>>,
+    bodies: Vec<FuncBody>,
+    arms: Vec<(Expr<'s>, Block)>,
+}
+
+impl<'s> Ast<'s> {
+    /// No nodes: what a walk is over between two statements.
+    pub fn empty() -> &'static Ast<'static> {
+        static EMPTY: Ast<'static> = Ast {
+            stmts: Vec::new(),
+            exprs: Vec::new(),
+            suffixes: Vec::new(),
+            fields: Vec::new(),
+            names: Vec::new(),
+            bodies: Vec::new(),
+            arms: Vec::new(),
+        };
+        &EMPTY
+    }
+
+    pub fn stmts(&self, s: Span) -> &[Stmt<'s>] {
+        &self.stmts[s.range()]
+    }
+    pub fn exprs(&self, s: Span) -> &[Expr<'s>] {
+        &self.exprs[s.range()]
+    }
+    pub fn expr(&self, e: ExprId) -> &Expr<'s> {
+        &self.exprs[e.0 as usize]
+    }
+    pub fn suffixes(&self, s: Span) -> &[Suffix<'s>] {
+        &self.suffixes[s.range()]
+    }
+    pub fn fields(&self, s: Span) -> &[Field<'s>] {
+        &self.fields[s.range()]
+    }
+    pub fn names(&self, s: Span) -> &[Name<'s>] {
+        &self.names[s.range()]
+    }
+    pub fn body(&self, b: BodyId) -> &FuncBody {
+        &self.bodies[b.0 as usize]
+    }
+    pub fn arms(&self, s: Span) -> &[(Expr<'s>, Block)] {
+        &self.arms[s.range()]
+    }
+    /// Whether the suffixes `s` make a call (the last one calls), not an index.
+    pub fn is_call(&self, s: Span) -> bool {
+        matches!(
+            self.suffixes(s).last(),
+            Some(Suffix::Call(_) | Suffix::Method(..))
+        )
+    }
+}
 
 /// A name, as written, and the line it is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,43 +103,45 @@ pub struct Name<'s> {
     pub line: usize,
 }
 
-/// A sequence of statements and the `return` that may end it.
-#[derive(Debug)]
-pub struct Block<'s> {
-    pub stmts: List<Stmt<'s>>,
-    pub ret: Option<List<Expr<'s>>>,
+/// A sequence of statements (`Ast::stmts`) and the `return` that may end it (its
+/// expressions, `Ast::exprs`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Block {
+    pub stmts: Span,
+    pub ret: Option<Span>,
 }
 
 #[derive(Debug)]
 pub enum Stmt<'s> {
-    /// `local a, b <const> = e1, e2`
-    Local(List<Name<'s>>, List<Expr<'s>>),
+    /// `local a, b <const> = e1, e2`: the names, the expressions.
+    Local(Span, Span),
     /// `local function f() … end`
-    LocalFunction(Name<'s>, Box<FuncBody<'s>>),
+    LocalFunction(Name<'s>, BodyId),
     /// `function a.b.c:m() … end`: the dotted names, then the method's.
-    Function(List<Name<'s>>, Option<Name<'s>>, Box<FuncBody<'s>>),
-    /// `v1, v2 = e1, e2`: each target a name or a suffixed expression ending in an index.
-    Assign(List<Expr<'s>>, List<Expr<'s>>),
-    /// A call as a statement (its last suffix is a call).
-    Call(Suffixed<'s>),
-    Do(Block<'s>),
-    While(Expr<'s>, Block<'s>),
-    Repeat(Block<'s>, Expr<'s>),
-    /// `if`, each `elseif`, and the `else` block.
-    If(List<(Expr<'s>, Block<'s>)>, Option<Block<'s>>),
+    Function(Span, Option<Name<'s>>, BodyId),
+    /// `v1, v2 = e1, e2`: each target (`Ast::exprs`) a name or a suffixed expression
+    /// ending in an index; the expressions.
+    Assign(Span, Span),
+    /// A call as a statement: its prefix and suffixes (the last one calls).
+    Call(Prefix<'s>, Span),
+    Do(Block),
+    While(Expr<'s>, Block),
+    Repeat(Block, Expr<'s>),
+    /// `if` and each `elseif` (`Ast::arms`), and the `else` block.
+    If(Span, Option<Block>),
     /// `for v = start, end[, step] do … end`
-    NumericFor(Name<'s>, Box<[Expr<'s>; 2]>, Option<Expr<'s>>, Block<'s>),
+    NumericFor(Name<'s>, ExprId, ExprId, Option<ExprId>, Block),
     /// `for n1, n2 in e1, e2 do … end`
-    GenericFor(List<Name<'s>>, List<Expr<'s>>, Block<'s>),
+    GenericFor(Span, Span, Block),
     /// `break`, `goto`, a label: nothing the walk reads.
     Other,
 }
 
 #[derive(Debug)]
-pub struct FuncBody<'s> {
-    /// The named parameters (a `...` is not one).
-    pub params: List<Name<'s>>,
-    pub block: Block<'s>,
+pub struct FuncBody {
+    /// The named parameters (`Ast::names`; a `...` is not one).
+    pub params: Span,
+    pub block: Block,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,38 +157,23 @@ pub enum Expr<'s> {
     Name(Name<'s>),
     /// A string literal: its text as written, between its delimiters.
     Str(&'s str),
-    Paren(Box<Expr<'s>>),
-    Unary(Box<Expr<'s>>),
-    Binary(Box<(Expr<'s>, BinOp, Expr<'s>)>),
-    Function(Box<FuncBody<'s>>),
-    Table(Table<'s>),
-    /// A prefix and at least one suffix.
-    Suffixed(Box<Suffixed<'s>>),
+    Paren(ExprId),
+    Unary(ExprId),
+    Binary(ExprId, BinOp, ExprId),
+    Function(BodyId),
+    /// A table constructor's fields (`Ast::fields`).
+    Table(Span),
+    /// A prefix and its suffixes (at least one).
+    Suffixed(Prefix<'s>, Span),
     /// `nil`, `true`, `false`, a number, `...`.
     Other,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub enum Prefix<'s> {
     Name(Name<'s>),
     /// `( exp )`
-    Paren(Box<Expr<'s>>),
-}
-
-#[derive(Debug)]
-pub struct Suffixed<'s> {
-    pub prefix: Prefix<'s>,
-    pub suffixes: List<Suffix<'s>>,
-}
-
-impl Suffixed<'_> {
-    /// Whether it is a call (its last suffix calls), not an index.
-    pub fn is_call(&self) -> bool {
-        matches!(
-            self.suffixes.last(),
-            Some(Suffix::Call(_) | Suffix::Method(..))
-        )
-    }
+    Paren(ExprId),
 }
 
 #[derive(Debug)]
@@ -122,19 +188,14 @@ pub enum Suffix<'s> {
     Method(Name<'s>, Args<'s>),
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub enum Args<'s> {
-    /// `(e1, e2)`
-    Paren(List<Expr<'s>>),
-    /// `f { … }`
-    Table(Table<'s>),
+    /// `(e1, e2)` (`Ast::exprs`)
+    Paren(Span),
+    /// `f { … }`: its fields (`Ast::fields`)
+    Table(Span),
     /// `f "text"`: its text as written.
     Str(&'s str),
-}
-
-#[derive(Debug)]
-pub struct Table<'s> {
-    pub fields: List<Field<'s>>,
 }
 
 #[derive(Debug)]
@@ -147,24 +208,80 @@ pub enum Field<'s> {
     Positional(Expr<'s>),
 }
 
-/// Parses a whole file. `Err`: `line N: what was expected`.
-pub fn parse(source: &str) -> Result<Block<'_>, String> {
-    let mut p = Parser {
-        lex: Lexer::new(source),
-        tok: Token::EOF,
-        ahead: None,
-        stmts: Vec::new(),
-        exprs: Vec::new(),
-        suffixes: Vec::new(),
-        fields: Vec::new(),
-        names: Vec::new(),
-    };
-    p.advance()?;
-    let block = p.block()?;
+/// Parses a whole file: its nodes and its top-level block. `Err`: `line N: what was
+/// expected`.
+#[cfg(test)]
+pub fn parse(source: &str) -> Result<(Ast<'_>, Block), String> {
+    let mut p = Parser::new(source)?;
+    let root = p.block()?;
     if p.tok.t != T::Eof {
         return Err(p.expected("the end of the file"));
     }
-    Ok(block)
+    Ok((p.ast, root))
+}
+
+/// A statement of a file's top level, or the `return` that ends it.
+pub enum TopLevel<'s> {
+    Stmt(Stmt<'s>),
+    /// The `return`'s expressions (`Ast::exprs`).
+    Return(Span),
+}
+
+/// Reads a file one top-level statement at a time, each statement's nodes alone in its
+/// [`Ast`] (`clear` makes room for the next): what is held at once is one statement,
+/// not the whole file.
+pub struct TopLevels<'s> {
+    p: Parser<'s>,
+}
+
+impl<'s> TopLevels<'s> {
+    pub fn new(source: &'s str) -> Result<Self, String> {
+        Ok(TopLevels {
+            p: Parser::new(source)?,
+        })
+    }
+
+    /// The next statement (its nodes in `ast()`), none at the end of the file. `Err`:
+    /// `line N: what was expected`.
+    pub fn next(&mut self) -> Result<Option<TopLevel<'s>>, String> {
+        let p = &mut self.p;
+        loop {
+            match p.tok.t {
+                T::Eof => return Ok(None),
+                T::Semicolon => {
+                    p.advance()?;
+                }
+                T::Return => {
+                    let exprs = p.ret()?;
+                    if p.tok.t != T::Eof {
+                        return Err(p.expected("the end of the file"));
+                    }
+                    return Ok(Some(TopLevel::Return(exprs)));
+                }
+                T::End | T::Else | T::Elseif | T::Until => {
+                    return Err(p.expected("the end of the file"))
+                }
+                _ => return p.stmt().map(|s| Some(TopLevel::Stmt(s))),
+            }
+        }
+    }
+
+    /// The nodes of the statement `next` gave.
+    pub fn ast(&self) -> &Ast<'s> {
+        &self.p.ast
+    }
+
+    /// Forgets the last statement's nodes (their room is kept for the next).
+    pub fn clear(&mut self) {
+        let a = &mut self.p.ast;
+        a.stmts.clear();
+        a.exprs.clear();
+        a.suffixes.clear();
+        a.fields.clear();
+        a.names.clear();
+        a.bodies.clear();
+        a.arms.clear();
+    }
 }
 
 /// Token kinds: each keyword and symbol its own.
@@ -548,17 +665,25 @@ struct Parser<'s> {
     tok: Token,
     /// The token after `tok`, when it was looked at.
     ahead: Option<Token>,
-    // Where lists are gathered (see `List`).
+    ast: Ast<'s>,
+    // Where a list is gathered (nested lists above it, moved off before it ends) until
+    // it is whole and moved, in order, to the end of the `Ast`'s vector of its kind.
     stmts: Vec<Stmt<'s>>,
     exprs: Vec<Expr<'s>>,
     suffixes: Vec<Suffix<'s>>,
     fields: Vec<Field<'s>>,
     names: Vec<Name<'s>>,
+    arms: Vec<(Expr<'s>, Block)>,
 }
 
-/// The nodes gathered on `stack` since `start`, as a list.
-fn take<T>(stack: &mut Vec<T>, start: usize) -> List<T> {
-    stack.drain(start..).collect()
+/// Moves what `stack` gathered since `start` to the end of `to`: where it is there.
+fn settle<T>(stack: &mut Vec<T>, start: usize, to: &mut Vec<T>) -> Span {
+    let span = Span {
+        start: to.len() as u32,
+        len: (stack.len() - start) as u32,
+    };
+    to.extend(stack.drain(start..));
+    span
 }
 
 /// Binary operators: (left, right) priority, as Lua's parser has them.
@@ -583,6 +708,23 @@ fn binary(t: T) -> Option<(BinOp, u8, u8)> {
 const UNARY_PRIORITY: u8 = 12;
 
 impl<'s> Parser<'s> {
+    fn new(source: &'s str) -> Result<Self, String> {
+        let mut p = Parser {
+            lex: Lexer::new(source),
+            tok: Token::EOF,
+            ahead: None,
+            ast: Ast::default(),
+            stmts: Vec::new(),
+            exprs: Vec::new(),
+            suffixes: Vec::new(),
+            fields: Vec::new(),
+            names: Vec::new(),
+            arms: Vec::new(),
+        };
+        p.advance()?;
+        Ok(p)
+    }
+
     fn advance(&mut self) -> Result<Token, String> {
         let was = self.tok;
         self.tok = match self.ahead.take() {
@@ -632,22 +774,20 @@ impl<'s> Parser<'s> {
         })
     }
 
-    fn block(&mut self) -> Result<Block<'s>, String> {
+    /// `e` as a node of its own (a child of another).
+    fn alone(&mut self, e: Expr<'s>) -> ExprId {
+        self.ast.exprs.push(e);
+        ExprId((self.ast.exprs.len() - 1) as u32)
+    }
+
+    fn block(&mut self) -> Result<Block, String> {
         let start = self.stmts.len();
         let mut ret = None;
         loop {
             match self.tok.t {
                 T::Eof | T::End | T::Else | T::Elseif | T::Until => break,
                 T::Return => {
-                    self.advance()?;
-                    let exprs = match self.tok.t {
-                        T::Eof | T::End | T::Else | T::Elseif | T::Until | T::Semicolon => {
-                            List::default()
-                        }
-                        _ => self.exprs()?,
-                    };
-                    self.accept(T::Semicolon)?;
-                    ret = Some(exprs);
+                    ret = Some(self.ret()?);
                     break;
                 }
                 T::Semicolon => {
@@ -660,23 +800,46 @@ impl<'s> Parser<'s> {
             }
         }
         Ok(Block {
-            stmts: take(&mut self.stmts, start),
+            stmts: settle(&mut self.stmts, start, &mut self.ast.stmts),
             ret,
         })
+    }
+
+    /// `return [exps] [;]`, at its `return`: the expressions.
+    fn ret(&mut self) -> Result<Span, String> {
+        self.expect(T::Return, "'return'")?;
+        let exprs = match self.tok.t {
+            T::Eof | T::End | T::Else | T::Elseif | T::Until | T::Semicolon => Span::default(),
+            _ => self.exprs()?,
+        };
+        self.accept(T::Semicolon)?;
+        Ok(exprs)
     }
 
     fn end(&mut self) -> Result<(), String> {
         self.expect(T::End, "'end'").map(|_| ())
     }
 
+    /// A list of names, the first already read, more after commas.
+    fn names_after(&mut self, first: Name<'s>) -> Result<Span, String> {
+        let start = self.names.len();
+        self.names.push(first);
+        while self.accept(T::Comma)? {
+            let n = self.name()?;
+            self.names.push(n);
+        }
+        Ok(settle(&mut self.names, start, &mut self.ast.names))
+    }
+
     fn stmt(&mut self) -> Result<Stmt<'s>, String> {
         Ok(match self.tok.t {
             T::If => {
                 self.advance()?;
-                let mut arms = Vec::new();
+                let start = self.arms.len();
                 let cond = self.expr()?;
                 self.expect(T::Then, "'then'")?;
-                arms.push((cond, self.block()?));
+                let block = self.block()?;
+                self.arms.push((cond, block));
                 let mut otherwise = None;
                 loop {
                     match self.tok.t {
@@ -684,7 +847,8 @@ impl<'s> Parser<'s> {
                             self.advance()?;
                             let cond = self.expr()?;
                             self.expect(T::Then, "'then'")?;
-                            arms.push((cond, self.block()?));
+                            let block = self.block()?;
+                            self.arms.push((cond, block));
                         }
                         T::Else => {
                             self.advance()?;
@@ -698,7 +862,7 @@ impl<'s> Parser<'s> {
                         }
                     }
                 }
-                Stmt::If(arms.into(), otherwise)
+                Stmt::If(settle(&mut self.arms, start, &mut self.ast.arms), otherwise)
             }
             T::While => {
                 self.advance()?;
@@ -719,25 +883,22 @@ impl<'s> Parser<'s> {
                 let first = self.name()?;
                 if self.accept(T::Assign)? {
                     let start = self.expr()?;
+                    let start = self.alone(start);
                     self.expect(T::Comma, "','")?;
                     let end = self.expr()?;
+                    let end = self.alone(end);
                     let step = if self.accept(T::Comma)? {
-                        Some(self.expr()?)
+                        let e = self.expr()?;
+                        Some(self.alone(e))
                     } else {
                         None
                     };
                     self.expect(T::Do, "'do'")?;
                     let block = self.block()?;
                     self.end()?;
-                    Stmt::NumericFor(first, Box::new([start, end]), step, block)
+                    Stmt::NumericFor(first, start, end, step, block)
                 } else {
-                    let start = self.names.len();
-                    self.names.push(first);
-                    while self.accept(T::Comma)? {
-                        let n = self.name()?;
-                        self.names.push(n);
-                    }
-                    let names = take(&mut self.names, start);
+                    let names = self.names_after(first)?;
                     self.expect(T::In, "'in' or '='")?;
                     let exprs = self.exprs()?;
                     self.expect(T::Do, "'do'")?;
@@ -769,14 +930,14 @@ impl<'s> Parser<'s> {
                         break;
                     }
                 }
-                let names = take(&mut self.names, start);
-                Stmt::Function(names, method, Box::new(self.body()?))
+                let names = settle(&mut self.names, start, &mut self.ast.names);
+                Stmt::Function(names, method, self.body()?)
             }
             T::Local => {
                 self.advance()?;
                 if self.accept(T::Function)? {
                     let name = self.name()?;
-                    Stmt::LocalFunction(name, Box::new(self.body()?))
+                    Stmt::LocalFunction(name, self.body()?)
                 } else {
                     let start = self.names.len();
                     loop {
@@ -791,11 +952,11 @@ impl<'s> Parser<'s> {
                             break;
                         }
                     }
-                    let names = take(&mut self.names, start);
+                    let names = settle(&mut self.names, start, &mut self.ast.names);
                     let exprs = if self.accept(T::Assign)? {
                         self.exprs()?
                     } else {
-                        List::default()
+                        Span::default()
                     };
                     Stmt::Local(names, exprs)
                 }
@@ -824,22 +985,22 @@ impl<'s> Parser<'s> {
                         let v = self.suffixed()?;
                         self.exprs.push(v);
                     }
-                    let vars = take(&mut self.exprs, start);
                     self.expect(T::Assign, "'='")?;
-                    for v in vars.iter() {
+                    for v in &self.exprs[start..] {
                         let assignable = match v {
                             Expr::Name(_) => true,
-                            Expr::Suffixed(s) => !s.is_call(),
+                            Expr::Suffixed(_, s) => !self.ast.is_call(*s),
                             _ => false,
                         };
                         if !assignable {
                             return Err(self.expected("a variable before '='"));
                         }
                     }
+                    let vars = settle(&mut self.exprs, start, &mut self.ast.exprs);
                     Stmt::Assign(vars, self.exprs()?)
                 } else {
                     match first {
-                        Expr::Suffixed(s) if s.is_call() => Stmt::Call(*s),
+                        Expr::Suffixed(prefix, s) if self.ast.is_call(s) => Stmt::Call(prefix, s),
                         _ => return Err(self.expected("a call or an assignment")),
                     }
                 }
@@ -847,7 +1008,7 @@ impl<'s> Parser<'s> {
         })
     }
 
-    fn body(&mut self) -> Result<FuncBody<'s>, String> {
+    fn body(&mut self) -> Result<BodyId, String> {
         self.expect(T::LParen, "'('")?;
         let start = self.names.len();
         if self.tok.t != T::RParen {
@@ -862,14 +1023,15 @@ impl<'s> Parser<'s> {
                 }
             }
         }
-        let params = take(&mut self.names, start);
+        let params = settle(&mut self.names, start, &mut self.ast.names);
         self.expect(T::RParen, "')'")?;
         let block = self.block()?;
         self.end()?;
-        Ok(FuncBody { params, block })
+        self.ast.bodies.push(FuncBody { params, block });
+        Ok(BodyId((self.ast.bodies.len() - 1) as u32))
     }
 
-    fn exprs(&mut self) -> Result<List<Expr<'s>>, String> {
+    fn exprs(&mut self) -> Result<Span, String> {
         let start = self.exprs.len();
         loop {
             let e = self.expr()?;
@@ -878,7 +1040,7 @@ impl<'s> Parser<'s> {
                 break;
             }
         }
-        Ok(take(&mut self.exprs, start))
+        Ok(settle(&mut self.exprs, start, &mut self.ast.exprs))
     }
 
     fn expr(&mut self) -> Result<Expr<'s>, String> {
@@ -890,7 +1052,8 @@ impl<'s> Parser<'s> {
         let mut left = match self.tok.t {
             T::Not | T::Minus | T::Hash | T::Tilde => {
                 self.advance()?;
-                Expr::Unary(Box::new(self.subexpr(UNARY_PRIORITY)?))
+                let e = self.subexpr(UNARY_PRIORITY)?;
+                Expr::Unary(self.alone(e))
             }
             _ => self.simple()?,
         };
@@ -900,7 +1063,8 @@ impl<'s> Parser<'s> {
             }
             self.advance()?;
             let right = self.subexpr(r)?;
-            left = Expr::Binary(Box::new((left, op, right)));
+            let (l, r) = (self.alone(left), self.alone(right));
+            left = Expr::Binary(l, op, r);
         }
         Ok(left)
     }
@@ -918,7 +1082,7 @@ impl<'s> Parser<'s> {
             T::LBrace => Expr::Table(self.table()?),
             T::Function => {
                 self.advance()?;
-                Expr::Function(Box::new(self.body()?))
+                Expr::Function(self.body()?)
             }
             _ => self.suffixed()?,
         })
@@ -933,7 +1097,7 @@ impl<'s> Parser<'s> {
                 self.advance()?;
                 let e = self.expr()?;
                 self.expect(T::RParen, "')'")?;
-                Prefix::Paren(Box::new(e))
+                Prefix::Paren(self.alone(e))
             }
             _ => return Err(self.expected("an expression")),
         };
@@ -963,10 +1127,10 @@ impl<'s> Parser<'s> {
         Ok(match (prefix, self.suffixes.len() == start) {
             (Prefix::Name(n), true) => Expr::Name(n),
             (Prefix::Paren(e), true) => Expr::Paren(e),
-            (prefix, false) => Expr::Suffixed(Box::new(Suffixed {
+            (prefix, false) => Expr::Suffixed(
                 prefix,
-                suffixes: take(&mut self.suffixes, start),
-            })),
+                settle(&mut self.suffixes, start, &mut self.ast.suffixes),
+            ),
         })
     }
 
@@ -980,7 +1144,7 @@ impl<'s> Parser<'s> {
             T::LParen => {
                 self.advance()?;
                 let list = if self.tok.t == T::RParen {
-                    List::default()
+                    Span::default()
                 } else {
                     self.exprs()?
                 };
@@ -991,7 +1155,7 @@ impl<'s> Parser<'s> {
         })
     }
 
-    fn table(&mut self) -> Result<Table<'s>, String> {
+    fn table(&mut self) -> Result<Span, String> {
         self.expect(T::LBrace, "'{'")?;
         let start = self.fields.len();
         while self.tok.t != T::RBrace {
@@ -1017,9 +1181,7 @@ impl<'s> Parser<'s> {
             }
         }
         self.expect(T::RBrace, "'}'")?;
-        Ok(Table {
-            fields: take(&mut self.fields, start),
-        })
+        Ok(settle(&mut self.fields, start, &mut self.ast.fields))
     }
 }
 
@@ -1030,48 +1192,54 @@ mod tests {
     #[test]
     fn lines_and_literals_are_as_written() {
         let src = "#!/usr/bin/env runbook\nlocal a = [==[\nx]]=]==] .. 'q\\'\\\n' -- c\n--[[ long\n]] b(\"s\")";
-        let block = parse(src).unwrap();
-        let Stmt::Local(names, exprs) = &block.stmts[0] else {
-            panic!("{block:?}")
+        let (ast, root) = parse(src).unwrap();
+        let stmts = ast.stmts(root.stmts);
+        let Stmt::Local(names, exprs) = &stmts[0] else {
+            panic!("{ast:?}")
         };
-        assert_eq!(names[0], Name { text: "a", line: 2 });
-        let Expr::Binary(b) = &exprs[0] else {
-            panic!("{exprs:?}")
+        assert_eq!(ast.names(*names)[0], Name { text: "a", line: 2 });
+        let Expr::Binary(l, _, r) = &ast.exprs(*exprs)[0] else {
+            panic!("{ast:?}")
         };
-        assert!(matches!(b.0, Expr::Str("\nx]]=")), "{b:?}");
-        assert!(matches!(b.2, Expr::Str("q\\'\\\n")), "{b:?}");
-        let Stmt::Call(c) = &block.stmts[1] else {
-            panic!("{block:?}")
+        assert!(matches!(ast.expr(*l), Expr::Str("\nx]]=")), "{ast:?}");
+        assert!(matches!(ast.expr(*r), Expr::Str("q\\'\\\n")), "{ast:?}");
+        let Stmt::Call(prefix, _) = &stmts[1] else {
+            panic!("{ast:?}")
         };
-        assert!(matches!(
-            c.prefix,
-            Prefix::Name(Name { text: "b", line: 6 })
-        ));
+        assert!(matches!(prefix, Prefix::Name(Name { text: "b", line: 6 })));
     }
 
     #[test]
     fn precedence_is_luas() {
         // `a or b and c .. d`: or(a, and(b, ..(c, d))).
-        let block = parse("x = a or b and c .. d").unwrap();
-        let Stmt::Assign(_, e) = &block.stmts[0] else {
+        let (ast, root) = parse("x = a or b and c .. d").unwrap();
+        let Stmt::Assign(_, e) = &ast.stmts(root.stmts)[0] else {
             panic!()
         };
-        let Expr::Binary(or) = &e[0] else { panic!() };
-        assert_eq!(or.1, BinOp::Or);
-        let Expr::Binary(and) = &or.2 else { panic!() };
-        assert_eq!(and.1, BinOp::And);
-        assert!(matches!(and.2, Expr::Binary(_)));
-        // `not a == b`: ==(not a, b); `-x ^ 2`: -(x ^ 2).
-        let block = parse("x = not a and b\ny = -x ^ 2").unwrap();
-        let Stmt::Assign(_, e) = &block.stmts[0] else {
+        let Expr::Binary(_, BinOp::Or, and) = &ast.exprs(*e)[0] else {
             panic!()
         };
-        let Expr::Binary(and) = &e[0] else { panic!() };
-        assert!(matches!(and.0, Expr::Unary(_)) && and.1 == BinOp::And);
-        let Stmt::Assign(_, e) = &block.stmts[1] else {
+        let Expr::Binary(_, BinOp::And, concat) = ast.expr(*and) else {
             panic!()
         };
-        assert!(matches!(e[0], Expr::Unary(_)));
+        assert!(matches!(
+            ast.expr(*concat),
+            Expr::Binary(_, BinOp::Other, _)
+        ));
+        // `not a and b`: and(not a, b); `-x ^ 2`: -(x ^ 2).
+        let (ast, root) = parse("x = not a and b\ny = -x ^ 2").unwrap();
+        let stmts = ast.stmts(root.stmts);
+        let Stmt::Assign(_, e) = &stmts[0] else {
+            panic!()
+        };
+        let Expr::Binary(not, BinOp::And, _) = &ast.exprs(*e)[0] else {
+            panic!()
+        };
+        assert!(matches!(ast.expr(*not), Expr::Unary(_)));
+        let Stmt::Assign(_, e) = &stmts[1] else {
+            panic!()
+        };
+        assert!(matches!(ast.exprs(*e)[0], Expr::Unary(_)));
     }
 
     #[test]
@@ -1089,9 +1257,9 @@ f{ 1 } f"s" f[[s]] t:m"s" (f)()
 do ; end
 return x, y;
 "#;
-        let block = parse(src).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(block.stmts.len(), 13, "{block:?}");
-        assert!(block.ret.is_some());
+        let (ast, root) = parse(src).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ast.stmts(root.stmts).len(), 13, "{ast:?}");
+        assert!(root.ret.is_some());
     }
 
     #[test]
