@@ -6,6 +6,7 @@
 #   bench/artifact.sh                 # a 100 MB and a 350 MB inductor-like cache, 5 rounds
 #   bench/artifact.sh 50 5            # one size (MB) and the rounds
 #   CACHE=/path/to/inductor bench/artifact.sh   # a real cache (copied; e2e-torch's, say)
+#   ARTIFACT_TSV=FILE bench/artifact.sh …       # also keep the raw times (bench/run's report reads them)
 #
 # What runbook does on top of tar: reads the key (python, torch, git, nvidia-smi: a few
 # commands), checks the paths and the processes using them, and sha256s the archive and
@@ -81,6 +82,7 @@ for mb in $sizes; do
   rm -rf "$work/c$mb"
 done
 
+[ -z "${ARTIFACT_TSV:-}" ] || cp "$work/times.tsv" "$ARTIFACT_TSV"
 python3 - "$work/times.tsv" "$(nproc)" "$(cut -d' ' -f1-3 /proc/loadavg)" "$(git rev-parse --short HEAD)" <<'PY'
 import statistics, sys
 from collections import defaultdict

@@ -11,14 +11,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export RUNBOOK_STATE_DIR="$work/state"
 
-# A 1,000-step runbook: each step plans one change.
-{
-  echo 'runbook { name = "big", description = "1000 steps", params = { dir = { type = "path", default = "/tmp/runbook-bench-big" } } }'
-  echo 'local here = target("local")'
-  for i in $(seq 1 1000); do
-    echo "step(\"step $i\", function() here:exec({ \"touch\", params.dir .. \"/f$i\" }) end)"
-  done
-} > "$work/big.lua"
+# A 1,000-step runbook: each step plans one change (bench/lib/steps.sh, as bench/run's).
+source bench/lib/steps.sh
+gen_steps 1000 "$work/big.lua"
 
 median_ms() { # runs "$@" N times, prints the median wall time in ms
   local n=${N:-21} times=()

@@ -510,3 +510,24 @@ end)"#,
         "at most 8 commands at once on one connection, saw {most}"
     );
 }
+
+/// Each item's line comes as it ends: a slow first item does not hold back the others'.
+#[test]
+fn parallel_says_each_item_as_it_ends() {
+    let env = Env::new();
+    let text = runbook(
+        r#"local here = target("local")
+step("s", function()
+  parallel({ "slow", "quick" }, function(name)
+    if name == "slow" then here:exec({ "sleep", "1" }, { read_only = true }) end
+  end)
+end)"#,
+    );
+    env.write("n.lua", &text);
+    let o = Run::new(&env, "n.lua").yes().json().expect_exit(0).run();
+    let said: Vec<String> = logs(&o.events(), None)
+        .into_iter()
+        .filter(|m| m.starts_with('['))
+        .collect();
+    assert_eq!(said, ["[2/2] quick: ok", "[1/2] slow: ok"], "{said:?}");
+}

@@ -56,7 +56,7 @@ end)
     assert_eq!(parents.len(), 1, "one parent for 20 commands: {parents:?}");
     let logs = out.logs().join("\n");
     assert!(
-        logs.contains("loop: bash --posix -c ") && logs.contains("_rb_run"),
+        logs.contains("loop: bash --posix -c ") && logs.contains("_rb_child"),
         "the parent is the session's loop: {logs}"
     );
     assert!(

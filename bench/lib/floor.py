@@ -12,6 +12,9 @@ command costs through one channel on this machine before any of runbook's own wo
                                        # group, bash's job control) that execs
                                        # /usr/bin/true (or PATH, absolute), as every
                                        # runbook command does
+  floor.py … --wrap 'pct exec 200 --'  # the loop runs inside what the words enter (the
+                                       # pct double's container, as runbook's session
+                                       # through pct does): the floor of pct
 
 The loop prints "TOKEN end STATUS" on stdout and "TOKEN end" on stderr per command; this
 driver waits for both. Exit status 0 when all N commands answered 0."""
@@ -21,10 +24,16 @@ import selectors
 import subprocess
 import sys
 
-cfg, host, n, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+argv = sys.argv[1:]
+wrap = ""
+if "--wrap" in argv:
+    i = argv.index("--wrap")
+    wrap = argv[i + 1] + " "
+    del argv[i:i + 2]
+cfg, host, n, mode = argv[0], argv[1], int(argv[2]), argv[3]
 cmd = {"builtin": "true", "process": "/usr/bin/true"}[mode]
-if mode == "process" and len(sys.argv) > 5 and sys.argv[5].startswith("/"):
-    cmd = sys.argv[5]
+if mode == "process" and len(argv) > 4 and argv[4].startswith("/"):
+    cmd = argv[4]
 
 # `set -m`: every `&` job gets a process group of its own (no terminal needed under
 # bash). The loop's own stderr is /dev/null (job control reports jobs there); fd 3 is
@@ -42,7 +51,7 @@ while IFS=' ' read -r t c; do
   printf '\036%s end\n' "$t" >&3
 done
 """
-line = "exec bash --posix -c '" + LOOP.replace("'", "'\\''") + "'"
+line = "exec " + wrap + "bash --posix -c '" + LOOP.replace("'", "'\\''") + "'"
 p = subprocess.Popen(
     ["ssh", "-F", cfg, "-o", "ControlPath=none", host, line],
     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)

@@ -2,6 +2,8 @@
 """Peak memory of a whole process tree, sampled from /proc.
 
 Usage: peakmem.py [--interval-ms 5] -- COMMAND [ARG]...
+       peakmem.py --pids PID...     # one look at running processes (idle ssh masters):
+                                    # {"pids", "pss_kib": [...], "rss_kib": [...]}
 Prints one JSON object on stdout; the command's own output goes to /dev/null.
 
 Why not `/usr/bin/time -f %M` alone: GNU time reports ru_maxrss from wait4() on the
@@ -100,6 +102,11 @@ def mem_of(pid):
 
 def main():
     args = sys.argv[1:]
+    if args[:1] == ["--pids"]:
+        pids = [int(p) for p in args[1:] if p]
+        got = [mem_of(p) for p in pids]
+        print(json.dumps({"pids": len(pids), "rss_kib": [r for r, _ in got], "pss_kib": [s for _, s in got]}))
+        return
     interval = 0.005
     if args[:1] == ["--interval-ms"]:
         interval = float(args[1]) / 1000

@@ -42,7 +42,11 @@ CONF
     "$dir/client" "$dir/known_hosts" >>"$dir/ssh_config"
   FLEET_CFG=$dir/ssh_config
   for port in "${FLEET_PORTS[@]}"; do
-    for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.05; done
+    for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && continue 2; sleep 0.05; done
+    # Never up (its port taken meanwhile, say): a fleet short of a host would fail later, obscurely.
+    echo "sshd.sh: the sshd on port $port did not start; $dir/sshd.log says:" >&2
+    tail -5 "$dir/sshd.log" >&2
+    return 1
   done
 }
 

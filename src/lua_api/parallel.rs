@@ -80,11 +80,17 @@ async fn parallel(
         let label = label_of(&item, i);
         let func: Function = func.clone();
         let slots = slots.clone();
+        let ctx = ctx.clone();
+        let said = label.clone();
         tasks.push((
             label,
             tokio::task::spawn_local(async move {
                 let _slot = slots.acquire().await;
-                func.call_async::<Value>(item).await
+                let outcome = func.call_async::<Value>(item).await;
+                // Said as each item ends, not in the list's order: one slow host must not
+                // hold back the lines of the hundreds that finished (measured at 200).
+                said_done(&ctx, &outcome, i, total, &said);
+                outcome
             }),
         ));
     }
@@ -95,34 +101,14 @@ async fn parallel(
         let outcome = task
             .await
             .map_err(|e| mlua::Error::runtime(format!("parallel(): item {label} panicked: {e}")))?;
-        let step = ctx.step.get().map(|s| s.index);
         match outcome {
-            Ok(v) => {
-                results.raw_set(i + 1, v)?;
-                ctx.bus.emit(Event::Log {
-                    step,
-                    level: crate::actions::events::Level::Info,
-                    message: format!("[{}/{total}] {label}: ok", i + 1),
-                });
-            }
+            Ok(v) => results.raw_set(i + 1, v)?,
             Err(e) => {
-                let msg = super::error_message(&e);
-                // After a timeout or Ctrl-C, every item still queued fails the same way:
-                // one line says so below instead of thousands of identical ones.
-                if (ctx.aborted() || ctx.past_deadline())
-                    && crate::base::abort::Abort::of(&e).is_some()
-                {
-                    stopped += 1;
-                    failures.push(format!("  {label}: {msg}"));
-                    continue;
-                }
                 // Why, once: in the step's error below, which lists every failed item.
-                ctx.bus.emit(Event::Log {
-                    step,
-                    level: crate::actions::events::Level::Error,
-                    message: format!("[{}/{total}] {label}: failed", i + 1),
-                });
-                failures.push(format!("  {label}: {msg}"));
+                failures.push(format!("  {label}: {}", super::error_message(&e)));
+                if stopped_by_abort(&ctx, &e) {
+                    stopped += 1;
+                }
             }
         }
     }
@@ -146,6 +132,32 @@ async fn parallel(
             failures.join("\n")
         ),
     ))
+}
+
+/// After a timeout or Ctrl-C, every item still queued fails the same way: one line
+/// says so at the end instead of thousands of identical ones.
+fn stopped_by_abort(ctx: &crate::actions::ctx::Ctx, e: &mlua::Error) -> bool {
+    (ctx.aborted() || ctx.past_deadline()) && crate::base::abort::Abort::of(e).is_some()
+}
+
+/// The line that says item `i` (of `total`, named `label`) ended: ok or failed.
+fn said_done(
+    ctx: &crate::actions::ctx::Ctx,
+    outcome: &mlua::Result<Value>,
+    i: usize,
+    total: usize,
+    label: &str,
+) {
+    let (level, word) = match outcome {
+        Ok(_) => (crate::actions::events::Level::Info, "ok"),
+        Err(e) if stopped_by_abort(ctx, e) => return,
+        Err(_) => (crate::actions::events::Level::Error, "failed"),
+    };
+    ctx.bus.emit(Event::Log {
+        step: ctx.step.get().map(|s| s.index),
+        level,
+        message: format!("[{}/{total}] {label}: {word}", i + 1),
+    });
 }
 
 /// While a `parallel()` runs its items, the plan pass's recording marks each change as

@@ -211,7 +211,8 @@ async fn spawn(lua: Lua, (t, opts): (Value, Option<Table>)) -> mlua::Result<Valu
 /// did not take part is `false`; named groups are also `captures.NAME`); the groups are
 /// also the result's own fields 1, 2, ….
 ///
-/// The file is read about once a second (only the new bytes; each read is an action, so
+/// The file is read as it grows, at most ten times a second, and about once a second
+/// while it does not (only the new bytes; each read is an action, so
 /// the lines it read are in the run record, and shown with `-v`). During `--dry-run`
 /// nothing was started, so it returns at once with `planned = true` and no `line`.
 ///

@@ -587,10 +587,15 @@ impl Pool {
             .collect()
     }
 
-    /// Closes every idle session.
+    /// Closes every idle session, all at once (each waits for its loop to end).
     pub async fn close_all(&self) {
-        for s in self.clear() {
-            s.close().await;
+        let closing: Vec<_> = self
+            .clear()
+            .into_iter()
+            .map(|s| tokio::task::spawn_local(s.close()))
+            .collect();
+        for c in closing {
+            let _ = c.await;
         }
     }
 

@@ -175,7 +175,6 @@ pub fn request(req: &ExecRequest, mode: Mode) -> Result<(Vec<u8>, String), Strin
     }
     let token = token();
     let mut words: Vec<OsString> = vec![
-        "_rb_run".into(),
         token.clone().into(),
         match mode {
             Mode::Group => "g",
@@ -194,14 +193,22 @@ pub fn request(req: &ExecRequest, mode: Mode) -> Result<(Vec<u8>, String), Strin
     }
     words.push("--".into());
     words.extend(req.argv.iter().cloned());
-    let script = quote::join_bytes(&words);
-    let mut text = Vec::with_capacity(script.len() + 16);
-    for line in script.as_bytes().split(|&b| b == b'\n') {
-        text.push(b'=');
-        text.extend_from_slice(line);
+    let words = quote::join_bytes(&words);
+    let words = words.as_bytes();
+    let mut text = Vec::with_capacity(words.len() + 16);
+    if words.contains(&b'\n') {
+        for line in words.split(|&b| b == b'\n') {
+            text.push(b'=');
+            text.extend_from_slice(line);
+            text.push(b'\n');
+        }
+        text.extend_from_slice(b".\n");
+    } else {
+        // One line: the loop reads a byte at a time, and each line is a turn of it.
+        text.push(b'!');
+        text.extend_from_slice(words);
         text.push(b'\n');
     }
-    text.extend_from_slice(b".\n");
     if let Some(input) = &req.stdin {
         for chunk in input.chunks(4096) {
             text.push(b'=');

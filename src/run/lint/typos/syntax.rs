@@ -209,8 +209,9 @@ pub enum Field<'s> {
 }
 
 /// Parses a whole file: its nodes and its top-level block. `Err`: `line N: what was
-/// expected`.
-#[cfg(test)]
+/// expected`. (The check itself reads a statement at a time, `TopLevel`; the tests read
+/// whole files.)
+#[cfg_attr(not(test), allow(dead_code))]
 pub fn parse(source: &str) -> Result<(Ast<'_>, Block), String> {
     let mut p = Parser::new(source)?;
     let root = p.block()?;
