@@ -42,66 +42,47 @@ pub struct UnknownGlobal {
 /// `Function::dump(false)` (debug info kept), so the file is compiled once, for the run,
 /// and read here from what that compile produced.
 pub fn unknown_globals_in(dump: &[u8], known: &[&str]) -> Result<Vec<UnknownGlobal>, String> {
-    let main = Reader::new(dump)
+    let accesses = Reader::new(dump)
         .chunk()
         .map_err(|e| format!("cannot read the compiled chunk: {e}"))?;
 
     let mut declared: HashSet<&str> = known.iter().copied().collect();
-    main.walk(&mut |proto, is_main| {
-        if is_main {
-            for a in &proto.accesses {
-                if a.write {
-                    declared.insert(&a.name);
-                }
-            }
+    for a in &accesses {
+        if a.main && a.write {
+            declared.insert(&a.name);
         }
-    });
+    }
     // In source order: by line, then as the compiler met them; one entry per name and line.
     let mut found: Vec<UnknownGlobal> = Vec::new();
-    main.walk(&mut |proto, is_main| {
-        for a in &proto.accesses {
-            if declared.contains(a.name.as_ref()) || (is_main && a.write) {
-                continue;
-            }
-            match found
-                .iter_mut()
-                .find(|g| g.line == a.line && g.name == a.name)
-            {
-                Some(g) => g.assigned |= a.write,
-                None => found.push(UnknownGlobal {
-                    line: a.line,
-                    name: a.name.to_string(),
-                    assigned: a.write,
-                }),
-            }
+    for a in &accesses {
+        if declared.contains(a.name.as_ref()) || (a.main && a.write) {
+            continue;
         }
-    });
+        match found
+            .iter_mut()
+            .find(|g| g.line == a.line && g.name == a.name)
+        {
+            Some(g) => g.assigned |= a.write,
+            None => found.push(UnknownGlobal {
+                line: a.line,
+                name: a.name.to_string(),
+                assigned: a.write,
+            }),
+        }
+    }
     found.sort_by_key(|g| g.line);
     Ok(found)
 }
 
+/// A global read or written, in a function of the chunk (all of them in one list, each
+/// function's before its nested functions', as the compiler nested them).
 struct Access<'a> {
     /// The constant's text (borrowed from the dump unless it is not UTF-8).
     name: Cow<'a, str>,
     line: usize,
     write: bool,
-}
-
-struct Proto<'a> {
-    accesses: Vec<Access<'a>>,
-    children: Vec<Proto<'a>>,
-}
-
-impl<'a> Proto<'a> {
-    fn walk<'p>(&'p self, f: &mut impl FnMut(&'p Proto<'a>, bool)) {
-        self.walk_at(f, true);
-    }
-    fn walk_at<'p>(&'p self, f: &mut impl FnMut(&'p Proto<'a>, bool), is_main: bool) {
-        f(self, is_main);
-        for c in &self.children {
-            c.walk_at(f, false);
-        }
-    }
+    /// In the main chunk (outside any function).
+    main: bool,
 }
 
 const OP_GETTABUP: u32 = 11;
@@ -112,11 +93,18 @@ const ABSLINEINFO: i8 = -0x80;
 struct Reader<'a> {
     data: &'a [u8],
     pos: usize,
+    /// The string constants of the functions being read, innermost last (a function's
+    /// are read before its nested functions, and used after them).
+    constants: Vec<Option<&'a [u8]>>,
 }
 
 impl<'a> Reader<'a> {
     fn new(data: &'a [u8]) -> Self {
-        Reader { data, pos: 0 }
+        Reader {
+            data,
+            pos: 0,
+            constants: Vec::new(),
+        }
     }
 
     fn bytes(&mut self, n: usize) -> Result<&'a [u8], String> {
@@ -153,7 +141,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn chunk(&mut self) -> Result<Proto<'a>, String> {
+    fn chunk(&mut self) -> Result<Vec<Access<'a>>, String> {
         if self.bytes(4)? != b"\x1bLua" || self.byte()? != 0x54 || self.byte()? != 0 {
             return Err("not a Lua 5.4 chunk".into());
         }
@@ -164,10 +152,14 @@ impl<'a> Reader<'a> {
         }
         self.bytes(16)?; // LUAC_INT, LUAC_NUM
         self.byte()?; // main's upvalue count
-        self.function()
+        let mut out = Vec::new();
+        self.function(&mut out, true)?;
+        Ok(out)
     }
 
-    fn function(&mut self) -> Result<Proto<'a>, String> {
+    /// Reads a function and the functions nested in it, its accesses then theirs onto
+    /// `out`.
+    fn function(&mut self, out: &mut Vec<Access<'a>>, main: bool) -> Result<(), String> {
         self.string()?; // source
         let line_defined = self.size()?;
         self.size()?; // lastlinedefined
@@ -175,9 +167,9 @@ impl<'a> Reader<'a> {
         let ncode = self.size()?;
         let code = self.bytes(ncode.checked_mul(4).ok_or("size overflow")?)?;
         let nk = self.size()?;
-        let mut constants: Vec<Option<&'a [u8]>> = Vec::with_capacity(nk);
+        let base = self.constants.len();
         for _ in 0..nk {
-            constants.push(match self.byte()? {
+            let k = match self.byte()? {
                 0 | 1 | 17 => None, // nil, false, true
                 3 | 19 => {
                     self.bytes(8)?; // integer, float
@@ -185,14 +177,16 @@ impl<'a> Reader<'a> {
                 }
                 4 | 20 => self.string()?, // short, long string
                 t => return Err(format!("unknown constant type {t}")),
-            });
+            };
+            self.constants.push(k);
         }
         let nup = self.size()?;
         self.bytes(nup * 3)?;
         let nprotos = self.size()?;
-        let mut children = Vec::with_capacity(nprotos);
+        // This function's accesses go before its nested functions'.
+        let first = out.len();
         for _ in 0..nprotos {
-            children.push(self.function()?);
+            self.function(out, false)?;
         }
         let nline = self.size()?;
         let lineinfo = self.bytes(nline)?;
@@ -216,13 +210,15 @@ impl<'a> Reader<'a> {
 
         let mut accesses = Vec::new();
         let Some(env) = env_upvalue else {
-            return Ok(Proto { accesses, children });
+            self.constants.truncate(base);
+            return Ok(());
         };
+        let constants = &self.constants[base..];
         // Line of each instruction: deltas from `linedefined`, with absolute entries
         // where a delta would not fit.
         let mut line = line_defined as i64;
         for (pc, ins) in code.chunks_exact(4).enumerate() {
-            let at = match lineinfo.get(pc) {
+            let this_line = match lineinfo.get(pc) {
                 Some(delta) => {
                     let delta = *delta as i8;
                     if delta == ABSLINEINFO {
@@ -249,15 +245,18 @@ impl<'a> Reader<'a> {
             if upvalue != env {
                 continue;
             }
-            if let Some(Some(name)) = constants.get(key as usize) {
+            if let Some(&Some(name)) = constants.get(key as usize) {
                 accesses.push(Access {
                     name: text(name),
-                    line: at,
+                    line: this_line,
                     write,
+                    main,
                 });
             }
         }
-        Ok(Proto { accesses, children })
+        self.constants.truncate(base);
+        out.splice(first..first, accesses);
+        Ok(())
     }
 }
 
