@@ -451,29 +451,32 @@ while IFS= read -r _rb_l; do
             ;;
           *) ;;
         esac
-        # The next pair first (a cat opens it once it read this one to its end), then
-        # the frame's ends, then the loop's ends of this pair close at once (a cat reads
-        # the end and the end of its FIFO without waiting in between).
-        case $_rb_uf in
-          5) if [ -p "$_rb_o7" ] && [ -p "$_rb_e7" ]; then
-            # (Checked to be FIFOs: `<>` would make a missing one a plain file.)
-            # shellcheck disable=SC2094
-            exec 7<>"$_rb_o7" 8<>"$_rb_e7"
-            _rb_nf=7
-          fi ;;
-          *) if [ -p "$_rb_o5" ] && [ -p "$_rb_e5" ]; then
-            # shellcheck disable=SC2094
-            exec 5<>"$_rb_o5" 6<>"$_rb_e5"
-            _rb_nf=5
-          fi ;;
-        esac
         printf '\036%s end %s\n' "$_rb_t" "$_rb_st" >&"$_rb_uf"
         printf '\036%s end\n' "$_rb_t" >&$((_rb_uf + 1))
-        if [ -n "$_rb_nf" ] && [ "$_rb_z" -gt "$_rb_u" ]; then
-          if [ "$_rb_uf" = 5 ]; then exec 5>&- 6>&-; else exec 7>&- 8>&-; fi
-        else
-          _rb_after
-        fi
+        # The next pair opens, then the loop's ends of this one close (a cat opens the
+        # next once it read this one to its end). The long way where this pair's cats
+        # are to be replaced, or a FIFO is gone (`<>` would make a plain file).
+        case $_rb_uf:$((_rb_z > _rb_u)) in
+          5:1)
+            if [ -p "$_rb_o7" ] && [ -p "$_rb_e7" ]; then
+              # shellcheck disable=SC2094
+              exec 7<>"$_rb_o7" 8<>"$_rb_e7" 5>&- 6>&-
+              _rb_nf=7
+              continue
+            fi
+            ;;
+          7:1)
+            if [ -p "$_rb_o5" ] && [ -p "$_rb_e5" ]; then
+              # shellcheck disable=SC2094
+              exec 5<>"$_rb_o5" 6<>"$_rb_e5" 7>&- 8>&-
+              _rb_nf=5
+              continue
+            fi
+            ;;
+          *) ;;
+        esac
+        _rb_open
+        _rb_after
         continue
       fi
       ;;
