@@ -12,10 +12,11 @@
 //! its exit status, and a process group of its own, reported before it starts, that a
 //! timeout or Ctrl-C kills (`kill_tree`), and nothing else. Its output is framed by lines
 //! carrying a token drawn afresh for each command, which the command never sees, so it
-//! cannot end its frame early or fake its group. Its streams are its own: FIFOs never
-//! used before, copied to the channel by a `cat` each that the loop ends before the next
-//! command begins, so what a process it left running prints later reaches no other
-//! command (it writes into a pipe nobody reads).
+//! cannot end its frame early or fake its group. Its streams are its own: FIFOs copied
+//! to the channel by a `cat` each, which goes on to the next command's FIFO only once it
+//! read this one to its end (nothing holds it open for writing) and is ended otherwise,
+//! before the next command begins, so what a process it left running prints later
+//! reaches no other command (it writes into a pipe nobody reads).
 //!
 //! Sessions are pooled per connection (`Pool`): a command takes an idle session for its
 //! target or starts one, and gives it back when it ends cleanly. A session that dies

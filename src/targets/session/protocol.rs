@@ -1,9 +1,10 @@
 //! What runbook and `sh/session.sh` say to each other about one command: the request
 //! the loop reads (`request`: the argv, environment, working directory and stdin, each
-//! line of it prefixed so that none can end it early) and the frame the command's output
-//! comes back in (`Frame`: lines that start with the command's token mark its begin,
-//! group and end). Apart from `session.rs`, which starts, runs and pools sessions,
-//! because this is the part the loop's shell script must agree with byte for byte.
+//! line of it prefixed so that none can end it early; one line where it can be) and the
+//! frame the command's output comes back in (`Frame`: lines that start with the
+//! command's token mark its begin, group and end). Apart from `session.rs`, which
+//! starts, runs and pools sessions, because this is the part the loop's shell script
+//! must agree with byte for byte.
 
 use crate::base::quote;
 use crate::targets::pump::{feed, take_line};

@@ -47,7 +47,7 @@
 unset _rb_nl _rb_rs _rb_jc _rb_boot _rb_proc _rb_dir _rb_f _rb_in _rb_l _rb_q _rb_t _rb_m \
   _rb_i _rb_d _rb_s _rb_p _rb_st _rb_x _rb_a _rb_n _rb_o _rb_e _rb_fw _rb_j _rb_pb _rb_so \
   _rb_se _rb_nf _rb_uf _rb_u _rb_wo _rb_we _rb_co _rb_ce _rb_zo _rb_ze _rb_ok _rb_o5 _rb_e5 \
-  _rb_o7 _rb_e7 _rb_c5 _rb_c7 _rb_c6 _rb_c8 _rb_w _rb_sl _rb_cc _rb_z _rb_f
+  _rb_o7 _rb_e7 _rb_c5 _rb_c7 _rb_c6 _rb_c8 _rb_w _rb_sl _rb_cc _rb_z _rb_sp
 _rb_nl='
 '
 _rb_rs=$(printf '\036')
@@ -82,8 +82,8 @@ IFS= read -r _rb_boot 2>/dev/null </proc/sys/kernel/random/boot_id || _rb_boot=-
 _rb_proc=1
 [ -r /proc/self/stat ] && [ "/proc/$$/fd/3" -ef /proc/self/fd/3 ] || _rb_proc=
 _rb_dir='' _rb_in='' _rb_fw='' _rb_n=0 _rb_m=0 _rb_nf='' _rb_uf='' _rb_u=0 _rb_co='' \
-  _rb_ce='' _rb_zo=0 _rb_ze=0 _rb_z=0 _rb_cc='' _rb_sl='' _rb_f='' _rb_wo='' _rb_we='' _rb_ok='' \
-  _rb_o5='' _rb_e5='' _rb_o7='' _rb_e7=''
+  _rb_ce='' _rb_zo=0 _rb_ze=0 _rb_z=0 _rb_cc='' _rb_sl='' _rb_sp='' _rb_wo='' _rb_we='' \
+  _rb_ok='' _rb_o5='' _rb_e5='' _rb_o7='' _rb_e7=''
 # The cats' argvs (see _rb_cats): the loop's fds of the FIFOs to come, in turn from 5
 # (or 7) for stdout, from 6 (or 8) for stderr, 256 each.
 _rb_c5="/proc/$$/fd/5 /proc/$$/fd/7" _rb_c7="/proc/$$/fd/7 /proc/$$/fd/5"
@@ -160,7 +160,7 @@ _rb_pipes() {
 #   _rb_uf  5 or 7: where the last command's pair is, until the next request;
 #           _rb_wo, _rb_we: the loop's end of its FIFO is still open there
 #   _rb_sl  set where the next request cannot settle at a glance (see the loop);
-#           _rb_f: set where it may take the loop's short path
+#           _rb_sp: set where it may take the loop's short path
 #   _rb_u   how many pairs commands used; _rb_co, _rb_ce: the cats of stdout and
 #           stderr, _rb_zo, _rb_ze: the number of the last pair each copies, _rb_z the
 #           smaller; _rb_cc: both cats are there; _rb_ok: both are known to have the
@@ -278,8 +278,8 @@ _rb_after() {
     _rb_cats
     _rb_retire "$_rb_uf"
   fi
-  _rb_f=''
-  if [ -z "$_rb_sl$_rb_fw" ] && [ -n "$_rb_nf" ] && [ -n "$_rb_cc" ]; then _rb_f=1; fi
+  _rb_sp=''
+  if [ -z "$_rb_sl$_rb_fw" ] && [ -n "$_rb_nf" ] && [ -n "$_rb_cc" ]; then _rb_sp=1; fi
 }
 
 # _rb_retire FD: the FIFOs of the pair on FD are not used again (whether their cat read
@@ -424,11 +424,11 @@ while IFS= read -r _rb_l; do
   # child writes costs it a copied page.
   _rb_q='' _rb_t=$1 _rb_i=$3 _rb_d=$4 _rb_x=$_rb_jc$2$_rb_proc
   # The short path: bash with /proc, MODE g, no stdin, cwd or env, and nothing out of
-  # the ordinary since the last command (_rb_f). The cats must have gone on to the
+  # the ordinary since the last command (_rb_sp). The cats must have gone on to the
   # next pair (else _rb_settle looks closer, on the long path). The frame of the
   # command's stdout begins on the channel itself (its cat has copied all it will of
   # the last command's); its process reports its group and execs.
-  case $_rb_f$_rb_x$_rb_i$_rb_d:${5-} in
+  case $_rb_sp$_rb_x$_rb_i$_rb_d:${5-} in
     11g10-:--)
       if [ "/proc/$_rb_co/fd/3" -ef "/proc/$$/fd/$_rb_nf" ] &&
         [ "/proc/$_rb_ce/fd/3" -ef "/proc/$$/fd/$((_rb_nf + 1))" ]; then
@@ -451,36 +451,39 @@ while IFS= read -r _rb_l; do
             ;;
           *) ;;
         esac
-        # The next pair first (a cat opens it once it read this one to its end), then
-        # the frame's ends, then the loop's ends of this pair close at once (a cat reads
-        # the end and the end of its FIFO without waiting in between).
-        case $_rb_uf in
-          5) if [ -p "$_rb_o7" ] && [ -p "$_rb_e7" ]; then
-            # (Checked to be FIFOs: `<>` would make a missing one a plain file.)
-            # shellcheck disable=SC2094
-            exec 7<>"$_rb_o7" 8<>"$_rb_e7"
-            _rb_nf=7
-          fi ;;
-          *) if [ -p "$_rb_o5" ] && [ -p "$_rb_e5" ]; then
-            # shellcheck disable=SC2094
-            exec 5<>"$_rb_o5" 6<>"$_rb_e5"
-            _rb_nf=5
-          fi ;;
-        esac
         printf '\036%s end %s\n' "$_rb_t" "$_rb_st" >&"$_rb_uf"
         printf '\036%s end\n' "$_rb_t" >&$((_rb_uf + 1))
-        if [ -n "$_rb_nf" ] && [ "$_rb_z" -gt "$_rb_u" ]; then
-          if [ "$_rb_uf" = 5 ]; then exec 5>&- 6>&-; else exec 7>&- 8>&-; fi
-        else
-          _rb_after
-        fi
+        # The next pair opens, then the loop's ends of this one close (a cat opens the
+        # next once it read this one to its end). The long way where this pair's cats
+        # are to be replaced, or a FIFO is gone (`<>` would make a plain file).
+        case $_rb_uf:$((_rb_z > _rb_u)) in
+          5:1)
+            if [ -p "$_rb_o7" ] && [ -p "$_rb_e7" ]; then
+              # shellcheck disable=SC2094
+              exec 7<>"$_rb_o7" 8<>"$_rb_e7" 5>&- 6>&-
+              _rb_nf=7
+              continue
+            fi
+            ;;
+          7:1)
+            if [ -p "$_rb_o5" ] && [ -p "$_rb_e5" ]; then
+              # shellcheck disable=SC2094
+              exec 5<>"$_rb_o5" 6<>"$_rb_e5" 7>&- 8>&-
+              _rb_nf=5
+              continue
+            fi
+            ;;
+          *) ;;
+        esac
+        _rb_open
+        _rb_after
         continue
       fi
       ;;
     *) ;;
   esac
   # The long path: every request.
-  _rb_f=''
+  _rb_sp=''
   shift 4
   [ -z "$_rb_fw" ] || _rb_unfwd
   # The cats must be done with the last command's FIFOs: seen on the next pair at once,
