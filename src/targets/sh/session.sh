@@ -167,14 +167,21 @@ _rb_pipes() {
 #           pair in use open
 #   _rb_o5 _rb_e5 / _rb_o7 _rb_e7  the FIFOs opened on 5 and 6 / 7 and 8
 
+# _rb_pair: sets _rb_o and _rb_e to a new pair of FIFOs (a number never used before),
+# made and checked to be FIFOs.
+_rb_pair() {
+  _rb_n=$((_rb_n + 1))
+  _rb_o=$_rb_dir/o$_rb_n _rb_e=$_rb_dir/e$_rb_n
+  mkfifo -m 600 "$_rb_o" "$_rb_e" && [ -p "$_rb_o" ] && [ -p "$_rb_e" ]
+}
+
 # _rb_open: opens the next pair, on the fds the last one does not use; its FIFOs are
 # made anew where they were retired (or are gone).
 _rb_open() {
   if [ "$_rb_uf" = 5 ]; then
     if ! [ -p "$_rb_o7" ] || ! [ -p "$_rb_e7" ]; then
-      _rb_n=$((_rb_n + 1))
-      _rb_o7=$_rb_dir/o$_rb_n _rb_e7=$_rb_dir/e$_rb_n
-      mkfifo -m 600 "$_rb_o7" "$_rb_e7" && [ -p "$_rb_o7" ] && [ -p "$_rb_e7" ] || return 1
+      _rb_pair || return 1
+      _rb_o7=$_rb_o _rb_e7=$_rb_e
     fi
     # (Checked to be FIFOs: `<>` would make a missing one a plain file.)
     # shellcheck disable=SC2094
@@ -182,9 +189,8 @@ _rb_open() {
     _rb_nf=7
   else
     if ! [ -p "$_rb_o5" ] || ! [ -p "$_rb_e5" ]; then
-      _rb_n=$((_rb_n + 1))
-      _rb_o5=$_rb_dir/o$_rb_n _rb_e5=$_rb_dir/e$_rb_n
-      mkfifo -m 600 "$_rb_o5" "$_rb_e5" && [ -p "$_rb_o5" ] && [ -p "$_rb_e5" ] || return 1
+      _rb_pair || return 1
+      _rb_o5=$_rb_o _rb_e5=$_rb_e
     fi
     # shellcheck disable=SC2094
     exec 5<>"$_rb_o5" 6<>"$_rb_e5"
