@@ -283,7 +283,7 @@ fn runbook_lock(name: &str) -> String {
     }
     use sha2::Digest;
     let digest = sha2::Sha256::digest(name.as_bytes());
-    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let hex: String = crate::base::hex::hex(&digest[..8]);
     format!("runbook-{hex}")
 }
 

@@ -411,7 +411,7 @@ fn temp_name(name: &CString) -> CString {
         let mixed = nanos ^ ((std::process::id() as u128) << 64) ^ (&bytes as *const _ as u128);
         bytes.copy_from_slice(&mixed.to_le_bytes()[..12]);
     }
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let hex: String = crate::base::hex::hex(&bytes);
     let mut out = b".".to_vec();
     out.extend_from_slice(name.as_bytes());
     out.extend_from_slice(format!(".{hex}.tmp").as_bytes());

@@ -169,7 +169,7 @@ pub fn parse(text: &str) -> Fingerprint {
             .map(|(n, v)| format!("{n}=={v}\n"))
             .collect();
         let digest = sha2::Sha256::digest(listing.as_bytes());
-        fp.packages_hash = Some(digest.iter().map(|b| format!("{b:02x}")).collect());
+        fp.packages_hash = Some(crate::base::hex::hex(&digest));
     }
     fp
 }
@@ -255,7 +255,7 @@ pub fn check_name(name: &str) -> Result<(), String> {
 fn short_hash(text: &str) -> String {
     use sha2::Digest;
     let digest = sha2::Sha256::digest(text.as_bytes());
-    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+    crate::base::hex::hex(&digest[..8])
 }
 
 /// The file name a fingerprint's machine is kept under: its machine id and the

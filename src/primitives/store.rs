@@ -90,7 +90,7 @@ impl Manifest {
     pub fn seal(mut self) -> Manifest {
         self.id = String::new();
         let text = serde_json::to_vec(&self).expect("a manifest serialises");
-        self.id = hex(&sha2::Sha256::digest(&text))[..16].to_string();
+        self.id = crate::base::hex::hex(&sha2::Sha256::digest(&text))[..16].to_string();
         self
     }
 
@@ -109,12 +109,8 @@ impl Manifest {
     }
 }
 
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 pub fn sha256(bytes: &[u8]) -> String {
-    hex(&sha2::Sha256::digest(bytes))
+    crate::base::hex::hex(&sha2::Sha256::digest(bytes))
 }
 
 /// How old an object no manifest names must be before `prune` deletes it.
@@ -294,7 +290,7 @@ impl Upload<'_> {
 
     /// The object whole, named by its sha256: returns it and the object's size.
     pub async fn finish(self, step: &Step<'_>) -> Result<(String, u64), Fault> {
-        let sha = hex(&self.hasher.finalize());
+        let sha = crate::base::hex::hex(&self.hasher.finalize());
         match self.store {
             Store::Local(l) => {
                 let got = l.put_object(&self.bytes)?;

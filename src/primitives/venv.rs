@@ -565,7 +565,7 @@ pub fn packages_hash(packages: &[Package]) -> String {
         .collect();
     lines.sort();
     let digest = Sha256::digest(lines.concat().as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    crate::base::hex::hex(&digest)
 }
 
 #[cfg(test)]

@@ -159,10 +159,7 @@ fn own_socket(settings: &SshSettings, key: &str) -> Result<PathBuf, String> {
             .as_encoded_bytes(),
     );
     h.update([u8::from(settings.trust_new_hosts)]);
-    let digest: String = h.finalize()[..10]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let digest = crate::base::hex::hex(&h.finalize()[..10]);
     Ok(dir.join(format!("cm-{digest}")))
 }
 

@@ -124,10 +124,6 @@ impl Reply {
     }
 }
 
-fn to_hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 fn from_hex(text: &str) -> Option<Vec<u8>> {
     let digits = text.as_bytes();
     if digits.len() % 2 != 0 {
@@ -555,7 +551,7 @@ impl Replies {
                         if !req.secret_output
                             && text(&o.stdout) == String::from_utf8_lossy(&o.stdout) =>
                     {
-                        reply.stdout_hex = Some(to_hex(&o.stdout))
+                        reply.stdout_hex = Some(crate::base::hex::hex(&o.stdout))
                     }
                     Err(_) => reply.stdout = secrets::MASK.to_string(),
                     Ok(_) => reply.stdout = stream(&o.stdout),
@@ -688,7 +684,7 @@ mod tests {
         let bytes: Vec<u8> = vec![0x1f, 0x8b, 0x08, 0x00, 0xff, 0xfe, b'\n', 0x00];
         let line = format!(
             "{{\"target\":\"local\",\"argv\":[\"cat\"],\"code\":0,\"stdout_hex\":\"{}\"}}",
-            to_hex(&bytes)
+            crate::base::hex::hex(&bytes)
         );
         let reply: Reply = serde_json::from_str(&line).unwrap();
         assert_eq!(reply.outcome().unwrap().stdout, bytes);

@@ -115,11 +115,7 @@ fn shown_as(target: &Target, req: &ExecRequest, script: Option<&Script>, input: 
     // holds its digest either way.
     if let (Some(bytes), Input::Binary | Input::Data) = (req.stdin.as_deref(), input) {
         use sha2::Digest;
-        let digest: String = sha2::Sha256::digest(bytes)
-            .iter()
-            .take(8)
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let digest = crate::base::hex::hex(&sha2::Sha256::digest(bytes)[..8]);
         let line = crate::base::quote::render_with(argv, &req.env, req.cwd.as_deref(), None);
         let what = match input {
             Input::Binary => "binary data",

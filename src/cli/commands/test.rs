@@ -107,7 +107,7 @@ impl PrivateDir {
         std::fs::File::open("/dev/urandom")
             .and_then(|mut f| f.read_exact(&mut bytes))
             .map_err(|e| Error::io("/dev/urandom", e))?;
-        let name: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let name: String = crate::base::hex::hex(&bytes);
         let dir = tmp.join(format!("runbook-test-{name}"));
         // `create` fails on a name that exists: nothing planted there is used.
         std::fs::DirBuilder::new()

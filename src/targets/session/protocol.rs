@@ -158,7 +158,7 @@ pub fn token() -> String {
         }
         filled += n as usize;
     }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    crate::base::hex::hex(&bytes)
 }
 
 /// How a command runs in a session: `Group` in a process group of its own, reported

@@ -32,7 +32,7 @@ impl SpoolDir {
     /// one receiver never goes to another.
     pub fn open(state: &Path, sink: &Sink) -> io::Result<SpoolDir> {
         let digest = Sha256::digest(sink.describe().as_bytes());
-        let hex: String = digest[..6].iter().map(|b| format!("{b:02x}")).collect();
+        let hex: String = crate::base::hex::hex(&digest[..6]);
         let path = state.join("spool").join(format!("{}-{hex}", sink.kind()));
         std::fs::DirBuilder::new()
             .recursive(true)
